@@ -1,0 +1,122 @@
+// Package archtest holds the module-wide dependency rules of ARCHITECTURE.md.
+// It lives here, not at the module root, because the root holds no Go files.
+package archtest
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/edgeinfer/edgeinfer"
+
+type goPackage struct {
+	ImportPath string
+	Deps       []string
+	Imports    []string
+}
+
+// listPackages runs `go list -deps`-style queries over every production
+// package of the module (tests are not included: -test is not passed).
+func listPackages(t *testing.T) []goPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Deps,Imports", module+"/...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []goPackage
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p goPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// rule: only `allowed` may depend (directly or not) on `dep`. A package that
+// imports an allowed package inherits the dependency legitimately, so the
+// check is on direct imports.
+type importRule struct {
+	dep     string   // import path prefix that is restricted
+	allowed []string // packages that may import it directly
+}
+
+var importRules = []importRule{
+	{dep: "github.com/yalue/onnxruntime_go", allowed: []string{module + "/runtime/ort"}},
+	{dep: "go.etcd.io/bbolt", allowed: []string{module + "/pkg/store"}},
+}
+
+// layer order: a package may import only packages of its own or a lower layer.
+// pkg/* leaves < quant < runtime/* < runtime/engine < update, platforms < examples, pkg/cmd.
+func layer(path string) int {
+	rel := strings.TrimPrefix(path, module+"/")
+	switch {
+	case strings.HasPrefix(rel, "pkg/cmd"), strings.HasPrefix(rel, "examples"):
+		return 5
+	case strings.HasPrefix(rel, "update"), strings.HasPrefix(rel, "platforms"):
+		return 4
+	case strings.HasPrefix(rel, "runtime/engine"):
+		return 3
+	case strings.HasPrefix(rel, "runtime"):
+		return 2
+	case strings.HasPrefix(rel, "quant"):
+		return 1
+	case strings.HasPrefix(rel, "pkg/loadgen"):
+		// the benchmark harness drives the engine in-process: it sits with the CLI.
+		return 5
+	default:
+		return 0
+	}
+}
+
+func TestDeps(t *testing.T) {
+	pkgs := listPackages(t)
+	if len(pkgs) == 0 {
+		t.Fatal("go list returned no packages")
+	}
+	for _, p := range pkgs {
+		for _, imp := range p.Imports {
+			for _, r := range importRules {
+				if strings.HasPrefix(imp, r.dep) && !contains(r.allowed, p.ImportPath) {
+					t.Errorf("%s imports %s; only %v may", p.ImportPath, imp, r.allowed)
+				}
+			}
+			if imp == "testing" || strings.HasPrefix(imp, "testing/") {
+				t.Errorf("production package %s imports %s", p.ImportPath, imp)
+			}
+			if strings.HasPrefix(imp, module+"/") && layer(imp) > layer(p.ImportPath) {
+				t.Errorf("%s (layer %d) imports %s (layer %d): imports must point down",
+					p.ImportPath, layer(p.ImportPath), imp, layer(imp))
+			}
+		}
+		// sched is pure Go: it must not reach ORT even indirectly.
+		if strings.HasSuffix(p.ImportPath, "/runtime/sched") {
+			for _, d := range p.Deps {
+				if d == module+"/runtime/ort" || strings.HasPrefix(d, "github.com/yalue/") {
+					t.Errorf("runtime/sched depends on %s; it must drive an Executor interface instead", d)
+				}
+			}
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
