@@ -1,0 +1,247 @@
+package llm
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// SamplingParams chooses the next token from a row of logits. The zero value
+// is greedy decoding (arg-max), which is deterministic.
+//
+// The order of operations follows Hugging Face transformers' logits
+// processors: penalties on raw logits, then temperature, then top-k, top-p and
+// min-p filtering of the resulting distribution.
+type SamplingParams struct {
+	// Temperature divides the logits; 0 means greedy.
+	Temperature float32 `json:"temperature,omitempty"`
+	// TopK keeps the K most likely tokens; 0 keeps all.
+	TopK int `json:"top_k,omitempty"`
+	// TopP keeps the smallest set whose probability reaches P; 0 or 1 keeps all.
+	TopP float32 `json:"top_p,omitempty"`
+	// MinP drops tokens whose probability is below MinP × the top probability.
+	MinP float32 `json:"min_p,omitempty"`
+	// RepetitionPenalty (CTRL-style, >1 discourages) applies to every token
+	// already in the prompt or output; 0 or 1 disables it.
+	RepetitionPenalty float32 `json:"repetition_penalty,omitempty"`
+	// PresencePenalty is subtracted once from every generated token's logit.
+	PresencePenalty float32 `json:"presence_penalty,omitempty"`
+	// FrequencyPenalty is subtracted once per occurrence in the output.
+	FrequencyPenalty float32 `json:"frequency_penalty,omitempty"`
+	// Seed makes sampling reproducible: the same seed, model and prompt give
+	// the same tokens.
+	Seed uint64 `json:"seed,omitempty"`
+}
+
+// Validate reports parameters out of their documented range.
+func (p SamplingParams) Validate() error {
+	switch {
+	case p.Temperature < 0 || isNaN32(p.Temperature):
+		return fmt.Errorf("%w: temperature %v must be ≥ 0", ErrBadSampling, p.Temperature)
+	case p.TopK < 0:
+		return fmt.Errorf("%w: top_k %d must be ≥ 0", ErrBadSampling, p.TopK)
+	case p.TopP < 0 || p.TopP > 1 || isNaN32(p.TopP):
+		return fmt.Errorf("%w: top_p %v must be in [0, 1]", ErrBadSampling, p.TopP)
+	case p.MinP < 0 || p.MinP > 1 || isNaN32(p.MinP):
+		return fmt.Errorf("%w: min_p %v must be in [0, 1]", ErrBadSampling, p.MinP)
+	case p.RepetitionPenalty < 0 || isNaN32(p.RepetitionPenalty):
+		return fmt.Errorf("%w: repetition_penalty %v must be ≥ 0", ErrBadSampling, p.RepetitionPenalty)
+	}
+	return nil
+}
+
+// Greedy reports whether sampling is plain arg-max.
+func (p SamplingParams) Greedy() bool { return p.Temperature == 0 }
+
+func isNaN32(f float32) bool { return f != f }
+
+// Sampler draws tokens for one sequence. It keeps the sequence's token counts
+// for the penalties and its own random stream, so two sequences never share
+// randomness and a seeded run is reproducible whatever else is batched with it.
+//
+// A Sampler is not safe for concurrent use.
+type Sampler struct {
+	p      SamplingParams
+	rng    *rand.Rand
+	seen   map[int32]int // prompt and output tokens, for the repetition penalty
+	output map[int32]int // output tokens only, for presence/frequency
+	cand   []candidate   // scratch, reused between calls
+}
+
+type candidate struct {
+	id int32
+	p  float32 // logit, then probability
+}
+
+// NewSampler returns a sampler for a sequence that starts with prompt.
+func NewSampler(p SamplingParams, prompt []int32) (*Sampler, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sampler{
+		p:      p,
+		rng:    rand.New(rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15)),
+		seen:   make(map[int32]int),
+		output: make(map[int32]int),
+	}
+	for _, t := range prompt {
+		s.seen[t]++
+	}
+	return s, nil
+}
+
+// Observe records a generated token (call it for every token the sequence
+// emits, sampled here or forced by the caller).
+func (s *Sampler) Observe(tok int32) {
+	s.seen[tok]++
+	s.output[tok]++
+}
+
+// Sample picks the next token from logits (one row, length vocab). logits is
+// modified in place by the penalties.
+func (s *Sampler) Sample(logits []float32) int32 {
+	s.applyPenalties(logits)
+	if s.p.Greedy() {
+		return argmax(logits)
+	}
+	inv := 1 / s.p.Temperature
+	c := s.cand[:0]
+	if k := s.p.TopK; k > 0 && k < len(logits) {
+		c = topK(c, logits, k)
+	} else {
+		for i, l := range logits {
+			c = append(c, candidate{int32(i), l})
+		}
+	}
+	// softmax over the kept candidates, numerically stable
+	maxL := float32(math.Inf(-1))
+	for _, x := range c {
+		maxL = max(maxL, x.p)
+	}
+	var sum float64
+	for i := range c {
+		e := math.Exp(float64((c[i].p - maxL) * inv))
+		c[i].p = float32(e)
+		sum += e
+	}
+	for i := range c {
+		c[i].p = float32(float64(c[i].p) / sum)
+	}
+	if s.p.TopP > 0 && s.p.TopP < 1 || s.p.MinP > 0 {
+		slices.SortFunc(c, func(a, b candidate) int { return cmp.Compare(b.p, a.p) })
+		c = s.filterSorted(c)
+	}
+	s.cand = c
+	var total float64
+	for _, x := range c {
+		total += float64(x.p)
+	}
+	r := s.rng.Float64() * total
+	for _, x := range c {
+		r -= float64(x.p)
+		if r < 0 {
+			return x.id
+		}
+	}
+	return c[len(c)-1].id
+}
+
+// filterSorted applies top-p and min-p to candidates sorted by probability.
+func (s *Sampler) filterSorted(c []candidate) []candidate {
+	if s.p.MinP > 0 {
+		floor := s.p.MinP * c[0].p
+		n := 1
+		for n < len(c) && c[n].p >= floor {
+			n++
+		}
+		c = c[:n]
+	}
+	if s.p.TopP > 0 && s.p.TopP < 1 {
+		var acc float32
+		for i, x := range c {
+			acc += x.p
+			if acc >= s.p.TopP {
+				return c[:i+1]
+			}
+		}
+	}
+	return c
+}
+
+func (s *Sampler) applyPenalties(logits []float32) {
+	if rp := s.p.RepetitionPenalty; rp != 0 && rp != 1 {
+		for t := range s.seen {
+			if int(t) < len(logits) {
+				if logits[t] > 0 {
+					logits[t] /= rp
+				} else {
+					logits[t] *= rp
+				}
+			}
+		}
+	}
+	if s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0 {
+		for t, n := range s.output {
+			if int(t) < len(logits) {
+				logits[t] -= s.p.PresencePenalty + s.p.FrequencyPenalty*float32(n)
+			}
+		}
+	}
+}
+
+// argmax returns the first index of the largest value (ties go to the lower
+// id, as torch.argmax does).
+func argmax(x []float32) int32 {
+	best, bi := float32(math.Inf(-1)), 0
+	for i, v := range x {
+		if v > best {
+			best, bi = v, i
+		}
+	}
+	return int32(bi)
+}
+
+// topK appends the k largest logits to dst using a small min-heap, O(V log k).
+func topK(dst []candidate, logits []float32, k int) []candidate {
+	h := dst[:0]
+	for i, l := range logits {
+		if len(h) < k {
+			h = append(h, candidate{int32(i), l})
+			up(h, len(h)-1)
+		} else if l > h[0].p {
+			h[0] = candidate{int32(i), l}
+			down(h, 0)
+		}
+	}
+	return h
+}
+
+func up(h []candidate, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h[p].p <= h[i].p {
+			return
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func down(h []candidate, i int) {
+	for {
+		l, small := 2*i+1, i
+		if l < len(h) && h[l].p < h[small].p {
+			small = l
+		}
+		if r := l + 1; r < len(h) && h[r].p < h[small].p {
+			small = r
+		}
+		if small == i {
+			return
+		}
+		h[i], h[small] = h[small], h[i]
+		i = small
+	}
+}
