@@ -1,0 +1,300 @@
+package ort
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// ValueInfo describes one graph input or output.
+type ValueInfo struct {
+	Name string
+	// Kind is "tensor", "sequence", "map", "optional", "sparse_tensor" or
+	// "unknown". Only tensors can be fed by this package.
+	Kind string
+	// DType is the element type of a tensor (Undefined for other kinds).
+	DType DType
+	// Shape has one entry per dimension: the size, or -1 where the
+	// dimension is symbolic or unknown. Nil when the rank is unknown.
+	Shape []int64
+	// DimNames has the symbolic name of each dimension ("batch",
+	// "sequence_length"), "" for fixed or anonymous ones; nil if none
+	// is named.
+	DimNames []string
+}
+
+// String renders the value as `name: float32[batch,3,224,224]`.
+func (v ValueInfo) String() string {
+	if v.Kind != "tensor" {
+		return v.Name + ": " + v.Kind
+	}
+	return v.Name + ": " + v.DType.String() + FormatShape(v.Shape, v.DimNames)
+}
+
+// FormatShape renders a shape with symbolic names where known: [batch,3,?].
+func FormatShape(shape []int64, names []string) string {
+	if shape == nil {
+		return "[?rank]"
+	}
+	parts := make([]string, len(shape))
+	for i, d := range shape {
+		switch {
+		case i < len(names) && names[i] != "":
+			parts[i] = names[i]
+		case d < 0:
+			parts[i] = "?"
+		default:
+			parts[i] = strconv.FormatInt(d, 10)
+		}
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// Static reports whether every dimension has a fixed size.
+func (v ValueInfo) Static() bool {
+	if v.Shape == nil {
+		return false
+	}
+	for _, d := range v.Shape {
+		if d < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Opset is one operator-set import of a model.
+type Opset struct {
+	Domain  string // "" is the default ONNX domain, "ai.onnx"
+	Version int64
+}
+
+// ModelInfo is what a model declares about itself.
+type ModelInfo struct {
+	IRVersion       int64
+	Producer        string
+	ProducerVersion string
+	Domain          string
+	ModelVersion    int64
+	Description     string
+	GraphName       string
+	Opsets          []Opset
+	Metadata        map[string]string
+	Inputs          []ValueInfo
+	Outputs         []ValueInfo
+}
+
+// Inspect reads a serialised ONNX ModelProto's header: opsets, producer,
+// metadata, and the graph's inputs and outputs with element types and
+// (symbolic) shapes. It is pure Go, needs no ONNX Runtime library, and skips
+// weights without copying them. Graph inputs that are initializers (models
+// of IR version < 4 list them) are left out, as ONNX Runtime does.
+func Inspect(model []byte) (ModelInfo, error) {
+	var info ModelInfo
+	var graph []byte
+	err := walk(model, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
+		switch num {
+		case 1:
+			info.IRVersion = int64(v)
+		case 2:
+			info.Producer = string(b)
+		case 3:
+			info.ProducerVersion = string(b)
+		case 4:
+			info.Domain = string(b)
+		case 5:
+			info.ModelVersion = int64(v)
+		case 6:
+			info.Description = string(b)
+		case 7:
+			graph = b
+		case 8:
+			var op Opset
+			if err := walk(b, func(n protowire.Number, _ protowire.Type, v uint64, b []byte) error {
+				switch n {
+				case 1:
+					op.Domain = string(b)
+				case 2:
+					op.Version = int64(v)
+				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("opset_import: %w", err)
+			}
+			info.Opsets = append(info.Opsets, op)
+		case 14:
+			var k, val string
+			if err := walk(b, func(n protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+				switch n {
+				case 1:
+					k = string(b)
+				case 2:
+					val = string(b)
+				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("metadata_props: %w", err)
+			}
+			if info.Metadata == nil {
+				info.Metadata = map[string]string{}
+			}
+			info.Metadata[k] = val
+		}
+		return nil
+	})
+	if err != nil {
+		return ModelInfo{}, fmt.Errorf("%w: %v", ErrInvalidModel, err)
+	}
+	if graph == nil {
+		return ModelInfo{}, fmt.Errorf("%w: no graph", ErrInvalidModel)
+	}
+	var inputs, outputs []ValueInfo
+	initializers := map[string]bool{}
+	err = walk(graph, func(num protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+		switch num {
+		case 2:
+			info.GraphName = string(b)
+		case 5:
+			return walk(b, func(n protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+				if n == 8 {
+					initializers[string(b)] = true
+				}
+				return nil
+			})
+		case 11, 12:
+			vi, err := parseValueInfo(b)
+			if err != nil {
+				return err
+			}
+			if num == 11 {
+				inputs = append(inputs, vi)
+			} else {
+				outputs = append(outputs, vi)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return ModelInfo{}, fmt.Errorf("%w: graph: %v", ErrInvalidModel, err)
+	}
+	for _, in := range inputs {
+		if !initializers[in.Name] {
+			info.Inputs = append(info.Inputs, in)
+		}
+	}
+	info.Outputs = outputs
+	return info, nil
+}
+
+func parseValueInfo(b []byte) (ValueInfo, error) {
+	vi := ValueInfo{Kind: "unknown"}
+	err := walk(b, func(n protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+		switch n {
+		case 1:
+			vi.Name = string(b)
+		case 2:
+			return parseType(b, &vi)
+		}
+		return nil
+	})
+	return vi, err
+}
+
+// parseType reads a TypeProto: tensor_type (1), sequence_type (4),
+// map_type (5), sparse_tensor_type (8), optional_type (9).
+func parseType(b []byte, vi *ValueInfo) error {
+	return walk(b, func(n protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+		switch n {
+		case 1, 8:
+			vi.Kind = "tensor"
+			if n == 8 {
+				vi.Kind = "sparse_tensor"
+			}
+			return walk(b, func(n protowire.Number, _ protowire.Type, v uint64, b []byte) error {
+				switch n {
+				case 1:
+					vi.DType = DType(v)
+				case 2:
+					return parseShape(b, vi)
+				}
+				return nil
+			})
+		case 4:
+			vi.Kind = "sequence"
+		case 5:
+			vi.Kind = "map"
+		case 9:
+			vi.Kind = "optional"
+		}
+		return nil
+	})
+}
+
+func parseShape(b []byte, vi *ValueInfo) error {
+	vi.Shape = []int64{}
+	named := false
+	var names []string
+	err := walk(b, func(n protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+		if n != 1 {
+			return nil
+		}
+		size, name := int64(-1), ""
+		if err := walk(b, func(n protowire.Number, _ protowire.Type, v uint64, b []byte) error {
+			switch n {
+			case 1:
+				size = int64(v)
+			case 2:
+				name = string(b)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		vi.Shape = append(vi.Shape, size)
+		names = append(names, name)
+		named = named || name != ""
+		return nil
+	})
+	if named {
+		vi.DimNames = names
+	}
+	return err
+}
+
+// walk calls fn for each field of a protobuf message: v holds varint and
+// fixed values, b the bytes of length-delimited ones (aliasing msg).
+func walk(msg []byte, fn func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error) error {
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		msg = msg[n:]
+		var v uint64
+		var b []byte
+		switch typ {
+		case protowire.VarintType:
+			v, n = protowire.ConsumeVarint(msg)
+		case protowire.Fixed32Type:
+			var x uint32
+			x, n = protowire.ConsumeFixed32(msg)
+			v = uint64(x)
+		case protowire.Fixed64Type:
+			v, n = protowire.ConsumeFixed64(msg)
+		case protowire.BytesType:
+			b, n = protowire.ConsumeBytes(msg)
+		default:
+			n = protowire.ConsumeFieldValue(num, typ, msg)
+		}
+		if n < 0 {
+			return fmt.Errorf("field %d: %w", num, protowire.ParseError(n))
+		}
+		msg = msg[n:]
+		if err := fn(num, typ, v, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package ort
+
+import (
+	"context"
+	"slices"
+	"testing"
+)
+
+func TestRunAdd(t *testing.T) {
+	needLib(t)
+	ctx := context.Background()
+	s, err := NewSession(ctx, addModel(), Options{IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Provider() != CPU {
+		t.Errorf("provider %s, want CPU on this build", s.Provider())
+	}
+	t.Logf("version %s, attempts %v, load %v", Version(), s.ProviderAttempts(), s.LoadTime())
+	x, err := CopyTensor([]int64{2, 4}, []float32{1, 2, 3, 4, 5, 6, 7, 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	out, err := s.Run(ctx, map[string]*Tensor{"x": x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer CloseAll(out)
+	y, err := Data[float32](out["y"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{11, 22, 33, 44, 15, 26, 37, 48}
+	if !slices.Equal(y, want) {
+		t.Errorf("y = %v, want %v", y, want)
+	}
+	if got := out["y"].Shape(); !slices.Equal(got, []int64{2, 4}) {
+		t.Errorf("shape %v", got)
+	}
+}
