@@ -1,0 +1,83 @@
+package sched
+
+import "time"
+
+// estimates are the measured figures admission predicts from. They are
+// exponentially weighted moving averages over step timings, so they follow
+// the device as it heats, throttles or changes batch mix.
+type estimates struct {
+	// prefillRate is prefill tokens per second of step time, measured on
+	// steps that carried prefill. Because those steps also carry the decode
+	// rows, it is the rate at which the prefill backlog actually drains
+	// while streams are running.
+	prefillRate float64
+	// step is the duration of a step.
+	step time.Duration
+	// inferTime is the duration of a one-shot batch, per model.
+	inferTime map[string]time.Duration
+}
+
+func ewma(old, sample, alpha float64) float64 {
+	if old == 0 {
+		return sample
+	}
+	return old + alpha*(sample-old)
+}
+
+func ewmaDur(old, sample time.Duration, alpha float64) time.Duration {
+	return time.Duration(ewma(float64(old), float64(sample), alpha))
+}
+
+// observeStepLocked feeds one step's timing into the estimates.
+func (s *Scheduler) observeStepLocked(prefillTokens int, d time.Duration) {
+	a := s.cfg.EWMAAlpha
+	s.mu.est.step = ewmaDur(s.mu.est.step, d, a)
+	if prefillTokens > 0 && d > 0 {
+		s.mu.est.prefillRate = ewma(s.mu.est.prefillRate, float64(prefillTokens)/d.Seconds(), a)
+	}
+}
+
+// predictTTFTLocked predicts the time to first token of a new request of
+// class c with an n-token prompt:
+//
+//	TTFT ≈ (backlog of classes ≥ c + n) / prefill rate + one step
+//
+// The backlog counts prefill tokens not yet computed of queued and admitted
+// requests of its class and the classes above it (those are served first;
+// FIFO puts it behind its own class). The extra step is the one in flight
+// when it arrives. Zero when nothing has been measured yet.
+func (s *Scheduler) predictTTFTLocked(c Class, n int) time.Duration {
+	rate := s.mu.est.prefillRate
+	if rate <= 0 {
+		return 0
+	}
+	ahead := n
+	for k := c; k <= ClassRealtime; k++ {
+		ahead += s.mu.backlog[k.index()]
+	}
+	return time.Duration(float64(ahead)/rate*float64(time.Second)) + s.mu.est.step
+}
+
+// drainEstimateLocked estimates how long until the backlog of classes ≥ c
+// has drained: the retry-after of a full queue.
+func (s *Scheduler) drainEstimateLocked(c Class) time.Duration {
+	return max(s.predictTTFTLocked(c, 0), s.mu.est.step)
+}
+
+// predictInferLocked predicts arrived → result for a one-shot request of
+// class c: the step in flight, the wait for its batch to form, and one
+// batch time for every full batch of its model queued at or above c.
+func (s *Scheduler) predictInferLocked(model string, c Class) time.Duration {
+	t := s.mu.est.inferTime[model]
+	if t == 0 {
+		return 0
+	}
+	ahead := 0
+	for _, r := range s.mu.infer[model] {
+		if r.class >= c {
+			ahead++
+		}
+	}
+	batches := ahead/s.cfg.InferMaxBatch + 1
+	return s.mu.est.step + s.cfg.InferMaxDelay + time.Duration(batches)*t
+}
