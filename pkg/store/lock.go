@@ -11,12 +11,21 @@ import (
 
 // lockedError names the process holding the store's flock when /proc/locks
 // can tell (Linux); the pid is a hint, hence the question mark.
-func lockedError(path string) error {
-	if pid := lockHolder(path); pid > 0 {
-		return fmt.Errorf("store: %s is in use by another process (pid %d?): %w", path, pid, ErrLocked)
-	}
-	return fmt.Errorf("store: %s is in use by another process: %w", path, ErrLocked)
+func lockedError(path string) error { return &lockedErr{path: path, pid: lockHolder(path)} }
+
+type lockedErr struct {
+	path string
+	pid  int
 }
+
+func (e *lockedErr) Error() string {
+	if e.pid > 0 {
+		return fmt.Sprintf("store: %s is in use by another process (pid %d?)", e.path, e.pid)
+	}
+	return fmt.Sprintf("store: %s is in use by another process", e.path)
+}
+
+func (e *lockedErr) Is(target error) bool { return target == ErrLocked }
 
 func lockHolder(path string) int {
 	fi, err := os.Stat(path)
