@@ -7,10 +7,12 @@ import "time"
 // the device as it heats, throttles or changes batch mix.
 type estimates struct {
 	// prefillRate is prefill tokens per second of step time, measured on
-	// steps that carried prefill. Because those steps also carry the decode
-	// rows, it is the rate at which the prefill backlog actually drains
-	// while streams are running.
+	// every step taken while a prefill backlog existed (steps without prefill
+	// then count as zero-rate samples). Because those steps also carry the
+	// decode rows, and include the steps where admission had to wait for
+	// room, it is the rate at which the backlog actually drains.
 	prefillRate float64
+	rateKnown   bool
 	// step is the duration of a step.
 	step time.Duration
 	// inferTime is the duration of a one-shot batch, per model.
@@ -29,12 +31,31 @@ func ewmaDur(old, sample time.Duration, alpha float64) time.Duration {
 }
 
 // observeStepLocked feeds one step's timing into the estimates.
-func (s *Scheduler) observeStepLocked(prefillTokens int, d time.Duration) {
+// backlogged tells whether prefill work was waiting when the step began.
+func (s *Scheduler) observeStepLocked(prefillTokens int, backlogged bool, d time.Duration) {
 	a := s.cfg.EWMAAlpha
 	s.mu.est.step = ewmaDur(s.mu.est.step, d, a)
-	if prefillTokens > 0 && d > 0 {
-		s.mu.est.prefillRate = ewma(s.mu.est.prefillRate, float64(prefillTokens)/d.Seconds(), a)
+	if d <= 0 || !(prefillTokens > 0 || backlogged) {
+		return
 	}
+	sample := float64(prefillTokens) / d.Seconds()
+	if !s.mu.est.rateKnown {
+		if prefillTokens == 0 {
+			return // no throughput seen yet: keep the hint
+		}
+		s.mu.est.prefillRate, s.mu.est.rateKnown = sample, true
+		return
+	}
+	s.mu.est.prefillRate += a * (sample - s.mu.est.prefillRate)
+}
+
+// backlogLocked is the prefill backlog of every class.
+func (s *Scheduler) backlogLocked() int {
+	n := 0
+	for _, b := range s.mu.backlog {
+		n += b
+	}
+	return n
 }
 
 // predictTTFTLocked predicts the time to first token of a new request of

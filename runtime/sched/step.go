@@ -80,6 +80,9 @@ func (s *Scheduler) step() (bool, time.Duration) {
 		return preempted, 0
 	}
 
+	s.mu.Lock()
+	backlogged := s.backlogLocked() > 0
+	s.mu.Unlock()
 	start := time.Now()
 	s.markScheduled(b, start)
 	res, err := s.exec.Step(s.life, b)
@@ -89,7 +92,7 @@ func (s *Scheduler) step() (bool, time.Duration) {
 		s.failBatch(b, end, err)
 		return true, exec
 	}
-	s.apply(b, res, end, exec)
+	s.apply(b, res, end, exec, backlogged)
 	return true, exec
 }
 
@@ -151,7 +154,7 @@ func (s *Scheduler) failBatch(b *Batch, now time.Time, err error) {
 }
 
 // apply advances the sequences of a finished step and streams its tokens.
-func (s *Scheduler) apply(b *Batch, res StepResult, now time.Time, exec time.Duration) {
+func (s *Scheduler) apply(b *Batch, res StepResult, now time.Time, exec time.Duration, backlogged bool) {
 	prefill := 0
 	for _, r := range b.Decode {
 		s.byID[r.Seq].prefilled++
@@ -193,7 +196,7 @@ func (s *Scheduler) apply(b *Batch, res StepResult, now time.Time, exec time.Dur
 		s.finishGen(g, now, OutcomeFailed, fmt.Errorf("sched: request %d: %w: no token sampled", g.id, ErrExecutor))
 	}
 	s.mu.Lock()
-	s.observeStepLocked(prefill, exec)
+	s.observeStepLocked(prefill, backlogged, exec)
 	s.mu.stats.Steps++
 	s.mu.stats.DecodeTokens += uint64(len(b.Decode))
 	s.mu.stats.PrefillTokens += uint64(prefill)
