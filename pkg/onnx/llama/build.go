@@ -1,0 +1,270 @@
+package llama
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+)
+
+// Contract selects the decoder graph's inputs and outputs.
+type Contract string
+
+const (
+	// ContractPaged reads the KV cache from head-major block pools; see
+	// the package documentation for its exact inputs and outputs.
+	ContractPaged Contract = "paged"
+	// ContractCompatible uses Hugging Face Optimum's names:
+	// past_key_values.{i}.key/value in, present.{i}.key/value out.
+	ContractCompatible Contract = "compatible"
+)
+
+// DefaultBlockSize is the paged contract's tokens per KV block.
+const DefaultBlockSize = 16
+
+// Options configures Build. The zero value builds the paged contract with
+// blocks of DefaultBlockSize, last-position logits and fp32 weights.
+type Options struct {
+	// Contract is ContractPaged (also "") or ContractCompatible.
+	Contract Contract
+	// BlockSize is the paged pool's tokens per block, fixed in the graph;
+	// 0 means DefaultBlockSize.
+	BlockSize int
+	// AllLogits makes the paged graph return logits for every position
+	// [B, T, vocab] instead of the position last_index selects [B, vocab]
+	// (the last_index input then does not exist). The compatible graph
+	// always returns every position, as Optimum exports do.
+	AllLogits bool
+	// MaxPositions is the size of the rotary tables; 0 means the config's
+	// max_position_embeddings. Positions at or beyond it fail at run time.
+	MaxPositions int
+	// Emitter turns weights into nodes; nil means FP32Emitter.
+	Emitter WeightEmitter
+}
+
+func (o *Options) normalise(c *Config) error {
+	switch o.Contract {
+	case "":
+		o.Contract = ContractPaged
+	case ContractPaged, ContractCompatible:
+	default:
+		return fmt.Errorf("%w: contract %q (want paged or compatible)", ErrOptions, o.Contract)
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.BlockSize < 1 || o.BlockSize > 1<<16 {
+		return fmt.Errorf("%w: block size %d", ErrOptions, o.BlockSize)
+	}
+	if o.MaxPositions == 0 {
+		o.MaxPositions = c.MaxPositionEmbeddings
+	}
+	if o.MaxPositions < 1 || o.MaxPositions > 1<<22 {
+		return fmt.Errorf("%w: max positions %d", ErrOptions, o.MaxPositions)
+	}
+	if o.Emitter == nil {
+		o.Emitter = FP32Emitter{}
+	}
+	return nil
+}
+
+// negInf is the additive mask for excluded keys. The lowest finite float32
+// rather than -Inf: adding it to any finite score stays finite or becomes
+// -Inf, never NaN, and exp underflows to exactly 0.
+const negInf = -math.MaxFloat32
+
+// decoder carries the state of one Build.
+type decoder struct {
+	b    *onnx.Builder
+	c    *Config
+	src  WeightSource
+	opts Options
+	em   WeightEmitter
+
+	cos, sin string
+	// paged: shared per-step values
+	blockTables, maskPast, maskNew, splitLT string
+	// compatible: shared per-step values
+	seqlensK, totalLen string
+}
+
+// Build adds a decoder for config c with weights from src to b, which must
+// be fresh (NewBuilder); call b.SetExternalData first for large models.
+// It declares opsets, inputs, outputs and metadata.
+func Build(b *onnx.Builder, c *Config, src WeightSource, opts Options) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if err := opts.normalise(c); err != nil {
+		return err
+	}
+	d := &decoder{b: b, c: c, src: src, opts: opts, em: opts.Emitter}
+	b.Opset(onnx.DomainMicrosoft, 1)
+	b.Metadata("edgeinfer.contract", string(opts.Contract))
+	b.Metadata("edgeinfer.architecture", c.Architecture())
+	b.Metadata("edgeinfer.quantization", d.em.Scheme())
+	if opts.Contract == ContractPaged {
+		b.Metadata("edgeinfer.block_size", strconv.Itoa(opts.BlockSize))
+	}
+	return d.build()
+}
+
+func (d *decoder) build() error {
+	b, c := d.b, d.c
+	ids := b.Input("input_ids", onnx.TensorProto_INT64, onnx.Sym("batch"), onnx.Sym("seq"))
+	var pos string
+	if d.opts.Contract == ContractPaged {
+		pos = d.pagedInputs()
+	} else {
+		pos = d.compatibleInputs()
+	}
+	cos, sin := ropeCache(c, d.opts.MaxPositions)
+	half := int64(c.HeadDim / 2)
+	d.cos = b.Float32("rope.cos", []int64{int64(d.opts.MaxPositions), half}, cos)
+	d.sin = b.Float32("rope.sin", []int64{int64(d.opts.MaxPositions), half}, sin)
+
+	embed, err := fetch(d.src, "model.embed_tokens.weight", c.VocabSize, c.HiddenSize)
+	if err != nil {
+		return err
+	}
+	x, err := d.em.Embedding(b, "model.embed_tokens", ids, embed)
+	if err != nil {
+		return err
+	}
+	for i := range c.NumHiddenLayers {
+		if x, err = d.layer(i, x, pos); err != nil {
+			return err
+		}
+	}
+	return d.head(x, embed)
+}
+
+// layer emits one pre-norm block: attention then SwiGLU MLP, each added
+// to the residual stream.
+func (d *decoder) layer(i int, x, pos string) (string, error) {
+	b, c := d.b, d.c
+	p := "model.layers." + strconv.Itoa(i) + "."
+	h, err := d.rmsNorm(x, p+"input_layernorm.weight")
+	if err != nil {
+		return "", err
+	}
+	qDim, kvDim := c.NumAttentionHeads*c.HeadDim, c.NumKeyValueHeads*c.HeadDim
+	q, err := d.linear(p+"self_attn.q_proj", h, qDim, c.HiddenSize, c.QKVBias())
+	if err != nil {
+		return "", err
+	}
+	k, err := d.linear(p+"self_attn.k_proj", h, kvDim, c.HiddenSize, c.QKVBias())
+	if err != nil {
+		return "", err
+	}
+	v, err := d.linear(p+"self_attn.v_proj", h, kvDim, c.HiddenSize, c.QKVBias())
+	if err != nil {
+		return "", err
+	}
+	q = d.rotary(q, pos, c.NumAttentionHeads)
+	k = d.rotary(k, pos, c.NumKeyValueHeads)
+	var attn string
+	if d.opts.Contract == ContractPaged {
+		attn = d.pagedAttention(i, q, k, v)
+	} else {
+		attn = d.compatibleAttention(i, q, k, v)
+	}
+	o, err := d.linear(p+"self_attn.o_proj", attn, c.HiddenSize, qDim, c.OBias())
+	if err != nil {
+		return "", err
+	}
+	x = b.Op("Add", []string{x, o})
+
+	h, err = d.rmsNorm(x, p+"post_attention_layernorm.weight")
+	if err != nil {
+		return "", err
+	}
+	gate, err := d.linear(p+"mlp.gate_proj", h, c.IntermediateSize, c.HiddenSize, false)
+	if err != nil {
+		return "", err
+	}
+	up, err := d.linear(p+"mlp.up_proj", h, c.IntermediateSize, c.HiddenSize, false)
+	if err != nil {
+		return "", err
+	}
+	act := b.Op("Mul", []string{b.Op("Mul", []string{gate, b.Op("Sigmoid", []string{gate})}), up})
+	down, err := d.linear(p+"mlp.down_proj", act, c.HiddenSize, c.IntermediateSize, false)
+	if err != nil {
+		return "", err
+	}
+	return b.Op("Add", []string{x, down}), b.Err()
+}
+
+// head emits the final norm and the LM head on the positions whose logits
+// are returned.
+func (d *decoder) head(x string, embed Tensor) error {
+	b, c := d.b, d.c
+	vocab := onnx.Fixed(int64(c.VocabSize))
+	last := d.opts.Contract == ContractPaged && !d.opts.AllLogits
+	if last {
+		// GatherElements along T with the index broadcast over hidden:
+		// [B,1,1] → [B,1,H] picks row last_index[b] of each batch entry.
+		idx := b.Op("Unsqueeze", []string{"last_index", b.Ints(1, 2)})
+		idx = b.Op("Expand", []string{idx, b.Ints(1, 1, int64(c.HiddenSize))})
+		x = b.Op("GatherElements", []string{x, idx}, onnx.AttrInt("axis", 1))
+		x = b.Op("Reshape", []string{x, b.Ints(-1, int64(c.HiddenSize))})
+	}
+	h, err := d.rmsNorm(x, "model.norm.weight")
+	if err != nil {
+		return err
+	}
+	lm := embed
+	if !c.TieWordEmbeddings {
+		if lm, err = fetch(d.src, "lm_head.weight", c.VocabSize, c.HiddenSize); err != nil {
+			return err
+		}
+	}
+	logits, err := d.em.Linear(b, "lm_head", h, lm, nil)
+	if err != nil {
+		return err
+	}
+	b.Node(onnx.DomainONNX, "Identity", []string{logits}, []string{"logits"})
+	if last {
+		b.Output("logits", onnx.TensorProto_FLOAT, onnx.Sym("batch"), vocab)
+	} else {
+		b.Output("logits", onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Sym("seq"), vocab)
+	}
+	return b.Err()
+}
+
+// linear fetches name.weight (and name.bias when hasBias) and emits the
+// projection through the emitter.
+func (d *decoder) linear(name, x string, out, in int, hasBias bool) (string, error) {
+	w, err := fetch(d.src, name+".weight", out, in)
+	if err != nil {
+		return "", err
+	}
+	var bias []float32
+	if hasBias {
+		bt, err := fetch(d.src, name+".bias", out)
+		if err != nil {
+			return "", err
+		}
+		bias = bt.Data
+	}
+	return d.em.Linear(d.b, name, x, w, bias)
+}
+
+// rmsNorm emits SimplifiedLayerNormalization, ONNX Runtime's RMSNorm
+// kernel (registered in the default domain).
+func (d *decoder) rmsNorm(x, weight string) (string, error) {
+	w, err := fetch(d.src, weight, d.c.HiddenSize)
+	if err != nil {
+		return "", err
+	}
+	return d.b.Op("SimplifiedLayerNormalization", []string{x, d.b.Float32(weight, []int64{int64(len(w.Data))}, w.Data)},
+		onnx.AttrInt("axis", -1), onnx.AttrFloat("epsilon", float32(d.c.RMSNormEps))), d.b.Err()
+}
+
+// rotary applies com.microsoft.RotaryEmbedding (non-interleaved, the
+// Hugging Face rotate_half form) to x [B, T, heads·headDim].
+func (d *decoder) rotary(x, pos string, heads int) string {
+	return d.b.MS("RotaryEmbedding", []string{x, pos, d.cos, d.sin},
+		onnx.AttrInt("interleaved", 0), onnx.AttrInt("num_heads", int64(heads)))
+}

@@ -1,0 +1,53 @@
+// Package llama builds ONNX decoder graphs for the Llama family
+// (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM) from a Hugging
+// Face config.json and weights under Hugging Face tensor names.
+//
+// Weights come from a WeightSource (safetensors, or SyntheticSource's
+// seeded random weights) and become nodes through a WeightEmitter, one
+// tensor at a time: FP32Emitter by default, a quantising emitter from the
+// quant packages otherwise. WriteModel streams large weights to an external
+// data file, so models over 2 GB build in bounded memory.
+//
+// # Paged contract (ContractPaged)
+//
+// Symbolic dims: batch B, seq T (new tokens per row, right-padded when
+// ragged), max_blocks M, num_blocks N. Fixed: kvH = num_key_value_heads,
+// D = head_dim, bs = Options.BlockSize (default 16, recorded in the model
+// metadata "edgeinfer.block_size").
+//
+//	inputs
+//	  input_ids        int64   [B, T]
+//	  position_ids     int64   [B, T]      absolute positions (< MaxPositions)
+//	  block_tables     int64   [B, M]      pool block ids; pad with any valid id
+//	  context_lens     int64   [B]         tokens already in the pool per row
+//	  last_index       int64   [B]         index in [0,T) whose logits are returned
+//	                                       (absent with Options.AllLogits)
+//	  key_cache.{i}    float32 [kvH, N, bs, D]   head-major pool, layer i
+//	  value_cache.{i}  float32 [kvH, N, bs, D]
+//	outputs
+//	  logits           float32 [B, vocab]   (AllLogits: [B, T, vocab])
+//	  new_keys.{i}     float32 [B, kvH, T, D]  this step's keys, after RoPE
+//	  new_values.{i}   float32 [B, kvH, T, D]
+//
+// Row b attends to pool slots p < context_lens[b] — slot p lives in block
+// block_tables[b][p/bs] at offset p%bs — and causally to its own new
+// tokens. The graph never writes the pool: the caller scatters new_keys /
+// new_values of token t of row b to position context_lens[b]+t. Pool
+// slots must hold finite values (zero the pool once).
+//
+// # Compatible contract (ContractCompatible)
+//
+// Hugging Face Optimum's names, with GroupQueryAttention inside:
+//
+//	inputs   input_ids [B,T], attention_mask [B, past+T], position_ids [B,T],
+//	         past_key_values.{i}.key/value float32 [B, kvH, past, D]
+//	outputs  logits [B, T, vocab], present.{i}.key/value [B, kvH, past+T, D]
+//
+// Rows are right-padded: attention_mask[b] is ones for the row's valid
+// past and new tokens, then zeros, and row b's new keys land in present at
+// [sum(mask[b])−T, sum(mask[b])). With a past, T > 1 needs B = 1
+// (GroupQueryAttention's rule).
+//
+// Both contracts built from the same weights give the same logits (tested
+// against a pure-Go reference forward pass to 1e-4).
+package llama

@@ -1,0 +1,341 @@
+package llama
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+)
+
+// The graphs are checked by running them in ONNX Runtime (through
+// runtime/ort, test-only: this package never links it) against refForward.
+
+const tolerance = 1e-4
+
+// needORT skips when ONNX Runtime is absent, except under CI where its
+// absence is a failure.
+func needORT(t *testing.T) {
+	t.Helper()
+	if _, err := ort.FindLibrary(""); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("ONNX Runtime library required under CI: %v", err)
+		}
+		t.Skipf("ONNX Runtime library not found: %v", err)
+	}
+}
+
+func newSession(t *testing.T, c *Config, src WeightSource, opts Options) *ort.Session {
+	t.Helper()
+	b := onnx.NewBuilder("test")
+	if err := Build(b, c, src, opts); err != nil {
+		t.Fatal(err)
+	}
+	model, err := b.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ort.NewSession(context.Background(), model, ort.Options{IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// runner collects input tensors for one Run and closes them afterwards.
+type runner struct {
+	t  *testing.T
+	in map[string]*ort.Tensor
+}
+
+func newRunner(t *testing.T) *runner { return &runner{t: t, in: map[string]*ort.Tensor{}} }
+
+func set[T ort.Element](r *runner, name string, shape []int64, data []T) {
+	r.t.Helper()
+	x, err := ort.CopyTensor(shape, data)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.in[name] = x
+}
+
+// run executes s and returns every output copied into Go memory with its
+// shape.
+func (r *runner) run(s *ort.Session) map[string]outTensor {
+	r.t.Helper()
+	defer func() {
+		for _, x := range r.in {
+			x.Close()
+		}
+	}()
+	out, err := s.Run(context.Background(), r.in)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer ort.CloseAll(out)
+	res := map[string]outTensor{}
+	for name, x := range out {
+		data, err := ort.Data[float32](x)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		res[name] = outTensor{shape: x.Shape(), data: append([]float32(nil), data...)}
+	}
+	return res
+}
+
+type outTensor struct {
+	shape []int64
+	data  []float32
+}
+
+func maxDiff(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var m float64
+	for i := range a {
+		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return m
+}
+
+func tinyModel(t *testing.T) (*Config, WeightSource) {
+	c, src, err := Preset("tiny-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, src
+}
+
+func randomIDs(seed uint64, n, vocab int) []int64 {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = rng.Int64N(int64(vocab))
+	}
+	return ids
+}
+
+func iota64(from, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(from + i)
+	}
+	return out
+}
+
+// pool is a head-major paged KV pool [kvHeads, blocks, blockSize, headDim]
+// per layer, kept as plain Go slices; the test scatters new K/V into it as
+// the runtime would.
+type pool struct {
+	c            *Config
+	blocks, bs   int
+	keys, values [][]float32
+}
+
+func newPool(c *Config, blocks, bs int) *pool {
+	p := &pool{c: c, blocks: blocks, bs: bs}
+	for range c.NumHiddenLayers {
+		n := c.NumKeyValueHeads * blocks * bs * c.HeadDim
+		p.keys = append(p.keys, make([]float32, n))
+		p.values = append(p.values, make([]float32, n))
+	}
+	return p
+}
+
+func (p *pool) feed(r *runner) {
+	shape := []int64{int64(p.c.NumKeyValueHeads), int64(p.blocks), int64(p.bs), int64(p.c.HeadDim)}
+	for i := range p.c.NumHiddenLayers {
+		set(r, "key_cache."+strconv.Itoa(i), shape, p.keys[i])
+		set(r, "value_cache."+strconv.Itoa(i), shape, p.values[i])
+	}
+}
+
+// scatter writes row b's tokens [0, n) of new_keys/new_values [B,kvH,T,D]
+// to positions ctx, ctx+1, … of the sequence whose block table is table.
+func (p *pool) scatter(out map[string]outTensor, b, n, ctx int, table []int64) {
+	d, hkv := p.c.HeadDim, p.c.NumKeyValueHeads
+	for i := range p.c.NumHiddenLayers {
+		for kind, dst := range map[string][]float32{"new_keys.": p.keys[i], "new_values.": p.values[i]} {
+			src := out[kind+strconv.Itoa(i)]
+			T := int(src.shape[2])
+			for h := range hkv {
+				for t := range n {
+					pos := ctx + t
+					blk := int(table[pos/p.bs])
+					to := ((h*p.blocks+blk)*p.bs + pos%p.bs) * d
+					from := ((b*hkv+h)*T + t) * d
+					copy(dst[to:to+d], src.data[from:from+d])
+				}
+			}
+		}
+	}
+}
+
+func TestPagedMatchesReference(t *testing.T) {
+	needORT(t)
+	c, src := tinyModel(t)
+	const prompt, steps, bs = 16, 4, 4
+	ids := randomIDs(1, prompt+steps, c.VocabSize)
+	ref := refForward(c, src, ids)
+	s := newSession(t, c, src, Options{BlockSize: bs})
+
+	p := newPool(c, 8, bs)
+	table := []int64{6, 2, 7, 0, 3, 5} // scattered blocks: 24 slots
+	r := newRunner(t)
+	set(r, "input_ids", []int64{1, prompt}, ids[:prompt])
+	set(r, "position_ids", []int64{1, prompt}, iota64(0, prompt))
+	set(r, "block_tables", []int64{1, int64(len(table))}, table)
+	set(r, "context_lens", []int64{1}, []int64{0})
+	set(r, "last_index", []int64{1}, []int64{prompt - 1})
+	p.feed(r)
+	out := r.run(s)
+	if d := maxDiff(out["logits"].data, ref[prompt-1]); d > tolerance {
+		t.Fatalf("prefill logits differ from reference by %g", d)
+	}
+	p.scatter(out, 0, prompt, 0, table)
+	for step := range steps {
+		ctx := prompt + step
+		r := newRunner(t)
+		set(r, "input_ids", []int64{1, 1}, ids[ctx:ctx+1])
+		set(r, "position_ids", []int64{1, 1}, []int64{int64(ctx)})
+		set(r, "block_tables", []int64{1, int64(len(table))}, table)
+		set(r, "context_lens", []int64{1}, []int64{int64(ctx)})
+		set(r, "last_index", []int64{1}, []int64{0})
+		p.feed(r)
+		out := r.run(s)
+		d := maxDiff(out["logits"].data, ref[ctx])
+		t.Logf("decode step %d (context %d): max |Δlogit| = %.2g", step, ctx, d)
+		if d > tolerance {
+			t.Fatalf("decode step %d differs from reference by %g", step, d)
+		}
+		p.scatter(out, 0, 1, ctx, table)
+	}
+}
+
+func TestPagedAllLogitsAndRaggedBatch(t *testing.T) {
+	needORT(t)
+	c, src := tinyModel(t)
+	const bs = 4
+	lens := []int{11, 5, 8}
+	seqs := make([][]int64, len(lens))
+	refs := make([][][]float32, len(lens))
+	for i, n := range lens {
+		seqs[i] = randomIDs(uint64(10+i), n+1, c.VocabSize)
+		refs[i] = refForward(c, src, seqs[i])
+	}
+	all := newSession(t, c, src, Options{BlockSize: bs, AllLogits: true})
+	last := newSession(t, c, src, Options{BlockSize: bs})
+	p := newPool(c, 12, bs)
+	tables := [][]int64{{0, 4, 8}, {1, 5, 1}, {9, 2, 0}} // padded with valid ids
+
+	// Prefill each sequence alone, checking every position.
+	for i, n := range lens {
+		r := newRunner(t)
+		set(r, "input_ids", []int64{1, int64(n)}, seqs[i][:n])
+		set(r, "position_ids", []int64{1, int64(n)}, iota64(0, n))
+		set(r, "block_tables", []int64{1, 3}, tables[i])
+		set(r, "context_lens", []int64{1}, []int64{0})
+		p.feed(r)
+		out := r.run(all)
+		if got := out["logits"].shape; got[1] != int64(n) || got[2] != int64(c.VocabSize) {
+			t.Fatalf("logits shape %v", got)
+		}
+		V := c.VocabSize
+		for pos := range n {
+			if d := maxDiff(out["logits"].data[pos*V:(pos+1)*V], refs[i][pos]); d > tolerance {
+				t.Fatalf("seq %d position %d differs by %g", i, pos, d)
+			}
+		}
+		p.scatter(out, 0, n, 0, tables[i])
+	}
+	// One decode step of all three together, ragged context lengths.
+	B := int64(len(lens))
+	r := newRunner(t)
+	var next, pos, ctxs, flat []int64
+	for i, n := range lens {
+		next = append(next, seqs[i][n])
+		pos = append(pos, int64(n))
+		ctxs = append(ctxs, int64(n))
+		flat = append(flat, tables[i]...)
+	}
+	set(r, "input_ids", []int64{B, 1}, next)
+	set(r, "position_ids", []int64{B, 1}, pos)
+	set(r, "block_tables", []int64{B, 3}, flat)
+	set(r, "context_lens", []int64{B}, ctxs)
+	set(r, "last_index", []int64{B}, make([]int64, B))
+	p.feed(r)
+	out := r.run(last)
+	V := c.VocabSize
+	for i, n := range lens {
+		if d := maxDiff(out["logits"].data[i*V:(i+1)*V], refs[i][n]); d > tolerance {
+			t.Fatalf("batched decode row %d differs from reference by %g", i, d)
+		}
+	}
+}
+
+func TestCompatibleMatchesReference(t *testing.T) {
+	needORT(t)
+	c, src := tinyModel(t)
+	const prompt, steps = 16, 4
+	ids := randomIDs(1, prompt+steps, c.VocabSize)
+	ref := refForward(c, src, ids)
+	s := newSession(t, c, src, Options{Contract: ContractCompatible})
+	hkv, d := int64(c.NumKeyValueHeads), int64(c.HeadDim)
+
+	past := map[string]outTensor{}
+	for i := range c.NumHiddenLayers {
+		for _, kind := range []string{".key", ".value"} {
+			past["present."+strconv.Itoa(i)+kind] = outTensor{shape: []int64{1, hkv, 0, d}}
+		}
+	}
+	feed := func(from, n int) [][]float32 {
+		r := newRunner(t)
+		set(r, "input_ids", []int64{1, int64(n)}, ids[from:from+n])
+		set(r, "attention_mask", []int64{1, int64(from + n)}, onesI64(from+n))
+		set(r, "position_ids", []int64{1, int64(n)}, iota64(from, n))
+		for i := range c.NumHiddenLayers {
+			for _, kind := range []string{".key", ".value"} {
+				pt := past["present."+strconv.Itoa(i)+kind]
+				set(r, "past_key_values."+strconv.Itoa(i)+kind, pt.shape, pt.data)
+			}
+		}
+		out := r.run(s)
+		past = out
+		V := c.VocabSize
+		rows := make([][]float32, n)
+		for t := range n {
+			rows[t] = out["logits"].data[t*V : (t+1)*V]
+		}
+		return rows
+	}
+	rows := feed(0, prompt)
+	for pos, row := range rows {
+		if dd := maxDiff(row, ref[pos]); dd > tolerance {
+			t.Fatalf("prefill position %d differs from reference by %g", pos, dd)
+		}
+	}
+	for step := range steps {
+		ctx := prompt + step
+		row := feed(ctx, 1)[0]
+		dd := maxDiff(row, ref[ctx])
+		t.Logf("decode step %d (context %d): max |Δlogit| = %.2g", step, ctx, dd)
+		if dd > tolerance {
+			t.Fatalf("decode step %d differs from reference by %g", step, dd)
+		}
+	}
+}
+
+func onesI64(n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = 1
+	}
+	return out
+}

@@ -1,0 +1,99 @@
+package llama
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+)
+
+// pagedInputs declares the paged contract's step inputs and builds the
+// masks every layer shares; it returns the position input.
+func (d *decoder) pagedInputs() string {
+	b, c := d.b, d.c
+	i64 := onnx.TensorProto_INT64
+	pos := b.Input("position_ids", i64, onnx.Sym("batch"), onnx.Sym("seq"))
+	d.blockTables = b.Input("block_tables", i64, onnx.Sym("batch"), onnx.Sym("max_blocks"))
+	ctxLens := b.Input("context_lens", i64, onnx.Sym("batch"))
+	if !d.opts.AllLogits {
+		b.Input("last_index", i64, onnx.Sym("batch"))
+	}
+	for i := range c.NumHiddenLayers {
+		for _, name := range []string{"key_cache.", "value_cache."} {
+			b.Input(name+strconv.Itoa(i), onnx.TensorProto_FLOAT,
+				onnx.Fixed(int64(c.NumKeyValueHeads)), onnx.Sym("num_blocks"),
+				onnx.Fixed(int64(d.opts.BlockSize)), onnx.Fixed(int64(c.HeadDim)))
+		}
+	}
+
+	// L = max_blocks·blockSize cached slots visible to each row, T new tokens.
+	mb := b.Op("Slice", []string{b.Op("Shape", []string{d.blockTables}), b.Ints(1), b.Ints(2)})
+	l1 := b.Op("Mul", []string{mb, b.Ints(int64(d.opts.BlockSize))})
+	t1 := b.Op("Slice", []string{b.Op("Shape", []string{"input_ids"}), b.Ints(1), b.Ints(2)})
+	d.splitLT = b.Op("Concat", []string{l1, t1}, onnx.AttrInt("axis", 0))
+	zero, neg := b.Scalar(0), b.Scalar(negInf)
+
+	// Past mask [1, B, 1, L]: slot j of row b is visible iff j < context_lens[b].
+	slots := b.Op("Range", []string{b.ScalarInt(0), b.Op("Squeeze", []string{l1, b.Ints(0)}), b.ScalarInt(1)})
+	visible := b.Op("Less", []string{slots, b.Op("Unsqueeze", []string{ctxLens, b.Ints(1)})})
+	d.maskPast = b.Op("Unsqueeze", []string{b.Op("Where", []string{visible, zero, neg}), b.Ints(0, 2)})
+
+	// New-token mask [1, 1, G·T, T]: causal, tiled over the G query heads
+	// of a KV group (query rows are ordered group-major, token-minor).
+	tok := b.Op("Range", []string{b.ScalarInt(0), b.Op("Squeeze", []string{t1, b.Ints(0)}), b.ScalarInt(1)})
+	causal := b.Op("LessOrEqual", []string{tok, b.Op("Unsqueeze", []string{tok, b.Ints(1)})})
+	group := int64(c.NumAttentionHeads / c.NumKeyValueHeads)
+	tiled := b.Op("Tile", []string{b.Op("Where", []string{causal, zero, neg}), b.Ints(group, 1)})
+	d.maskNew = b.Op("Unsqueeze", []string{tiled, b.Ints(0, 1)})
+	return pos
+}
+
+// pagedAttention emits attention of q [B,T,Hq·D] over the pooled cache and
+// the step's own k, v [B,T,Hkv·D] (already rotated), returning
+// [B,T,Hq·D]. It also emits the outputs new_keys.i / new_values.i.
+//
+// The cache is read by gathering each row's blocks from the head-major pool
+// — Gather(pool [Hkv,N,bs,D], block_tables [B,M], axis 1) is
+// [Hkv,B,M,bs,D], reshaped for free to [Hkv,B,M·bs,D] — and scored
+// separately from the new keys, so the cache is never concatenated. GQA
+// groups the G = Hq/Hkv query heads of a KV head into the rows of one
+// matrix [Hkv, B, G·T, D] instead of repeating K and V.
+func (d *decoder) pagedAttention(i int, q, k, v string) string {
+	b, c := d.b, d.c
+	hkv, hd := int64(c.NumKeyValueHeads), int64(c.HeadDim)
+	group := int64(c.NumAttentionHeads) / hkv
+	li := strconv.Itoa(i)
+	kvShape := b.Ints(hkv, 0, -1, hd)
+
+	pastK := b.Op("Reshape", []string{b.Op("Gather", []string{"key_cache." + li, d.blockTables}, onnx.AttrInt("axis", 1)), kvShape})
+	pastV := b.Op("Reshape", []string{b.Op("Gather", []string{"value_cache." + li, d.blockTables}, onnx.AttrInt("axis", 1)), kvShape})
+
+	split := b.Ints(0, 0, hkv, hd)
+	k4 := b.Op("Reshape", []string{k, split}) // [B,T,Hkv,D]
+	v4 := b.Op("Reshape", []string{v, split})
+	b.Node(onnx.DomainONNX, "Transpose", []string{k4}, []string{"new_keys." + li}, onnx.AttrInts("perm", 0, 2, 1, 3))
+	b.Node(onnx.DomainONNX, "Transpose", []string{v4}, []string{"new_values." + li}, onnx.AttrInts("perm", 0, 2, 1, 3))
+	newDims := []onnx.Dim{onnx.Sym("batch"), onnx.Fixed(hkv), onnx.Sym("seq"), onnx.Fixed(hd)}
+	b.Output("new_keys."+li, onnx.TensorProto_FLOAT, newDims...)
+	b.Output("new_values."+li, onnx.TensorProto_FLOAT, newDims...)
+	newK := b.Op("Transpose", []string{k4}, onnx.AttrInts("perm", 2, 0, 1, 3)) // [Hkv,B,T,D]
+	newV := b.Op("Transpose", []string{v4}, onnx.AttrInts("perm", 2, 0, 1, 3))
+
+	q5 := b.Op("Reshape", []string{q, b.Ints(0, 0, hkv, group, hd)})            // [B,T,Hkv,G,D]
+	qT := b.Op("Transpose", []string{q5}, onnx.AttrInts("perm", 2, 0, 3, 1, 4)) // [Hkv,B,G,T,D]
+	qg := b.Op("Reshape", []string{qT, kvShape})                                // [Hkv,B,G·T,D]
+
+	alpha := onnx.AttrFloat("alpha", float32(1/math.Sqrt(float64(hd))))
+	transB := onnx.AttrInt("transB", 1)
+	sPast := b.Op("Add", []string{b.MS("FusedMatMul", []string{qg, pastK}, alpha, transB), d.maskPast})
+	sNew := b.Op("Add", []string{b.MS("FusedMatMul", []string{qg, newK}, alpha, transB), d.maskNew})
+	probs := b.Op("Softmax", []string{b.Op("Concat", []string{sPast, sNew}, onnx.AttrInt("axis", -1))}, onnx.AttrInt("axis", -1))
+	parts := b.Node(onnx.DomainONNX, "Split", []string{probs, d.splitLT}, []string{"", ""}, onnx.AttrInt("axis", -1))
+	o := b.Op("Add", []string{
+		b.Op("MatMul", []string{parts[0], pastV}),
+		b.Op("MatMul", []string{parts[1], newV}),
+	}) // [Hkv,B,G·T,D]
+	o = b.Op("Reshape", []string{o, b.Ints(hkv, 0, group, -1, hd)})          // [Hkv,B,G,T,D]
+	o = b.Op("Transpose", []string{o}, onnx.AttrInts("perm", 1, 3, 0, 2, 4)) // [B,T,Hkv,G,D]
+	return b.Op("Reshape", []string{o, b.Ints(0, 0, int64(c.NumAttentionHeads)*hd)})
+}
