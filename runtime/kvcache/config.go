@@ -1,0 +1,104 @@
+package kvcache
+
+import "fmt"
+
+// DType is the element type of the key/value pools.
+type DType uint8
+
+const (
+	// Float32 stores keys and values as float32 (the zero value).
+	Float32 DType = iota
+	// Int8 stores keys and values as int8 with one float32 scale per
+	// (layer, block, head); it halves memory against float16 and quarters
+	// it against float32.
+	Int8
+)
+
+// String returns "fp32" or "int8".
+func (d DType) String() string {
+	switch d {
+	case Float32:
+		return "fp32"
+	case Int8:
+		return "int8"
+	}
+	return fmt.Sprintf("DType(%d)", uint8(d))
+}
+
+// Size is the byte size of one element.
+func (d DType) Size() int {
+	if d == Int8 {
+		return 1
+	}
+	return 4
+}
+
+// DefaultBlockSize is the usual number of tokens per block: internal waste
+// is at most BlockSize-1 slots per sequence, and the decoder graph's Gather
+// moves whole blocks, so 16 balances the two.
+const DefaultBlockSize = 16
+
+// Config describes the cache. It is plain data (it travels in model
+// manifests). Every field except DType and DisablePrefixCache is required:
+// a zero there is an error rather than a silent default, because a cache
+// built from a wrong geometry would corrupt attention without failing.
+type Config struct {
+	Layers  int   // decoder layers; one key and one value pool each
+	KVHeads int   // key/value heads per layer
+	HeadDim int   // elements per head
+	DType   DType // element type; zero is Float32
+
+	// BudgetBytes is the memory the pools may use, scales included. The
+	// cache holds as many whole blocks as fit.
+	BudgetBytes int64
+	// BlockSize is tokens per block; DefaultBlockSize is the usual choice.
+	BlockSize int
+
+	// DisablePrefixCache turns off sharing of computed prompt blocks
+	// between sequences. Zero (false) keeps it on.
+	DisablePrefixCache bool
+}
+
+// BlockBytes is the memory one block takes across all layers, keys and
+// values, scales included.
+func (c Config) BlockBytes() int64 {
+	perHead := int64(c.BlockSize) * int64(c.HeadDim) * int64(c.DType.Size())
+	if c.DType == Int8 {
+		perHead += 4 // one float32 scale per (block, head)
+	}
+	return int64(c.Layers) * 2 * int64(c.KVHeads) * perHead
+}
+
+// NumBlocks is how many blocks the budget holds (0 if it holds none).
+func (c Config) NumBlocks() int {
+	bb := c.BlockBytes()
+	if bb <= 0 {
+		return 0
+	}
+	return int(c.BudgetBytes / bb)
+}
+
+// maxBlocks keeps block ids and slot numbers inside int32 bookkeeping.
+const maxBlocks = 1 << 30
+
+// Validate reports the first problem with the config, wrapped in
+// ErrInvalidConfig.
+func (c Config) Validate() error {
+	switch {
+	case c.Layers <= 0:
+		return fmt.Errorf("%w: layers %d must be positive", ErrInvalidConfig, c.Layers)
+	case c.KVHeads <= 0:
+		return fmt.Errorf("%w: kv heads %d must be positive", ErrInvalidConfig, c.KVHeads)
+	case c.HeadDim <= 0:
+		return fmt.Errorf("%w: head dim %d must be positive", ErrInvalidConfig, c.HeadDim)
+	case c.DType != Float32 && c.DType != Int8:
+		return fmt.Errorf("%w: unknown dtype %v", ErrInvalidConfig, c.DType)
+	case c.BlockSize <= 0:
+		return fmt.Errorf("%w: block size %d must be positive (DefaultBlockSize is %d)", ErrInvalidConfig, c.BlockSize, DefaultBlockSize)
+	case c.BudgetBytes < c.BlockBytes():
+		return fmt.Errorf("%w: budget %d bytes is smaller than one block (%d bytes)", ErrInvalidConfig, c.BudgetBytes, c.BlockBytes())
+	case int64(c.NumBlocks())*int64(c.BlockSize) > maxBlocks:
+		return fmt.Errorf("%w: %d blocks of %d tokens exceed %d slots", ErrInvalidConfig, c.NumBlocks(), c.BlockSize, maxBlocks)
+	}
+	return nil
+}
