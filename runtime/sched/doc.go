@@ -15,7 +15,8 @@
 //
 // # Step composition
 //
-// A step serves one model. Every running sequence that is decoding gets a
+// A step serves one model: that of the highest-class, earliest-admitted
+// running sequence (sequences of other models wait for their turn). Every running sequence that is decoding gets a
 // row (B×1) first; the rest of Config.TokenBudget buys prefill chunks of at
 // most Config.ChunkSize tokens (at most Config.MaxPrefillChunks of them) for
 // admitted prompts, highest class first then admission order. So the time a
@@ -47,8 +48,12 @@
 //	TTFT ≈ (prefill backlog of its class and above + its prompt) / R + S
 //
 // where R is an EWMA of prefill tokens per second of step time, measured on
-// steps carrying prefill (so it already accounts for the decode rows sharing
-// those steps), and S an EWMA of the step time (the step in flight). A
+// every step taken while prefill work waited (so it already accounts for the
+// decode rows sharing those steps and for steps where admission had to wait),
+// and S an EWMA of the step time (the step in flight). R does not model
+// attention growing with context, so RetryAfter is an estimate, not a
+// promise. SLO.TPOT is recorded for goodput, not enforced: chunking is what
+// bounds it. A
 // FailFast request whose prediction exceeds SLO.TTFT is refused at once with
 // an *OverloadError whose RetryAfter is the excess (at least one step):
 // refusing fast beats everyone waiting. Others are queued and time out at
