@@ -1,0 +1,13 @@
+// Package bundle defines edgeinfer's model bundle: a directory holding the
+// ONNX model (model.onnx, with model.onnx.data for large weights), an
+// optional tokenizer.json, and the manifest edgeinfer.json that names the
+// model, its kind and decoder contract, its KV geometry, generation
+// defaults, weight format, and the sha256 and size of every file.
+//
+// Load reads a bundle and verifies every file against the manifest;
+// Write seals a directory by hashing its files into a manifest;
+// Recognise makes a manifest for a directory holding an ONNX decoder
+// exported by Hugging Face Optimum or the onnxruntime-genai builder,
+// identified by its input and output names (and genai_config.json when
+// present), so it runs through the compatible contract.
+package bundle

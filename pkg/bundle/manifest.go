@@ -1,0 +1,202 @@
+package bundle
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// ManifestFile is the manifest's name inside a bundle.
+const ManifestFile = "edgeinfer.json"
+
+// FormatVersion is the manifest schema version this package writes and
+// reads.
+const FormatVersion = 1
+
+// Kind says how a model runs.
+type Kind string
+
+const (
+	// KindDecoder is an autoregressive language model run step by step.
+	KindDecoder Kind = "decoder"
+	// KindOneShot is a model run once per request (detector, classifier).
+	KindOneShot Kind = "oneshot"
+)
+
+// Contract is a decoder's input/output convention; see package
+// pkg/onnx/llama for both.
+type Contract string
+
+const (
+	// ContractPaged reads the KV cache from block pools (edgeinfer's own
+	// graphs).
+	ContractPaged Contract = "paged"
+	// ContractCompatible uses Optimum's past_key_values/present names.
+	ContractCompatible Contract = "compatible"
+)
+
+// Manifest describes a bundle. It is plain data, serialised as
+// edgeinfer.json.
+type Manifest struct {
+	Format  int    `json:"format"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Kind    Kind   `json:"kind"`
+	// Contract is set for decoders.
+	Contract Contract `json:"contract,omitempty"`
+	// Model is the ONNX file, relative to the bundle.
+	Model string `json:"model"`
+	// Tokenizer is the tokenizer.json file, or "" (synthetic models).
+	Tokenizer string `json:"tokenizer,omitempty"`
+	// Architecture is the Hugging Face architecture, when known.
+	Architecture string      `json:"architecture,omitempty"`
+	Geometry     *Geometry   `json:"geometry,omitempty"`
+	Generation   *Generation `json:"generation,omitempty"`
+	// Quantization is the weight format: "fp32", "int4-b32", …
+	Quantization string `json:"quantization"`
+	// Files lists every file of the bundle but the manifest.
+	Files []File `json:"files"`
+	// CreatedBy names the tool and the source: "edgeinfer model build
+	// --preset tiny-test".
+	CreatedBy string `json:"created_by"`
+}
+
+// Geometry is a decoder's shape as the runtime needs it.
+type Geometry struct {
+	Layers       int `json:"layers"`
+	Heads        int `json:"heads"`
+	KVHeads      int `json:"kv_heads"`
+	HeadDim      int `json:"head_dim"`
+	Hidden       int `json:"hidden,omitempty"`
+	Vocab        int `json:"vocab"`
+	MaxPositions int `json:"max_positions"`
+	// BlockSize is the paged graph's tokens per KV block (fixed in the
+	// graph); 0 for compatible decoders.
+	BlockSize int `json:"block_size,omitempty"`
+	// Logits is "last" (paged: input last_index selects one position per
+	// row, logits [B, vocab]) or "all" (logits [B, T, vocab]).
+	Logits string `json:"logits"`
+}
+
+// Generation holds generation defaults (Hugging Face's
+// generation_config.json, or the model's own).
+type Generation struct {
+	BOSTokenID        *int64  `json:"bos_token_id,omitempty"`
+	EOSTokenIDs       []int64 `json:"eos_token_ids,omitempty"`
+	PadTokenID        *int64  `json:"pad_token_id,omitempty"`
+	Temperature       float64 `json:"temperature,omitempty"`
+	TopK              int     `json:"top_k,omitempty"`
+	TopP              float64 `json:"top_p,omitempty"`
+	RepetitionPenalty float64 `json:"repetition_penalty,omitempty"`
+	MaxNewTokens      int     `json:"max_new_tokens,omitempty"`
+}
+
+// File is one bundle file with its size and lowercase hex sha256.
+type File struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// ParseManifest decodes and validates edgeinfer.json.
+func ParseManifest(data []byte) (*Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the manifest", ErrManifest)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Validate checks the manifest is complete and consistent: known kind and
+// contract, safe relative file paths, each file listed once with a size and
+// a sha256, model and tokenizer among the files, decoder geometry present.
+func (m *Manifest) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrManifest}, args...)...)
+	}
+	if m.Format != FormatVersion {
+		return bad("format %d (this build reads %d)", m.Format, FormatVersion)
+	}
+	if m.Name == "" {
+		return bad("no name")
+	}
+	files := map[string]bool{}
+	for _, f := range m.Files {
+		if !safePath(f.Path) {
+			return bad("file path %q must be relative, clean and inside the bundle", f.Path)
+		}
+		if f.Path == ManifestFile {
+			return bad("the manifest cannot list itself")
+		}
+		if files[f.Path] {
+			return bad("file %q listed twice", f.Path)
+		}
+		if f.Size < 0 || !hexSHA256.MatchString(f.SHA256) {
+			return bad("file %q: size %d, sha256 %q", f.Path, f.Size, f.SHA256)
+		}
+		files[f.Path] = true
+	}
+	if !files[m.Model] {
+		return bad("model file %q is not among the files", m.Model)
+	}
+	if m.Tokenizer != "" && !files[m.Tokenizer] {
+		return bad("tokenizer file %q is not among the files", m.Tokenizer)
+	}
+	switch m.Kind {
+	case KindOneShot:
+		if m.Contract != "" {
+			return bad("a oneshot model has no decoder contract")
+		}
+	case KindDecoder:
+		if m.Contract != ContractPaged && m.Contract != ContractCompatible {
+			return bad("decoder contract %q (want paged or compatible)", m.Contract)
+		}
+		g := m.Geometry
+		if g == nil {
+			return bad("decoder without geometry")
+		}
+		if g.Layers <= 0 || g.Heads <= 0 || g.KVHeads <= 0 || g.HeadDim <= 0 || g.Vocab <= 0 || g.MaxPositions <= 0 {
+			return bad("geometry %+v has a non-positive size", *g)
+		}
+		if g.Heads%g.KVHeads != 0 {
+			return bad("geometry: %d heads not a multiple of %d KV heads", g.Heads, g.KVHeads)
+		}
+		if m.Contract == ContractPaged && g.BlockSize <= 0 {
+			return bad("paged decoder without block size")
+		}
+		if g.Logits != "last" && g.Logits != "all" {
+			return bad("geometry logits %q (want last or all)", g.Logits)
+		}
+	default:
+		return bad("kind %q (want decoder or oneshot)", m.Kind)
+	}
+	return nil
+}
+
+// safePath accepts clean, relative, slash-separated paths that stay inside
+// the bundle.
+func safePath(p string) bool {
+	return p != "" && p != "." && !strings.HasPrefix(p, "/") && !strings.Contains(p, `\`) &&
+		path.Clean(p) == p && p != ".." && !strings.HasPrefix(p, "../")
+}
+
+// Marshal encodes the manifest as indented JSON.
+func (m *Manifest) Marshal() ([]byte, error) {
+	out, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("bundle: %w", err)
+	}
+	return append(out, '\n'), nil
+}

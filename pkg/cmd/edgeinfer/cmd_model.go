@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+)
+
+func init() {
+	register(&command{
+		name:    "model",
+		summary: "build a synthetic decoder bundle (build) or import a Hugging Face checkpoint (import)",
+		run:     runModel,
+	})
+}
+
+const modelUsage = `usage:
+  edgeinfer model build --preset NAME --out DIR [--contract paged|compatible] [--block-size N] [--all-logits]
+  edgeinfer model import --hf DIR --out DIR [--name NAME] [--contract paged|compatible] [--block-size N] [--all-logits]
+presets: `
+
+func runModel(ctx context.Context, stdout io.Writer, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: %s%s", errUsage, modelUsage, strings.Join(llama.PresetNames(), ", "))
+	}
+	switch args[0] {
+	case "build":
+		return runModelBuild(ctx, stdout, args[1:])
+	case "import":
+		return runModelImport(ctx, stdout, args[1:])
+	}
+	return fmt.Errorf("%w: unknown model subcommand %q\n%s%s", errUsage, args[0], modelUsage, strings.Join(llama.PresetNames(), ", "))
+}
+
+// graphFlags are the build options both subcommands take.
+type graphFlags struct {
+	contract  string
+	blockSize int
+	allLogits bool
+}
+
+func (g *graphFlags) options() (llama.Options, error) {
+	c := llama.Contract(g.contract)
+	if c != llama.ContractPaged && c != llama.ContractCompatible {
+		return llama.Options{}, fmt.Errorf("%w: --contract %q (want paged or compatible)", errUsage, g.contract)
+	}
+	return llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits}, nil
+}
+
+func runModelBuild(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("model build")
+	preset := fs.String("preset", "", "synthetic preset: "+strings.Join(llama.PresetNames(), ", "))
+	out := fs.String("out", "", "bundle directory to write")
+	var g graphFlags
+	fs.StringVar(&g.contract, "contract", string(llama.ContractPaged), "decoder contract: paged or compatible")
+	fs.IntVar(&g.blockSize, "block-size", llama.DefaultBlockSize, "paged KV block size (tokens)")
+	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *preset == "" || *out == "" {
+		return fmt.Errorf("%w: --preset and --out are required", errUsage)
+	}
+	opts, err := g.options()
+	if err != nil {
+		return err
+	}
+	cfg, src, err := llama.Preset(*preset)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	b, err := bundle.BuildDecoder(ctx, *out, bundle.DecoderSpec{
+		Name: *preset, Version: "1", Config: cfg, Weights: src, Options: opts,
+		CreatedBy: fmt.Sprintf("edgeinfer model build --preset %s --contract %s", *preset, opts.Contract),
+	})
+	if err != nil {
+		return err
+	}
+	printBundle(stdout, b)
+	return nil
+}
+
+func runModelImport(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("model import")
+	hf := fs.String("hf", "", "Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json)")
+	out := fs.String("out", "", "bundle directory to write")
+	name := fs.String("name", "", "bundle name (default: the checkpoint directory's name)")
+	var g graphFlags
+	fs.StringVar(&g.contract, "contract", string(llama.ContractPaged), "decoder contract: paged or compatible")
+	fs.IntVar(&g.blockSize, "block-size", llama.DefaultBlockSize, "paged KV block size (tokens)")
+	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *hf == "" || *out == "" {
+		return fmt.Errorf("%w: --hf and --out are required", errUsage)
+	}
+	opts, err := g.options()
+	if err != nil {
+		return err
+	}
+	b, err := bundle.ImportHF(ctx, *hf, *out, bundle.ImportOptions{Name: *name, Options: opts})
+	if err != nil {
+		return err
+	}
+	printBundle(stdout, b)
+	return nil
+}
+
+func printBundle(w io.Writer, b *bundle.Bundle) {
+	m := b.Manifest
+	g := m.Geometry
+	fmt.Fprintf(w, "bundle %s: %s %s, contract %s, %s weights\n", b.Dir, m.Name, m.Version, m.Contract, m.Quantization)
+	fmt.Fprintf(w, "geometry: layers=%d heads=%d kv_heads=%d head_dim=%d vocab=%d max_positions=%d block_size=%d logits=%s\n",
+		g.Layers, g.Heads, g.KVHeads, g.HeadDim, g.Vocab, g.MaxPositions, g.BlockSize, g.Logits)
+	for _, f := range m.Files {
+		fmt.Fprintf(w, "  %-20s %12d B  sha256 %s\n", f.Path, f.Size, f.SHA256)
+	}
+}
