@@ -20,7 +20,7 @@ const (
 // ExternalThreshold is WriteModel's size from which an initializer goes to
 // DataFile: every weight matrix of a real model, none of the small
 // constants. ONNX Runtime maps the page-aligned data file.
-const ExternalThreshold = 1 << 20
+const ExternalThreshold = 64 << 10
 
 // WriteModel builds the decoder into dir/model.onnx. Initializers of at
 // least ExternalThreshold bytes are streamed to dir/model.onnx.data as they
