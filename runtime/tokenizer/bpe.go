@@ -26,6 +26,10 @@ type bpe struct {
 	fuseUnk      bool
 }
 
+// maxSparseID bounds ids so that a hostile file cannot make Parse allocate
+// gigabytes for a few entries: vocabularies may have holes, not vast ones.
+func maxSparseID(entries int) int { return 2*entries + 1024 }
+
 type merge struct {
 	rank int32
 	id   int32
@@ -56,7 +60,7 @@ func newBPE(m *bpeModelJSON, byteLevel bool) (*bpe, error) {
 	}
 	maxID := -1
 	for tok, id := range b.vocab {
-		if id < 0 || id > 1<<30 {
+		if id < 0 || id > maxSparseID(len(b.vocab)) {
 			return nil, fmt.Errorf("%w: token %q has id %d", ErrMalformed, tok, id)
 		}
 		maxID = max(maxID, id)

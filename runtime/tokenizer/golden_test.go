@@ -153,6 +153,11 @@ func TestRoundTrip(t *testing.T) {
 					// such text gains spaces by design.
 					continue
 				}
+				if strings.Contains(text, "<tool>") {
+					// The fixture's " <tool>" has lstrip and rstrip: it
+					// swallows the spaces around it, by design.
+					continue
+				}
 				want := text
 				if name == "qwen3" || name == "small_bytelevel" {
 					want = norm.NFC.String(text)

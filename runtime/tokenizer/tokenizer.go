@@ -144,7 +144,7 @@ func Parse(data []byte, opts ...Option) (*Tokenizer, error) {
 func (t *Tokenizer) buildAdded(list []addedTokenJSON) error {
 	size := len(t.model.idToToken)
 	for _, a := range list {
-		if a.ID < 0 || a.ID > 1<<30 {
+		if a.ID < 0 || a.ID > maxSparseID(len(t.model.vocab)+len(list)) {
 			return fmt.Errorf("%w: added token %q has id %d", ErrMalformed, a.Content, a.ID)
 		}
 		size = max(size, a.ID+1)

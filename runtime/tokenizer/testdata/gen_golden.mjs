@@ -55,6 +55,7 @@ const edge = [
   '<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n', '<think>\nhmm\n</think>\n\nok',
   '<|begin_of_text|>Hello<|end_of_text|>', '<|eot_id|><|start_header_id|>system<|end_header_id|>\n\nYou are',
   '<|reserved_special_token_5|>', '<|notatoken|>', '<s> </s> <unk>', 'a<|endoftext', '<<|endoftext|>>',
+  'use <tool> now', 'x  <tool>  y', '<tool>', ' <tool>', 'a<tool>b', 'a\t<tool>\nb',
 ];
 
 fs.writeFileSync(path.join(here, 'inputs.json'), JSON.stringify({ moby, edge }, null, 0) + '\n');
