@@ -20,6 +20,7 @@
 // The owner (the scheduler's goroutine) drives a step like this:
 //
 //	// admission: a new request, or a preempted one coming back
+//	if cache.AdmitBlocks(prompt) > cache.FreeBlocks() { /* wait */ }
 //	seq, _ := cache.NewSequence(prompt) // seq.Computed() prompt tokens need no prefill
 //	// (after seq.Preempt(): n, _ := seq.Resume())
 //

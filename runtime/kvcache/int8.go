@@ -24,16 +24,12 @@ func (c *Cache) quantiseRow(pool []int8, scales []float32, head int, slot int64,
 	bs := int64(c.bs)
 	block := int(slot / bs)
 	si := head*c.numBlocks + block
-	amax := float32(0)
-	for _, x := range row {
-		amax = max(amax, abs32(x))
-	}
-	if math.IsNaN(float64(amax)) || math.IsInf(float64(amax), 0) {
-		amax = math.MaxFloat32 // keep the pool finite: clamp instead of spreading NaN
-	}
+	amax := absMax(row)
 	scale := scales[si]
-	if amax > scale*127 {
-		ns := max(amax/127, scale*minScaleGrowth)
+	// Compare amax/127 (not scale*127) so that a row equal to the one
+	// that set the scale does not trip over a rounding ulp.
+	if need := amax / 127; need > scale {
+		ns := max(need, scale*minScaleGrowth)
 		if scale > 0 {
 			base := head*c.headStride + block*c.blockElems
 			requantise(pool[base:base+c.blockElems], scale/ns)
@@ -52,6 +48,31 @@ func (c *Cache) quantiseRow(pool []int8, scales []float32, head int, slot int64,
 	}
 }
 
+// absMax is max|x| over row, ignoring NaNs and clamping infinities to
+// MaxFloat32. It compares the IEEE bits with the sign cleared as integers
+// (their order is the order of the magnitudes), which compiles to
+// branch-free code; the rare row holding a NaN or an infinity takes a
+// careful second pass.
+func absMax(row []float32) float32 {
+	m := uint32(0)
+	for _, x := range row {
+		m = max(m, math.Float32bits(x)&^(1<<31))
+	}
+	const inf = 0x7f800000
+	if m < inf {
+		return math.Float32frombits(m)
+	}
+	amax := float32(0)
+	for _, x := range row {
+		if a := abs32(x); a > amax && a <= math.MaxFloat32 {
+			amax = a
+		} else if a > math.MaxFloat32 && a == a {
+			amax = math.MaxFloat32
+		}
+	}
+	return amax
+}
+
 // requantise rescales int8 values by f (< 1), rounding to nearest.
 func requantise(q []int8, f float32) {
 	for i, x := range q {
@@ -61,15 +82,19 @@ func requantise(q []int8, f float32) {
 	}
 }
 
+// roundInt8 rounds x to the nearest int8 in [-127, 127], half to even,
+// without branches on the sign: adding and subtracting 1.5·2²³ leaves x
+// rounded in float32 arithmetic. A NaN (the only input that fails both
+// clamps) converts to an implementation-defined value, which is still a
+// finite int8.
 func roundInt8(x float32) int8 {
-	if x != x { // NaN
-		return 0
+	const magic = 12582912 // 1.5 * 2^23
+	if x > 127 {
+		x = 127
+	} else if x < -127 {
+		x = -127
 	}
-	x = min(max(x, -127), 127)
-	if x >= 0 {
-		return int8(x + 0.5)
-	}
-	return int8(x - 0.5)
+	return int8(int32((x + magic) - magic))
 }
 
 func abs32(x float32) float32 {

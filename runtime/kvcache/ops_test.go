@@ -143,12 +143,28 @@ func (d *opsDriver) apply(op byte) {
 				d.t.Fatal(err)
 			}
 		}
-	case 8: // prefix lookup probe
+	case 8: // prefix lookup probe, then admission of the whole prompt
 		a, _ := d.next()
 		p := opTemplates[int(a)%3][:int(a>>2)%17]
-		if n := c.Lookup(p); n%c.BlockSize() != 0 || n > max(len(p)-1, 0) {
+		n := c.Lookup(p)
+		if n%c.BlockSize() != 0 || n > max(len(p)-1, 0) {
 			d.t.Fatalf("lookup %v = %d", p, n)
 		}
+		cost, free := c.AdmitBlocks(p), c.FreeBlocks()
+		if cost > free {
+			return
+		}
+		s, _ := c.NewSequence(p)
+		if s.Computed() != n {
+			d.t.Fatalf("lookup said %d, attach got %d", n, s.Computed())
+		}
+		if err := s.Reserve(s.Len() - s.Computed()); err != nil {
+			d.t.Fatalf("AdmitBlocks %d of %d free, but: %v", cost, free, err)
+		}
+		if drop := free - c.FreeBlocks(); drop != cost {
+			d.t.Fatalf("AdmitBlocks %d, free blocks dropped by %d", cost, drop)
+		}
+		d.seqs = append(d.seqs, s)
 	}
 }
 

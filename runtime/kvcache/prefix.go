@@ -104,3 +104,28 @@ func (c *Cache) Lookup(prompt []int32) int {
 	}
 	return n
 }
+
+// AdmitBlocks is how much FreeBlocks drops if tokens are admitted and all
+// of them reserved: NewSequence(tokens) then Reserve(Len()-Computed()).
+// Cached blocks already in use by other sequences cost nothing; unreferenced
+// cached ones leave the evictable pool, so they count like new ones.
+func (c *Cache) AdmitBlocks(tokens []int32) int {
+	need := (len(tokens) + c.bs - 1) / c.bs
+	if c.closed || c.cfg.DisablePrefixCache {
+		return need
+	}
+	parent := rootHash
+	for i := 0; (i+1)*c.bs <= len(tokens)-1; i++ {
+		toks := tokens[i*c.bs : (i+1)*c.bs]
+		h := chainHash(parent, toks)
+		b, ok := c.prefix.find(parent, h, toks)
+		if !ok {
+			break
+		}
+		if c.blocks.ref[b] > 0 {
+			need--
+		}
+		parent = h
+	}
+	return need
+}
