@@ -64,7 +64,9 @@ func isNaN32(f float32) bool { return f != f }
 // A Sampler is not safe for concurrent use.
 type Sampler struct {
 	p      SamplingParams
+	pcg    *rand.PCG
 	rng    *rand.Rand
+	drawn  int           // output tokens so far: the index of the next draw
 	seen   map[int32]int // prompt and output tokens, for the repetition penalty
 	output map[int32]int // output tokens only, for presence/frequency
 	cand   []candidate   // scratch, reused between calls
@@ -80,9 +82,11 @@ func NewSampler(p SamplingParams, prompt []int32) (*Sampler, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	pcg := rand.NewPCG(p.Seed, 0)
 	s := &Sampler{
 		p:      p,
-		rng:    rand.New(rand.NewPCG(p.Seed, 0x9e3779b97f4a7c15)),
+		pcg:    pcg,
+		rng:    rand.New(pcg),
 		seen:   make(map[int32]int),
 		output: make(map[int32]int),
 	}
@@ -95,6 +99,7 @@ func NewSampler(p SamplingParams, prompt []int32) (*Sampler, error) {
 // Observe records a generated token (call it for every token the sequence
 // emits, sampled here or forced by the caller).
 func (s *Sampler) Observe(tok int32) {
+	s.drawn++
 	s.seen[tok]++
 	s.output[tok]++
 }
@@ -106,6 +111,10 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	if s.p.Greedy() {
 		return argmax(logits)
 	}
+	// The random stream of draw i depends only on (seed, i), so a sequence
+	// that is preempted and recomputed (its sampler rebuilt and fed the
+	// tokens so far through Observe) draws exactly what it would have.
+	s.pcg.Seed(s.p.Seed, uint64(s.drawn)*0x9e3779b97f4a7c15+1)
 	inv := 1 / s.p.Temperature
 	c := s.cand[:0]
 	if k := s.p.TopK; k > 0 && k < len(logits) {

@@ -82,7 +82,9 @@ func TestTemperatureFollowsDistribution(t *testing.T) {
 	n, ones := 4000, 0
 	s, _ := NewSampler(SamplingParams{Temperature: 1, Seed: 1}, nil)
 	for range n {
-		if s.Sample([]float32{0, float32(math.Log(3))}) == 1 {
+		tok := s.Sample([]float32{0, float32(math.Log(3))})
+		s.Observe(tok)
+		if tok == 1 {
 			ones++
 		}
 	}
@@ -124,5 +126,35 @@ func BenchmarkGreedy32k(b *testing.B) {
 	s, _ := NewSampler(SamplingParams{}, nil)
 	for b.Loop() {
 		s.Sample(l)
+	}
+}
+
+func TestRebuiltSamplerDrawsTheSame(t *testing.T) {
+	logits := func(i int) []float32 {
+		l := make([]float32, 64)
+		for j := range l {
+			l[j] = float32(math.Cos(float64(i*7 + j)))
+		}
+		return l
+	}
+	p := SamplingParams{Temperature: 1, TopK: 20, Seed: 42}
+	a, _ := NewSampler(p, []int32{1, 2})
+	var toks []int32
+	for i := range 10 {
+		tok := a.Sample(logits(i))
+		a.Observe(tok)
+		toks = append(toks, tok)
+	}
+	// rebuild after 5 tokens, as a preempted sequence is
+	b, _ := NewSampler(p, []int32{1, 2})
+	for _, tok := range toks[:5] {
+		b.Observe(tok)
+	}
+	for i := 5; i < 10; i++ {
+		tok := b.Sample(logits(i))
+		b.Observe(tok)
+		if tok != toks[i] {
+			t.Fatalf("draw %d after rebuild = %d, want %d", i, tok, toks[i])
+		}
 	}
 }
