@@ -204,19 +204,27 @@ func (b *bpe) mergeWord(ids []int) []int {
 	if len(ids) < 2 {
 		return ids
 	}
-	syms := make([]symbol, len(ids))
+	// Words are short: keep their working state on the stack.
+	var symBuf [32]symbol
+	var heapBuf [64]candidate
+	syms := symBuf[:0]
+	if len(ids) > len(symBuf) {
+		syms = make([]symbol, 0, len(ids))
+	}
+	syms = syms[:len(ids)]
 	for i, id := range ids {
 		syms[i] = symbol{id: int32(id), prev: int32(i - 1), next: int32(i + 1)}
 	}
 	syms[len(syms)-1].next = -1
-	var h mergeHeap
+	h := mergeHeap(heapBuf[:0])
 	for i := 0; i+1 < len(ids); i++ {
 		if m, ok := b.merges[pairKey(ids[i], ids[i+1])]; ok {
-			h.push(candidate{rank: m.rank, pos: int32(i), id: m.id})
+			h = h.push(candidate{rank: m.rank, pos: int32(i), id: m.id})
 		}
 	}
 	for len(h) > 0 {
-		top := h.pop()
+		var top candidate
+		top, h = h.pop()
 		s := &syms[top.pos]
 		if s.gone || s.next < 0 {
 			continue
@@ -231,12 +239,12 @@ func (b *bpe) mergeWord(ids []int) []int {
 		if s.next >= 0 {
 			syms[s.next].prev = top.pos
 			if m, ok := b.merges[pairKey(int(s.id), int(syms[s.next].id))]; ok {
-				h.push(candidate{rank: m.rank, pos: top.pos, id: m.id})
+				h = h.push(candidate{rank: m.rank, pos: top.pos, id: m.id})
 			}
 		}
 		if s.prev >= 0 {
 			if m, ok := b.merges[pairKey(int(syms[s.prev].id), int(s.id))]; ok {
-				h.push(candidate{rank: m.rank, pos: s.prev, id: m.id})
+				h = h.push(candidate{rank: m.rank, pos: s.prev, id: m.id})
 			}
 		}
 	}
@@ -248,46 +256,45 @@ func (b *bpe) mergeWord(ids []int) []int {
 }
 
 // mergeHeap is a binary min-heap on (rank, pos), hand-written because
-// container/heap's interface calls cost more than the merges on short words.
+// container/heap's interface calls cost more than the merges on short words;
+// push and pop return the slice so a caller's stack buffer stays on the stack.
 type mergeHeap []candidate
 
 func (h mergeHeap) less(i, j int) bool {
 	return h[i].rank < h[j].rank || h[i].rank == h[j].rank && h[i].pos < h[j].pos
 }
 
-func (h *mergeHeap) push(c candidate) {
-	*h = append(*h, c)
-	s := *h
-	for i := len(s) - 1; i > 0; {
+func (h mergeHeap) push(c candidate) mergeHeap {
+	h = append(h, c)
+	for i := len(h) - 1; i > 0; {
 		p := (i - 1) / 2
-		if !s.less(i, p) {
+		if !h.less(i, p) {
 			break
 		}
-		s[i], s[p] = s[p], s[i]
+		h[i], h[p] = h[p], h[i]
 		i = p
 	}
+	return h
 }
 
-func (h *mergeHeap) pop() candidate {
-	s := *h
-	top := s[0]
-	n := len(s) - 1
-	s[0] = s[n]
-	s = s[:n]
+func (h mergeHeap) pop() (candidate, mergeHeap) {
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
 	for i := 0; ; {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && s.less(l, m) {
+		if l < n && h.less(l, m) {
 			m = l
 		}
-		if r < n && s.less(r, m) {
+		if r < n && h.less(r, m) {
 			m = r
 		}
 		if m == i {
 			break
 		}
-		s[i], s[m] = s[m], s[i]
+		h[i], h[m] = h[m], h[i]
 		i = m
 	}
-	*h = s
-	return top
+	return top, h
 }

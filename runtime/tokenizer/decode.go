@@ -20,14 +20,13 @@ func (t *Tokenizer) DecodeWith(ids []int, opts DecodeOptions) (string, error) {
 	raw := make([]byte, 0, len(ids)*4)
 	first := true
 	for i, id := range ids {
-		tok, ok := t.Token(id)
-		if !ok {
+		if _, ok := t.Token(id); !ok {
 			return "", fmt.Errorf("%w: %d at position %d (vocabulary size %d)", ErrUnknownID, id, i, len(t.tokens))
 		}
 		if opts.SkipSpecialTokens && t.special[id] {
 			continue
 		}
-		raw = t.dec.token(raw, tok, first)
+		raw = t.appendToken(raw, id, first)
 		first = false
 	}
 	return string(appendLossy(nil, raw)), nil
@@ -60,15 +59,14 @@ func (t *Tokenizer) NewStreamDecoderWith(opts DecodeOptions) *StreamDecoder {
 // Add decodes one more id and returns the text it completes, often "" while
 // a character is still incomplete.
 func (d *StreamDecoder) Add(id int) (string, error) {
-	tok, ok := d.t.Token(id)
-	if !ok {
+	if _, ok := d.t.Token(id); !ok {
 		return "", fmt.Errorf("%w: %d at stream position %d (vocabulary size %d)", ErrUnknownID, id, d.n, len(d.t.tokens))
 	}
 	d.n++
 	if d.opts.SkipSpecialTokens && d.t.special[id] {
 		return "", nil
 	}
-	d.pending = d.t.dec.token(d.pending, tok, d.first)
+	d.pending = d.t.appendToken(d.pending, id, d.first)
 	d.first = false
 	keep := incompleteTail(d.pending)
 	out := appendLossy(nil, d.pending[:len(d.pending)-keep])

@@ -14,6 +14,9 @@ import (
 // what lets the stream decoder emit text as ids arrive.
 type decoder struct {
 	steps []decodeStep
+	// firstSensitive: some step treats the first token differently, so
+	// the table of decoded tokens does not hold for it.
+	firstSensitive bool
 }
 
 type decodeStep func(tok []byte, first bool) []byte
@@ -62,6 +65,7 @@ func (d *decoder) add(c *componentJSON, fused *bool) error {
 	case "Strip":
 		content := []byte(c.Content)
 		start, stop, onlyFirst := c.Start, c.Stop, *fused
+		d.firstSensitive = d.firstSensitive || onlyFirst
 		if onlyFirst && stop > 0 {
 			return fmt.Errorf("%w: Strip decoder with stop > 0 after Fuse", ErrUnsupported)
 		}
@@ -83,6 +87,7 @@ func (d *decoder) add(c *componentJSON, fused *bool) error {
 			repl = "▁"
 		}
 		strip := c.PrependScheme != "never" && !(c.AddPrefixSpace != nil && !*c.AddPrefixSpace)
+		d.firstSensitive = d.firstSensitive || strip
 		d.steps = append(d.steps, func(tok []byte, first bool) []byte {
 			tok = bytes.ReplaceAll(tok, []byte(repl), []byte(" "))
 			if strip && first {
@@ -178,4 +183,30 @@ func incompleteTail(b []byte) int {
 		}
 	}
 	return 0
+}
+
+// decodeTable holds every token's decoded bytes (as a non-first token) in
+// one buffer, so Decode is a copy per token rather than a pass of the
+// decoder steps and a map lookup per rune.
+type decodeTable struct {
+	buf []byte
+	off []uint32 // token id i is buf[off[i]:off[i+1]]
+}
+
+func newDecodeTable(d *decoder, tokens []string) decodeTable {
+	t := decodeTable{off: make([]uint32, len(tokens)+1)}
+	for i, tok := range tokens {
+		t.buf = d.token(t.buf, tok, false)
+		t.off[i+1] = uint32(len(t.buf))
+	}
+	t.buf = t.buf[:len(t.buf):len(t.buf)]
+	return t
+}
+
+// appendToken appends id's decoded bytes; id must be valid.
+func (t *Tokenizer) appendToken(dst []byte, id int, first bool) []byte {
+	if first && t.dec.firstSensitive {
+		return t.dec.token(dst, t.tokens[id], true)
+	}
+	return append(dst, t.decoded.buf[t.decoded.off[id]:t.decoded.off[id+1]]...)
 }

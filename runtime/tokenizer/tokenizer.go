@@ -33,7 +33,8 @@ type Tokenizer struct {
 	addedList             []*addedToken
 
 	tokens  []string // id -> vocabulary string, added tokens included
-	special []bool   // id -> is a special added token
+	decoded decodeTable
+	special []bool // id -> is a special added token
 
 	prefix, suffix []int // post-processor template around a single sequence
 
@@ -138,6 +139,7 @@ func Parse(data []byte, opts ...Option) (*Tokenizer, error) {
 	if err := t.readConfig(o.config); err != nil {
 		return nil, err
 	}
+	t.decoded = newDecodeTable(t.dec, t.tokens)
 	return t, nil
 }
 
