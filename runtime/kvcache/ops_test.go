@@ -262,8 +262,10 @@ func (d *opsDriver) checkContents() {
 	c := d.c
 	cfg := c.Config()
 	for _, s := range d.seqs {
+		h := prefixSeed
 		for p := range s.Computed() {
-			f := prefixValue(s.Tokens()[:p+1])
+			h = prefixStep(h, s.Tokens()[p])
+			f := h & prefixMask
 			slot := int64(s.blocks[p/c.bs])*int64(c.bs) + int64(p%c.bs)
 			for l := range cfg.Layers {
 				for h := range cfg.KVHeads {
@@ -281,12 +283,19 @@ func (d *opsDriver) checkContents() {
 // prefixValue is a stand-in for attention state: it depends on every token
 // up to the position, and is exact in float32.
 func prefixValue(toks []int32) uint32 {
-	h := uint32(2166136261)
+	h := prefixSeed
 	for _, t := range toks {
-		h = (h ^ uint32(t)) * 16777619
+		h = prefixStep(h, t)
 	}
-	return h & 0x3ffff
+	return h & prefixMask
 }
+
+const (
+	prefixSeed = uint32(2166136261)
+	prefixMask = 0x3ffff
+)
+
+func prefixStep(h uint32, t int32) uint32 { return (h ^ uint32(t)) * 16777619 }
 
 func keyValue(f uint32, l, h int) float32 { return float32(f*16 + uint32(l*4+h*2)) }
 
@@ -318,6 +327,9 @@ func FuzzOps(f *testing.F) {
 	}
 	f.Add([]byte{0, 0, 20, 2, 1, 2, 3, 5, 0, 2, 1, 1, 6, 0, 7, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 2000 { // longer inputs find nothing new, only run slower
+			data = data[:2000]
+		}
 		newOpsDriver(t, true, data).run()
 	})
 }

@@ -249,6 +249,8 @@ func (s *Sequence) BlockTable(dst []int64, width int) ([]int64, error) {
 // Fork returns a copy of the sequence (for parallel sampling) that shares
 // every block by reference. A shared partial block is copied by whichever
 // sequence writes it first (in Reserve), so the fork costs no block now.
+// Fork between steps: a block reserved for the running step becomes shared
+// again, and Slots refuses it until the next Reserve.
 func (s *Sequence) Fork() (*Sequence, error) {
 	if err := s.usable("fork"); err != nil {
 		return nil, err
