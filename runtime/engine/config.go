@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/sched"
+)
+
+// ModelSpec names a model to open. Dir is a bundle directory (edgeinfer.json
+// beside the model) or, for one-shot models, a plain .onnx file.
+type ModelSpec struct {
+	// Name is how requests refer to the model; "" takes the manifest's name.
+	Name string `json:"name,omitempty"`
+	Dir  string `json:"dir"`
+}
+
+// Config is the engine's configuration: plain data, with documented zero
+// values, so it can arrive in a file or over MQTT.
+type Config struct {
+	// Models are opened by Open, in order.
+	Models []ModelSpec `json:"models"`
+	// Session configures every ONNX Runtime session (threads, providers).
+	Session ort.Options `json:"session"`
+	// KVBudgetBytes is each decoder's KV cache; 0 means 256 MiB.
+	KVBudgetBytes int64 `json:"kv_budget_bytes,omitempty"`
+	// DisablePrefixCache turns off prompt-prefix sharing in the KV cache.
+	DisablePrefixCache bool `json:"disable_prefix_cache,omitempty"`
+	// Sched configures the scheduler (batch, chunk, queues); zero values
+	// are its defaults.
+	Sched sched.Config `json:"sched"`
+	// Logger receives the engine's logs; nil discards them.
+	Logger *slog.Logger `json:"-"`
+}
+
+// Validate reports configuration errors before anything is loaded.
+func (c Config) Validate() error {
+	if len(c.Models) == 0 {
+		return fmt.Errorf("%w: no models", ErrConfig)
+	}
+	for i, m := range c.Models {
+		if m.Dir == "" {
+			return fmt.Errorf("%w: models[%d] has no dir", ErrConfig, i)
+		}
+	}
+	if c.KVBudgetBytes < 0 {
+		return fmt.Errorf("%w: negative kv_budget_bytes", ErrConfig)
+	}
+	if err := c.Session.Validate(); err != nil {
+		return fmt.Errorf("%w: session: %w", ErrConfig, err)
+	}
+	if err := c.Sched.Validate(); err != nil {
+		return fmt.Errorf("%w: sched: %w", ErrConfig, err)
+	}
+	return nil
+}
