@@ -57,7 +57,8 @@
 // With DType Int8 keys and values are stored as int8 with one float32 scale
 // per (layer, block, head); the graph dequantises after its gather as
 // q × scale[head, block]. Scatter quantises; when a later token of a
-// partly filled block exceeds its scale, the block's rows are requantised
-// to the larger scale, so scales only grow and every value is within one
-// scale step.
+// partly filled block exceeds its scale, the scale grows (at least 1.5×)
+// and the block's rows are requantised, so scales only grow and every value
+// reads back within 1.5 steps of its block's final scale (relative RMS
+// error about 1 % on gaussian rows).
 package kvcache

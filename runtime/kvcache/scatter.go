@@ -7,8 +7,9 @@ import "fmt"
 // new_keys.{l} / new_values.{l}, row-major [batch, kvHeads, steps, headDim];
 // slots is row-major [batch, steps] as made by Sequence.Slots, with a
 // negative slot for each padding position (skipped). An int8 cache
-// quantises on the way in (see quantiseRow). Nothing is written unless
-// every argument is valid. Scatter allocates nothing.
+// quantises on the way in, one scale per (block, head), growing it and
+// requantising the block's rows when a new row exceeds it. Nothing is
+// written unless every argument is valid. Scatter allocates nothing.
 func (c *Cache) Scatter(newKeys, newValues [][]float32, batch, steps int, slots []int64) error {
 	if err := c.checkScatter(newKeys, newValues, batch, steps, slots); err != nil {
 		return err
