@@ -104,7 +104,7 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 func TestDedupCDCvsFixed(t *testing.T) {
 	size := 96 << 20
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		size = 24 << 20
 	}
 	region, insert, changed := dedupFigures(t, size)
