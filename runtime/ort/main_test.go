@@ -3,6 +3,7 @@ package ort
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 )
 
@@ -33,3 +34,5 @@ func needLib(t testing.TB) {
 	}
 	t.Skipf("ONNX Runtime library not available (run `make setup`): %v", libErr)
 }
+
+func runtimeGOARCH() string { return runtime.GOARCH }

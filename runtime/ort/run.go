@@ -47,7 +47,7 @@ func (s *Session) RunInto(ctx context.Context, inputs, outputs map[string]*Tenso
 	}
 	for i, v := range s.info.Outputs {
 		t := outputs[v.Name]
-		if t == nil && (v.DType == Float16 || v.DType == BFloat16) {
+		if t == nil && needsPrealloc(v) {
 			if !v.Static() {
 				return fmt.Errorf("%w: output %q is %s with a dynamic shape %s: pass a pre-allocated tensor to RunInto", ErrInvalidTensor, v.Name, v.DType, FormatShape(v.Shape, v.DimNames))
 			}
@@ -84,6 +84,13 @@ func (s *Session) RunInto(ctx context.Context, inputs, outputs map[string]*Tenso
 		outputs[v.Name] = t
 	}
 	return nil
+}
+
+// needsPrealloc reports outputs the Go binding cannot allocate itself:
+// float16/bfloat16 (it sizes them as one byte per element) and rank-0
+// tensors (it rejects empty shapes).
+func needsPrealloc(v ValueInfo) bool {
+	return v.DType == Float16 || v.DType == BFloat16 || (v.Shape != nil && len(v.Shape) == 0)
 }
 
 func names(vs []ValueInfo) []string {
@@ -148,15 +155,7 @@ func (s *Session) run(ctx context.Context, in, out []onnx.Value) error {
 	if err != nil {
 		return err
 	}
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, rs.terminate)
-	}
-	runErr := s.native.RunWithOptions(in, out, rs.ro)
-	if stop != nil {
-		stop()
-	}
-	byClose := s.end(rs)
+	runErr, byClose := s.runNative(ctx, rs, in, out)
 	switch {
 	case runErr == nil:
 		return nil
@@ -166,6 +165,23 @@ func (s *Session) run(ctx context.Context, in, out []onnx.Value) error {
 		return fmt.Errorf("%w: %w (%v)", ErrRun, ctx.Err(), runErr)
 	}
 	return fmt.Errorf("%w: %v", ErrRun, runErr)
+}
+
+// runNative makes the native call. A panic in the Go binding (it indexes
+// its argument slices) becomes an error, and the run is always
+// unregistered, so Close never waits for a run that is gone.
+func (s *Session) runNative(ctx context.Context, rs *runState, in, out []onnx.Value) (err error, byClose bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("onnxruntime_go panic: %v", p)
+		}
+		byClose = s.end(rs)
+	}()
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, rs.terminate)
+		defer stop()
+	}
+	return s.native.RunWithOptions(in, out, rs.ro), false
 }
 
 // begin registers a run, reusing idle run options.

@@ -133,6 +133,10 @@ func newSession(ctx context.Context, info ModelInfo, opts Options, create create
 		outNames[i] = v.Name
 		s.outIndex[v.Name] = i
 	}
+	if len(inNames) == 0 || len(outNames) == 0 {
+		// The Go binding passes &inputs[0] to ONNX Runtime.
+		return nil, errors.Join(fmt.Errorf("%w: models without graph inputs or outputs cannot be run through onnxruntime_go", ErrInvalidModel), Release())
+	}
 	start := time.Now()
 	if err := s.chooseProvider(ctx, opts, inNames, outNames, create); err != nil {
 		return nil, errors.Join(err, Release())

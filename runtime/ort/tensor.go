@@ -132,6 +132,16 @@ func (t *Tensor) init() error {
 	if err := Acquire(""); err != nil {
 		return err
 	}
+	if len(t.shape) == 0 {
+		v, data, err := newScalar(t.dtype)
+		if err != nil {
+			_ = Release()
+			return err
+		}
+		copy(data, t.data)
+		t.value, t.data = v, data
+		return nil
+	}
 	raw := t.data
 	if len(raw) == 0 && t.owned != nil {
 		raw = t.owned.Bytes() // an empty tensor still needs a non-nil pointer
@@ -269,4 +279,22 @@ func elementCount(shape []int64) (int64, error) {
 		n *= d
 	}
 	return n, nil
+}
+
+// CopyBytes copies raw little-endian element data of type dt into fresh
+// off-heap memory and wraps it (for data read from files: .npy, TensorProto).
+func CopyBytes(dt DType, shape []int64, data []byte) (*Tensor, error) {
+	n, err := elementCount(shape)
+	if err != nil {
+		return nil, err
+	}
+	if want := int(n) * dt.Size(); dt.Size() == 0 || len(data) != want {
+		return nil, fmt.Errorf("%w: %s%v needs %d bytes, got %d", ErrInvalidTensor, dt, shape, want, len(data))
+	}
+	t, err := NewEmptyTensor(dt, shape)
+	if err != nil {
+		return nil, err
+	}
+	copy(t.data, data)
+	return t, nil
 }
