@@ -33,6 +33,10 @@ type Options struct {
 
 const defaultKVBudget = 256 << 20
 
+// defaultCompatPositions bounds an exported decoder whose context length
+// its files do not state.
+const defaultCompatPositions = 2048
+
 func (o Options) withDefaults() Options {
 	if o.KVBudgetBytes == 0 {
 		o.KVBudgetBytes = defaultKVBudget
@@ -64,19 +68,21 @@ func (o Options) Validate() error {
 // Extend, Release, Step) belongs to one goroutine, the scheduler's device
 // loop, like the KV cache it drives. Stats-like reads go through Cache().Stats.
 type Model struct {
-	name   string
-	b      *bundle.Bundle
-	geom   bundle.Geometry
-	gen    bundle.Generation
-	opts   Options
-	sess   *ort.Session
-	cache  *kvcache.Cache
-	pools  []*ort.Tensor // key_cache.i, value_cache.i: the cache's mmap pools, wrapped once
-	io     *stepIO
-	seqs   map[uint64]*seqState
-	eos    map[int32]bool
-	ownIDs uint64 // Generate/Score sequence ids
-	closed bool
+	name         string
+	b            *bundle.Bundle
+	geom         bundle.Geometry
+	gen          bundle.Generation
+	opts         Options
+	sess         *ort.Session
+	cache        *kvcache.Cache
+	pools        []*ort.Tensor // key_cache.i, value_cache.i: the cache's mmap pools, wrapped once
+	io           *stepIO
+	seqs         map[uint64]*seqState
+	eos          map[int32]bool
+	compat       bool   // the compatible (Optimum) contract: past gathered per step
+	hasPositions bool   // compatible graph takes position_ids
+	ownIDs       uint64 // Generate/Score sequence ids
+	closed       bool
 }
 
 // Load opens a decoder bundle: it creates the ONNX Runtime session over the
@@ -90,18 +96,31 @@ func Load(ctx context.Context, b *bundle.Bundle, opts Options) (*Model, error) {
 	if m.Kind != bundle.KindDecoder || m.Geometry == nil {
 		return nil, fmt.Errorf("%w: bundle %s is %q, not a decoder with a geometry", ErrContract, b.Dir, m.Kind)
 	}
-	if m.Contract != bundle.ContractPaged {
-		return nil, fmt.Errorf("%w: bundle %s uses the %q contract; this executor runs %q (rebuild with `edgeinfer model import`)", ErrContract, b.Dir, m.Contract, bundle.ContractPaged)
-	}
 	g := *m.Geometry
-	if g.Logits != "last" || g.BlockSize <= 0 {
-		return nil, fmt.Errorf("%w: paged bundle %s needs logits \"last\" and a block size (got %q, %d)", ErrContract, b.Dir, g.Logits, g.BlockSize)
+	compat := false
+	switch m.Contract {
+	case bundle.ContractPaged:
+		if g.Logits != "last" || g.BlockSize <= 0 {
+			return nil, fmt.Errorf("%w: paged bundle %s needs logits \"last\" and a block size (got %q, %d)", ErrContract, b.Dir, g.Logits, g.BlockSize)
+		}
+	case bundle.ContractCompatible:
+		// The compatible executor keeps the same paged cache in Go and
+		// gathers each step's past from it; the block size is ours to pick.
+		compat = true
+		if g.BlockSize <= 0 {
+			g.BlockSize = kvcache.DefaultBlockSize
+		}
+		if g.MaxPositions <= 0 {
+			g.MaxPositions = defaultCompatPositions
+		}
+	default:
+		return nil, fmt.Errorf("%w: bundle %s has contract %q; want %q or %q", ErrContract, b.Dir, m.Contract, bundle.ContractPaged, bundle.ContractCompatible)
 	}
 	sess, err := ort.NewSessionFromFile(ctx, b.ModelPath(), opts.Session)
 	if err != nil {
 		return nil, fmt.Errorf("llm: load %s: %w", m.Name, err)
 	}
-	mod := &Model{name: m.Name, b: b, geom: g, opts: opts, sess: sess, seqs: map[uint64]*seqState{}, eos: map[int32]bool{}}
+	mod := &Model{name: m.Name, b: b, geom: g, opts: opts, sess: sess, compat: compat, seqs: map[uint64]*seqState{}, eos: map[int32]bool{}}
 	if m.Generation != nil {
 		mod.gen = *m.Generation
 		for _, id := range m.Generation.EOSTokenIDs {
@@ -138,6 +157,9 @@ func Load(ctx context.Context, b *bundle.Bundle, opts Options) (*Model, error) {
 // checkSignature verifies the session's inputs and outputs are the paged
 // contract's, so a wrong model fails at load, not at the first step.
 func (m *Model) checkSignature() error {
+	if m.compat {
+		return m.checkCompatSignature()
+	}
 	want := map[string]bool{"input_ids": true, "position_ids": true, "block_tables": true, "context_lens": true, "last_index": true}
 	for l := range m.geom.Layers {
 		want["key_cache."+strconv.Itoa(l)] = true

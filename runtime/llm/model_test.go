@@ -180,6 +180,7 @@ func TestPromptTooLongAndCancel(t *testing.T) {
 	}
 	free := m.Cache().FreeBlocks()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	n := 0
 	for _, err := range m.Generate(ctx, prompt(30, m.Geometry().Vocab), GenerateOptions{MaxTokens: 100}) {
 		if err != nil {
@@ -191,5 +192,88 @@ func TestPromptTooLongAndCancel(t *testing.T) {
 	}
 	if got := m.Cache().Stats(); m.Cache().FreeBlocks() != free {
 		t.Fatalf("cancelled generation leaked KV blocks: free %d, was %d (%+v)", m.Cache().FreeBlocks(), free, got)
+	}
+}
+
+// The same weights built in the compatible (Optimum) contract and run by
+// the compatible executor give the same logits and tokens as the paged one.
+func TestCompatibleContractMatchesPaged(t *testing.T) {
+	needORT(t)
+	paged := loadTiny(t, Options{DisablePrefixCache: true})
+	cm, err := Load(context.Background(), tinyBundle(t, llama.Options{Contract: llama.ContractCompatible}), Options{Session: ort.Options{IntraOpThreads: 1}, DisablePrefixCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	if !cm.compat {
+		t.Fatal("compatible bundle loaded as paged")
+	}
+	p := prompt(64, paged.Geometry().Vocab)
+	a := collect(t, paged, p, GenerateOptions{MaxTokens: 32})
+	b := collect(t, cm, p, GenerateOptions{MaxTokens: 32})
+	if len(a) != 32 || len(b) != 32 {
+		t.Fatalf("lengths %d, %d", len(a), len(b))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("token %d: paged %v, compatible %v", i, a, b)
+		}
+	}
+	// logits: score the same text on both
+	na, _, err := paged.Score(context.Background(), p[:24])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb, _, err := cm.Score(context.Background(), p[:24])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(na-nb) > 1e-3 {
+		t.Fatalf("summed NLL paged %v, compatible %v", na, nb)
+	}
+	// a ragged decode batch through the compatible executor
+	ctx := context.Background()
+	for i := range 3 {
+		q := prompt(10+9*i, paged.Geometry().Vocab)
+		var res sched.StepResult
+		for _, mod := range []*Model{paged, cm} {
+			id := sched.SeqID(100 + i)
+			if _, err := mod.Admit(ctx, sched.Sequence{ID: id, Tokens: q, PromptLen: len(q)}); err != nil {
+				t.Fatal(err)
+			}
+			res.Tokens = res.Tokens[:0]
+			if err := mod.prefill(ctx, &sched.PrefillChunk{Seq: id, Tokens: q, Last: true}, &res); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res.Tokens[0].Token != paged.seqs[uint64(100+i)].kv.Tokens()[len(q)] {
+			t.Fatalf("prefill %d: compatible sampled %d", i, res.Tokens[0].Token)
+		}
+	}
+	for step := range 4 {
+		var got [2][]int32
+		for k, mod := range []*Model{paged, cm} {
+			rows := make([]sched.DecodeRow, 3)
+			for i := range 3 {
+				id := sched.SeqID(100 + i)
+				if err := mod.Extend(id, 1); err != nil {
+					t.Fatal(err)
+				}
+				kv := mod.seqs[uint64(id)].kv
+				rows[i] = sched.DecodeRow{Seq: id, Token: kv.Tokens()[kv.Computed()], Pos: kv.Computed()}
+			}
+			r, err := mod.Step(ctx, &sched.Batch{Decode: rows})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range r.Tokens {
+				got[k] = append(got[k], s.Token)
+			}
+		}
+		for i := range got[0] {
+			if got[0][i] != got[1][i] {
+				t.Fatalf("ragged step %d: paged %v, compatible %v", step, got[0], got[1])
+			}
+		}
 	}
 }

@@ -208,6 +208,9 @@ func (m *Model) prefill(ctx context.Context, c *sched.PrefillChunk, res *sched.S
 // runRows fills the block tables, runs the graph, scatters the new keys and
 // values into their slots and marks the tokens computed.
 func (m *Model) runRows(ctx context.Context, seqs []*kvcache.Sequence, T int) error {
+	if m.compat {
+		return m.runCompat(ctx, seqs, T)
+	}
 	io, g := m.io, m.geom
 	B := len(seqs)
 	M := max(kvcache.MaxBlocks(seqs), 1)
@@ -222,7 +225,13 @@ func (m *Model) runRows(ctx context.Context, seqs []*kvcache.Sequence, T int) er
 		io.newKs[l] = float32s(io.newK[l], n)
 		io.newVs[l] = float32s(io.newV[l], n)
 	}
-	if err := m.cache.Scatter(io.newKs, io.newVs, B, T, io.slots); err != nil {
+	return m.commit(seqs, B, T)
+}
+
+// commit scatters the step's new keys and values (io.newKs/newVs, [B, kvH,
+// T, D] per layer) into their slots and marks the tokens computed.
+func (m *Model) commit(seqs []*kvcache.Sequence, B, T int) error {
+	if err := m.cache.Scatter(m.io.newKs, m.io.newVs, B, T, m.io.slots); err != nil {
 		return fmt.Errorf("llm: scatter: %w", err)
 	}
 	for _, s := range seqs {
