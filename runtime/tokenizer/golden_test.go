@@ -66,6 +66,9 @@ func tokenizerPath(t testing.TB, name string) string {
 	if strings.HasPrefix(name, "small_") {
 		return filepath.Join("testdata", name, "tokenizer.json")
 	}
+	if testing.Short() {
+		t.Skip("-short: skipping the full " + name + " vocabulary (seconds to parse under -race)")
+	}
 	p := filepath.Join(vocabCache(), name, "tokenizer.json")
 	if _, err := os.Stat(p); err != nil {
 		msg := name + " tokenizer.json not found at " + p + ": run platforms/tokenizers/fetch.sh"
@@ -77,18 +80,27 @@ func tokenizerPath(t testing.TB, name string) string {
 	return p
 }
 
-var loaded sync.Map // name -> *Tokenizer, the big files take ~1 s to parse
+var (
+	loadersMu sync.Mutex
+	loaders   = map[string]func() (*Tokenizer, error){}
+)
 
+// loadNamed parses each tokenizer once per test binary (the big files take
+// seconds under -race), however many parallel tests ask for it.
 func loadNamed(t testing.TB, name string) *Tokenizer {
 	t.Helper()
-	if tk, ok := loaded.Load(name); ok {
-		return tk.(*Tokenizer)
+	path := tokenizerPath(t, name)
+	loadersMu.Lock()
+	load, ok := loaders[name]
+	if !ok {
+		load = sync.OnceValues(func() (*Tokenizer, error) { return Load(path) })
+		loaders[name] = load
 	}
-	tk, err := Load(tokenizerPath(t, name))
+	loadersMu.Unlock()
+	tk, err := load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	loaded.Store(name, tk)
 	return tk
 }
 
@@ -98,6 +110,7 @@ func TestGolden(t *testing.T) {
 	in := readInputs(t)
 	for _, name := range goldenSets {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			tk := loadNamed(t, name)
 			data, err := os.ReadFile("testdata/golden_" + name + ".json")
 			if err != nil {
@@ -145,6 +158,7 @@ func TestRoundTrip(t *testing.T) {
 	texts := append(slices.Clone(in.Moby), in.Edge...)
 	for _, name := range goldenSets {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			tk := loadNamed(t, name)
 			for _, text := range texts {
 				if name == "small_metaspace" && strings.ContainsAny(text, "<") {

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -31,7 +32,8 @@ type addedTokenJSON struct {
 
 type bpeModelJSON struct {
 	Type                    string          `json:"type"`
-	Vocab                   map[string]int  `json:"vocab"`
+	RawVocab                json.RawMessage `json:"vocab"`
+	Vocab                   map[string]int  `json:"-"`
 	Merges                  json.RawMessage `json:"merges"`
 	UnkToken                *string         `json:"unk_token"`
 	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
@@ -102,32 +104,33 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, fmt.Errorf("merges: %w", err)
-	}
-	out := make([][2]string, len(items))
-	for i, it := range items {
-		if len(it) > 0 && it[0] == '"' {
-			var s string
-			if err := json.Unmarshal(it, &s); err != nil {
-				return nil, fmt.Errorf("merge %d: %w", i, err)
-			}
+	// One pass in the encoding the file uses, chosen by its first item.
+	body := bytes.TrimLeft(raw[1:], " \t\r\n")
+	if len(body) > 0 && body[0] == '"' {
+		var items []string
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return nil, fmt.Errorf("merges: %w", err)
+		}
+		out := make([][2]string, len(items))
+		for i, s := range items {
 			a, b, ok := strings.Cut(s, " ")
 			if !ok || a == "" || b == "" || strings.Contains(b, " ") {
 				return nil, fmt.Errorf("merge %d %q: want two tokens separated by one space", i, s)
 			}
 			out[i] = [2]string{a, b}
-			continue
 		}
-		var pair []string
-		if err := json.Unmarshal(it, &pair); err != nil {
-			return nil, fmt.Errorf("merge %d: %w", i, err)
+		return out, nil
+	}
+	var pairs [][]string
+	if err := json.Unmarshal(raw, &pairs); err != nil {
+		return nil, fmt.Errorf("merges: %w", err)
+	}
+	out := make([][2]string, len(pairs))
+	for i, p := range pairs {
+		if len(p) != 2 {
+			return nil, fmt.Errorf("merge %d: want a pair, got %d items", i, len(p))
 		}
-		if len(pair) != 2 {
-			return nil, fmt.Errorf("merge %d: want a pair, got %d items", i, len(pair))
-		}
-		out[i] = [2]string{pair[0], pair[1]}
+		out[i] = [2]string{p[0], p[1]}
 	}
 	return out, nil
 }

@@ -95,25 +95,22 @@ func Parse(data []byte, opts ...Option) (*Tokenizer, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	var head struct {
-		Type  string          `json:"type"`
-		Vocab json.RawMessage `json:"vocab"`
-	}
 	if len(f.Model) == 0 || string(f.Model) == "null" {
 		return nil, fmt.Errorf("%w: no model", ErrMalformed)
-	}
-	if err := json.Unmarshal(f.Model, &head); err != nil {
-		return nil, fmt.Errorf("%w: model: %w", ErrMalformed, err)
-	}
-	if head.Type != "BPE" && head.Type != "" {
-		return nil, fmt.Errorf("%w: model type %q (only BPE is implemented)", ErrUnsupported, head.Type)
 	}
 	var m bpeModelJSON
 	if err := json.Unmarshal(f.Model, &m); err != nil {
 		return nil, fmt.Errorf("%w: model: %w", ErrMalformed, err)
 	}
-	if head.Type == "" && m.Merges == nil {
+	if m.Type != "BPE" && m.Type != "" {
+		return nil, fmt.Errorf("%w: model type %q (only BPE is implemented)", ErrUnsupported, m.Type)
+	}
+	if m.Type == "" && m.Merges == nil {
 		return nil, fmt.Errorf("%w: model without a type and without merges (not BPE)", ErrUnsupported)
+	}
+	// The vocabulary is decoded only now: Unigram's is a list, not a map.
+	if err := json.Unmarshal(m.RawVocab, &m.Vocab); len(m.RawVocab) > 0 && err != nil {
+		return nil, fmt.Errorf("%w: model vocab: %w", ErrMalformed, err)
 	}
 
 	t := &Tokenizer{bos: -1, eos: -1, cache: newMergeCache(o.cacheEntries)}
