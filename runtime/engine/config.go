@@ -8,12 +8,15 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
 
-// ModelSpec names a model to open. Dir is a bundle directory (edgeinfer.json
-// beside the model) or, for one-shot models, a plain .onnx file.
+// ModelSpec names a model to open: either Dir, a bundle directory
+// (edgeinfer.json beside the model) or, for one-shot models, a plain .onnx
+// file; or Ref, a model in Config.Store ("name" for its active version,
+// "name@version" for a given one).
 type ModelSpec struct {
 	// Name is how requests refer to the model; "" takes the manifest's name.
 	Name string `json:"name,omitempty"`
-	Dir  string `json:"dir"`
+	Dir  string `json:"dir,omitempty"`
+	Ref  string `json:"ref,omitempty"`
 }
 
 // Config is the engine's configuration: plain data, with documented zero
@@ -21,6 +24,9 @@ type ModelSpec struct {
 type Config struct {
 	// Models are opened by Open, in order.
 	Models []ModelSpec `json:"models"`
+	// Store is the path of the offline model store (pkg/store) that
+	// ModelSpec.Ref names refer to; "" when every model has a Dir.
+	Store string `json:"store,omitempty"`
 	// Session configures every ONNX Runtime session (threads, providers).
 	Session ort.Options `json:"session"`
 	// KVBudgetBytes is each decoder's KV cache; 0 means 256 MiB.
@@ -40,8 +46,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: no models", ErrConfig)
 	}
 	for i, m := range c.Models {
-		if m.Dir == "" {
-			return fmt.Errorf("%w: models[%d] has no dir", ErrConfig, i)
+		switch {
+		case m.Dir == "" && m.Ref == "":
+			return fmt.Errorf("%w: models[%d] has neither dir nor ref", ErrConfig, i)
+		case m.Dir != "" && m.Ref != "":
+			return fmt.Errorf("%w: models[%d] has both dir and ref", ErrConfig, i)
+		case m.Ref != "" && c.Store == "":
+			return fmt.Errorf("%w: models[%d] ref %q needs a store path", ErrConfig, i, m.Ref)
 		}
 	}
 	if c.KVBudgetBytes < 0 {

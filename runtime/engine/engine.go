@@ -70,6 +70,13 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 
 func (e *Engine) open(ctx context.Context, spec ModelSpec) error {
 	start := time.Now()
+	if spec.Ref != "" {
+		dir, err := ModelDir(ctx, e.cfg.Store, spec.Ref)
+		if err != nil {
+			return err
+		}
+		spec.Dir = dir
+	}
 	if fi, err := os.Stat(spec.Dir); err == nil && !fi.IsDir() && strings.HasSuffix(spec.Dir, ".onnx") {
 		return e.openOneshotFile(ctx, spec, start)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
@@ -150,6 +151,7 @@ func openTinyBudget(t *testing.T, budget int64) *Engine {
 func TestCancelFreesKV(t *testing.T) {
 	e := openTiny(t, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	n := 0
 	for _, err := range e.GenerateTokens(ctx, "tiny-test", ids(30, 1), GenerateOptions{MaxTokens: 200}) {
 		if err != nil {
@@ -195,4 +197,45 @@ func equal(a, b []int32) bool {
 		}
 	}
 	return true
+}
+
+// Models are opened by name from the offline store; nothing touches the
+// network.
+func TestOpenFromStore(t *testing.T) {
+	needORT(t)
+	dir := buildPreset(t, "tiny-test")
+	path := t.TempDir() + "/models.db"
+	st, err := store.Open(context.Background(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := st.Import(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"tiny-test", ref.String()} {
+		e, err := Open(context.Background(), Config{Store: path, Models: []ModelSpec{{Ref: r}}, Session: ort.Options{IntraOpThreads: 1}})
+		if err != nil {
+			t.Fatalf("open %s: %v", r, err)
+		}
+		n := 0
+		for _, err := range e.GenerateTokens(context.Background(), "tiny-test", ids(10, 0), GenerateOptions{MaxTokens: 4}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if n != 4 {
+			t.Fatalf("%s: %d tokens", r, n)
+		}
+		if err := e.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(context.Background(), Config{Store: path, Models: []ModelSpec{{Ref: "absent"}}}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("absent model: %v", err)
+	}
 }

@@ -31,11 +31,13 @@ func init() {
 // modelFlags are the flags that name a model and how to run it.
 type modelFlags struct {
 	model   string
+	store   string
 	threads int
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&m.model, "model", "", "bundle directory (edgeinfer.json inside)")
+	fs.StringVar(&m.model, "model", "", "bundle directory, or NAME[@VERSION] with --store")
+	fs.StringVar(&m.store, "store", "", "offline model store (bbolt file) that --model names a model in")
 	fs.IntVar(&m.threads, "threads", 2, "ONNX Runtime intra-op threads")
 }
 
@@ -43,10 +45,22 @@ func (m *modelFlags) validate() error {
 	if m.model == "" {
 		return fmt.Errorf("%w: --model is required", errUsage)
 	}
+	if m.store != "" {
+		return nil
+	}
 	if fi, err := os.Stat(m.model); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%w: --model %s is not a bundle directory", errUsage, m.model)
+		return fmt.Errorf("%w: --model %s is not a bundle directory (use --store FILE for a model in the store)", errUsage, m.model)
 	}
 	return nil
+}
+
+// dir resolves the model to a bundle directory, exporting it from the
+// store the first time.
+func (m *modelFlags) dir(ctx context.Context) (string, error) {
+	if m.store == "" {
+		return m.model, nil
+	}
+	return engine.ModelDir(ctx, m.store, m.model)
 }
 
 func runGenerate(ctx context.Context, stdout io.Writer, args []string) error {
@@ -104,8 +118,13 @@ func runGenerate(ctx context.Context, stdout io.Writer, args []string) error {
 }
 
 func openEngine(ctx context.Context, mf modelFlags) (*engine.Engine, string, error) {
+	spec := engine.ModelSpec{Dir: mf.model}
+	if mf.store != "" {
+		spec = engine.ModelSpec{Ref: mf.model}
+	}
 	e, err := engine.Open(ctx, engine.Config{
-		Models:  []engine.ModelSpec{{Dir: mf.model}},
+		Models:  []engine.ModelSpec{spec},
+		Store:   mf.store,
 		Session: ort.Options{IntraOpThreads: mf.threads},
 	})
 	if err != nil {

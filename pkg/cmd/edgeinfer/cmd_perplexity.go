@@ -38,7 +38,11 @@ func runPerplexity(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := bundle.Load(mf.model)
+	dir, err := mf.dir(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := bundle.Load(dir)
 	if err != nil {
 		return err
 	}
