@@ -80,8 +80,9 @@ func (c *counter) add(raw uint64) (gap bool) {
 	return gap
 }
 
-// lost marks that readings were missed: the next delta is unknown.
-func (c *counter) lost() { c.have, c.gap = false, true }
+// lost marks that readings were missed: the next reading rebases. The
+// sampler marks that gap itself, so this is not reported as a reload.
+func (c *counter) lost() { c.have = false }
 
 // zone is one energy counter file.
 type zone struct {
