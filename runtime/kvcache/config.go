@@ -1,6 +1,9 @@
 package kvcache
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // DType is the element type of the key/value pools.
 type DType uint8
@@ -97,7 +100,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: block size %d must be positive (DefaultBlockSize is %d)", ErrInvalidConfig, c.BlockSize, DefaultBlockSize)
 	case c.BudgetBytes < c.BlockBytes():
 		return fmt.Errorf("%w: budget %d bytes is smaller than one block (%d bytes)", ErrInvalidConfig, c.BudgetBytes, c.BlockBytes())
-	case int64(c.NumBlocks())*int64(c.BlockSize) > maxBlocks:
+	case c.BudgetBytes/c.BlockBytes()*c.BlockBytes() > math.MaxInt:
+		return fmt.Errorf("%w: budget %d bytes exceeds this platform's address space", ErrInvalidConfig, c.BudgetBytes)
+	case c.BudgetBytes/c.BlockBytes()*int64(c.BlockSize) > maxBlocks:
 		return fmt.Errorf("%w: %d blocks of %d tokens exceed %d slots", ErrInvalidConfig, c.NumBlocks(), c.BlockSize, maxBlocks)
 	}
 	return nil

@@ -65,22 +65,31 @@ func (c *Cache) checkScatterN(layers int, k, v [][]float32, batch, steps int, sl
 
 func (c *Cache) scatterLayer(l int, k, v []float32, batch, steps int, slots []int64) {
 	hd, heads := c.cfg.HeadDim, c.cfg.KVHeads
+	if c.cfg.DType == Int8 {
+		kq, vq, ks, vs := c.mem.keyI8[l], c.mem.valueI8[l], c.mem.keyScale[l], c.mem.valueScale[l]
+		for b := range batch {
+			for t := range steps {
+				if slot := slots[b*steps+t]; slot >= 0 {
+					for h := range heads {
+						src := ((b*heads+h)*steps + t) * hd
+						c.quantiseRow(kq, ks, h, slot, k[src:src+hd])
+						c.quantiseRow(vq, vs, h, slot, v[src:src+hd])
+					}
+				}
+			}
+		}
+		return
+	}
+	kp, vp := c.mem.keyF32[l], c.mem.valueF32[l]
 	for b := range batch {
 		for t := range steps {
-			slot := slots[b*steps+t]
-			if slot < 0 {
-				continue
-			}
-			for h := range heads {
-				src := ((b*heads+h)*steps + t) * hd
-				dst := h*c.headStride + int(slot)*hd
-				if c.cfg.DType == Float32 {
-					copy(c.mem.keyF32[l][dst:dst+hd], k[src:src+hd])
-					copy(c.mem.valueF32[l][dst:dst+hd], v[src:src+hd])
-					continue
+			if slot := slots[b*steps+t]; slot >= 0 {
+				for h := range heads {
+					src := ((b*heads+h)*steps + t) * hd
+					dst := h*c.headStride + int(slot)*hd
+					copy(kp[dst:dst+hd], k[src:src+hd])
+					copy(vp[dst:dst+hd], v[src:src+hd])
 				}
-				c.quantiseRow(c.mem.keyI8[l], c.mem.keyScale[l], h, slot, k[src:src+hd])
-				c.quantiseRow(c.mem.valueI8[l], c.mem.valueScale[l], h, slot, v[src:src+hd])
 			}
 		}
 	}
