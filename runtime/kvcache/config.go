@@ -98,6 +98,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: unknown dtype %v", ErrInvalidConfig, c.DType)
 	case c.BlockSize <= 0:
 		return fmt.Errorf("%w: block size %d must be positive (DefaultBlockSize is %d)", ErrInvalidConfig, c.BlockSize, DefaultBlockSize)
+	case float64(c.Layers)*2*float64(c.KVHeads)*float64(c.BlockSize)*(float64(c.HeadDim)*4+4) > 1<<62:
+		// Checked in float64 so that BlockBytes below cannot overflow.
+		return fmt.Errorf("%w: geometry %d layers × %d heads × %d dims × %d tokens is implausibly large", ErrInvalidConfig, c.Layers, c.KVHeads, c.HeadDim, c.BlockSize)
 	case c.BudgetBytes < c.BlockBytes():
 		return fmt.Errorf("%w: budget %d bytes is smaller than one block (%d bytes)", ErrInvalidConfig, c.BudgetBytes, c.BlockBytes())
 	case c.BudgetBytes/c.BlockBytes()*c.BlockBytes() > math.MaxInt:
