@@ -94,10 +94,16 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec) error {
 	ent := &modelEntry{info: infoOf(name, b)}
 	switch b.Manifest.Kind {
 	case bundle.KindDecoder:
+		// A chunk never exceeds the context, so Config.FIFO's "whole prompt"
+		// chunk (1<<30) must not size the step buffers.
+		chunk := max(e.cfg.Sched.ChunkSize, 256, e.cfg.Sched.TokenBudget)
+		if g := b.Manifest.Geometry; g != nil && g.MaxPositions > 0 {
+			chunk = min(chunk, max(g.MaxPositions, 256))
+		}
 		m, err := llm.Load(ctx, b, llm.Options{
 			Session: e.cfg.Session, KVBudgetBytes: e.cfg.KVBudgetBytes,
 			DisablePrefixCache: e.cfg.DisablePrefixCache,
-			MaxBatch:           max(e.cfg.Sched.MaxBatch, 8), MaxChunk: max(e.cfg.Sched.ChunkSize, 256, e.cfg.Sched.TokenBudget),
+			MaxBatch:           max(e.cfg.Sched.MaxBatch, 8), MaxChunk: chunk,
 			Logger: e.log,
 		})
 		if err != nil {
@@ -152,7 +158,7 @@ type GenerateOptions struct {
 	// generation config), else 256.
 	MaxTokens int
 	// Stop strings end the output; they are never emitted, even when they
-	// span tokens. The request then ends as cancelled in the records.
+	// span tokens. The request is recorded as completed.
 	Stop []string
 	// Class is the priority class; the zero value is interactive.
 	Class sched.Class
@@ -240,6 +246,7 @@ func (e *Engine) generate(ctx context.Context, ent *modelEntry, model string, pr
 				text, stopped := stop.Push(piece)
 				tok.Text = text
 				if stopped {
+					st.Stop() // recorded as completed, not cancelled
 					if text != "" {
 						yield(tok, nil)
 					}

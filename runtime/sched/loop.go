@@ -121,6 +121,9 @@ func (s *Scheduler) nextTimerLocked() time.Time {
 // endReason classifies why a request must leave now, or returns ok=false.
 func endReason(ctx context.Context, deadline, now time.Time) (Outcome, error, bool) {
 	if err := ctx.Err(); err != nil {
+		if errors.Is(context.Cause(ctx), errStopped) {
+			return OutcomeCompleted, nil, true
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			return OutcomeTimedOut, fmt.Errorf("%w: %w", ErrTimeout, err), true
 		}
@@ -175,6 +178,8 @@ func (s *Scheduler) reap(now time.Time) {
 	for _, x := range out {
 		if x.r != nil {
 			s.finishInfer(x.r, now, x.o, nil, fmt.Errorf("sched: infer %d: %w", x.r.id, x.err))
+		} else if x.err == nil {
+			s.finishGen(x.g, now, x.o, nil) // stopped by the caller: completed
 		} else {
 			s.finishGen(x.g, now, x.o, fmt.Errorf("sched: request %d: %w", x.g.id, x.err))
 		}

@@ -592,3 +592,39 @@ func TestInvalidRequest(t *testing.T) {
 		}
 	})
 }
+
+// Stop ends a request as completed (a caller-side stop string), Cancel as
+// cancelled; both free its KV within a step.
+func TestStopRecordsCompleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(64, 16)
+		s := newTest(t, f, 64, Config{})
+		for _, stop := range []bool{true, false} {
+			st, err := s.Submit(t.Context(), Request{Model: "m", Prompt: []int32{1, 2, 3}, MaxTokens: 50})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, err := range st.Tokens() {
+				if err != nil {
+					break
+				}
+				if n++; n == 3 {
+					if stop {
+						st.Stop()
+					} else {
+						st.Cancel()
+					}
+				}
+			}
+			<-st.Done()
+			want := OutcomeCancelled
+			if stop {
+				want = OutcomeCompleted
+			}
+			if tl := st.Timeline(); tl.Outcome != want || (stop && st.Err() != nil) {
+				t.Fatalf("stop=%v: outcome %v err %v, want %v", stop, tl.Outcome, st.Err(), want)
+			}
+		}
+	})
+}

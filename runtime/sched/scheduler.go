@@ -130,7 +130,7 @@ func (s *Scheduler) Submit(ctx context.Context, req Request) (*Stream, error) {
 	id := SeqID(s.nextID.Add(1))
 	class := req.Class.normalize()
 	req.Prompt = slices.Clip(slices.Clone(req.Prompt))
-	rctx, cancel := context.WithCancel(ctx)
+	rctx, cancel := context.WithCancelCause(ctx)
 	g := &genReq{
 		id: id, ctx: rctx, req: req, class: class,
 		tokens: req.Prompt, promptLen: len(req.Prompt),
@@ -148,14 +148,14 @@ func (s *Scheduler) Submit(ctx context.Context, req Request) (*Stream, error) {
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
-		cancel()
+		cancel(nil)
 		g.stopWake()
 		return nil, fmt.Errorf("sched: submit: %w", ErrClosed)
 	}
 	if err := s.refuseLocked(class, req.SLO.TTFT, req.FailFast, s.predictTTFTLocked(class, len(req.Prompt))); err != nil {
 		s.rejectLocked(&g.tl, now, err)
 		s.mu.Unlock()
-		cancel()
+		cancel(nil)
 		g.stopWake()
 		return nil, fmt.Errorf("sched: submit: %w", err)
 	}

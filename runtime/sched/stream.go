@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"errors"
 	"iter"
 	"sync"
 )
@@ -12,7 +13,7 @@ import (
 // ranged over by one reader.
 type Stream struct {
 	id     SeqID
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	notify chan struct{} // capacity 1: "tokens appended"
 	done   chan struct{} // closed when the request finished
 
@@ -24,7 +25,7 @@ type Stream struct {
 	}
 }
 
-func newStream(id SeqID, cancel context.CancelFunc) *Stream {
+func newStream(id SeqID, cancel context.CancelCauseFunc) *Stream {
 	return &Stream{id: id, cancel: cancel, notify: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -33,7 +34,16 @@ func (s *Stream) ID() SeqID { return s.id }
 
 // Cancel ends the request: it leaves the scheduler within one step with
 // outcome cancelled and its KV freed. Safe to call more than once.
-func (s *Stream) Cancel() { s.cancel() }
+func (s *Stream) Cancel() { s.cancel(nil) }
+
+// Stop ends the request as completed: the caller has what it wanted (a
+// stop string matched in the decoded text, which only the caller sees).
+// It leaves the scheduler within one step, like Cancel, but is recorded
+// as completed, not cancelled. Safe to call more than once.
+func (s *Stream) Stop() { s.cancel(errStopped) }
+
+// errStopped is the cancellation cause that Stop sets.
+var errStopped = errors.New("sched: stopped by the caller")
 
 // Done is closed when the request has finished, whatever the outcome.
 func (s *Stream) Done() <-chan struct{} { return s.done }
@@ -64,7 +74,7 @@ func (s *Stream) Tokens() iter.Seq2[Token, error] {
 			s.mu.Unlock()
 			for _, t := range pending {
 				if !yield(t, nil) {
-					s.cancel()
+					s.cancel(nil)
 					return
 				}
 				i++
@@ -110,5 +120,5 @@ func (s *Stream) finish(tl Timeline, err error) {
 	s.mu.tl, s.mu.err = tl, err
 	s.mu.Unlock()
 	close(s.done)
-	s.cancel() // release the derived context's resources
+	s.cancel(nil) // release the derived context's resources
 }
