@@ -1,0 +1,423 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"image"
+	_ "image/jpeg"
+	_ "image/png"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"google.golang.org/protobuf/proto"
+)
+
+func init() {
+	register(&command{
+		name:    "run",
+		summary: "run an ONNX model N times on given or random inputs; print provider and latency",
+		run:     runRun,
+	})
+}
+
+// multiFlag collects a repeatable flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+func runRun(ctx context.Context, w io.Writer, args []string) error {
+	fs := newFlagSet("run")
+	var inputs, dims multiFlag
+	fs.Var(&inputs, "input", "input data, [NAME=]FILE (repeatable): .npy, TensorProto .pb, or a .jpg/.png image (resized to the input's H,W; NHWC or NCHW)")
+	fs.Var(&dims, "dim", "size of a symbolic dimension, NAME=VALUE (repeatable); unnamed dynamic dims default to 1")
+	runs := fs.Int("runs", 100, "timed runs")
+	warmup := fs.Int("warmup", 3, "untimed runs first")
+	threads := fs.Int("threads", 0, "intra-op threads (0: ONNX Runtime default)")
+	providers := fs.String("provider", "", "execution providers to try in order, e.g. cuda,cpu (default: the full chain)")
+	lib := fs.String("lib", "", "ONNX Runtime library (default: $ONNXRUNTIME_LIB, then the `make setup` cache)")
+	imageRange := fs.String("image-range", "0,1", "pixel value range for image inputs: 0,1 | -1,1 | 0,255")
+	seed := fs.Uint64("seed", 1, "seed of random inputs")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *runs < 1 {
+		return fmt.Errorf("%w: run MODEL.onnx [--input FILE] [--runs N] [--dim name=value] [--threads N] [--provider list]", errUsage)
+	}
+	opts := ort.Options{LibraryPath: *lib, IntraOpThreads: *threads}
+	if *providers != "" {
+		if opts.Providers, err = ort.ParseProviders(*providers); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	dimSizes := map[string]int64{}
+	for _, d := range dims {
+		name, val, ok := strings.Cut(d, "=")
+		n, err := strconv.ParseInt(val, 10, 64)
+		if !ok || err != nil || n < 0 {
+			return fmt.Errorf("%w: --dim %q: want name=size", errUsage, d)
+		}
+		dimSizes[name] = n
+	}
+	opts.ProbeDims = dimSizes
+
+	s, err := ort.NewSessionFromFile(ctx, pos[0], opts)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	fmt.Fprintf(w, "model: %s\nonnx runtime: %s (%s)\nprovider: %s\n", pos[0], ort.Version(), ort.LibraryPath(), s.Provider())
+	for _, a := range s.ProviderAttempts() {
+		if !a.Chosen {
+			fmt.Fprintf(w, "  skipped %s\n", a)
+		}
+	}
+	fmt.Fprintf(w, "load: %.1f ms\n", float64(s.LoadTime())/1e6)
+
+	files := map[string]string{}
+	for i, in := range inputs {
+		name, file, ok := strings.Cut(in, "=")
+		if !ok || strings.ContainsAny(name, `/\`) {
+			if i >= len(s.Inputs()) {
+				return fmt.Errorf("%w: --input %q: name it NAME=FILE", errUsage, in)
+			}
+			name, file = s.Inputs()[i].Name, in
+		}
+		files[name] = file
+	}
+	lo, hi, err := parseRange(*imageRange)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(*seed, *seed))
+	feeds := map[string]*ort.Tensor{}
+	defer ort.CloseAll(feeds)
+	for _, v := range s.Inputs() {
+		shape := make([]int64, len(v.Shape))
+		for i, d := range v.Shape {
+			shape[i] = d
+			if d < 0 {
+				shape[i] = 1
+				if i < len(v.DimNames) {
+					if n, ok := dimSizes[v.DimNames[i]]; ok {
+						shape[i] = n
+					}
+				}
+			}
+		}
+		var t *ort.Tensor
+		src := "random"
+		if f, ok := files[v.Name]; ok {
+			src = f
+			t, err = loadInput(f, v, shape, lo, hi)
+		} else {
+			t, err = randomTensor(rng, v.DType, shape)
+		}
+		if err != nil {
+			return fmt.Errorf("input %q: %w", v.Name, err)
+		}
+		feeds[v.Name] = t
+		fmt.Fprintf(w, "input %s: %s%v from %s\n", v.Name, t.DType(), t.Shape(), src)
+	}
+
+	var last map[string]*ort.Tensor
+	defer func() { ort.CloseAll(last) }()
+	lat := make([]time.Duration, 0, *runs)
+	for i := range *warmup + *runs {
+		ort.CloseAll(last)
+		start := time.Now()
+		last, err = s.Run(ctx, feeds)
+		if err != nil {
+			return err
+		}
+		if i >= *warmup {
+			lat = append(lat, time.Since(start))
+		}
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		i := int(math.Ceil(p/100*float64(len(lat)))) - 1
+		return float64(lat[min(max(i, 0), len(lat)-1)]) / 1e6
+	}
+	fmt.Fprintf(w, "latency over %d runs (after %d warm-up): p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms\n",
+		len(lat), *warmup, pct(50), pct(90), pct(99), pct(100))
+	for _, v := range s.Outputs() {
+		t := last[v.Name]
+		fmt.Fprintf(w, "output %s: %s%v %s\n", v.Name, t.DType(), t.Shape(), preview(t))
+	}
+	return nil
+}
+
+func parseRange(s string) (float64, float64, error) {
+	a, b, ok := strings.Cut(s, ",")
+	lo, err1 := strconv.ParseFloat(a, 64)
+	hi, err2 := strconv.ParseFloat(b, 64)
+	if !ok || err1 != nil || err2 != nil || hi <= lo {
+		return 0, 0, fmt.Errorf("%w: --image-range %q: want lo,hi", errUsage, s)
+	}
+	return lo, hi, nil
+}
+
+// randomTensor fills a tensor of the declared type: floats uniform in
+// [0,1), integers in [0,10) (safe as ids and indices), bools at random.
+func randomTensor(rng *rand.Rand, dt ort.DType, shape []int64) (*ort.Tensor, error) {
+	t, err := ort.NewEmptyTensor(dt, shape)
+	if err != nil {
+		return nil, err
+	}
+	b := t.Bytes()
+	size := dt.Size()
+	for i := 0; i < t.Len(); i++ {
+		e := b[i*size : (i+1)*size]
+		switch dt {
+		case ort.Float32:
+			binary.LittleEndian.PutUint32(e, math.Float32bits(rng.Float32()))
+		case ort.Float64:
+			binary.LittleEndian.PutUint64(e, math.Float64bits(rng.Float64()))
+		case ort.Float16:
+			binary.LittleEndian.PutUint16(e, uint16(ort.Float16FromFloat32(rng.Float32())))
+		case ort.BFloat16:
+			binary.LittleEndian.PutUint16(e, uint16(math.Float32bits(rng.Float32())>>16))
+		case ort.Bool:
+			e[0] = byte(rng.IntN(2))
+		default:
+			e[0] = byte(rng.IntN(10)) // little-endian: the low byte carries the value
+		}
+	}
+	return t, nil
+}
+
+// loadInput reads one input file by extension.
+func loadInput(path string, v ort.ValueInfo, shape []int64, lo, hi float64) (*ort.Tensor, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".npy":
+		return loadNPY(path)
+	case ".pb":
+		return loadTensorProto(path)
+	case ".jpg", ".jpeg", ".png":
+		return loadImage(path, v, shape, lo, hi)
+	}
+	return nil, fmt.Errorf("%s: unknown input format (want .npy, .pb, .jpg or .png)", path)
+}
+
+var npyTypes = map[string]ort.DType{
+	"<f4": ort.Float32, "<f8": ort.Float64, "<f2": ort.Float16, "<i8": ort.Int64, "<i4": ort.Int32,
+	"<i2": ort.Int16, "|i1": ort.Int8, "|u1": ort.Uint8, "<u2": ort.Uint16, "<u4": ort.Uint32,
+	"<u8": ort.Uint64, "|b1": ort.Bool,
+}
+
+// loadNPY reads a NumPy .npy file (versions 1-3, C order, little-endian).
+func loadNPY(path string) (*ort.Tensor, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dt, shape, data, err := parseNPY(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ort.CopyBytes(dt, shape, data)
+}
+
+func parseNPY(b []byte) (ort.DType, []int64, []byte, error) {
+	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
+		return 0, nil, nil, errors.New("not a .npy file")
+	}
+	var hlen, off int
+	switch b[6] {
+	case 1:
+		hlen, off = int(binary.LittleEndian.Uint16(b[8:])), 10
+	case 2, 3:
+		if len(b) < 12 {
+			return 0, nil, nil, errors.New("truncated .npy header")
+		}
+		hlen, off = int(binary.LittleEndian.Uint32(b[8:])), 12
+	default:
+		return 0, nil, nil, fmt.Errorf(".npy version %d", b[6])
+	}
+	if off+hlen > len(b) {
+		return 0, nil, nil, errors.New("truncated .npy header")
+	}
+	h := string(b[off : off+hlen])
+	field := func(key string) string {
+		i := strings.Index(h, "'"+key+"'")
+		if i < 0 {
+			return ""
+		}
+		rest := strings.TrimLeft(h[i+len(key)+2:], " :")
+		if strings.HasPrefix(rest, "(") {
+			if j := strings.Index(rest, ")"); j >= 0 {
+				return rest[1:j]
+			}
+		}
+		if j := strings.IndexAny(rest, ",}"); j >= 0 {
+			return strings.Trim(strings.TrimSpace(rest[:j]), "'")
+		}
+		return ""
+	}
+	dt, ok := npyTypes[field("descr")]
+	if !ok {
+		return 0, nil, nil, fmt.Errorf("unsupported .npy dtype %q", field("descr"))
+	}
+	if field("fortran_order") == "True" {
+		return 0, nil, nil, errors.New("fortran-order .npy not supported")
+	}
+	var shape []int64
+	for d := range strings.SplitSeq(field("shape"), ",") {
+		if d = strings.TrimSpace(d); d == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(d, 10, 64)
+		if err != nil || n < 0 {
+			return 0, nil, nil, fmt.Errorf("bad .npy shape %q", field("shape"))
+		}
+		shape = append(shape, n)
+	}
+	return dt, shape, b[off+hlen:], nil
+}
+
+// loadImage resizes an image (bilinear) to the input's spatial size: NHWC
+// when the last dimension is 3, NCHW when the second is; values scaled to
+// [lo,hi].
+func loadImage(path string, v ort.ValueInfo, shape []int64, lo, hi float64) (*ort.Tensor, error) {
+	if v.DType != ort.Float32 || len(shape) != 4 {
+		return nil, fmt.Errorf("image input needs a float32 4-D input, model has %s", v)
+	}
+	nhwc := shape[3] == 3
+	if !nhwc && shape[1] != 3 {
+		return nil, fmt.Errorf("image input needs 3 channels (NHWC or NCHW), model has %s", v)
+	}
+	h, wd := shape[2], shape[3]
+	if nhwc {
+		h, wd = shape[1], shape[2]
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	img, _, err := image.Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	t, err := ort.NewEmptyTensor(ort.Float32, shape)
+	if err != nil {
+		return nil, err
+	}
+	dst, _ := ort.Data[float32](t)
+	bnd := img.Bounds()
+	sx, sy := float64(bnd.Dx())/float64(wd), float64(bnd.Dy())/float64(h)
+	px := func(x, y int) [3]float64 {
+		x, y = min(max(x, 0), bnd.Dx()-1), min(max(y, 0), bnd.Dy()-1)
+		r, g, b, _ := img.At(bnd.Min.X+x, bnd.Min.Y+y).RGBA()
+		return [3]float64{float64(r) / 65535, float64(g) / 65535, float64(b) / 65535}
+	}
+	plane := int(h * wd)
+	for n := range int(shape[0]) { // every batch entry gets the image
+		for y := range int(h) {
+			fy := (float64(y)+0.5)*sy - 0.5
+			y0 := int(math.Floor(fy))
+			wy := fy - float64(y0)
+			for x := range int(wd) {
+				fx := (float64(x)+0.5)*sx - 0.5
+				x0 := int(math.Floor(fx))
+				wx := fx - float64(x0)
+				p00, p10, p01, p11 := px(x0, y0), px(x0+1, y0), px(x0, y0+1), px(x0+1, y0+1)
+				for c := range 3 {
+					val := (p00[c]*(1-wx)+p10[c]*wx)*(1-wy) + (p01[c]*(1-wx)+p11[c]*wx)*wy
+					val = lo + val*(hi-lo)
+					i := n*3*plane + c*plane + y*int(wd) + x
+					if nhwc {
+						i = n*3*plane + (y*int(wd)+x)*3 + c
+					}
+					dst[i] = float32(val)
+				}
+			}
+		}
+	}
+	return t, nil
+}
+
+func preview(t *ort.Tensor) string {
+	if t.DType() != ort.Float32 {
+		return ""
+	}
+	d, _ := ort.Data[float32](t)
+	n := min(len(d), 4)
+	var parts []string
+	for _, f := range d[:n] {
+		parts = append(parts, strconv.FormatFloat(float64(f), 'g', 4, 32))
+	}
+	if len(d) > n {
+		parts = append(parts, "...")
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// loadTensorProto reads a serialised ONNX TensorProto (the format of the
+// ONNX backend test data): raw_data or the typed repeated fields.
+func loadTensorProto(path string) (*ort.Tensor, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var tp onnx.TensorProto
+	if err := proto.Unmarshal(b, &tp); err != nil {
+		return nil, fmt.Errorf("%s: not a TensorProto: %w", path, err)
+	}
+	dt := ort.DType(tp.GetDataType())
+	size := dt.Size()
+	if size == 0 {
+		return nil, fmt.Errorf("%s: unsupported element type %s", path, dt)
+	}
+	raw := tp.GetRawData()
+	if raw == nil {
+		var vals []uint64
+		switch {
+		case len(tp.GetFloatData()) > 0:
+			for _, f := range tp.GetFloatData() {
+				vals = append(vals, uint64(math.Float32bits(f)))
+			}
+		case len(tp.GetDoubleData()) > 0:
+			for _, f := range tp.GetDoubleData() {
+				vals = append(vals, math.Float64bits(f))
+			}
+		case len(tp.GetInt64Data()) > 0:
+			for _, v := range tp.GetInt64Data() {
+				vals = append(vals, uint64(v))
+			}
+		case len(tp.GetUint64Data()) > 0:
+			vals = tp.GetUint64Data()
+		default:
+			for _, v := range tp.GetInt32Data() {
+				vals = append(vals, uint64(v))
+			}
+		}
+		raw = make([]byte, len(vals)*size)
+		for i, v := range vals {
+			switch size {
+			case 1:
+				raw[i] = byte(v)
+			case 2:
+				binary.LittleEndian.PutUint16(raw[2*i:], uint16(v))
+			case 4:
+				binary.LittleEndian.PutUint32(raw[4*i:], uint32(v))
+			case 8:
+				binary.LittleEndian.PutUint64(raw[8*i:], v)
+			}
+		}
+	}
+	return ort.CopyBytes(dt, tp.GetDims(), raw)
+}
