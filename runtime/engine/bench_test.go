@@ -1,0 +1,516 @@
+package engine
+
+// The issue's engine benchmarks on synthetic-110m:
+//
+//	go test ./runtime/engine/ -run '^$' -bench 'GoodputVsFIFO|BatchScaling|SchedOverhead' -benchtime 1x
+//
+// The model is built on the fly into the user cache
+// ($XDG_CACHE_HOME/edgeinfer/bench/<preset>-fp32) and reused while
+// bundle.Load verifies it. EDGEINFER_BENCH_BUNDLE=DIR runs another bundle
+// (an int4 build, say); EDGEINFER_BENCH_PRESET=tiny-test makes a quick run.
+// Every benchmark logs the precision that ran (the manifest's Quantization).
+// Two intra-op threads throughout, as in FACTS.md's reference points.
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/sched"
+)
+
+const benchThreads = 2
+
+// benchModel returns the benchmark bundle, building it on first use.
+func benchModel(b *testing.B) *bundle.Bundle {
+	b.Helper()
+	needORT(b)
+	if dir := os.Getenv("EDGEINFER_BENCH_BUNDLE"); dir != "" {
+		bd, err := bundle.Load(dir)
+		if err != nil {
+			b.Fatalf("EDGEINFER_BENCH_BUNDLE: %v", err)
+		}
+		return bd
+	}
+	preset := cmpOr(os.Getenv("EDGEINFER_BENCH_PRESET"), "synthetic-110m")
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := filepath.Join(cache, "edgeinfer", "bench", preset+"-fp32")
+	if bd, err := bundle.Load(dir); err == nil {
+		return bd
+	}
+	// absent or stale (a half-written build, an older format): rebuild
+	if err := os.RemoveAll(dir); err != nil {
+		b.Fatal(err)
+	}
+	cfg, src, err := llama.Preset(preset)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	bd, err := bundle.BuildDecoder(context.Background(), dir, bundle.DecoderSpec{
+		Name: preset, Version: "1", Config: cfg, Weights: src, CreatedBy: "engine benchmark",
+	})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		b.Fatal(err)
+	}
+	b.Logf("built %s in %v", dir, time.Since(start).Round(time.Millisecond))
+	return bd
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func logPrecision(b *testing.B, bd *bundle.Bundle) {
+	b.Helper()
+	q := cmpOr(bd.Manifest.Quantization, "fp32")
+	b.Logf("model %s (%s), precision %s, %d intra-op threads", bd.Manifest.Name, bd.Dir, q, benchThreads)
+}
+
+func openBench(b *testing.B, bd *bundle.Bundle, sc sched.Config) *Engine {
+	b.Helper()
+	e, err := Open(context.Background(), Config{
+		Models:  []ModelSpec{{Dir: bd.Dir, Name: "bench"}},
+		Session: ort.Options{IntraOpThreads: benchThreads},
+		// room for 8 sequences of 512+256 tokens without preemption
+		KVBudgetBytes: 384 << 20,
+		// random prompts share no prefix; keep both engines identical
+		DisablePrefixCache: true,
+		Sched:              sc,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+func closeBench(b *testing.B, e *Engine) {
+	b.Helper()
+	if err := e.Close(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// randomPrompt draws n token ids in [3, vocab) so prompts share no prefix.
+func randomPrompt(r *rand.Rand, n, vocab int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(3 + r.IntN(vocab-3))
+	}
+	return p
+}
+
+// stream runs one greedy request to the end and returns its token times.
+// EOS is left to chance with random weights; callers read lengths from the
+// records, not from MaxTokens.
+func stream(ctx context.Context, e *Engine, prompt []int32, opts GenerateOptions) ([]time.Time, error) {
+	var times []time.Time
+	for tok, err := range e.GenerateTokens(ctx, "bench", prompt, opts) {
+		if err != nil {
+			return times, err
+		}
+		times = append(times, tok.Time)
+	}
+	return times, nil
+}
+
+// -----------------------------------------------------------------------------
+// Goodput at SLO, continuous batching vs one-at-a-time FIFO.
+
+// goodputWorkload is the request mix: prompts 128–512 tokens, outputs 64–256,
+// Poisson arrivals. Requests is kept at 24 so the two runs (FIFO drains a
+// queue at ~1.5× its capacity) fit in about two minutes with fp32 on two
+// cores; EDGEINFER_BENCH_REQUESTS and EDGEINFER_BENCH_LOAD override.
+type goodputWorkload struct {
+	prompts [][]int32
+	outputs []int
+	gaps    []time.Duration // before each arrival
+}
+
+func newGoodputWorkload(n, vocab int, meanGap time.Duration, seed uint64) goodputWorkload {
+	r := rand.New(rand.NewPCG(seed, 1))
+	var w goodputWorkload
+	for range n {
+		w.prompts = append(w.prompts, randomPrompt(r, 128+r.IntN(512-128+1), vocab))
+		w.outputs = append(w.outputs, 64+r.IntN(256-64+1))
+		w.gaps = append(w.gaps, time.Duration(r.ExpFloat64()*float64(meanGap)))
+	}
+	w.gaps[0] = 0
+	return w
+}
+
+type goodputResult struct {
+	goodTokens, allTokens, good, n int
+	wall                           time.Duration
+	ttftP50, tpotP50               time.Duration
+}
+
+func (g goodputResult) goodput() float64 { return float64(g.goodTokens) / g.wall.Seconds() }
+
+// runGoodput replays w against e and scores every request against the SLOs
+// afterwards from its timeline. The SLOs are not given to the scheduler: the
+// FIFO baseline must behave as a plain FIFO server, not time requests out.
+func runGoodput(b *testing.B, e *Engine, w goodputWorkload, slo sched.SLO) goodputResult {
+	b.Helper()
+	_ = e.Records()
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(w.prompts))
+	next := start
+	for i := range w.prompts {
+		next = next.Add(w.gaps[i])
+		time.Sleep(time.Until(next))
+		wg.Go(func() {
+			_, errs[i] = stream(context.Background(), e, w.prompts[i], GenerateOptions{MaxTokens: w.outputs[i]})
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	for i, err := range errs {
+		if err != nil {
+			b.Fatalf("request %d: %v", i, err)
+		}
+	}
+	res := goodputResult{n: len(w.prompts), wall: wall}
+	var ttfts, tpots []time.Duration
+	for _, t := range e.Records() {
+		t.SLO = slo
+		res.allTokens += t.OutputTokens()
+		ttfts = append(ttfts, t.TTFT())
+		tpots = append(tpots, t.TPOT())
+		if t.MetSLO() {
+			res.good++
+			res.goodTokens += t.OutputTokens()
+		}
+	}
+	res.ttftP50, res.tpotP50 = quantile(ttfts, 0.5), quantile(tpots, 0.5)
+	return res
+}
+
+// quantile is the nearest-rank q-quantile of d.
+func quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, max(0, int(math.Ceil(q*float64(len(s))))-1))]
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func envFloat(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func BenchmarkGoodputVsFIFO(b *testing.B) {
+	bd := benchModel(b)
+	logPrecision(b, bd)
+	vocab := bd.Manifest.Geometry.Vocab
+	requests := envInt("EDGEINFER_BENCH_REQUESTS", 24)
+	load := envFloat("EDGEINFER_BENCH_LOAD", 1.5)
+	batched := sched.Config{MaxBatch: 8, ChunkSize: 256}
+	for b.Loop() {
+		fifo := openBench(b, bd, batched.FIFO())
+		// The isolated request: a mid-size one (320-token prompt, 64
+		// outputs) alone on the FIFO engine, after a warm-up.
+		r := rand.New(rand.NewPCG(7, 7))
+		iso := randomPrompt(r, 320, vocab)
+		for range 2 {
+			if _, err := stream(context.Background(), fifo, iso, GenerateOptions{MaxTokens: 64}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		recs := fifo.Records()
+		isoRec := recs[len(recs)-1]
+		isoTTFT, isoTPOT := isoRec.TTFT(), isoRec.TPOT()
+		slo := sched.SLO{TTFT: 5 * isoTTFT, TPOT: isoTPOT * 5 / 2}
+		// Mean FIFO service time of the mix (mean prompt 320, mean output
+		// 160): arrivals at `load` times that rate saturate FIFO while the
+		// batched engine, several times FIFO's capacity, keeps up.
+		service := isoTTFT + 160*isoTPOT
+		meanGap := time.Duration(float64(service) / load)
+		b.Logf("isolated request: TTFT %v, TPOT %v → SLO TTFT ≤ %v, TPOT ≤ %v; %d requests, Poisson mean gap %v (%.2f× FIFO capacity)",
+			isoTTFT.Round(time.Millisecond), isoTPOT.Round(10*time.Microsecond), slo.TTFT.Round(time.Millisecond),
+			slo.TPOT.Round(10*time.Microsecond), requests, meanGap.Round(time.Millisecond), load)
+		w := newGoodputWorkload(requests, vocab, meanGap, 42)
+
+		f := runGoodput(b, fifo, w, slo)
+		closeBench(b, fifo)
+		eng := openBench(b, bd, batched)
+		if _, err := stream(context.Background(), eng, iso, GenerateOptions{MaxTokens: 8}); err != nil {
+			b.Fatal(err)
+		}
+		c := runGoodput(b, eng, w, slo)
+		closeBench(b, eng)
+
+		for _, x := range []struct {
+			name string
+			r    goodputResult
+		}{{"fifo", f}, {"batched", c}} {
+			b.Logf("%-7s wall %6.1fs  met SLO %2d/%d  good tokens %5d/%d  goodput %6.1f tok/s  p50 TTFT %v  p50 TPOT %v",
+				x.name, x.r.wall.Seconds(), x.r.good, x.r.n, x.r.goodTokens, x.r.allTokens, x.r.goodput(),
+				x.r.ttftP50.Round(time.Millisecond), x.r.tpotP50.Round(10*time.Microsecond))
+		}
+		if f.goodTokens == 0 {
+			b.Fatalf("FIFO met no SLO at all; the ratio is unbounded (lower EDGEINFER_BENCH_LOAD)")
+		}
+		b.ReportMetric(c.goodput()/f.goodput(), "goodput-x")
+		b.ReportMetric(c.goodput(), "goodput-tok/s")
+		b.ReportMetric(f.goodput(), "fifo-goodput-tok/s")
+	}
+}
+
+// -----------------------------------------------------------------------------
+// Batching efficiency: 8 streams vs 1, and vs a bare batch-8 ORT loop.
+
+const (
+	scalePrompt = 128
+	scaleOutput = 96
+)
+
+// decodeRate runs n concurrent greedy streams and returns their aggregate
+// decode tok/s over the window in which all n were decoding (after the last
+// first token, before the first stream ended), so prefill is excluded.
+func decodeRate(b *testing.B, e *Engine, n, vocab int, seed uint64) float64 {
+	b.Helper()
+	r := rand.New(rand.NewPCG(seed, 3))
+	times := make([][]time.Time, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		p := randomPrompt(r, scalePrompt, vocab)
+		wg.Go(func() { times[i], errs[i] = stream(context.Background(), e, p, GenerateOptions{MaxTokens: scaleOutput}) })
+	}
+	wg.Wait()
+	var from, to time.Time
+	for i := range n {
+		if errs[i] != nil {
+			b.Fatal(errs[i])
+		}
+		if len(times[i]) < 2 {
+			b.Fatalf("stream %d produced %d tokens (EOS too early for a rate)", i, len(times[i]))
+		}
+		if f := times[i][0]; f.After(from) {
+			from = f
+		}
+		if l := times[i][len(times[i])-1]; to.IsZero() || l.Before(to) {
+			to = l
+		}
+	}
+	if !to.After(from) {
+		b.Fatalf("no window where all %d streams decoded", n)
+	}
+	tokens := 0
+	for i := range n {
+		for _, t := range times[i] {
+			if t.After(from) && !t.After(to) {
+				tokens++
+			}
+		}
+	}
+	return float64(tokens) / to.Sub(from).Seconds()
+}
+
+// bareRate runs the bundle's graph with runtime/ort directly: B rows of one
+// token at context length ctxLen, paged inputs like the executor's (each row
+// its own blocks, zeroed pools in off-heap buffers), bound once and run back
+// to back — no scheduler, no scatter, no sampling. It returns B·steps/s.
+func bareRate(b *testing.B, bd *bundle.Bundle, B, ctxLen, steps int) float64 {
+	b.Helper()
+	ctx := context.Background()
+	g := bd.Manifest.Geometry
+	s, err := ort.NewSessionFromFile(ctx, bd.ModelPath(), ort.Options{IntraOpThreads: benchThreads})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var tensors []*ort.Tensor
+	var buffers []*ort.Buffer
+	defer func() {
+		for _, t := range tensors {
+			t.Close()
+		}
+		for _, x := range buffers {
+			x.Close()
+		}
+	}()
+	bs := g.BlockSize
+	mb := ctxLen/bs + 1
+	nb := B * mb
+	buf := func(dt ort.DType, shape []int64, elem int) (*ort.Tensor, *ort.Buffer) {
+		n := elem
+		for _, d := range shape {
+			n *= int(d)
+		}
+		x, err := ort.NewBuffer(n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		buffers = append(buffers, x)
+		t, err := ort.WrapBuffer(dt, shape, x, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tensors = append(tensors, t)
+		return t, x
+	}
+	i64 := func(shape []int64, fill func(i int) int64) *ort.Tensor {
+		t, x := buf(ort.Int64, shape, 8)
+		v, err := ort.View[int64](x, 0, len(t.Bytes())/8)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range v {
+			v[i] = fill(i)
+		}
+		return t
+	}
+	nB, nM := int64(B), int64(mb)
+	in := map[string]*ort.Tensor{
+		"input_ids":    i64([]int64{nB, 1}, func(i int) int64 { return int64(3 + i) }),
+		"position_ids": i64([]int64{nB, 1}, func(int) int64 { return int64(ctxLen) }),
+		"block_tables": i64([]int64{nB, nM}, func(i int) int64 { return int64(i) }),
+		"context_lens": i64([]int64{nB}, func(int) int64 { return int64(ctxLen) }),
+		"last_index":   i64([]int64{nB}, func(int) int64 { return 0 }),
+	}
+	logits, _ := buf(ort.Float32, []int64{nB, int64(g.Vocab)}, 4)
+	out := map[string]*ort.Tensor{"logits": logits}
+	pool := []int64{int64(g.KVHeads), int64(nb), int64(bs), int64(g.HeadDim)}
+	for l := range g.Layers {
+		li := strconv.Itoa(l)
+		for _, k := range []string{"key_cache.", "value_cache."} {
+			in[k+li], _ = buf(ort.Float32, pool, 4)
+		}
+		for _, k := range []string{"new_keys.", "new_values."} {
+			out[k+li], _ = buf(ort.Float32, []int64{nB, int64(g.KVHeads), 1, int64(g.HeadDim)}, 4)
+		}
+	}
+	bind, err := s.Bind(in, out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 3 {
+		if err := bind.Run(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for range steps {
+		if err := bind.Run(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64(B*steps) / time.Since(start).Seconds()
+}
+
+func BenchmarkBatchScaling(b *testing.B) {
+	bd := benchModel(b)
+	logPrecision(b, bd)
+	vocab := bd.Manifest.Geometry.Vocab
+	for b.Loop() {
+		e := openBench(b, bd, sched.Config{MaxBatch: 8, ChunkSize: 256})
+		decodeRate(b, e, 1, vocab, 1) // warm-up: binds the step shapes
+		one := decodeRate(b, e, 1, vocab, 2)
+		eight := decodeRate(b, e, 8, vocab, 3)
+		closeBench(b, e)
+		// the engine's window runs from context ~128+8 to ~128+96: compare
+		// at the middle of it
+		bare := bareRate(b, bd, 8, scalePrompt+scaleOutput/2, 48)
+		b.Logf("decode tok/s: engine 1 stream %.1f, engine 8 streams %.1f, bare ORT batch-8 loop %.1f (context %d)",
+			one, eight, bare, scalePrompt+scaleOutput/2)
+		b.ReportMetric(eight/one, "batch8-x")
+		b.ReportMetric(eight/bare, "batch8-vs-bare")
+		b.ReportMetric(one, "b1-tok/s")
+		b.ReportMetric(eight, "b8-tok/s")
+		b.ReportMetric(bare, "bare-b8-tok/s")
+	}
+}
+
+// -----------------------------------------------------------------------------
+// Scheduler overhead at batch 8.
+
+// BenchmarkSchedOverhead reports the share of each device-loop iteration
+// spent outside Executor.Step while 8 streams decode: the scheduler's
+// Stats ExecTime and LoopTime, differenced between the moment the eighth
+// stream got its first token and the moment the first stream neared its end.
+func BenchmarkSchedOverhead(b *testing.B) {
+	bd := benchModel(b)
+	logPrecision(b, bd)
+	vocab := bd.Manifest.Geometry.Vocab
+	const n = 8
+	for b.Loop() {
+		e := openBench(b, bd, sched.Config{MaxBatch: n, ChunkSize: 256})
+		decodeRate(b, e, 1, vocab, 1) // warm-up
+		r := rand.New(rand.NewPCG(5, 5))
+		started := make(chan struct{}, n)
+		ending := make(chan struct{}, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			p := randomPrompt(r, scalePrompt, vocab)
+			wg.Go(func() {
+				k := 0
+				for _, err := range e.GenerateTokens(context.Background(), "bench", p, GenerateOptions{MaxTokens: scaleOutput}) {
+					if err != nil {
+						errs[i] = err
+						break
+					}
+					if k++; k == 1 {
+						started <- struct{}{}
+					} else if k == scaleOutput-8 {
+						ending <- struct{}{}
+					}
+				}
+			})
+		}
+		for range n {
+			<-started
+		}
+		s0 := e.Stats().Sched
+		<-ending
+		s1 := e.Stats().Sched
+		wg.Wait()
+		closeBench(b, e)
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		loop, exec := s1.LoopTime-s0.LoopTime, s1.ExecTime-s0.ExecTime
+		steps := s1.Steps - s0.Steps
+		if steps == 0 || loop <= 0 {
+			b.Fatal("no steps in the measured window")
+		}
+		pct := 100 * float64(loop-exec) / float64(loop)
+		b.Logf("%d steps at batch %d: %v per step, of which %v outside Executor.Step (%.3f%%)",
+			steps, n, (loop / time.Duration(steps)).Round(time.Microsecond),
+			((loop - exec) / time.Duration(steps)).Round(100*time.Nanosecond), pct)
+		b.ReportMetric(pct, "sched-overhead-%")
+	}
+}
