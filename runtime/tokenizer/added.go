@@ -23,21 +23,22 @@ type addedToken struct {
 
 // addedMatcher finds added tokens in text. Read-only after construction.
 type addedMatcher struct {
-	byFirst map[byte][]*addedToken // candidates by first byte, longest first
+	byFirst [256][]*addedToken // candidates by first byte, longest first;
+	// an array, not a map: it is consulted for every byte of the input
 }
 
 func newAddedMatcher(toks []*addedToken) *addedMatcher {
 	if len(toks) == 0 {
 		return nil
 	}
-	m := &addedMatcher{byFirst: map[byte][]*addedToken{}}
+	m := &addedMatcher{}
 	for _, t := range toks {
 		if t.content == "" {
 			continue
 		}
 		m.byFirst[t.content[0]] = append(m.byFirst[t.content[0]], t)
 	}
-	for _, l := range m.byFirst {
+	for _, l := range &m.byFirst {
 		sort.SliceStable(l, func(i, j int) bool { return len(l[i].content) > len(l[j].content) })
 	}
 	return m

@@ -63,7 +63,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"normalizer":{"type":"NFC"},"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":` +
 		strconv.Quote(regexLlama3) + `},"behavior":"Isolated"},{"type":"ByteLevel","use_regex":false}]},"decoder":{"type":"ByteLevel"},` +
 		`"post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>"}},{"Sequence":{"id":"A"}}],"special_tokens":{"<s>":{"id":"<s>","ids":[5]}}},` +
-		`"model":{"type":"BPE","ignore_merges":true,"vocab":{"a":0,"b":1,"ab":2,"Ġ":3,"Ġa":4,"<s>":5},"merges":[["a","b"],"Ġ a"]},` +
+		`"model":{"type":"BPE","ignore_merges":true,"vocab":{"a":0,"b":1,"ab":2,"Ġ":3,"Ġa":4,"<s>":5},"merges":[["a","b"],["Ġ","a"]]},` +
 		`"added_tokens":[{"id":5,"content":"<s>","special":true}]}`))
 	fallback := `"<unk>":0`
 	for c := range 256 {
