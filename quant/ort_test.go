@@ -1,0 +1,96 @@
+package quant_test
+
+import (
+	"context"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/quant"
+	"github.com/edgeinfer/edgeinfer/runtime/llm"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+)
+
+// needORT skips a test when ONNX Runtime is missing, or fails it under CI.
+func needORT(t testing.TB) {
+	t.Helper()
+	if _, err := ort.FindLibrary(""); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("ONNX Runtime is required under CI: %v", err)
+		}
+		t.Skipf("no ONNX Runtime (run `make setup`): %v", err)
+	}
+}
+
+// tinyBundle builds the tiny-test preset with an emitter (nil: fp32).
+func tinyBundle(t testing.TB, em llama.WeightEmitter) *bundle.Bundle {
+	t.Helper()
+	cfg, src, err := llama.Preset("tiny-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bundle.BuildDecoder(context.Background(), t.TempDir(), bundle.DecoderSpec{
+		Name: "tiny-test", Version: "1", Config: cfg, Weights: src,
+		Options: llama.Options{Emitter: em}, CreatedBy: "quant test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func meanNLL(t testing.TB, b *bundle.Bundle, tokens []int32) float64 {
+	t.Helper()
+	m, err := llm.Load(context.Background(), b, llm.Options{Session: ort.Options{IntraOpThreads: 1}, DisablePrefixCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	nll, n, err := m.Score(context.Background(), tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nll / float64(n)
+}
+
+func testTokens() []int32 {
+	toks := make([]int32, 48)
+	for i := range toks {
+		toks[i] = int32((i*37 + 11) % 256)
+	}
+	return toks
+}
+
+// TestEmitterSchemesRunOnORT builds the tiny decoder in every scheme and
+// checks ONNX Runtime runs it (MatMulNBits bits 4 and 8, zero points, a
+// partial block: K=64 under block 128) with a mean NLL near fp32's.
+func TestEmitterSchemesRunOnORT(t *testing.T) {
+	needORT(t)
+	toks := testTokens()
+	ref := meanNLL(t, tinyBundle(t, nil), toks)
+	for _, tc := range []struct {
+		scheme string
+		tol    float64 // relative NLL difference allowed
+	}{
+		{"int4-b32", 0.05}, {"int4-b32-acc1", 0.05}, {"int4-b128", 0.08}, {"int4-b32-asym", 0.05},
+		{"int8", 0.01}, {"int8-asym-acc1", 0.01}, {"fp16", 0.001},
+	} {
+		t.Run(tc.scheme, func(t *testing.T) {
+			em, err := quant.NewEmitter(tc.scheme)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := tinyBundle(t, em)
+			if b.Manifest.Quantization != em.Scheme() {
+				t.Errorf("manifest quantization %q, want %q", b.Manifest.Quantization, em.Scheme())
+			}
+			got := meanNLL(t, b, toks)
+			t.Logf("%s: mean nll %.5f vs fp32 %.5f", tc.scheme, got, ref)
+			if d := math.Abs(got-ref) / ref; d > tc.tol || math.IsNaN(got) {
+				t.Errorf("mean nll %.5f vs fp32 %.5f: relative diff %.4f > %.3f", got, ref, d, tc.tol)
+			}
+		})
+	}
+}
