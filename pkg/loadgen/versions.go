@@ -1,0 +1,111 @@
+package loadgen
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/sched"
+)
+
+// Versions is the report's version matrix: everything that must match
+// for two reports to be comparable.
+type Versions struct {
+	SDK          string             `json:"sdk"`
+	Commit       string             `json:"commit"`
+	CommitSource string             `json:"commit_source"`
+	Modified     bool               `json:"modified"`
+	Go           string             `json:"go"`
+	OS           string             `json:"os"`
+	Arch         string             `json:"arch"`
+	CPU          string             `json:"cpu_model"`
+	Cores        int                `json:"cores"`
+	Board        string             `json:"board"`
+	Models       []engine.ModelInfo `json:"models"`
+	// Threads are the ONNX Runtime session's intra- and inter-op threads
+	// (0 = ONNX Runtime's default); null when the engine config is unknown.
+	IntraOpThreads *int `json:"intra_op_threads"`
+	InterOpThreads *int `json:"inter_op_threads"`
+	// KVBudgetBytes and PrefixCache are the engine's cache settings.
+	KVBudgetBytes *int64       `json:"kv_budget_bytes"`
+	PrefixCache   *bool        `json:"prefix_cache"`
+	Sched         sched.Config `json:"sched"`
+}
+
+// collectVersions fills the matrix from the build, the machine and the
+// engine.
+func collectVersions(res *Result) Versions {
+	v := Versions{SDK: "(unknown)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+		Cores: runtime.NumCPU(), CPU: cpuModel(), Board: board(), Models: res.Models, Sched: res.Sched}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v.SDK = bi.Main.Version
+		if bi.Main.Path != "github.com/edgeinfer/edgeinfer" {
+			for _, d := range bi.Deps {
+				if d.Path == "github.com/edgeinfer/edgeinfer" {
+					v.SDK = d.Version
+				}
+			}
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.Commit, v.CommitSource = s.Value, "vcs.revision"
+			case "vcs.modified":
+				v.Modified = s.Value == "true"
+			}
+		}
+	}
+	if v.Commit == "" {
+		// go run and go test builds carry no VCS stamp: ask git.
+		if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+			v.Commit, v.CommitSource = strings.TrimSpace(string(out)), "git rev-parse"
+			if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+				v.Modified = len(strings.TrimSpace(string(st))) > 0
+			}
+		} else {
+			v.Commit, v.CommitSource = "unknown", "no vcs stamp and no git: "+err.Error()
+		}
+	}
+	if c := res.EngineConfig; c != nil {
+		intra, inter := c.Session.IntraOpThreads, c.Session.InterOpThreads
+		budget := c.KVBudgetBytes
+		if budget == 0 {
+			budget = 256 << 20
+		}
+		prefix := !c.DisablePrefixCache
+		v.IntraOpThreads, v.InterOpThreads, v.KVBudgetBytes, v.PrefixCache = &intra, &inter, &budget, &prefix
+	}
+	return v
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, val, ok := strings.Cut(sc.Text(), ":")
+		if ok && (strings.TrimSpace(k) == "model name" || strings.TrimSpace(k) == "Model") {
+			return strings.TrimSpace(val)
+		}
+	}
+	return "unknown: no model name in /proc/cpuinfo"
+}
+
+// board reads the device-tree model (ARM boards) or the DMI product name.
+func board() string {
+	for _, p := range []string{"/proc/device-tree/model", "/sys/class/dmi/id/product_name"} {
+		if b, err := os.ReadFile(p); err == nil {
+			if s := strings.TrimSpace(strings.TrimRight(string(b), "\x00")); s != "" {
+				return s
+			}
+		}
+	}
+	return "unknown (no /proc/device-tree/model or DMI product name)"
+}
