@@ -722,3 +722,23 @@ func TestStatsConcurrent(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestInt8ScaleResetOnReuse checks that a recycled block starts with fresh
+// scales: a stale large scale would keep later small values coarse.
+func TestInt8ScaleResetOnReuse(t *testing.T) {
+	cfg := Config{Layers: 1, KVHeads: 1, HeadDim: 4, BlockSize: 4, DType: Int8}
+	cfg.BudgetBytes = 1 * cfg.BlockBytes()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	big, _ := c.NewSequence(seqTokens(1, 1))
+	writeSteps(t, c, big, 1, 1000)
+	big.Free()
+	small, _ := c.NewSequence(seqTokens(1, 9))
+	writeSteps(t, c, small, 1, 0.01)
+	if got, want := c.KeyScales(0)[0], float32(0.01)/127; math.Abs(float64(got-want)) > 1e-9 {
+		t.Fatalf("scale %v after reuse, want %v", got, want)
+	}
+}

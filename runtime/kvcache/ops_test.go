@@ -29,7 +29,11 @@ var opTemplates = [3][]int32{
 }
 
 func newOpsDriver(t testing.TB, prefix bool, data []byte) *opsDriver {
-	cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 2, DType: Float32, BlockSize: 4, DisablePrefixCache: !prefix}
+	return newOpsDriverType(t, Float32, prefix, data)
+}
+
+func newOpsDriverType(t testing.TB, dt DType, prefix bool, data []byte) *opsDriver {
+	cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 2, DType: dt, BlockSize: 4, DisablePrefixCache: !prefix}
 	cfg.BudgetBytes = 24 * cfg.BlockBytes()
 	c, err := New(cfg)
 	if err != nil {
@@ -257,10 +261,12 @@ func (d *opsDriver) step() {
 }
 
 // checkContents verifies that every computed position of every live
-// sequence holds the keys and values of its own token prefix.
+// sequence holds the keys and values of its own token prefix (for int8,
+// within the 1.5 scale steps quantisation allows).
 func (d *opsDriver) checkContents() {
 	c := d.c
 	cfg := c.Config()
+	row := make([]float32, cfg.HeadDim)
 	for _, s := range d.seqs {
 		h := prefixSeed
 		for p := range s.Computed() {
@@ -269,9 +275,19 @@ func (d *opsDriver) checkContents() {
 			slot := int64(s.blocks[p/c.bs])*int64(c.bs) + int64(p%c.bs)
 			for l := range cfg.Layers {
 				for h := range cfg.KVHeads {
-					off := c.SlotOffset(h, slot)
-					k, v := c.KeyPool(l)[off], c.ValuePool(l)[off]
-					if k != keyValue(f, l, h) || v != keyValue(f, l, h)+1 {
+					var k, v, tol float32
+					if cfg.DType == Int8 {
+						c.Dequantise(row, c.KeyPoolInt8(l), c.KeyScales(l), h, slot)
+						k = row[0]
+						c.Dequantise(row, c.ValuePoolInt8(l), c.ValueScales(l), h, slot)
+						v = row[0]
+						si := h*c.NumBlocks() + int(slot)/c.bs
+						tol = 1.5001 * max(c.KeyScales(l)[si], c.ValueScales(l)[si])
+					} else {
+						off := c.SlotOffset(h, slot)
+						k, v = c.KeyPool(l)[off], c.ValuePool(l)[off]
+					}
+					if abs32(k-keyValue(f, l, h)) > tol || abs32(v-keyValue(f, l, h)-1) > tol {
 						d.t.Fatalf("seq %d pos %d layer %d head %d: key %v value %v, want %v", s.ID(), p, l, h, k, v, keyValue(f, l, h))
 					}
 				}
@@ -315,9 +331,9 @@ func TestRandomOps(t *testing.T) {
 	}
 	for seed := range seeds {
 		for _, prefix := range []bool{true, false} {
-			d := newOpsDriver(t, prefix, randomOps(uint64(seed), length))
-			d.run()
+			newOpsDriver(t, prefix, randomOps(uint64(seed), length)).run()
 		}
+		newOpsDriverType(t, Int8, true, randomOps(uint64(seed), length)).run()
 	}
 }
 
