@@ -38,7 +38,7 @@ type Probed struct {
 	Sources     []Source
 	Thermal     []*ThermalZone
 	Freq        []*FreqDomain
-	Throttle    []*valueFile
+	throttle    []*valueFile
 	Unavailable []Unavailable
 }
 
@@ -105,7 +105,7 @@ func (p *Probed) Close() error {
 	for _, d := range p.Freq {
 		errs = append(errs, d.cur.close(), d.capped.close())
 	}
-	for _, f := range p.Throttle {
+	for _, f := range p.throttle {
 		errs = append(errs, f.close())
 	}
 	return errors.Join(errs...)

@@ -152,8 +152,8 @@ func TestProbeFixtures(t *testing.T) {
 					t.Errorf("unavailable %s: want %q in %+v", src, reason, p.Unavailable)
 				}
 			}
-			if len(p.Thermal) != c.thermal || len(p.Freq) != c.freq || len(p.Throttle) != c.throttle {
-				t.Errorf("thermal %d freq %d throttle %d", len(p.Thermal), len(p.Freq), len(p.Throttle))
+			if len(p.Thermal) != c.thermal || len(p.Freq) != c.freq || len(p.throttle) != c.throttle {
+				t.Errorf("thermal %d freq %d throttle %d", len(p.Thermal), len(p.Freq), len(p.throttle))
 			}
 		})
 	}

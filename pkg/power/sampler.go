@@ -202,7 +202,7 @@ func (s *Sampler) readSys() {
 			}
 		}
 	}
-	for _, f := range p.Throttle {
+	for _, f := range p.throttle {
 		if v, err := f.readInt(); err == nil {
 			sp.throttle += v
 		}

@@ -46,6 +46,27 @@ func TestCounterWrapAndReload(t *testing.T) {
 	}
 }
 
+// FuzzCounter checks that no sequence of raw counter values makes the
+// total go down or jump by more than half the range in one step.
+func FuzzCounter(f *testing.F) {
+	f.Add(uint64(1000), []byte{1, 200, 3, 250, 0})
+	f.Fuzz(func(t *testing.T, maxRange uint64, raws []byte) {
+		c := counter{maxRange: maxRange}
+		prev := uint64(0)
+		for i, b := range raws {
+			raw := uint64(b) * (maxRange/256 + 1)
+			if i%3 == 2 {
+				raw = uint64(b)
+			}
+			c.add(raw)
+			if c.total < prev || maxRange > 0 && c.total-prev > max(maxRange/2, raw) {
+				t.Fatalf("total %d after %d (raw %d, range %d)", c.total, prev, raw, maxRange)
+			}
+			prev = c.total
+		}
+	})
+}
+
 // funcSource is a fake power source whose value is a function of the
 // (fake, in a synctest bubble) clock.
 type funcSource struct {
@@ -181,6 +202,13 @@ func TestSamplerCounterGapsAndVanishingFile(t *testing.T) {
 		}
 		if _, err := json.Marshal(r); err != nil {
 			t.Fatal(err)
+		}
+		pt := s.PowerTrace(Span{start, time.Now()})
+		if len(pt) != 39 || math.Abs(pt[len(pt)-1].V-10) > 1e-9 {
+			t.Fatalf("power trace: %d points, last %+v", len(pt), pt[len(pt)-1])
+		}
+		if tt := s.TempTrace(Span{start, time.Now()}); len(tt) != 51 || tt[len(tt)-1].V != 71 {
+			t.Fatalf("temp trace: %d points", len(tt))
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)

@@ -92,6 +92,6 @@ func probeThrottle(fsys fs.FS, p *Probed) {
 		if !strings.Contains(f, "/cpu/cpu") {
 			continue
 		}
-		p.Throttle = append(p.Throttle, newValueFile(fsys, f))
+		p.throttle = append(p.throttle, newValueFile(fsys, f))
 	}
 }
