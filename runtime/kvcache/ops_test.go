@@ -325,9 +325,9 @@ func randomOps(seed uint64, n int) []byte {
 }
 
 func TestRandomOps(t *testing.T) {
-	seeds, length := 40, 3000
+	seeds, length := 16, 2000
 	if testing.Short() {
-		seeds, length = 8, 1500
+		seeds, length = 4, 1000
 	}
 	for seed := range seeds {
 		for _, prefix := range []bool{true, false} {
