@@ -94,3 +94,37 @@ func TestEmitterSchemesRunOnORT(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantizeBundleMatchesEmitter quantises a built fp32 bundle with the
+// graph pass and checks it scores exactly like the same scheme applied by
+// the emitter at build time (same quantiser, same layout), and that the
+// bundle records its scheme and reference.
+func TestQuantizeBundleMatchesEmitter(t *testing.T) {
+	needORT(t)
+	ref := tinyBundle(t, nil)
+	sc, err := quant.ParseScheme("int4-b32-acc1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	qb, side, err := quant.QuantizeBundle(context.Background(), ref.Dir, out, quant.Options{Scheme: sc, Keep: []string{"lm_head"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if qb.Manifest.Quantization != "int4-b32-acc1" || side.Reference.Name != "tiny-test" || side.Reference.ModelSHA256 == "" {
+		t.Fatalf("manifest %q, sidecar %+v", qb.Manifest.Quantization, side.Reference)
+	}
+	got, err := quant.ReadSidecar(out)
+	if err != nil || len(got.Layers) != 2*7+1 {
+		t.Fatalf("sidecar: %v, %d layers", err, len(got.Layers))
+	}
+	em, _ := quant.NewEmitter("int4-b32-acc1", "lm_head")
+	toks := testTokens()
+	a, b := meanNLL(t, qb, toks), meanNLL(t, tinyBundle(t, em), toks)
+	if math.Abs(a-b) > 1e-5 {
+		t.Fatalf("graph pass mean nll %.7f, emitter %.7f", a, b)
+	}
+	if _, _, err := quant.QuantizeBundle(context.Background(), qb.Dir, t.TempDir(), quant.Options{Scheme: sc}); err == nil {
+		t.Fatal("quantising a quantised bundle succeeded")
+	}
+}
