@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/loadgen"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
+)
+
+func init() {
+	register(&command{
+		name:    "bench",
+		summary: "run the acceptance benchmark (a profile or a workload spec) and write report.json/.md/.html",
+		run:     runBench,
+	})
+}
+
+// benchIsTTY reports whether w is a terminal (progress bar) or not (plain
+// lines); a variable so tests can force either.
+var benchIsTTY = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func runBench(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("bench")
+	model := fs.String("model", "", "model bundle directory (required)")
+	profile := fs.String("profile", "", "built-in workload: "+strings.Join(loadgen.ProfileNames(), ", "))
+	specPath := fs.String("spec", "", "workload spec file (YAML or JSON; see go doc pkg/loadgen)")
+	out := fs.String("out", "bench-out", "directory for report.json, report.md and report.html")
+	sweep := fs.Bool("sweep", false, "find the max stable concurrency (adds a coarse sweep when the spec has none)")
+	corpus := fs.String("corpus", "", "comma-separated text files to draw prompts from (overrides the spec's)")
+	threads := fs.Int("threads", 2, "ONNX Runtime intra-op threads")
+	kvBudget := fs.Int64("kv-budget", 0, "KV cache bytes (0 = engine default, 256 MiB)")
+	sample := fs.String("show-sample", "", "before the run, stream the answer to this prompt")
+	sampleTokens := fs.Int("sample-tokens", 60, "tokens for --show-sample")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *model == "" {
+		return fmt.Errorf("%w: --model is required", errUsage)
+	}
+	spec, err := benchSpec(*profile, *specPath)
+	if err != nil {
+		return err
+	}
+	if *corpus != "" {
+		spec.Prompts.Corpus = strings.Split(*corpus, ",")
+	}
+	if *sweep && spec.Sweep == nil {
+		spec.Sweep = loadgen.DefaultSweep()
+	}
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+
+	cfg := engine.Config{Models: []engine.ModelSpec{{Dir: *model}}, KVBudgetBytes: *kvBudget}
+	cfg.Session.IntraOpThreads = *threads
+	eng, err := engine.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer eng.Close(context.Background())
+	if *sample != "" {
+		if err := streamSample(ctx, stdout, eng, *sample, *sampleTokens); err != nil {
+			return err
+		}
+	}
+
+	tty := benchIsTTY(stdout)
+	fmt.Fprintf(stdout, "bench %q: %d phases, %s planned", spec.Name, len(spec.Phases), planned(spec))
+	if spec.Sweep != nil {
+		fmt.Fprintf(stdout, " + sweep (≤ %d trials of %s)", max(spec.Sweep.MaxTrials, 1), spec.Sweep.Trial.D())
+	}
+	fmt.Fprintln(stdout)
+	prog := newBenchProgress(stdout, tty)
+	res, err := loadgen.Run(ctx, eng, spec, loadgen.Options{EngineConfig: &cfg, Progress: prog.update})
+	prog.done()
+	if err != nil {
+		return err
+	}
+	rep := loadgen.BuildReport(res)
+	if err := rep.WriteDir(*out); err != nil {
+		return err
+	}
+	printBenchSummary(stdout, rep)
+	abs, _ := filepath.Abs(filepath.Join(*out, "report.html"))
+	fmt.Fprintf(stdout, "report: %s (and report.json, report.md beside it)\n", abs)
+	return nil
+}
+
+func benchSpec(profile, path string) (loadgen.Spec, error) {
+	switch {
+	case profile != "" && path != "":
+		return loadgen.Spec{}, fmt.Errorf("%w: --profile and --spec are exclusive", errUsage)
+	case path != "":
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return loadgen.Spec{}, err
+		}
+		s, err := loadgen.ParseSpec(b)
+		if err != nil {
+			return loadgen.Spec{}, fmt.Errorf("%s: %w", path, err)
+		}
+		return s, nil
+	}
+	if profile == "" {
+		profile = "demo"
+	}
+	mk, ok := loadgen.Profiles[profile]
+	if !ok {
+		return loadgen.Spec{}, fmt.Errorf("%w: unknown profile %q (have %s)", errUsage, profile, strings.Join(loadgen.ProfileNames(), ", "))
+	}
+	s := mk()
+	return s, s.Resolve()
+}
+
+func planned(s loadgen.Spec) time.Duration {
+	d := s.Warmup.D() + 2*s.Idle.D()
+	for _, p := range s.Phases {
+		d += p.Duration.D()
+	}
+	return d
+}
+
+// streamSample prints one generated answer as it streams.
+func streamSample(ctx context.Context, w io.Writer, eng *engine.Engine, prompt string, n int) error {
+	name := eng.Models()[0].Name
+	fmt.Fprintf(w, "%s", prompt)
+	count, start := 0, time.Now()
+	for tok, err := range eng.Generate(ctx, name, prompt, engine.GenerateOptions{MaxTokens: n}) {
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(w, tok.Text)
+		count++
+	}
+	fmt.Fprintf(w, "\n[%d tokens in %s]\n\n", count, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// benchProgress draws a bar on a terminal, or a plain line per stage change
+// (and every 10 s) otherwise. update is called from one goroutine.
+type benchProgress struct {
+	mu        sync.Mutex
+	w         io.Writer
+	tty       bool
+	stage     string
+	lastPlain time.Duration
+	drawn     bool
+}
+
+func newBenchProgress(w io.Writer, tty bool) *benchProgress { return &benchProgress{w: w, tty: tty} }
+
+func (p *benchProgress) update(s loadgen.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		frac := 0.0
+		if s.Total > 0 {
+			frac = min(float64(s.Elapsed)/float64(s.Total), 1)
+		}
+		const width = 30
+		n := int(frac * width)
+		fmt.Fprintf(p.w, "\r[%s%s] %3.0f%% %-22s sent %d done %d queued %d running %d ",
+			strings.Repeat("#", n), strings.Repeat(".", width-n), frac*100, truncStage(s.Stage), s.Sent, s.Finished, s.Queued, s.Running)
+		p.drawn = true
+		return
+	}
+	if s.Stage != p.stage || s.Elapsed-p.lastPlain >= 10*time.Second {
+		fmt.Fprintf(p.w, "%6.1fs %-22s sent %d done %d queued %d running %d\n",
+			s.Elapsed.Seconds(), s.Stage, s.Sent, s.Finished, s.Queued, s.Running)
+		p.stage, p.lastPlain = s.Stage, s.Elapsed
+	}
+}
+
+func truncStage(s string) string {
+	if len(s) > 22 {
+		return s[:22]
+	}
+	return s
+}
+
+func (p *benchProgress) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func printBenchSummary(w io.Writer, r *loadgen.Report) {
+	o := &r.Overall
+	f := func(v *float64, prec int) string {
+		if v == nil {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.*f", prec, *v)
+	}
+	fmt.Fprintf(w, "\n== %s: %s ==\n", r.Name, strings.ToUpper(r.Status))
+	fmt.Fprintf(w, "requests      %d over %.1f s\n", o.Requests, o.WallS)
+	fmt.Fprintf(w, "TTFT          p50 %s ms  p99 %s ms\n", f(o.TTFTMs.P50, 1), f(o.TTFTMs.P99, 1))
+	fmt.Fprintf(w, "TPOT          p50 %s ms  p99 %s ms\n", f(o.TPOTMs.P50, 2), f(o.TPOTMs.P99, 2))
+	fmt.Fprintf(w, "goodput       %s tok/s (throughput %s tok/s)\n", f(o.GoodputTokS, 1), f(o.ThroughputTokS, 1))
+	fmt.Fprintf(w, "SLO attained  %s of requests\n", f(o.SLOAttainment, 3))
+	switch {
+	case r.Sweep == nil:
+		fmt.Fprintf(w, "max stable    not swept (use --sweep)\n")
+	case r.MaxStableConcurrency != nil:
+		fmt.Fprintf(w, "max stable    concurrency %d (%d sweep trials)\n", *r.MaxStableConcurrency, len(r.Sweep.Points))
+	case r.MaxStableRate != nil:
+		fmt.Fprintf(w, "max stable    rate %.2f req/s\n", *r.MaxStableRate)
+	default:
+		fmt.Fprintf(w, "max stable    none: the lowest load already failed the SLOs\n")
+	}
+	if r.Power.EnergyJ == nil {
+		fmt.Fprintf(w, "power         unavailable (energy_j null):\n")
+		for _, u := range r.Power.UnavailableReasons {
+			fmt.Fprintf(w, "              - %s: %s\n", u.Source, u.Reason)
+		}
+	} else {
+		fmt.Fprintf(w, "power         %.2f J, avg %s W (%s, %s)\n", *r.Power.EnergyJ, f(r.Power.AvgW, 2), r.Power.Source, r.Power.Scope)
+	}
+	for _, v := range r.Verdicts {
+		fmt.Fprintf(w, "verdict       %-7s %s — %s\n", v.Status, v.Threshold, v.Reason)
+	}
+}

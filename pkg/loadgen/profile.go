@@ -1,0 +1,85 @@
+package loadgen
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// Profiles are built-in workloads, by name.
+//
+// "demo" is sized for a 2-core x86 VM and the tiny trained model (a few
+// hundred tokens/s): ~52 s through the four phases of the seeds (低压基线
+// baseline at one client, 逐步加压 a ramp from 1 to 8 clients, 突发压力
+// bursts of 12 over a Poisson background, 流量回落 back to one client),
+// 3 s of warm-up, 1 s idle baselines, and a coarse concurrency sweep of at
+// most 5 trials of 2 s, all under the interactive-chat preset: about 70 s
+// in all. On a faster board raise the concurrencies and rates.
+var Profiles = map[string]func() Spec{
+	"demo": DemoSpec,
+}
+
+// DemoSpec is the "demo" profile.
+func DemoSpec() Spec {
+	s := Spec{
+		Name:   "demo",
+		Seed:   1,
+		Input:  Dist{Kind: "uniform", Min: 16, Max: 96},
+		Output: Dist{Kind: "uniform", Min: 16, Max: 48},
+		SLO:    SLOSpec{Preset: "interactive-chat"},
+		Warmup: Duration(3 * time.Second),
+		Idle:   Duration(time.Second),
+		Drain:  Duration(5 * time.Second),
+		Phases: []Phase{
+			{Name: "baseline", Kind: "baseline", Duration: Duration(12 * time.Second), Arrival: Arrival{Mode: "closed", Concurrency: 1}},
+			{Name: "ramp", Kind: "ramp", Duration: Duration(16 * time.Second), Arrival: Arrival{Mode: "closed", Concurrency: 1, ConcurrencyTo: 8}},
+			{Name: "burst", Kind: "burst", Duration: Duration(12 * time.Second), Arrival: Arrival{Mode: "burst", BurstSize: 12, BurstEvery: Duration(3 * time.Second), Rate: 4}},
+			{Name: "recovery", Kind: "recovery", Duration: Duration(12 * time.Second), Arrival: Arrival{Mode: "closed", Concurrency: 1}},
+		},
+	}
+	return s
+}
+
+// DefaultSweep is the coarse concurrency sweep added by --sweep when the
+// spec has none: 1, 2, 4, 8, 16 then bisection, 5 trials of 2 s at most.
+func DefaultSweep() *Sweep {
+	return &Sweep{Mode: "concurrency", Min: 1, Max: 16, Trial: Duration(2 * time.Second), MaxTrials: 5, MinAttainment: 0.9}
+}
+
+// ProfileNames lists the built-in profiles.
+func ProfileNames() []string {
+	var n []string
+	for k := range Profiles {
+		n = append(n, k)
+	}
+	slices.Sort(n)
+	return n
+}
+
+// WriteDir writes report.json, report.md and report.html into dir,
+// creating it.
+func (r *Report) WriteDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("loadgen: report: %w", err)
+	}
+	j, err := r.JSON()
+	if err != nil {
+		return fmt.Errorf("loadgen: report: %w", err)
+	}
+	var md, page bytes.Buffer
+	if err := r.WriteMarkdown(&md); err != nil {
+		return fmt.Errorf("loadgen: report: %w", err)
+	}
+	if err := r.WriteHTML(&page); err != nil {
+		return fmt.Errorf("loadgen: report: %w", err)
+	}
+	for name, b := range map[string][]byte{"report.json": append(j, '\n'), "report.md": md.Bytes(), "report.html": page.Bytes()} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return fmt.Errorf("loadgen: report: %w", err)
+		}
+	}
+	return nil
+}
