@@ -32,7 +32,11 @@ func probeHwmon(fsys fs.FS, p *Probed) {
 	for _, e := range ents {
 		hdir := path.Join(dir, e.Name())
 		name, err := readString(fsys, path.Join(hdir, "name"))
-		if err != nil || name == "ina3221" {
+		if err != nil {
+			continue
+		}
+		if name == "ina3221" {
+			seen = append(seen, "ina3221 (read as jetson-ina3221)")
 			continue
 		}
 		seen = append(seen, name)
