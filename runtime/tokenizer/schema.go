@@ -104,6 +104,19 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
+	if fast, strs, ok := scanMerges(raw); ok {
+		if !strs {
+			return fast, nil
+		}
+		for i, m := range fast {
+			a, b, ok := strings.Cut(m[0], " ")
+			if !ok || a == "" || b == "" || strings.Contains(b, " ") {
+				return nil, fmt.Errorf("merge %d %q: want two tokens separated by one space", i, m[0])
+			}
+			fast[i] = [2]string{a, b}
+		}
+		return fast, nil
+	}
 	// One pass in the encoding the file uses, chosen by its first item.
 	body := bytes.TrimLeft(raw[1:], " \t\r\n")
 	if len(body) > 0 && body[0] == '"' {

@@ -109,7 +109,9 @@ func Parse(data []byte, opts ...Option) (*Tokenizer, error) {
 		return nil, fmt.Errorf("%w: model without a type and without merges (not BPE)", ErrUnsupported)
 	}
 	// The vocabulary is decoded only now: Unigram's is a list, not a map.
-	if err := json.Unmarshal(m.RawVocab, &m.Vocab); len(m.RawVocab) > 0 && err != nil {
+	if v, ok := scanVocab(m.RawVocab); ok {
+		m.Vocab = v
+	} else if err := json.Unmarshal(m.RawVocab, &m.Vocab); len(m.RawVocab) > 0 && err != nil {
 		return nil, fmt.Errorf("%w: model vocab: %w", ErrMalformed, err)
 	}
 
