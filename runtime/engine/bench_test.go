@@ -305,7 +305,9 @@ func decodeRate(b *testing.B, e *Engine, n, vocab int, seed uint64) float64 {
 	var wg sync.WaitGroup
 	for i := range n {
 		p := randomPrompt(r, scalePrompt, vocab)
-		wg.Go(func() { times[i], errs[i] = stream(context.Background(), e, p, GenerateOptions{MaxTokens: scaleOutput}) })
+		wg.Go(func() {
+			times[i], errs[i] = stream(context.Background(), e, p, GenerateOptions{MaxTokens: scaleOutput})
+		})
 	}
 	wg.Wait()
 	var from, to time.Time
