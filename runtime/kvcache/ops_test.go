@@ -88,8 +88,18 @@ func (d *opsDriver) run() {
 	}
 }
 
+// Caps that keep one run linear in its input: the cache has 24 blocks, so
+// more sequences or longer ones only repeat the out-of-blocks path.
+const (
+	maxOpsSeqs   = 24
+	maxOpsTokens = 96
+)
+
 func (d *opsDriver) apply(op byte) {
 	c := d.c
+	if (op <= 1 || op == 5 || op == 8) && len(d.seqs) >= maxOpsSeqs {
+		op = 6 // free one instead of growing the population
+	}
 	switch op {
 	case 0, 1: // create
 		a, _ := d.next()
@@ -110,7 +120,7 @@ func (d *opsDriver) apply(op byte) {
 	case 2, 3: // step over a random subset
 		d.step()
 	case 4: // append
-		if s := d.pick(); s != nil {
+		if s := d.pick(); s != nil && s.Len() < maxOpsTokens {
 			x, _ := d.next()
 			if err := s.Append(int32(x % 4)); err != nil {
 				d.t.Fatal(err)
