@@ -124,15 +124,17 @@ func TestRunAfterClose(t *testing.T) {
 	}
 }
 
-// slowSession runs a MatMul chain long enough (seconds) to be interrupted.
+// slowSession runs a chain of many small MatMuls: long enough (seconds) to
+// be interrupted, with nodes short enough, even under qemu, that the
+// terminate flag checked between nodes is seen quickly.
 func slowSession(t *testing.T) (*Session, *Tensor) {
 	t.Helper()
 	needLib(t)
-	s, err := NewSession(context.Background(), slowModel(400, 512), Options{IntraOpThreads: 1})
+	s, err := NewSession(context.Background(), slowModel(3000, 128), Options{IntraOpThreads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := NewEmptyTensor(Float32, []int64{512, 512})
+	x, err := NewEmptyTensor(Float32, []int64{128, 128})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -208,13 +208,19 @@ func closeEnough(dt DType, got, want []byte) (bool, string) {
 	var f func(b []byte, i int) float64
 	switch dt {
 	case Float32:
-		f = func(b []byte, i int) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))) }
+		f = func(b []byte, i int) float64 {
+			return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+		}
 	case Float64:
 		f = func(b []byte, i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])) }
 	case Float16:
-		f = func(b []byte, i int) float64 { return float64(Float16Bits(binary.LittleEndian.Uint16(b[2*i:])).Float32()) }
+		f = func(b []byte, i int) float64 {
+			return float64(Float16Bits(binary.LittleEndian.Uint16(b[2*i:])).Float32())
+		}
 	case BFloat16:
-		f = func(b []byte, i int) float64 { return float64(BFloat16Bits(binary.LittleEndian.Uint16(b[2*i:])).Float32()) }
+		f = func(b []byte, i int) float64 {
+			return float64(BFloat16Bits(binary.LittleEndian.Uint16(b[2*i:])).Float32())
+		}
 	default:
 		for i := range got {
 			if got[i] != want[i] {
