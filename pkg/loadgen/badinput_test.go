@@ -52,8 +52,8 @@ func TestPowerSensorVanishesAndGoesBackwards(t *testing.T) {
 	e, cfg := openTiny(t)
 	const ctr = "sys/class/powercap/intel-rapl:0/energy_uj"
 	m := newMemFS(map[string]string{
-		"sys/class/powercap/intel-rapl:0/name":                "package-0",
-		ctr:                                                   "1000000",
+		"sys/class/powercap/intel-rapl:0/name": "package-0",
+		ctr:                                    "1000000",
 		"sys/class/powercap/intel-rapl:0/max_energy_range_uj": "262143328850",
 	})
 	spec, err := ParseSpec([]byte(`
