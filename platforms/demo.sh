@@ -16,6 +16,7 @@ EI="$OUT/edgeinfer"
 
 MODEL="$OUT/tinylm"
 CORPUS=()
+SAMPLE=()
 if [[ -f examples/tinylm/config.json && -f examples/tinylm/model.safetensors ]]; then
 	echo "== importing the tiny trained model (examples/tinylm) into $MODEL"
 	rm -rf "$MODEL"
