@@ -70,6 +70,9 @@ func BuildDecoder(ctx context.Context, dir string, spec DecoderSpec) (*Bundle, e
 		if !opts.AllLogits {
 			m.Geometry.Logits = "last"
 		}
+		if opts.KVInt8 {
+			m.Geometry.KVDType = KVDTypeInt8
+		}
 	}
 	if m.Generation == nil {
 		m.Generation = &Generation{EOSTokenIDs: c.EOSTokenID}

@@ -78,7 +78,19 @@ type Geometry struct {
 	// Logits is "last" (paged: input last_index selects one position per
 	// row, logits [B, vocab]) or "all" (logits [B, T, vocab]).
 	Logits string `json:"logits"`
+	// KVDType is the paged graph's KV pool element type: "" or "float32",
+	// or "int8" (pools int8 with key_scale.{i}/value_scale.{i} inputs).
+	KVDType string `json:"kv_dtype,omitempty"`
 }
+
+// KVInt8 reports whether the decoder reads int8 KV pages.
+func (g Geometry) KVInt8() bool { return g.KVDType == KVDTypeInt8 }
+
+// KV pool element types of Geometry.KVDType.
+const (
+	KVDTypeFloat32 = "float32"
+	KVDTypeInt8    = "int8"
+)
 
 // Generation holds generation defaults (Hugging Face's
 // generation_config.json, or the model's own).
@@ -175,6 +187,15 @@ func (m *Manifest) Validate() error {
 		}
 		if m.Contract == ContractPaged && g.BlockSize <= 0 {
 			return bad("paged decoder without block size")
+		}
+		switch g.KVDType {
+		case "", KVDTypeFloat32:
+		case KVDTypeInt8:
+			if m.Contract != ContractPaged {
+				return bad("int8 KV pages need the paged contract")
+			}
+		default:
+			return bad("geometry kv_dtype %q (want float32 or int8)", g.KVDType)
 		}
 		if g.Logits != "last" && g.Logits != "all" {
 			return bad("geometry logits %q (want last or all)", g.Logits)

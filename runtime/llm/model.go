@@ -76,6 +76,7 @@ type Model struct {
 	sess         *ort.Session
 	cache        *kvcache.Cache
 	pools        []*ort.Tensor // key_cache.i, value_cache.i: the cache's mmap pools, wrapped once
+	scales       []*ort.Tensor // key_scale.i, value_scale.i of int8 pages (nil for float32)
 	io           *stepIO
 	seqs         map[uint64]*seqState
 	eos          map[int32]bool
@@ -133,20 +134,13 @@ func Load(ctx context.Context, b *bundle.Bundle, opts Options) (*Model, error) {
 	mod.cache, err = kvcache.New(kvcache.Config{
 		Layers: g.Layers, KVHeads: g.KVHeads, HeadDim: g.HeadDim,
 		BudgetBytes: opts.KVBudgetBytes, BlockSize: g.BlockSize,
-		DisablePrefixCache: opts.DisablePrefixCache,
+		DisablePrefixCache: opts.DisablePrefixCache, DType: kvDType(g),
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("llm: kv cache for %s: %w", m.Name, err), sess.Close())
 	}
-	shape := mod.cache.PoolShape()
-	for l := range g.Layers {
-		for _, pool := range [][]float32{mod.cache.KeyPool(l), mod.cache.ValuePool(l)} {
-			t, err := ort.NewTensor(shape, pool)
-			if err != nil {
-				return nil, errors.Join(fmt.Errorf("llm: wrap kv pool: %w", err), mod.Close())
-			}
-			mod.pools = append(mod.pools, t)
-		}
+	if err := mod.wrapPools(); err != nil {
+		return nil, errors.Join(err, mod.Close())
 	}
 	if mod.io, err = newStepIO(mod); err != nil {
 		return nil, errors.Join(err, mod.Close())
@@ -164,6 +158,10 @@ func (m *Model) checkSignature() error {
 	for l := range m.geom.Layers {
 		want["key_cache."+strconv.Itoa(l)] = true
 		want["value_cache."+strconv.Itoa(l)] = true
+		if m.geom.KVInt8() {
+			want["key_scale."+strconv.Itoa(l)] = true
+			want["value_scale."+strconv.Itoa(l)] = true
+		}
 	}
 	for _, in := range m.sess.Inputs() {
 		if !want[in.Name] {
@@ -209,7 +207,7 @@ func (m *Model) Close() error {
 	if m.io != nil {
 		errs = append(errs, m.io.close())
 	}
-	for _, t := range m.pools {
+	for _, t := range append(m.pools, m.scales...) {
 		errs = append(errs, t.Close())
 	}
 	if m.sess != nil {

@@ -134,6 +134,10 @@ func (io *stepIO) bind(k stepShape) (*boundStep, error) {
 		s := strconv.Itoa(l)
 		in["key_cache."+s] = io.m.pools[2*l]
 		in["value_cache."+s] = io.m.pools[2*l+1]
+		if io.m.scales != nil {
+			in["key_scale."+s] = io.m.scales[2*l]
+			in["value_scale."+s] = io.m.scales[2*l+1]
+		}
 		out["new_keys."+s] = wrap(ort.Float32, kv, io.newK[l])
 		out["new_values."+s] = wrap(ort.Float32, kv, io.newV[l])
 	}

@@ -41,6 +41,7 @@ type graphFlags struct {
 	contract  string
 	blockSize int
 	allLogits bool
+	kvInt8    bool
 }
 
 func (g *graphFlags) options() (llama.Options, error) {
@@ -48,7 +49,7 @@ func (g *graphFlags) options() (llama.Options, error) {
 	if c != llama.ContractPaged && c != llama.ContractCompatible {
 		return llama.Options{}, fmt.Errorf("%w: --contract %q (want paged or compatible)", errUsage, g.contract)
 	}
-	return llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits}, nil
+	return llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits, KVInt8: g.kvInt8}, nil
 }
 
 func runModelBuild(ctx context.Context, stdout io.Writer, args []string) error {
@@ -59,6 +60,7 @@ func runModelBuild(ctx context.Context, stdout io.Writer, args []string) error {
 	fs.StringVar(&g.contract, "contract", string(llama.ContractPaged), "decoder contract: paged or compatible")
 	fs.IntVar(&g.blockSize, "block-size", llama.DefaultBlockSize, "paged KV block size (tokens)")
 	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
+	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; half the KV memory)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -93,6 +95,7 @@ func runModelImport(ctx context.Context, stdout io.Writer, args []string) error 
 	fs.StringVar(&g.contract, "contract", string(llama.ContractPaged), "decoder contract: paged or compatible")
 	fs.IntVar(&g.blockSize, "block-size", llama.DefaultBlockSize, "paged KV block size (tokens)")
 	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
+	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; half the KV memory)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -41,6 +41,11 @@ type Options struct {
 	MaxPositions int
 	// Emitter turns weights into nodes; nil means FP32Emitter.
 	Emitter WeightEmitter
+	// KVInt8 makes the paged graph read int8 pools: key_cache.{i} and
+	// value_cache.{i} are int8 and the inputs key_scale.{i} /
+	// value_scale.{i} float32 [kvH, N] hold one scale per (head, block),
+	// as runtime/kvcache's int8 pages store them. Paged contract only.
+	KVInt8 bool
 }
 
 func (o *Options) normalise(c *Config) error {
@@ -65,6 +70,9 @@ func (o *Options) normalise(c *Config) error {
 	}
 	if o.Emitter == nil {
 		o.Emitter = FP32Emitter{}
+	}
+	if o.KVInt8 && o.Contract != ContractPaged {
+		return fmt.Errorf("%w: int8 KV pages need the paged contract", ErrOptions)
 	}
 	return nil
 }
@@ -106,6 +114,7 @@ func Build(b *onnx.Builder, c *Config, src WeightSource, opts Options) error {
 	b.Metadata("edgeinfer.quantization", d.em.Scheme())
 	if opts.Contract == ContractPaged {
 		b.Metadata("edgeinfer.block_size", strconv.Itoa(opts.BlockSize))
+		b.Metadata("edgeinfer.kv_dtype", opts.kvDType())
 	}
 	return d.build()
 }
@@ -267,4 +276,13 @@ func (d *decoder) rmsNorm(x, weight string) (string, error) {
 func (d *decoder) rotary(x, pos string, heads int) string {
 	return d.b.MS("RotaryEmbedding", []string{x, pos, d.cos, d.sin},
 		onnx.AttrInt("interleaved", 0), onnx.AttrInt("num_heads", int64(heads)))
+}
+
+// kvDType names the pools' element type as the metadata and bundle
+// manifests record it.
+func (o *Options) kvDType() string {
+	if o.KVInt8 {
+		return "int8"
+	}
+	return "float32"
 }

@@ -24,10 +24,18 @@
 //	                                       (absent with Options.AllLogits)
 //	  key_cache.{i}    float32 [kvH, N, bs, D]   head-major pool, layer i
 //	  value_cache.{i}  float32 [kvH, N, bs, D]
+//	  (Options.KVInt8: both pools int8, plus
+//	  key_scale.{i}    float32 [kvH, N]        one scale per (head, block)
+//	  value_scale.{i}  float32 [kvH, N]        value = int8 × scale)
 //	outputs
 //	  logits           float32 [B, vocab]   (AllLogits: [B, T, vocab])
 //	  new_keys.{i}     float32 [B, kvH, T, D]  this step's keys, after RoPE
 //	  new_values.{i}   float32 [B, kvH, T, D]
+//
+// Int8 pools (metadata "edgeinfer.kv_dtype" = "int8") are dequantised
+// right after the gather, so only the rows' blocks are converted; the new
+// keys and values are still returned as float32 for the caller to
+// quantise as it scatters them.
 //
 // Row b attends to pool slots p < context_lens[b] — slot p lives in block
 // block_tables[b][p/bs] at offset p%bs — and causally to its own new

@@ -18,11 +18,21 @@ func (d *decoder) pagedInputs() string {
 	if !d.opts.AllLogits {
 		b.Input("last_index", i64, onnx.Sym("batch"))
 	}
+	poolType := onnx.TensorProto_FLOAT
+	if d.opts.KVInt8 {
+		poolType = onnx.TensorProto_INT8
+	}
 	for i := range c.NumHiddenLayers {
 		for _, name := range []string{"key_cache.", "value_cache."} {
-			b.Input(name+strconv.Itoa(i), onnx.TensorProto_FLOAT,
+			b.Input(name+strconv.Itoa(i), poolType,
 				onnx.Fixed(int64(c.NumKeyValueHeads)), onnx.Sym("num_blocks"),
 				onnx.Fixed(int64(d.opts.BlockSize)), onnx.Fixed(int64(c.HeadDim)))
+		}
+		if d.opts.KVInt8 {
+			for _, name := range []string{"key_scale.", "value_scale."} {
+				b.Input(name+strconv.Itoa(i), onnx.TensorProto_FLOAT,
+					onnx.Fixed(int64(c.NumKeyValueHeads)), onnx.Sym("num_blocks"))
+			}
 		}
 	}
 
@@ -65,8 +75,8 @@ func (d *decoder) pagedAttention(i int, q, k, v string) string {
 	li := strconv.Itoa(i)
 	kvShape := b.Ints(hkv, 0, -1, hd)
 
-	pastK := b.Op("Reshape", []string{b.Op("Gather", []string{"key_cache." + li, d.blockTables}, onnx.AttrInt("axis", 1)), kvShape})
-	pastV := b.Op("Reshape", []string{b.Op("Gather", []string{"value_cache." + li, d.blockTables}, onnx.AttrInt("axis", 1)), kvShape})
+	pastK := b.Op("Reshape", []string{d.gatherPool("key", li), kvShape})
+	pastV := b.Op("Reshape", []string{d.gatherPool("value", li), kvShape})
 
 	split := b.Ints(0, 0, hkv, hd)
 	k4 := b.Op("Reshape", []string{k, split}) // [B,T,Hkv,D]
@@ -96,4 +106,22 @@ func (d *decoder) pagedAttention(i int, q, k, v string) string {
 	o = b.Op("Reshape", []string{o, b.Ints(hkv, 0, group, -1, hd)})          // [Hkv,B,G,T,D]
 	o = b.Op("Transpose", []string{o}, onnx.AttrInts("perm", 1, 3, 0, 2, 4)) // [B,T,Hkv,G,D]
 	return b.Op("Reshape", []string{o, b.Ints(0, 0, int64(c.NumAttentionHeads)*hd)})
+}
+
+// gatherPool gathers layer li's key or value blocks of every row,
+// [Hkv,B,M,bs,D] float32. Int8 pools are dequantised right after the
+// gather, so the work scales with the rows' blocks, not the pool: the
+// scales [Hkv,N] are gathered with the same block table to [Hkv,B,M],
+// broadcast over (bs, D) and multiplied into the cast values.
+func (d *decoder) gatherPool(kind, li string) string {
+	b := d.b
+	axis1 := onnx.AttrInt("axis", 1)
+	blocks := b.Op("Gather", []string{kind + "_cache." + li, d.blockTables}, axis1)
+	if !d.opts.KVInt8 {
+		return blocks
+	}
+	scales := b.Op("Gather", []string{kind + "_scale." + li, d.blockTables}, axis1)
+	scales = b.Op("Unsqueeze", []string{scales, b.Ints(3, 4)})
+	values := b.Op("Cast", []string{blocks}, onnx.AttrInt("to", int64(onnx.TensorProto_FLOAT)))
+	return b.Op("Mul", []string{values, scales})
 }

@@ -1,0 +1,60 @@
+package llm
+
+import (
+	"fmt"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+)
+
+// kvDType is the KV cache element type a bundle's graph reads: int8 pages
+// when its geometry says so (kv_dtype "int8"), float32 otherwise.
+func kvDType(g bundle.Geometry) kvcache.DType {
+	if g.KVInt8() {
+		return kvcache.Int8
+	}
+	return kvcache.Float32
+}
+
+// wrapPools wraps the cache's per-layer pools once as tensors, zero copy
+// (they live in the cache's anonymous mapping, outside the Go heap):
+// key_cache.l and value_cache.l at pools[2l] and pools[2l+1], and for int8
+// pages their scales key_scale.l and value_scale.l at scales[2l], [2l+1].
+// Scatter quantises into the same memory, so the tensors always see the
+// current cache.
+func (m *Model) wrapPools() error {
+	c := m.cache
+	shape := c.PoolShape()
+	for l := range m.geom.Layers {
+		if c.Config().DType == kvcache.Int8 {
+			for _, pool := range [][]int8{c.KeyPoolInt8(l), c.ValuePoolInt8(l)} {
+				if err := wrapInto(&m.pools, shape, pool); err != nil {
+					return err
+				}
+			}
+			for _, scales := range [][]float32{c.KeyScales(l), c.ValueScales(l)} {
+				if err := wrapInto(&m.scales, c.ScaleShape(), scales); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		for _, pool := range [][]float32{c.KeyPool(l), c.ValuePool(l)} {
+			if err := wrapInto(&m.pools, shape, pool); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// wrapInto appends a zero-copy tensor over data to *dst.
+func wrapInto[T int8 | float32](dst *[]*ort.Tensor, shape []int64, data []T) error {
+	t, err := ort.NewTensor(shape, data)
+	if err != nil {
+		return fmt.Errorf("llm: wrap kv pool: %w", err)
+	}
+	*dst = append(*dst, t)
+	return nil
+}
