@@ -65,7 +65,7 @@ func QuantizeBundle(ctx context.Context, inDir, outDir string, opts Options) (*b
 	if ref.Manifest.Quantization != "" && ref.Manifest.Quantization != "fp32" {
 		return nil, nil, fmt.Errorf("%w: %s is already quantised (%s): quantise the fp32 reference", ErrModel, inDir, ref.Manifest.Quantization)
 	}
-	if abs1, _ := filepath.Abs(inDir); func() bool { abs2, _ := filepath.Abs(outDir); return abs1 == abs2 }() {
+	if sameDir(inDir, outDir) {
 		return nil, nil, fmt.Errorf("%w: --out must differ from --in", ErrModel)
 	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
@@ -161,4 +161,11 @@ func copyFile(from, to string) (err error) {
 		return fmt.Errorf("quant: copy %s: %w", from, err)
 	}
 	return nil
+}
+
+// sameDir reports whether two paths name the same directory.
+func sameDir(a, b string) bool {
+	x, errA := filepath.Abs(a)
+	y, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && x == y
 }
