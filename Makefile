@@ -48,6 +48,6 @@ test-arm64: setup
 	@command -v qemu-aarch64-static >/dev/null || { echo "make test-arm64: apt-get install qemu-user-static gcc-aarch64-linux-gnu"; exit 1; }
 	ONNXRUNTIME_LIB=$(ORT_CACHE)/linux-arm64/libonnxruntime.so.1 \
 	CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC=aarch64-linux-gnu-gcc \
-	$(GO) test -short -timeout 20m -exec "qemu-aarch64-static -L /usr/aarch64-linux-gnu" $(ARM64_PKGS)
+	$(GO) test -short -timeout 20m -exec "$(CURDIR)/platforms/qemu/exec-arm64.sh" $(ARM64_PKGS)
 
 ci: fmt-check vet test test-arm64
