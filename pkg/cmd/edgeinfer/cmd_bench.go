@@ -35,7 +35,8 @@ var benchIsTTY = func(w io.Writer) bool {
 
 func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("bench")
-	model := fs.String("model", "", "model bundle directory (required)")
+	model := fs.String("model", "", "model bundle directory, or NAME[@VERSION] with --store (required)")
+	storePath := fs.String("store", "", "offline model store (bbolt file) that --model names a model in")
 	profile := fs.String("profile", "", "built-in workload: "+strings.Join(loadgen.ProfileNames(), ", "))
 	specPath := fs.String("spec", "", "workload spec file (YAML or JSON; see go doc pkg/loadgen)")
 	out := fs.String("out", "bench-out", "directory for report.json, report.md and report.html")
@@ -65,7 +66,11 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 
-	cfg := engine.Config{Models: []engine.ModelSpec{{Dir: *model}}, KVBudgetBytes: *kvBudget}
+	mspec := engine.ModelSpec{Dir: *model}
+	if *storePath != "" {
+		mspec = engine.ModelSpec{Ref: *model}
+	}
+	cfg := engine.Config{Models: []engine.ModelSpec{mspec}, Store: *storePath, KVBudgetBytes: *kvBudget}
 	cfg.Session.IntraOpThreads = *threads
 	eng, err := engine.Open(ctx, cfg)
 	if err != nil {
