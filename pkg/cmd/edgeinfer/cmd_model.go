@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/quant"
 )
 
 func init() {
@@ -19,8 +21,8 @@ func init() {
 }
 
 const modelUsage = `usage:
-  edgeinfer model build --preset NAME --out DIR [--contract paged|compatible] [--block-size N] [--all-logits]
-  edgeinfer model import --hf DIR --out DIR [--name NAME] [--contract paged|compatible] [--block-size N] [--all-logits]
+  edgeinfer model build --preset NAME --out DIR [--contract paged|compatible] [--block-size N] [--all-logits] [--scheme int4-b32 [--keep lm_head]]
+  edgeinfer model import --hf DIR --out DIR [--name NAME] [--contract paged|compatible] [--block-size N] [--all-logits] [--scheme int4-b32 [--keep lm_head]]
 presets: `
 
 func runModel(ctx context.Context, stdout io.Writer, args []string) error {
@@ -42,6 +44,28 @@ type graphFlags struct {
 	blockSize int
 	allLogits bool
 	kvInt8    bool
+	// scheme and keep quantise while building (quant.NewEmitter): the
+	// weights are quantised one at a time as the builder emits them, so
+	// the fp32 model is never held whole.
+	scheme string
+	keep   []string
+}
+
+// register adds the flags both subcommands share.
+func (g *graphFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.contract, "contract", string(llama.ContractPaged), "decoder contract: paged or compatible")
+	fs.IntVar(&g.blockSize, "block-size", llama.DefaultBlockSize, "paged KV block size (tokens)")
+	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
+	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; half the KV memory)")
+	fs.StringVar(&g.scheme, "scheme", "fp32", "weight format: fp32, or quantise while building: int4-b32|int4-b64|int4-b128|int8|fp16 (+ -asym, -accN)")
+	fs.Func("keep", "with --scheme: keep weights whose names contain this fp32 (repeatable, comma-separated; e.g. lm_head, embed)", func(s string) error {
+		for _, k := range strings.Split(s, ",") {
+			if k = strings.TrimSpace(k); k != "" {
+				g.keep = append(g.keep, k)
+			}
+		}
+		return nil
+	})
 }
 
 func (g *graphFlags) options() (llama.Options, error) {
@@ -49,7 +73,17 @@ func (g *graphFlags) options() (llama.Options, error) {
 	if c != llama.ContractPaged && c != llama.ContractCompatible {
 		return llama.Options{}, fmt.Errorf("%w: --contract %q (want paged or compatible)", errUsage, g.contract)
 	}
-	return llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits, KVInt8: g.kvInt8}, nil
+	opts := llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits, KVInt8: g.kvInt8}
+	if g.scheme != "" && g.scheme != "fp32" {
+		em, err := quant.NewEmitter(g.scheme, g.keep...)
+		if err != nil {
+			return llama.Options{}, fmt.Errorf("%w: --scheme: %v", errUsage, err)
+		}
+		opts.Emitter = em
+	} else if len(g.keep) > 0 {
+		return llama.Options{}, fmt.Errorf("%w: --keep needs --scheme", errUsage)
+	}
+	return opts, nil
 }
 
 func runModelBuild(ctx context.Context, stdout io.Writer, args []string) error {
@@ -57,10 +91,7 @@ func runModelBuild(ctx context.Context, stdout io.Writer, args []string) error {
 	preset := fs.String("preset", "", "synthetic preset: "+strings.Join(llama.PresetNames(), ", "))
 	out := fs.String("out", "", "bundle directory to write")
 	var g graphFlags
-	fs.StringVar(&g.contract, "contract", string(llama.ContractPaged), "decoder contract: paged or compatible")
-	fs.IntVar(&g.blockSize, "block-size", llama.DefaultBlockSize, "paged KV block size (tokens)")
-	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
-	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; half the KV memory)")
+	g.register(fs)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -77,7 +108,7 @@ func runModelBuild(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	b, err := bundle.BuildDecoder(ctx, *out, bundle.DecoderSpec{
 		Name: *preset, Version: "1", Config: cfg, Weights: src, Options: opts,
-		CreatedBy: fmt.Sprintf("edgeinfer model build --preset %s --contract %s", *preset, opts.Contract),
+		CreatedBy: fmt.Sprintf("edgeinfer model build --preset %s --contract %s --scheme %s", *preset, opts.Contract, g.scheme),
 	})
 	if err != nil {
 		return err
@@ -92,10 +123,7 @@ func runModelImport(ctx context.Context, stdout io.Writer, args []string) error 
 	out := fs.String("out", "", "bundle directory to write")
 	name := fs.String("name", "", "bundle name (default: the checkpoint directory's name)")
 	var g graphFlags
-	fs.StringVar(&g.contract, "contract", string(llama.ContractPaged), "decoder contract: paged or compatible")
-	fs.IntVar(&g.blockSize, "block-size", llama.DefaultBlockSize, "paged KV block size (tokens)")
-	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
-	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; half the KV memory)")
+	g.register(fs)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
