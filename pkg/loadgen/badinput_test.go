@@ -102,6 +102,9 @@ phases:
 	if e := rep.Power.EnergyJ; e != nil && *e > 10*rep.WallS+1 {
 		t.Fatalf("energy %.3f J over %.2f s at 10 W: invented across a gap", *e, rep.WallS)
 	}
+	if v := rep.Verdicts[0]; v.Status != Retest || !strings.Contains(v.Reason, "evidence incomplete") {
+		t.Fatalf("energy per token over a gappy sensor: %+v, want retest (evidence incomplete)", v)
+	}
 	var md strings.Builder
 	if err := rep.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)

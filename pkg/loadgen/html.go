@@ -200,7 +200,8 @@ func curveChart(r *Report) string {
 }
 
 // timelineCharts draws TTFT per request, queue depth and decode rate, and
-// power/temperature, over the run with the phases as bands.
+// the power and temperature traces (or why there are none), over the run
+// with the phases as bands.
 func timelineCharts(r *Report) []string {
 	end := r.WallS
 	bands := func(c *chart) {
@@ -251,19 +252,7 @@ func timelineCharts(r *Report) []string {
 	c.polyline(toks, palette[2])
 	out = append(out, c.String())
 
-	c = newChart("Power and temperature", "time into run (s)", "W / °C", 1000, 200, 0, end, 0, 1)
-	c.axes()
-	bands(c)
-	if r.Power.EnergyJ == nil {
-		c.note("power: unavailable on this device (energy_j = null)", truncate(powerWhy(&r.Power), 140))
-	} else {
-		c.note(fmt.Sprintf("average %s W over %.1f s (%s, %s); per-sample series are not exported by pkg/power",
-			fmtPtr(r.Power.AvgW, 2), r.Power.MeasuredS, r.Power.Source, r.Power.Scope))
-	}
-	if len(r.Power.Thermal) == 0 {
-		c.text(c.px(end/2), c.h-c.bottom-10, "middle", "", "temperature: no thermal zone found")
-	}
-	out = append(out, c.String())
+	out = append(out, powerChart(r, bands), tempChart(r, bands))
 	return out
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
-	"github.com/edgeinfer/edgeinfer/pkg/power"
 )
 
 // Schema is the version of report.json's layout. A change that removes or
@@ -36,7 +35,7 @@ type Report struct {
 	// The run-wide headline figures, repeated from Overall.
 	GoodputTokS   *float64        `json:"goodput_tok_s"`
 	SLOAttainment *float64        `json:"slo_attainment"`
-	Power         power.Report    `json:"power"`
+	Power         PowerReport     `json:"power"`
 	Memory        *metrics.Memory `json:"memory"`
 	Versions      Versions        `json:"versions"`
 	Verdicts      []Verdict       `json:"verdicts"`
@@ -90,7 +89,10 @@ type RequestPoint struct {
 func BuildReport(res *Result) *Report {
 	s := &res.Spec
 	rep := &Report{Schema: Schema, Name: s.Name, Model: res.Model, Started: res.Start,
-		WallS: res.End.Sub(res.Start).Seconds(), Spec: *s, Power: res.Power,
+		WallS: res.End.Sub(res.Start).Seconds(), Spec: *s,
+		Power: PowerReport{Report: res.Power,
+			TraceW: downsample(res.PowerTrace, res.Start, res.End, maxTracePoints),
+			TempC:  downsample(res.TempTrace, res.Start, res.End, maxTracePoints)},
 		Versions: collectVersions(res), ClientErrors: res.ClientErrors, Notes: slices.Clone(res.Notes),
 		Workload: Workload{Prompts: res.PromptSource, Class: classOf(s.Class).String(), SLO: s.SLO, Input: s.Input, Output: s.Output}}
 	mem := memoryOf(res)

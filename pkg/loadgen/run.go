@@ -71,14 +71,18 @@ type SeriesPoint struct {
 
 // Result is everything a run observed; BuildReport digests it.
 type Result struct {
-	Spec         Spec
-	Model        string
-	Start, End   time.Time
-	Warmup       []*metrics.Timeline
-	Phases       []PhaseRun
-	Series       []SeriesPoint
-	Sweep        *SweepResult
-	Power        power.Report
+	Spec       Spec
+	Model      string
+	Start, End time.Time
+	Warmup     []*metrics.Timeline
+	Phases     []PhaseRun
+	Series     []SeriesPoint
+	Sweep      *SweepResult
+	Power      power.Report
+	// PowerTrace (W, primary source) and TempTrace (°C, hottest zone)
+	// are the sampler's series over the run; empty without a sensor.
+	PowerTrace   []power.TracePoint
+	TempTrace    []power.TracePoint
 	Models       []engine.ModelInfo
 	Sched        sched.Config
 	EngineConfig *engine.Config
@@ -225,7 +229,9 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		idleAfter.End = time.Now()
 	}
 	sampler.Stop()
-	res.Power = sampler.Report(power.Span{Start: res.Start, End: res.End}, idleBefore, idleAfter)
+	runSpan := power.Span{Start: res.Start, End: res.End}
+	res.Power = sampler.Report(runSpan, idleBefore, idleAfter)
+	res.PowerTrace, res.TempTrace = sampler.PowerTrace(runSpan), sampler.TempTrace(runSpan)
 	st := r.e.Stats()
 	res.KV = map[string]kvcache.Stats{}
 	for name, kv := range st.KV {

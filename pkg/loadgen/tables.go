@@ -55,7 +55,7 @@ func maxStable(r *Report) string {
 
 func powerLine(r *Report) string {
 	if r.Power.EnergyJ == nil {
-		return "unavailable: " + powerWhy(&r.Power)
+		return "unavailable: " + powerWhy(&r.Power.Report)
 	}
 	s := fmt.Sprintf("%.2f J, %s W avg (%s, %s)", *r.Power.EnergyJ, fmtPtr(r.Power.AvgW, 2), r.Power.Source, r.Power.Scope)
 	if r.Overall.OutputTokens > 0 {
@@ -104,7 +104,7 @@ func loadOf(p PhaseReport) string {
 }
 
 func powerRows(r *Report) [][]string {
-	p := &r.Power
+	p := &r.Power.Report
 	rows := [][]string{{"figure", "value"},
 		{"energy_j", fmtPtr(p.EnergyJ, 3)}, {"net_energy_j", fmtPtr(p.NetEnergyJ, 3)}, {"avg_w", fmtPtr(p.AvgW, 2)},
 		{"idle before / after (W)", fmtPtr(p.IdleWBefore, 2) + " / " + fmtPtr(p.IdleWAfter, 2)},

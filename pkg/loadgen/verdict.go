@@ -111,7 +111,8 @@ func latencyOf(l *metrics.Latency, dist string) *metrics.Quantiles {
 
 // metricValue reads a metric from a summary (and the power report for
 // energy); it returns the value (nil when not measured), the number of
-// samples behind it, and why it is missing.
+// samples behind it, and why it is missing or incomplete (a value with a
+// reason is shown but cannot pass).
 func metricValue(s *metrics.Summary, metric string, pw *power.Report) (*float64, int, string) {
 	if dist, q, ok := splitQuantile(metric); ok {
 		d := latencyOf(&s.Latency, dist)
@@ -135,11 +136,11 @@ func metricValue(s *metrics.Summary, metric string, pw *power.Report) (*float64,
 	}
 	switch metric {
 	case "slo_attainment":
-		return s.SLOAttainment, s.Requests, "no requests"
+		return orWhy(s.SLOAttainment, s.Requests, "no requests")
 	case "goodput_tok_s":
-		return s.GoodputTokS, s.Requests, "no wall time"
+		return orWhy(s.GoodputTokS, s.Requests, "no wall time")
 	case "throughput_tok_s":
-		return s.ThroughputTokS, s.Requests, "no wall time"
+		return orWhy(s.ThroughputTokS, s.Requests, "no wall time")
 	case "failure_rate":
 		if s.Requests == 0 {
 			return nil, 0, "no requests"
@@ -157,9 +158,33 @@ func metricValue(s *metrics.Summary, metric string, pw *power.Report) (*float64,
 			return nil, 0, "no output tokens"
 		}
 		v := *pw.EnergyJ / float64(s.OutputTokens)
+		if gaps := primaryGaps(pw); gaps > 0 {
+			// The energy covers only the stretches between the gaps while
+			// the tokens cover the whole run: the ratio understates the
+			// cost, so it cannot pass a limit. It is still reported.
+			return &v, pw.Samples, fmt.Sprintf("energy has %d gap(s) in the %s readings (a vanished file or a counter reset): joules over part of the run, tokens over all of it", gaps, pw.Source)
+		}
 		return &v, pw.Samples, ""
 	}
 	return nil, 0, "unknown metric"
+}
+
+// orWhy returns why only when v is missing.
+func orWhy(v *float64, n int, why string) (*float64, int, string) {
+	if v != nil {
+		why = ""
+	}
+	return v, n, why
+}
+
+// primaryGaps is the number of gaps in the primary source's samples.
+func primaryGaps(pw *power.Report) int {
+	for _, sr := range pw.Sources {
+		if sr.Name == pw.Source {
+			return sr.Gaps
+		}
+	}
+	return 0
 }
 
 // powerWhy summarises why a power report has no energy.
@@ -206,8 +231,14 @@ func judge(t Threshold, s *metrics.Summary, warm *metrics.Summary, sweep *SweepR
 	val, n, why := metricValue(s, t.Metric, pw)
 	v.Value, v.Samples = val, n
 	switch {
-	case val == nil:
+	case val == nil || why != "":
+		// No value, or a value whose evidence has holes: retest.
 		v.Status, v.Reason = Retest, "evidence incomplete: "+why
+		if val != nil {
+			if bad := violates(t, *val); bad != "" {
+				v.Reason += " (measured " + bad + ")"
+			}
+		}
 	case n < v.MinSamples:
 		v.Status, v.Reason = Retest, fmt.Sprintf("too few samples: %d < %d", n, v.MinSamples)
 		if bad := violates(t, *val); bad != "" {
