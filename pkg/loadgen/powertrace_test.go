@@ -216,4 +216,3 @@ func yOf(t *testing.T, pt string) float64 {
 	}
 	return v
 }
-
