@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/sched"
+)
+
+// buildSmall builds a decoder between tiny-test and synthetic-110m (4
+// layers, hidden 256, ~4 M parameters): big enough that a prompt's prefill
+// costs more than ONNX Runtime's per-run overhead, as on a real model, so
+// a TTFT ratio measures the scheduler rather than that overhead.
+func buildSmall(t testing.TB) string {
+	t.Helper()
+	cfg, _, err := llama.Preset("tiny-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HiddenSize, cfg.IntermediateSize, cfg.NumHiddenLayers = 256, 1024, 4
+	cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim = 4, 2, 64
+	dir := t.TempDir()
+	if _, err := bundle.BuildDecoder(context.Background(), dir, bundle.DecoderSpec{
+		Name: "small", Version: "1", Config: cfg, Weights: llama.SyntheticSource{C: cfg, Seed: 5}, CreatedBy: "engine test",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// firstToken runs a one-token request of the given class to its end.
+func firstToken(t *testing.T, e *Engine, prompt []int32, class sched.Class) {
+	t.Helper()
+	for _, err := range e.GenerateTokens(context.Background(), "small", prompt, GenerateOptions{MaxTokens: 1, Class: class}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ttftsOf returns the TTFTs the scheduler stamped (arrived → first token)
+// for the completed requests of class c among recs: the engine's latency,
+// without the test goroutines' own wake-up delays on a busy machine.
+func ttftsOf(recs []sched.Timeline, c sched.Class) []time.Duration {
+	var d []time.Duration
+	for _, r := range recs {
+		if r.Class == c && r.Outcome == sched.OutcomeCompleted {
+			d = append(d, r.TTFT())
+		}
+	}
+	return d
+}
+
+// Priority isolation on the real tiny model: the TTFT p99 of interactive
+// requests while batch-class work saturates the engine (more batch streams
+// than MaxBatch, so batch work is always queued) stays within 1.5× of the
+// p99 alone, plus the step in flight at arrival and a slack for a shared,
+// noisy machine (and so does the median, which noise moves less); a control request sent as batch class under the same load shows
+// the check can fail: it waits behind the background and breaks the bound.
+func TestPriorityIsolation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a few seconds of saturating load")
+	}
+	needORT(t)
+	ctx := context.Background()
+	e, err := Open(ctx, Config{
+		Models:  []ModelSpec{{Dir: buildSmall(t)}},
+		Session: ort.Options{IntraOpThreads: 1},
+		// an interactive prompt is one chunk; batch prompts are short
+		Sched: sched.Config{MaxBatch: 8, ChunkSize: 128},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := e.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	const probes = 40
+	// probes 30 ms apart: each arrival finds the engine as the background
+	// keeps it, not still recomputing what the previous probe preempted
+	probe := func(off int) []time.Duration {
+		_ = e.Records()
+		for i := range probes {
+			firstToken(t, e, ids(96, off+i), sched.ClassInteractive)
+			time.Sleep(30 * time.Millisecond)
+		}
+		recs := e.Records()
+		return ttftsOf(recs, sched.ClassInteractive)
+	}
+	probe(900) // warm-up: binds the shapes, grows the arenas
+	alone := probe(100)
+
+	bgCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for g := range 12 {
+		wg.Go(func() {
+			for k := 0; bgCtx.Err() == nil; k++ {
+				for _, err := range e.GenerateTokens(bgCtx, "small", ids(16, 7*g+k), GenerateOptions{MaxTokens: 400, Class: sched.ClassBatch}) {
+					if err != nil {
+						break
+					}
+				}
+			}
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st := e.Stats().Sched; st.Running < 8 || st.QueuedIn(sched.ClassBatch) == 0; st = e.Stats().Sched {
+		if time.Now().After(deadline) {
+			t.Fatalf("background never saturated the engine: %+v", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 5 { // warm-up under load: the mixed step shapes get bound
+		firstToken(t, e, ids(96, 500+i), sched.ClassInteractive)
+	}
+	loaded := probe(200)
+	_ = e.Records()
+	firstToken(t, e, ids(96, 300), sched.ClassBatch)
+	var control time.Duration
+	for _, r := range e.Records() {
+		if r.Class == sched.ClassBatch && r.PromptTokens == 96 { // not the background's 16
+			control = r.TTFT()
+		}
+	}
+	stop()
+	wg.Wait()
+	alone = append(alone, probe(400)...) // alone again: both sides of the load
+
+	pa, pl := quantile(alone, 0.99), quantile(loaded, 0.99)
+	// The step in flight when a request arrives cannot be interrupted: the
+	// bound adds one loaded step (the scheduler's own estimate) and a fixed
+	// slack for a shared machine to the goal of 1.5× alone.
+	step := e.Stats().Sched.StepTime
+	const slack = 5 * time.Millisecond
+	bound := pa*3/2 + step + slack
+	t.Logf("interactive TTFT p50/p99 alone %v/%v, beside saturating batch work %v/%v (p99 %.2f×, goal ≤ 1.5×; bound 1.5×p99 + step %v + %v = %v); batch-class control %v; preemptions %d",
+		quantile(alone, 0.5), pa, quantile(loaded, 0.5), pl, float64(pl)/float64(pa), step, slack, bound, control, e.Stats().Sched.Preemptions)
+	if len(alone) != 2*probes || len(loaded) != probes {
+		t.Fatalf("%d and %d interactive records, want %d and %d", len(alone), len(loaded), 2*probes, probes)
+	}
+	if ml, ma := quantile(loaded, 0.5), quantile(alone, 0.5); ml > ma*3/2+step+slack {
+		t.Errorf("interactive TTFT p50 under batch load %v exceeds 1.5× alone (%v) + one step %v + %v", ml, ma, step, slack)
+	}
+	if pl > bound {
+		t.Errorf("interactive TTFT p99 under batch load %v exceeds 1.5× alone (%v) + one step %v + %v", pl, pa, step, slack)
+	}
+	if control <= bound {
+		t.Errorf("the batch-class control (%v) met the bound %v: the load did not saturate, so the test proves nothing", control, bound)
+	}
+}
