@@ -12,8 +12,8 @@ import (
 // decoder builder emits it, so a large model is quantised while it is built
 // and never held as fp32 whole: int4/int8 weights become
 // com.microsoft.MatMulNBits, fp16 weights a float16 initializer with a Cast.
-// Embedding tables stay fp32 (fp16 under the fp16 scheme): MatMulNBits has
-// no row lookup.
+// Embedding tables become com.microsoft.GatherBlockQuantized under int4/int8
+// (fp16 under the fp16 scheme) unless kept.
 //
 // An Emitter is not safe for concurrent use; the builder calls it from one
 // goroutine. Layers returns the table of what it did.
@@ -105,10 +105,23 @@ func (e *Emitter) Linear(b *onnx.Builder, name, x string, w llama.Tensor, bias [
 	return y, b.Err()
 }
 
-// Embedding emits the row lookup: fp32 Gather, or under fp16 a Gather of a
+// Embedding emits the row lookup: under int4/int8 (unless kept, or the
+// hidden size is not a multiple of the block size) a
+// com.microsoft.GatherBlockQuantized of a block-quantised table; else an
+// fp32 Gather, or under fp16 a Gather of a
 // float16 table followed by a Cast of the gathered rows (so the table stays
 // half size in memory too).
 func (e *Emitter) Embedding(b *onnx.Builder, name, ids string, table llama.Tensor) (string, error) {
+	if embedQuantizable(e.scheme, table.Shape) && !keepMatch(name, e.Keep) && len(table.Data) == table.Shape[0]*table.Shape[1] {
+		// int4/int8: GatherBlockQuantized (embed.go) keeps the table
+		// quantised in memory and dequantises only the gathered rows.
+		y, l, err := embedBuilder(b, e.scheme, name, ids, table.Data, table.Shape[0], table.Shape[1])
+		if err != nil {
+			return "", err
+		}
+		e.layers = append(e.layers, l)
+		return y, nil
+	}
 	if e.scheme.Format != FormatFP16 || keepMatch(name, e.Keep) {
 		sz := int64(4 * len(table.Data))
 		e.layers = append(e.layers, Layer{Name: name, Shape: table.Shape, Format: "fp32 (kept)", BytesBefore: sz, BytesAfter: sz})

@@ -42,8 +42,9 @@ type Result struct {
 // com.microsoft.MatMulNBits over B transposed to [N, K], or, under fp16, by
 // a float16 initializer and a Cast. Weights are read one at a time (external
 // data included) and written at once to out's data file, so memory holds
-// about one weight beyond the graph. Embedding tables (Gather) are left as
-// they are.
+// about one weight beyond the graph. Under int4/int8, embedding tables
+// (Gather on axis 0 of a constant [vocab, hidden]) become
+// com.microsoft.GatherBlockQuantized unless kept (embed.go).
 //
 // A graph with no such weight returns ErrNothingToQuantize and writes
 // nothing; a constant MatMul weight of another float type returns ErrDType.
@@ -314,6 +315,13 @@ func (p *pass) run(ctx context.Context, m *onnx.ModelProto, plan []target) (*Res
 		}
 		res.Layers = append(res.Layers, Layer{Name: tg.weight, Shape: []int{nn, k}, Format: res.Scheme, BytesBefore: before, BytesAfter: q.Bytes(), RelRMS: relRMS})
 		p.log.Debug("quantised", "weight", tg.weight, "n", nn, "k", k, "rel_rms", relRMS)
+	}
+	if p.opts.Scheme.Format != FormatFP16 {
+		emb, err := p.quantizeGathers(res, replaced, drop)
+		if err != nil {
+			return nil, err
+		}
+		added = append(added, emb...)
 	}
 	nodes := append([]*onnx.NodeProto(nil), prepend...)
 	for i, n := range p.g.Node {
