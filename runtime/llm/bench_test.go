@@ -78,11 +78,13 @@ func benchBundle(b *testing.B, contract llama.Contract) *bundle.Bundle {
 }
 
 // benchModel loads the bundle with two threads and a KV cache large enough
-// for 8 rows of 2048 tokens plus the steps decoded on top.
-func benchModel(b *testing.B, bd *bundle.Bundle) *Model {
+// for 8 rows of 2048 tokens plus the steps decoded on top. Two models run
+// alternately need noSpin (ort.Options.NoSpinning): each session's pool
+// spinning against the other's was measured 3-4× slower.
+func benchModel(b *testing.B, bd *bundle.Bundle, noSpin bool) *Model {
 	b.Helper()
 	m, err := Load(context.Background(), bd, Options{
-		Session:            ort.Options{IntraOpThreads: 2},
+		Session:            ort.Options{IntraOpThreads: 2, NoSpinning: noSpin},
 		KVBudgetBytes:      640 << 20,
 		DisablePrefixCache: true,
 		MaxBatch:           8,
@@ -200,7 +202,7 @@ const stepsPerReset = 8
 // pre-bound inputs, alternated pair by pair at context 128. Goal ≤ 5 %.
 func BenchmarkDecodeExecutorOverhead(b *testing.B) {
 	needBench(b)
-	m := benchModel(b, benchBundle(b, llama.ContractPaged))
+	m := benchModel(b, benchBundle(b, llama.ContractPaged), false)
 	const ctxLen, pairs = 128, 40
 	for _, B := range []int{1, 8} {
 		b.Run(fmt.Sprintf("B=%d", B), func(b *testing.B) {
@@ -231,11 +233,12 @@ func BenchmarkDecodeExecutorOverhead(b *testing.B) {
 // the graph) and the compatible one (the executor gathers each row's past
 // into a padded buffer and copies the new rows out of present), at batch 1
 // and 8 and context 128, 512 and 2048, alternating the two models step by
-// step. paged/compat < 1 means the paged graph is faster.
+// step (both sessions without spinning, see benchModel). paged/compat < 1
+// means the paged graph is faster.
 func BenchmarkDecodePagedVsCompatible(b *testing.B) {
 	needBench(b)
-	paged := benchModel(b, benchBundle(b, llama.ContractPaged))
-	compat := benchModel(b, benchBundle(b, llama.ContractCompatible))
+	paged := benchModel(b, benchBundle(b, llama.ContractPaged), true)
+	compat := benchModel(b, benchBundle(b, llama.ContractCompatible), true)
 	const pairs = 16
 	for _, B := range []int{1, 8} {
 		for _, ctxLen := range []int{128, 512, 2048} {
@@ -270,7 +273,7 @@ func BenchmarkDecodePagedVsCompatible(b *testing.B) {
 // context 128: B tokens per step over the median step time.
 func BenchmarkDecodeTokensPerSecond(b *testing.B) {
 	needBench(b)
-	m := benchModel(b, benchBundle(b, llama.ContractPaged))
+	m := benchModel(b, benchBundle(b, llama.ContractPaged), false)
 	const ctxLen, steps = 128, 24
 	for _, B := range []int{1, 4, 8} {
 		b.Run(fmt.Sprintf("B=%d", B), func(b *testing.B) {
