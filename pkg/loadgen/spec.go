@@ -329,6 +329,8 @@ func (d Dist) validate(field string, floor int) []error {
 				add(".mean", "must be finite")
 			}
 		}
+	case "":
+		add(".kind", "missing: set %s to {kind: fixed, value: N}, {kind: uniform, min: A, max: B} or {kind: normal, ...}", field)
 	default:
 		add(".kind", "must be fixed, uniform or normal, not %q", d.Kind)
 	}
