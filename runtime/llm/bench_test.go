@@ -37,15 +37,19 @@ func needBench(b *testing.B) {
 	needORT(b)
 }
 
-// benchBundle returns the preset built in contract, from the cache dir when
+// benchBundle returns the preset built with opts, from the cache dir when
 // an intact copy is there (bundle.Load re-checks every sha256).
-func benchBundle(b *testing.B, contract llama.Contract) *bundle.Bundle {
+func benchBundle(b *testing.B, opts llama.Options) *bundle.Bundle {
 	b.Helper()
 	root, err := os.UserCacheDir()
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir := filepath.Join(root, "edgeinfer", "bench", benchPreset+"-"+string(contract))
+	name := benchPreset + "-" + string(opts.Contract)
+	if opts.KVInt8 {
+		name += "-kvint8"
+	}
+	dir := filepath.Join(root, "edgeinfer", "bench", name)
 	if bd, err := bundle.Load(dir); err == nil {
 		return bd
 	}
@@ -59,7 +63,7 @@ func benchBundle(b *testing.B, contract llama.Contract) *bundle.Bundle {
 	}
 	_, err = bundle.BuildDecoder(context.Background(), tmp, bundle.DecoderSpec{
 		Name: benchPreset, Version: "1", Config: cfg, Weights: src,
-		Options: llama.Options{Contract: contract}, CreatedBy: "llm bench",
+		Options: opts, CreatedBy: "llm bench",
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -80,9 +84,13 @@ func benchBundle(b *testing.B, contract llama.Contract) *bundle.Bundle {
 // benchModel loads the bundle with two threads and a KV cache large enough
 // for 8 rows of 2048 tokens plus the steps decoded on top. Two models run
 // alternately need noSpin (ort.Options.NoSpinning): each session's pool
-// spinning against the other's was measured 3-4× slower.
+// spinning against the other's was measured 3-4× slower. A single model
+// spins only with EDGEINFER_BENCH_SPIN=1: on a shared, oversubscribed host
+// spinning workers fight the other processes for the cores (measured here
+// at load ~9 on 2 cores: a batch-1 step of 170 ms spinning, ~55 ms not).
 func benchModel(b *testing.B, bd *bundle.Bundle, noSpin bool) *Model {
 	b.Helper()
+	noSpin = noSpin || os.Getenv("EDGEINFER_BENCH_SPIN") == ""
 	m, err := Load(context.Background(), bd, Options{
 		Session:            ort.Options{IntraOpThreads: 2, NoSpinning: noSpin},
 		KVBudgetBytes:      640 << 20,
@@ -202,7 +210,7 @@ const stepsPerReset = 8
 // pre-bound inputs, alternated pair by pair at context 128. Goal ≤ 5 %.
 func BenchmarkDecodeExecutorOverhead(b *testing.B) {
 	needBench(b)
-	m := benchModel(b, benchBundle(b, llama.ContractPaged), false)
+	m := benchModel(b, benchBundle(b, llama.Options{Contract: llama.ContractPaged}), false)
 	const ctxLen, pairs = 128, 40
 	for _, B := range []int{1, 8} {
 		b.Run(fmt.Sprintf("B=%d", B), func(b *testing.B) {
@@ -237,8 +245,8 @@ func BenchmarkDecodeExecutorOverhead(b *testing.B) {
 // means the paged graph is faster.
 func BenchmarkDecodePagedVsCompatible(b *testing.B) {
 	needBench(b)
-	paged := benchModel(b, benchBundle(b, llama.ContractPaged), true)
-	compat := benchModel(b, benchBundle(b, llama.ContractCompatible), true)
+	paged := benchModel(b, benchBundle(b, llama.Options{Contract: llama.ContractPaged}), true)
+	compat := benchModel(b, benchBundle(b, llama.Options{Contract: llama.ContractCompatible}), true)
 	const pairs = 16
 	for _, B := range []int{1, 8} {
 		for _, ctxLen := range []int{128, 512, 2048} {
@@ -273,7 +281,7 @@ func BenchmarkDecodePagedVsCompatible(b *testing.B) {
 // context 128: B tokens per step over the median step time.
 func BenchmarkDecodeTokensPerSecond(b *testing.B) {
 	needBench(b)
-	m := benchModel(b, benchBundle(b, llama.ContractPaged), false)
+	m := benchModel(b, benchBundle(b, llama.Options{Contract: llama.ContractPaged}), false)
 	const ctxLen, steps = 128, 24
 	for _, B := range []int{1, 4, 8} {
 		b.Run(fmt.Sprintf("B=%d", B), func(b *testing.B) {
@@ -292,5 +300,43 @@ func BenchmarkDecodeTokensPerSecond(b *testing.B) {
 				b.ReportMetric(float64(B)*1000/median(st), "tok/s")
 			}
 		})
+	}
+}
+
+// BenchmarkDecodeKVInt8 compares paged decode steps reading fp32 KV pages
+// with the same weights reading int8 pages (dequantised in the graph after
+// the gather; the Go scatter quantises), alternated step by step, at
+// batch 1 and 8 and context 512 and 2048. int8/fp32 > 1 is the price of
+// half the KV memory.
+func BenchmarkDecodeKVInt8(b *testing.B) {
+	needBench(b)
+	fp := benchModel(b, benchBundle(b, llama.Options{Contract: llama.ContractPaged}), true)
+	q := benchModel(b, benchBundle(b, llama.Options{Contract: llama.ContractPaged, KVInt8: true}), true)
+	const pairs = 16
+	for _, B := range []int{1, 8} {
+		for _, ctxLen := range []int{512, 2048} {
+			b.Run(fmt.Sprintf("B=%d/ctx=%d", B, ctxLen), func(b *testing.B) {
+				for b.Loop() {
+					f := newDecodeRows(b, fp, B, ctxLen)
+					defer f.release()
+					i8 := newDecodeRows(b, q, B, ctxLen)
+					defer i8.release()
+					f.step(b)
+					i8.step(b)
+					var ft, qt, ratio []float64
+					for i := range pairs {
+						if i%stepsPerReset == 0 {
+							f.reset(b, B, ctxLen)
+							i8.reset(b, B, ctxLen)
+						}
+						x, y := ms(f.step(b)), ms(i8.step(b))
+						ft, qt, ratio = append(ft, x), append(qt, y), append(ratio, y/x)
+					}
+					b.ReportMetric(median(ft), "fp32-ms")
+					b.ReportMetric(median(qt), "int8-ms")
+					b.ReportMetric(median(ratio), "int8/fp32")
+				}
+			})
+		}
 	}
 }

@@ -1,0 +1,85 @@
+package llama
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+)
+
+// The int8 graph reads q × scale[head, block]: fed int8 pools and scales,
+// it must give what the fp32 graph gives on the dequantised pools — the
+// same float32 products, so the logits and new K/V agree to rounding.
+func TestKVInt8MatchesDequantisedPools(t *testing.T) {
+	needORT(t)
+	c, src := tinyModel(t)
+	fp := newSession(t, c, src, Options{})
+	q8 := newSession(t, c, src, Options{KVInt8: true})
+	const bs, blocks = DefaultBlockSize, 9
+	hkv, hd := c.NumKeyValueHeads, c.HeadDim
+	rng := rand.New(rand.NewPCG(7, 8))
+	type layerPools struct {
+		q      [2][]int8
+		scales [2][]float32
+		deq    [2][]float32
+	}
+	pools := make([]layerPools, c.NumHiddenLayers)
+	for l := range pools {
+		for kv := range 2 {
+			q := make([]int8, hkv*blocks*bs*hd)
+			sc := make([]float32, hkv*blocks)
+			deq := make([]float32, len(q))
+			for i := range sc {
+				sc[i] = 0.001 + rng.Float32()*0.05
+			}
+			for i := range q {
+				q[i] = int8(rng.IntN(255) - 127)
+				h, blk := i/(blocks*bs*hd), i/(bs*hd)%blocks
+				deq[i] = float32(q[i]) * sc[h*blocks+blk]
+			}
+			pools[l].q[kv], pools[l].scales[kv], pools[l].deq[kv] = q, sc, deq
+		}
+	}
+	// two rows, 20 and 33 cached tokens, in scattered blocks
+	table := []int64{5, 2, 0, 8, 3, 7, 1, 4}
+	ctxLens := []int64{20, 33}
+	ids := randomIDs(3, 2, c.VocabSize)
+	feed := func(r *runner, int8Pools bool) {
+		set(r, "input_ids", []int64{2, 1}, ids)
+		set(r, "position_ids", []int64{2, 1}, ctxLens)
+		set(r, "block_tables", []int64{2, 4}, table)
+		set(r, "context_lens", []int64{2}, ctxLens)
+		set(r, "last_index", []int64{2}, []int64{0, 0})
+		shape := []int64{int64(hkv), blocks, bs, int64(hd)}
+		for l, p := range pools {
+			li := strconv.Itoa(l)
+			for kv, kind := range []string{"key", "value"} {
+				if int8Pools {
+					set(r, kind+"_cache."+li, shape, p.q[kv])
+					set(r, kind+"_scale."+li, []int64{int64(hkv), blocks}, p.scales[kv])
+				} else {
+					set(r, kind+"_cache."+li, shape, p.deq[kv])
+				}
+			}
+		}
+	}
+	rf, rq := newRunner(t), newRunner(t)
+	feed(rf, false)
+	feed(rq, true)
+	want, got := rf.run(fp), rq.run(q8)
+	for _, name := range []string{"logits", "new_keys.1", "new_values.1"} {
+		if d := maxDiff(got[name].data, want[name].data); d > 1e-5 {
+			t.Errorf("%s: int8 pools differ from dequantised fp32 pools by %g", name, d)
+		}
+	}
+}
+
+func TestKVInt8Options(t *testing.T) {
+	c, src := tinyModel(t)
+	err := Build(onnx.NewBuilder("t"), c, src, Options{Contract: ContractCompatible, KVInt8: true})
+	if !errors.Is(err, ErrOptions) {
+		t.Fatalf("compatible + KVInt8: %v, want ErrOptions", err)
+	}
+}
