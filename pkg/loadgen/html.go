@@ -60,10 +60,19 @@ code{background:#f4f4f4;padding:0 3px}</style></head><body>
 	return err
 }
 
-// writeHTMLTable writes rows (the first is the header); a first column is
+// writeHTMLTable writes rows (the first is the header); figures are
+// right-aligned so their digits line up, text (the first column, a cell
+// marked with a leading NUL, anything not starting with a figure) is
 // left-aligned, and a cell equal to a verdict status is coloured.
 func writeHTMLTable(b *strings.Builder, rows [][]string) {
 	b.WriteString("<table>")
+	// A header sits over its column: left over text, right over figures.
+	textCol := map[int]bool{}
+	if len(rows) > 1 {
+		for j, cell := range rows[1] {
+			textCol[j] = strings.HasPrefix(cell, "\x00") || !figure(cell)
+		}
+	}
 	for i, row := range rows {
 		b.WriteString("<tr>")
 		for j, cell := range row {
@@ -71,7 +80,7 @@ func writeHTMLTable(b *strings.Builder, rows [][]string) {
 			if i == 0 {
 				tag = "th"
 			}
-			if j == 0 || strings.HasPrefix(cell, "\x00") {
+			if j == 0 || strings.HasPrefix(cell, "\x00") || (i > 0 && !figure(cell)) || (i == 0 && textCol[j]) {
 				class = ` class="l"`
 			}
 			cell = strings.TrimPrefix(cell, "\x00")
@@ -83,6 +92,14 @@ func writeHTMLTable(b *strings.Builder, rows [][]string) {
 		b.WriteString("</tr>")
 	}
 	b.WriteString("</table>\n")
+}
+
+// figure reports whether a cell reads as a number ("12.5", "-3", "2 / 4",
+// "n/a / 1.0") rather than text.
+func figure(cell string) bool {
+	cell = strings.TrimPrefix(cell, "n/a")
+	cell = strings.TrimLeft(cell, " /+-")
+	return cell == "" || (cell[0] >= '0' && cell[0] <= '9')
 }
 
 func cdfChart(r *Report, name string, get func(RequestPoint) *float64) string {
@@ -130,6 +147,15 @@ func cdfChart(r *Report, name string, get func(RequestPoint) *float64) string {
 	return c.String()
 }
 
+// sweepAbbrev is the short label of a sweep's load: c for concurrency, r
+// for rate.
+func sweepAbbrev(mode string) string {
+	if mode == "rate" {
+		return "r"
+	}
+	return "c"
+}
+
 func verticalLimit(c *chart, x float64, label string) string {
 	if x < c.x0 || x > c.x1 {
 		return ""
@@ -173,7 +199,7 @@ func curveChart(r *Report) string {
 			ymax = max(ymax, *t.Max*1.1)
 		}
 	}
-	c := newChart(fmt.Sprintf("Throughput vs TTFT p99 (sweep over %s; green = stable)", r.Sweep.Mode), "throughput (tok/s)", "TTFT p99 (ms)",
+	c := newChart(fmt.Sprintf("Throughput vs TTFT p99 (sweep over %s, %s=…; green = stable, red = SLOs missed)", r.Sweep.Mode, sweepAbbrev(r.Sweep.Mode)), "throughput (tok/s)", "TTFT p99 (ms)",
 		1000, 320, 0, slices.Max(xs)*1.15, 0, ymax)
 	c.axes()
 	var line [][2]float64
@@ -188,7 +214,13 @@ func curveChart(r *Report) string {
 			col = "#c62828"
 		}
 		c.points([][2]float64{xy}, col, 5)
-		c.text(c.px(xy[0])+7, c.py(xy[1])-7, "start", "", fmt.Sprintf("%s=%g", r.Sweep.Mode, p.Load))
+		// Low loads crowd together at the left: alternate the labels
+		// above and below their points.
+		dy := -8.0
+		if len(line)%2 == 0 {
+			dy = 16
+		}
+		c.text(c.px(xy[0])+7, c.py(xy[1])+dy, "start", "", fmt.Sprintf("%s=%g", sweepAbbrev(r.Sweep.Mode), p.Load))
 	}
 	c.polyline(line, "#888")
 	for _, t := range r.Spec.Thresholds {
@@ -207,6 +239,16 @@ func timelineCharts(r *Report) []string {
 	bands := func(c *chart) {
 		for i, p := range r.Phases {
 			c.band(p.StartS, p.EndS, palette[i%len(palette)], p.Name)
+		}
+		if r.Sweep != nil {
+			short := sweepAbbrev(r.Sweep.Mode)
+			for i, p := range r.Sweep.Points {
+				fill := "#999"
+				if i%2 == 1 {
+					fill = "#555"
+				}
+				c.band(p.StartS, p.EndS, fill, fmt.Sprintf("%s=%g", short, p.Load))
+			}
 		}
 	}
 	var out []string
@@ -243,7 +285,7 @@ func timelineCharts(r *Report) []string {
 	bands(c)
 	c.polyline(queued, palette[5])
 	c.polyline(running, palette[0])
-	c.legend([]string{"queued", "running (holding KV)"}, []string{palette[5], palette[0]})
+	c.legendAbove([]string{"queued", "running (holding KV)"}, []string{palette[5], palette[0]})
 	out = append(out, c.String())
 
 	c = newChart("Decode throughput", "time into run (s)", "tokens/s", 1000, 220, 0, end, 0, tmax)

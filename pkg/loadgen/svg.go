@@ -100,14 +100,26 @@ func (c *chart) hline(y float64, color, label string) {
 	c.text(c.w-c.right-4, c.py(y)-4, "end", "", label)
 }
 
-// legend lists series names with their colours, top right.
+// legend lists series names with their colours in the bottom-right
+// corner of the plot, where a CDF has no line.
 func (c *chart) legend(names, colors []string) {
-	y := c.top + 14
+	y := c.h - c.bottom - 8 - float64(len(names)-1)*15
 	for i, n := range names {
-		x := c.w - c.right - 150
+		x := c.w - c.right - 170
 		fmt.Fprintf(&c.b, `<rect x="%g" y="%g" width="10" height="10" fill="%s"/>`, x, y-9, colors[i])
 		c.text(x+14, y, "start", "", n)
 		y += 15
+	}
+}
+
+// legendAbove lists series names in one row above the plot, left of the
+// centred title, for charts whose lines fill every corner.
+func (c *chart) legendAbove(names, colors []string) {
+	x := c.left
+	for i, n := range names {
+		fmt.Fprintf(&c.b, `<rect x="%g" y="%g" width="10" height="10" fill="%s"/>`, x, c.top-15, colors[i])
+		c.text(x+14, c.top-6, "start", "", n)
+		x += 14 + 7*float64(len([]rune(n))) + 16
 	}
 }
 

@@ -21,7 +21,11 @@ type SweepPoint struct {
 	TTFTP99        *float64 `json:"ttft_p99_ms"`
 	TPOTP99        *float64 `json:"tpot_p99_ms"`
 	ITLP99         *float64 `json:"itl_p99_ms"`
-	Stable         bool     `json:"stable"`
+	// StartS and EndS place the trial (its drain included) in the run,
+	// in seconds, for the timeline.
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"`
+	Stable bool    `json:"stable"`
 	// Why says which criterion failed on an unstable point.
 	Why string `json:"why,omitempty"`
 }
@@ -131,7 +135,8 @@ func (r *runner) trial(ctx context.Context, w Sweep, load, minAtt float64) (Swee
 	sum := metrics.Summarize(tls, metrics.SummaryOptions{})
 	p := SweepPoint{Load: load, Requests: sum.Requests, ThroughputTokS: sum.ThroughputTokS,
 		GoodputTokS: sum.GoodputTokS, SLOAttainment: sum.SLOAttainment,
-		TTFTP50: sum.TTFTMs.P50, TTFTP99: sum.TTFTMs.P99, TPOTP99: sum.TPOTMs.P99, ITLP99: sum.ITLMs.P99, Stable: true}
+		TTFTP50: sum.TTFTMs.P50, TTFTP99: sum.TTFTMs.P99, TPOTP99: sum.TPOTMs.P99, ITLP99: sum.ITLMs.P99, Stable: true,
+		StartS: start.Sub(r.start).Seconds(), EndS: time.Since(r.start).Seconds()}
 	if sum.SLOAttainment == nil || *sum.SLOAttainment < minAtt {
 		p.Stable = false
 		p.Why = fmt.Sprintf("slo_attainment %s < %g", fmtPtr(sum.SLOAttainment, 3), minAtt)

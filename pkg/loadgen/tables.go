@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
 // The tables below are shared by the Markdown and HTML reports: each is
@@ -156,7 +157,7 @@ func versionRows(r *Report) [][]string {
 	for _, m := range v.Models {
 		rows = append(rows, []string{"model", fmt.Sprintf("%s %s (%s, %s contract)", m.Name, m.Version, m.Kind, m.Contract)},
 			[]string{"digest", "\x00" + m.Digest}, []string{"quantisation", orNone(m.Quantization)},
-			[]string{"provider", providerLine(m.Provider, m.Attempts)}, []string{"ONNX Runtime", m.ORTVersion})
+			[]string{"provider", "\x00" + providerLine(m.Provider, m.Attempts)}, []string{"ONNX Runtime", m.ORTVersion})
 		if g := m.Geometry; g != nil {
 			rows = append(rows, []string{"geometry", fmt.Sprintf("%d layers, %d heads, %d KV heads, head dim %d, vocab %d, max positions %d, block %d",
 				g.Layers, g.Heads, g.KVHeads, g.HeadDim, g.Vocab, g.MaxPositions, g.BlockSize)})
@@ -168,12 +169,19 @@ func versionRows(r *Report) [][]string {
 	return rows
 }
 
-func providerLine(p string, attempts any) string {
-	b, _ := json.Marshal(attempts)
-	if string(b) == "null" {
+// providerLine names the chosen provider and, in order, why each provider
+// tried before it was skipped.
+func providerLine(p string, attempts []ort.ProviderAttempt) string {
+	var skipped []string
+	for _, a := range attempts {
+		if !a.Chosen {
+			skipped = append(skipped, fmt.Sprintf("%s: %s", a.Provider, a.Reason))
+		}
+	}
+	if len(skipped) == 0 {
 		return p
 	}
-	return p + "; attempts " + string(b)
+	return p + " (skipped " + strings.Join(skipped, "; ") + ")"
 }
 
 func jsonIndent(v any) (string, error) {
