@@ -29,10 +29,14 @@ const defaultHeldout = "examples/tinylm/testdata/heldout.txt"
 
 const quantizeUsage = `usage:
   edgeinfer quantize --in BUNDLE_DIR --out BUNDLE_DIR --scheme SCHEME [--keep lm_head] [--report [--text FILE]]
-  edgeinfer quantize --in MODEL.onnx --out MODEL.q.onnx --scheme SCHEME [--keep NAME]
+  edgeinfer quantize --in MODEL.onnx --out MODEL.q.onnx --scheme SCHEME [--keep NAME] [--calibrate DIR --report]
+  edgeinfer quantize --in MODEL.onnx --out MODEL.int8.onnx --scheme qdq-int8 --calibrate DIR
+      [--method minmax|percentile] [--percentile 99.999] [--size 640] [--report]
 
 schemes: int4-b32, int4-b64, int4-b128, int8 (block 32), fp16;
-  suffixes -asym (zero points) and -accN (MatMulNBits accuracy_level, default 4)
+  suffixes -asym (zero points) and -accN (MatMulNBits accuracy_level, default 4);
+  qdq-int8: static int8 QDQ for one-shot models (uint8 activations calibrated on
+  DIR's .jpg/.png/.npy, int8 per-channel weights), the form NPUs consume
 `
 
 // runQuantize quantises a decoder bundle (graph pass over its model, other
@@ -60,11 +64,20 @@ func runQuantize(ctx context.Context, stdout io.Writer, args []string) error {
 	textFile := fs.String("text", "", "held-out text for --report (default "+defaultHeldout+" when present; else synthetic token ids)")
 	tokens := fs.Int("tokens", 256, "tokens --report scores")
 	threads := fs.Int("threads", 2, "ONNX Runtime intra-op threads for --report")
+	var one oneShotFlags
+	fs.StringVar(&one.calibrate, "calibrate", "", "one-shot models: directory of sample inputs (.jpg/.png resized and normalised, .npy float32)")
+	fs.StringVar(&one.method, "method", quant.MethodMinMax, "qdq-int8 calibration: minmax or percentile")
+	fs.Float64Var(&one.percentile, "percentile", quant.DefaultPercentile, "qdq-int8 --method percentile: the percentile of each tail kept")
+	fs.IntVar(&one.size, "size", 640, "images for symbolic H/W: longer side, sides rounded to multiples of 32")
+	fs.IntVar(&one.runs, "runs", 5, "one-shot --report: timed runs per model (p50)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *in == "" || *out == "" || *schemeName == "" {
 		return fmt.Errorf("%w: --in, --out and --scheme are required\n%s", errUsage, quantizeUsage)
+	}
+	if *schemeName == quant.QDQScheme {
+		return runQuantizeQDQ(ctx, stdout, *in, *out, keep, one, *report, *table, *threads)
 	}
 	sc, err := quant.ParseScheme(*schemeName)
 	if err != nil {
@@ -78,14 +91,21 @@ func runQuantize(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	start := time.Now()
 	if !st.IsDir() {
-		if *report {
-			return fmt.Errorf("%w: --report needs bundles (a decoder's tokenizer and geometry)", errUsage)
+		if *report && one.calibrate == "" {
+			return fmt.Errorf("%w: --report on a .onnx file needs --calibrate DIR (sample inputs to compare outputs on)", errUsage)
 		}
 		res, err := quant.QuantizeFile(ctx, *in, *out, opts)
 		if err != nil {
 			return noOp(stdout, err)
 		}
-		return printQuantized(stdout, res.Scheme, res.Layers, *table, start)
+		if err := printQuantized(stdout, res.Scheme, res.Layers, *table, start); err != nil || !*report {
+			return err
+		}
+		_, samples, err := loadOneShotSamples(*in, one)
+		if err != nil {
+			return err
+		}
+		return compareOneShot(ctx, stdout, *in, *out, samples, *threads, one.runs)
 	}
 	qb, side, err := quant.QuantizeBundle(ctx, *in, *out, opts)
 	if err != nil {
