@@ -217,7 +217,6 @@ func ratio(a, b int) float64 {
 	return float64(a) / float64(b)
 }
 
-
 // fileBytes is the size of a model file plus its external data file, if
 // any (MODEL.data beside it).
 func fileBytes(path string) int64 {
