@@ -29,6 +29,10 @@ import (
 
 const benchPreset = "synthetic-110m"
 
+// benchGraphVersion names the cached bundles' graph form: bump it whenever
+// pkg/onnx/llama changes what it emits, or the benchmarks time old graphs.
+const benchGraphVersion = "g2"
+
 func needBench(b *testing.B) {
 	b.Helper()
 	if os.Getenv("EDGEINFER_BENCH") == "" {
@@ -45,7 +49,7 @@ func benchBundle(b *testing.B, opts llama.Options) *bundle.Bundle {
 	if err != nil {
 		b.Fatal(err)
 	}
-	name := benchPreset + "-" + string(opts.Contract)
+	name := benchPreset + "-" + benchGraphVersion + "-" + string(opts.Contract)
 	if opts.KVInt8 {
 		name += "-kvint8"
 	}

@@ -32,10 +32,12 @@
 //	  new_keys.{i}     float32 [B, kvH, T, D]  this step's keys, after RoPE
 //	  new_values.{i}   float32 [B, kvH, T, D]
 //
-// Int8 pools (metadata "edgeinfer.kv_dtype" = "int8") are dequantised
-// right after the gather, so only the rows' blocks are converted; the new
-// keys and values are still returned as float32 for the caller to
-// quantise as it scatters them.
+// Int8 pools (metadata "edgeinfer.kv_dtype" = "int8") are cast to float
+// after the gather, so only the rows' blocks are converted, and each slot's
+// scale multiplies its past scores and past probabilities (a few values per
+// slot in decode) rather than its head_dim keys and values. The new keys
+// and values are still returned as float32 for the caller to quantise as
+// it scatters them.
 //
 // Row b attends to pool slots p < context_lens[b] — slot p lives in block
 // block_tables[b][p/bs] at offset p%bs — and causally to its own new

@@ -77,6 +77,10 @@ func (d *decoder) pagedAttention(i int, q, k, v string) string {
 
 	pastK := b.Op("Reshape", []string{d.gatherPool("key", li), kvShape})
 	pastV := b.Op("Reshape", []string{d.gatherPool("value", li), kvShape})
+	var scaleK, scaleV string // int8 pools: per-slot scales [Hkv,B,1,M·bs]
+	if d.opts.KVInt8 {
+		scaleK, scaleV = d.slotScales("key", li), d.slotScales("value", li)
+	}
 
 	split := b.Ints(0, 0, hkv, hd)
 	k4 := b.Op("Reshape", []string{k, split}) // [B,T,Hkv,D]
@@ -95,12 +99,20 @@ func (d *decoder) pagedAttention(i int, q, k, v string) string {
 
 	alpha := onnx.AttrFloat("alpha", float32(1/math.Sqrt(float64(hd))))
 	transB := onnx.AttrInt("transB", 1)
-	sPast := b.Op("Add", []string{b.MS("FusedMatMul", []string{qg, pastK}, alpha, transB), d.maskPast})
+	scores := b.MS("FusedMatMul", []string{qg, pastK}, alpha, transB)
+	if scaleK != "" {
+		scores = b.Op("Mul", []string{scores, scaleK})
+	}
+	sPast := b.Op("Add", []string{scores, d.maskPast})
 	sNew := b.Op("Add", []string{b.MS("FusedMatMul", []string{qg, newK}, alpha, transB), d.maskNew})
 	probs := b.Op("Softmax", []string{b.Op("Concat", []string{sPast, sNew}, onnx.AttrInt("axis", -1))}, onnx.AttrInt("axis", -1))
 	parts := b.Node(onnx.DomainONNX, "Split", []string{probs, d.splitLT}, []string{"", ""}, onnx.AttrInt("axis", -1))
+	pPast := parts[0]
+	if scaleV != "" {
+		pPast = b.Op("Mul", []string{pPast, scaleV})
+	}
 	o := b.Op("Add", []string{
-		b.Op("MatMul", []string{parts[0], pastV}),
+		b.Op("MatMul", []string{pPast, pastV}),
 		b.Op("MatMul", []string{parts[1], newV}),
 	}) // [Hkv,B,G·T,D]
 	o = b.Op("Reshape", []string{o, b.Ints(hkv, 0, group, -1, hd)})          // [Hkv,B,G,T,D]
@@ -109,19 +121,26 @@ func (d *decoder) pagedAttention(i int, q, k, v string) string {
 }
 
 // gatherPool gathers layer li's key or value blocks of every row,
-// [Hkv,B,M,bs,D] float32. Int8 pools are dequantised right after the
-// gather, so the work scales with the rows' blocks, not the pool: the
-// scales [Hkv,N] are gathered with the same block table to [Hkv,B,M],
-// broadcast over (bs, D) and multiplied into the cast values.
+// [Hkv,B,M,bs,D], cast to float32 when the pool is int8.
 func (d *decoder) gatherPool(kind, li string) string {
 	b := d.b
-	axis1 := onnx.AttrInt("axis", 1)
-	blocks := b.Op("Gather", []string{kind + "_cache." + li, d.blockTables}, axis1)
+	blocks := b.Op("Gather", []string{kind + "_cache." + li, d.blockTables}, onnx.AttrInt("axis", 1))
 	if !d.opts.KVInt8 {
 		return blocks
 	}
-	scales := b.Op("Gather", []string{kind + "_scale." + li, d.blockTables}, axis1)
-	scales = b.Op("Unsqueeze", []string{scales, b.Ints(3, 4)})
-	values := b.Op("Cast", []string{blocks}, onnx.AttrInt("to", int64(onnx.TensorProto_FLOAT)))
-	return b.Op("Mul", []string{values, scales})
+	return b.Op("Cast", []string{blocks}, onnx.AttrInt("to", int64(onnx.TensorProto_FLOAT)))
+}
+
+// slotScales gathers layer li's int8 scales [Hkv,N] with the block table
+// and repeats each over its block's slots: [Hkv,B,1,M·bs]. The graph does
+// not multiply them into the gathered keys and values (D values per slot):
+// as q·(s·k) = s·(q·k) and p·(s·v) = (p·s)·v, it scales the past scores
+// and the past probabilities instead, G·T values per slot — for decode a
+// few instead of head_dim.
+func (d *decoder) slotScales(kind, li string) string {
+	b := d.b
+	s := b.Op("Gather", []string{kind + "_scale." + li, d.blockTables}, onnx.AttrInt("axis", 1)) // [Hkv,B,M]
+	s = b.Op("Unsqueeze", []string{s, b.Ints(3)})
+	s = b.Op("Expand", []string{s, b.Ints(1, 1, 1, int64(d.opts.BlockSize))}) // [Hkv,B,M,bs]
+	return b.Op("Reshape", []string{s, b.Ints(int64(d.c.NumKeyValueHeads), 0, 1, -1)})
 }
