@@ -237,6 +237,9 @@ func curveChart(r *Report) string {
 func timelineCharts(r *Report) []string {
 	end := r.WallS
 	bands := func(c *chart) {
+		if len(r.Phases) > 0 && r.Phases[0].StartS > 0 {
+			c.band(0, r.Phases[0].StartS, "#999", "warm-up")
+		}
 		for i, p := range r.Phases {
 			c.band(p.StartS, p.EndS, palette[i%len(palette)], p.Name)
 		}

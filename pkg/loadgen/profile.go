@@ -30,6 +30,18 @@ func DemoSpec() Spec {
 		Input:  Dist{Kind: "uniform", Min: 16, Max: 96},
 		Output: Dist{Kind: "uniform", Min: 16, Max: 48},
 		SLO:    SLOSpec{Preset: "interactive-chat"},
+		// The preset's run-wide limits first, then the same TTFT limit
+		// per phase at p95 (a phase has tens of requests, too few for a
+		// p99 to be more than its maximum): the verdicts then say which
+		// phase holds and which breaks, not only that the run did.
+		Thresholds: []Threshold{
+			{Metric: "ttft_ms.p99", Max: limit(300)},
+			{Metric: "itl_ms.p99", Max: limit(50)},
+			{Metric: "ttft_ms.p95", Max: limit(300), Phase: "baseline"},
+			{Metric: "ttft_ms.p95", Max: limit(300), Phase: "ramp"},
+			{Metric: "ttft_ms.p95", Max: limit(300), Phase: "burst"},
+			{Metric: "ttft_ms.p95", Max: limit(300), Phase: "recovery"},
+		},
 		Warmup: Duration(3 * time.Second),
 		Idle:   Duration(time.Second),
 		Drain:  Duration(5 * time.Second),

@@ -248,7 +248,7 @@ func judge(t Threshold, s *metrics.Summary, warm *metrics.Summary, sweep *SweepR
 		if bad := violates(t, *val); bad != "" {
 			v.Status, v.Reason = Block, "measured "+bad
 		} else {
-			v.Status, v.Reason = Pass, fmt.Sprintf("%s holds over %d samples", t.String(), n)
+			v.Status, v.Reason = Pass, fmt.Sprintf("holds: %s = %s over %d samples", t.Metric, fmtFloat(round3(*val)), n)
 		}
 	}
 	return v

@@ -27,7 +27,7 @@ func TestEnergyPerTokenVerdict(t *testing.T) {
 		status string
 		reason []string
 	}{
-		{"complete and under", energy(50, 0), 0.1, Pass, []string{"holds over 200 samples"}},
+		{"complete and under", energy(50, 0), 0.1, Pass, []string{"holds: energy_j_per_token = 0.05 over 200 samples"}},
 		{"complete and over", energy(500, 0), 0.1, Block, []string{"measured energy_j_per_token = 0.5 > 0.1"}},
 		{"gaps and under", energy(50, 2), 0.1, Retest, []string{"evidence incomplete", "2 gap(s)", "ina3221 VDD_IN"}},
 		{"gaps and over", energy(500, 1), 0.1, Retest, []string{"evidence incomplete", "1 gap(s)", "(measured energy_j_per_token = 0.5 > 0.1)"}},
