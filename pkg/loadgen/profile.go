@@ -17,7 +17,10 @@ import (
 // bursts of 12 over a Poisson background, 流量回落 back to one client),
 // 3 s of warm-up, 1 s idle baselines, and a coarse concurrency sweep of at
 // most 5 trials of 2 s, all under the interactive-chat preset: about 70 s
-// in all. On a faster board raise the concurrencies and rates.
+// in all. Besides the preset's run-wide TTFT and ITL limits it judges TTFT
+// p95 per phase, so the verdicts show where the model holds (baseline,
+// ramp, recovery on that VM) and where it breaks (the burst). On a faster
+// board raise the concurrencies and rates.
 var Profiles = map[string]func() Spec{
 	"demo": DemoSpec,
 }
