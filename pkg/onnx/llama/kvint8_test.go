@@ -42,37 +42,52 @@ func TestKVInt8MatchesDequantisedPools(t *testing.T) {
 			pools[l].q[kv], pools[l].scales[kv], pools[l].deq[kv] = q, sc, deq
 		}
 	}
-	// two rows, 20 and 33 cached tokens, in scattered blocks
-	table := []int64{5, 2, 0, 8, 3, 7, 1, 4}
-	ctxLens := []int64{20, 33}
-	ids := randomIDs(3, 2, c.VocabSize)
-	feed := func(r *runner, int8Pools bool) {
-		set(r, "input_ids", []int64{2, 1}, ids)
-		set(r, "position_ids", []int64{2, 1}, ctxLens)
-		set(r, "block_tables", []int64{2, 4}, table)
-		set(r, "context_lens", []int64{2}, ctxLens)
-		set(r, "last_index", []int64{2}, []int64{0, 0})
-		shape := []int64{int64(hkv), blocks, bs, int64(hd)}
-		for l, p := range pools {
-			li := strconv.Itoa(l)
-			for kv, kind := range []string{"key", "value"} {
-				if int8Pools {
-					set(r, kind+"_cache."+li, shape, p.q[kv])
-					set(r, kind+"_scale."+li, []int64{int64(hkv), blocks}, p.scales[kv])
-				} else {
-					set(r, kind+"_cache."+li, shape, p.deq[kv])
+	tests := []struct {
+		name    string
+		t       int     // new tokens per row
+		table   []int64 // rows × 4 block ids, scattered over the pool
+		ctxLens []int64
+	}{
+		{"decode 2 rows", 1, []int64{5, 2, 0, 8, 3, 7, 1, 4}, []int64{20, 33}},
+		{"prefill chunk over a past", 4, []int64{6, 1, 3, 2}, []int64{37}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			B, T := int64(len(tt.ctxLens)), int64(tt.t)
+			ids := randomIDs(3, int(B*T), c.VocabSize)
+			var pos []int64
+			for _, n := range tt.ctxLens {
+				pos = append(pos, iota64(int(n), tt.t)...)
+			}
+			feed := func(r *runner, int8Pools bool) {
+				set(r, "input_ids", []int64{B, T}, ids)
+				set(r, "position_ids", []int64{B, T}, pos)
+				set(r, "block_tables", []int64{B, 4}, tt.table)
+				set(r, "context_lens", []int64{B}, tt.ctxLens)
+				set(r, "last_index", []int64{B}, make([]int64, B))
+				shape := []int64{int64(hkv), blocks, bs, int64(hd)}
+				for l, p := range pools {
+					li := strconv.Itoa(l)
+					for kv, kind := range []string{"key", "value"} {
+						if int8Pools {
+							set(r, kind+"_cache."+li, shape, p.q[kv])
+							set(r, kind+"_scale."+li, []int64{int64(hkv), blocks}, p.scales[kv])
+						} else {
+							set(r, kind+"_cache."+li, shape, p.deq[kv])
+						}
+					}
 				}
 			}
-		}
-	}
-	rf, rq := newRunner(t), newRunner(t)
-	feed(rf, false)
-	feed(rq, true)
-	want, got := rf.run(fp), rq.run(q8)
-	for _, name := range []string{"logits", "new_keys.1", "new_values.1"} {
-		if d := maxDiff(got[name].data, want[name].data); d > 1e-5 {
-			t.Errorf("%s: int8 pools differ from dequantised fp32 pools by %g", name, d)
-		}
+			rf, rq := newRunner(t), newRunner(t)
+			feed(rf, false)
+			feed(rq, true)
+			want, got := rf.run(fp), rq.run(q8)
+			for _, name := range []string{"logits", "new_keys.1", "new_values.1"} {
+				if d := maxDiff(got[name].data, want[name].data); d > 1e-5 {
+					t.Errorf("%s: int8 pools differ from dequantised fp32 pools by %g", name, d)
+				}
+			}
+		})
 	}
 }
 
