@@ -286,7 +286,7 @@ func BenchmarkDecodePagedVsCompatible(b *testing.B) {
 func BenchmarkDecodeTokensPerSecond(b *testing.B) {
 	needBench(b)
 	m := benchModel(b, benchBundle(b, llama.Options{Contract: llama.ContractPaged}), false)
-	const ctxLen, steps = 128, 24
+	const ctxLen, steps = 128, 40
 	for _, B := range []int{1, 4, 8} {
 		b.Run(fmt.Sprintf("B=%d", B), func(b *testing.B) {
 			for b.Loop() {
