@@ -2,6 +2,7 @@ package llm
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
@@ -15,6 +16,23 @@ func kvDType(g bundle.Geometry) kvcache.DType {
 		return kvcache.Int8
 	}
 	return kvcache.Float32
+}
+
+// checkPoolDType verifies a paged graph's KV pool input has the element
+// type the manifest's kv_dtype promises, so a mismatched bundle fails at
+// load rather than at its first step.
+func (m *Model) checkPoolDType(name string, dt ort.DType) error {
+	if !strings.HasPrefix(name, "key_cache.") && !strings.HasPrefix(name, "value_cache.") {
+		return nil
+	}
+	want := ort.Float32
+	if m.geom.KVInt8() {
+		want = ort.Int8
+	}
+	if dt != want {
+		return fmt.Errorf("%w: %s input %s is %s, but the manifest's kv_dtype %q needs %s", ErrContract, m.b.ModelPath(), name, dt, m.geom.KVDType, want)
+	}
+	return nil
 }
 
 // wrapPools wraps the cache's per-layer pools once as tensors, zero copy

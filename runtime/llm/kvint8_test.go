@@ -1,9 +1,12 @@
 package llm
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
@@ -88,7 +91,6 @@ func decodeArgmax(t *testing.T, m *Model, prompt, forced []int32, steps int) []i
 // positions (issue 3, item 5).
 func TestInt8KVTopOneAgreement(t *testing.T) {
 	needORT(t)
-	const steps = 256
 	ctx := context.Background()
 	load := func(kvInt8 bool) (*Model, string) {
 		b, name := qualityBundle(t, kvInt8)
@@ -107,21 +109,59 @@ func TestInt8KVTopOneAgreement(t *testing.T) {
 	if q.Cache().Config().DType != kvcache.Int8 {
 		t.Fatal("int8 bundle loaded a float32 cache")
 	}
-	p := prompt(16, fp.Geometry().Vocab)
+	// Prompts, each decoded for as many steps as the context allows, up
+	// to 256. The trained model's context is 256 positions: from its BOS
+	// alone it decodes 256 steps; "Call me Ishmael" (its tokenizer's ids,
+	// as in golden.json) adds a second, shorter continuation.
+	prompts := [][]int32{prompt(16, fp.Geometry().Vocab)}
 	if name == "tinylm" {
-		p = prompt(16, min(fp.Geometry().Vocab, 200)) // ordinary tokens, not specials at the top
+		prompts = [][]int32{{0}, {68, 391, 397, 315, 862, 1688, 437}}
 	}
-	want := decodeArgmax(t, fp, p, nil, steps) // the fp32 greedy continuation
-	got := decodeArgmax(t, q, p, want, steps)
-	agree, n := 0, len(want)
-	for i := range want {
-		if got[i] == want[i] {
-			agree++
+	agree, n, longest := 0, 0, 0
+	for _, p := range prompts {
+		steps := min(256, fp.Geometry().MaxPositions+1-len(p))
+		longest = max(longest, steps)
+		want := decodeArgmax(t, fp, p, nil, steps) // the fp32 greedy continuation
+		got := decodeArgmax(t, q, p, want, steps)
+		a := 0
+		for i := range want {
+			if got[i] == want[i] {
+				a++
+			}
 		}
+		t.Logf("prompt of %d tokens: %d/%d positions agree", len(p), a, len(want))
+		agree, n = agree+a, n+len(want)
 	}
 	rate := float64(agree) / float64(n)
-	t.Logf("%s: int8 KV top-1 agreement %d/%d = %.2f%% over %d greedy decode steps", name, agree, n, 100*rate, n)
+	t.Logf("%s: int8 KV top-1 agreement %d/%d = %.2f%% over %d prompts (longest %d greedy decode steps)", name, agree, n, 100*rate, len(prompts), longest)
+	if longest < 256 {
+		t.Fatalf("longest continuation %d steps, want 256", longest)
+	}
 	if rate < 0.99 {
 		t.Fatalf("int8 KV top-1 agreement %.2f%% < 99%%", 100*rate)
+	}
+}
+
+// A manifest whose kv_dtype disagrees with the graph's pools fails at
+// load, naming the input, rather than at the first step.
+func TestKVDTypeMismatchFailsAtLoad(t *testing.T) {
+	needORT(t)
+	b := tinyBundle(t, llama.Options{KVInt8: true})
+	path := filepath.Join(b.Dir, bundle.ManifestFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.Replace(data, []byte(`"kv_dtype": "int8"`), []byte(`"kv_dtype": "float32"`), 1)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err = bundle.Load(b.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(context.Background(), b, Options{Session: ort.Options{IntraOpThreads: 1}})
+	if !errors.Is(err, ErrContract) || !strings.Contains(err.Error(), "key_cache.0") {
+		t.Fatalf("Load: %v, want ErrContract naming key_cache.0", err)
 	}
 }

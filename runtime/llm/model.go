@@ -167,6 +167,9 @@ func (m *Model) checkSignature() error {
 		if !want[in.Name] {
 			return fmt.Errorf("%w: unexpected input %q in %s", ErrContract, in.Name, m.b.ModelPath())
 		}
+		if err := m.checkPoolDType(in.Name, in.DType); err != nil {
+			return err
+		}
 		delete(want, in.Name)
 	}
 	for name := range want {
