@@ -184,6 +184,13 @@ type QDQOptions struct {
 	Ranges map[string]Range
 	// Keep lists substrings of node or weight names left in float.
 	Keep []string
+	// ReduceRange stores weights in 7 bits ([-63, 63]). ONNX Runtime's
+	// x86 u8·s8 kernels without VNNI (AVX2, AVX-512F) add pairs of u8·s8
+	// products in saturating int16: 255·127·2 overflows, and on this
+	// project's reference CPU a full-range QDQ model's outputs came out
+	// ~0.6× too small. NPUs (QNN HTP, OpenVINO NPU, RKNN) and ARM/VNNI
+	// CPUs have no such limit: leave it off for them.
+	ReduceRange bool
 }
 
 // QuantizeQDQ writes the QDQ int8 model to out (tensors inline: vision and
@@ -287,7 +294,11 @@ func (q *QDQModel) QuantizeQDQ(ctx context.Context, out string, opts QDQOptions)
 		if err != nil {
 			return nil, err
 		}
-		pc := quantizePerChannel(vals, w.GetDims(), axis)
+		qmax := 127
+		if opts.ReduceRange {
+			qmax = 63
+		}
+		pc := quantizePerChannel(vals, w.GetDims(), axis, qmax)
 		qt := addInit(&onnx.TensorProto{Name: proto.String(wname + "_quantized"), DataType: proto.Int32(int32(onnx.TensorProto_INT8)), Dims: w.GetDims(), RawData: int8Bytes(pc.q)})
 		st := addInit(&onnx.TensorProto{Name: proto.String(wname + "_scale"), DataType: proto.Int32(int32(onnx.TensorProto_FLOAT)), Dims: []int64{int64(len(pc.scales))}, RawData: float32Bytes(pc.scales)})
 		zt := addInit(&onnx.TensorProto{Name: proto.String(wname + "_zero_point"), DataType: proto.Int32(int32(onnx.TensorProto_INT8)), Dims: []int64{int64(len(pc.scales))}, RawData: make([]byte, len(pc.scales))})
@@ -419,7 +430,7 @@ func weightAxis(n *onnx.NodeProto, w *onnx.TensorProto) (int, bool) {
 	return 0, false
 }
 
-// perChannel is a weight quantised symmetrically to int8 [-127, 127], one
+// perChannel is a weight quantised symmetrically to int8 [-qmax, qmax], one
 // scale per index of axis.
 type perChannel struct {
 	q      []int8
@@ -437,7 +448,7 @@ func axisLayout(dims []int64, axis int) (channels, inner int) {
 	return channels, inner
 }
 
-func quantizePerChannel(w []float32, dims []int64, axis int) *perChannel {
+func quantizePerChannel(w []float32, dims []int64, axis, qmax int) *perChannel {
 	c, inner := axisLayout(dims, axis)
 	maxAbs := make([]float32, c)
 	for i, v := range w {
@@ -446,14 +457,14 @@ func quantizePerChannel(w []float32, dims []int64, axis int) *perChannel {
 	}
 	pc := &perChannel{q: make([]int8, len(w)), scales: make([]float32, c)}
 	for ch, m := range maxAbs {
-		pc.scales[ch] = m / 127
+		pc.scales[ch] = m / float32(qmax)
 		if m == 0 {
 			pc.scales[ch] = 1
 		}
 	}
 	for i, v := range w {
 		s := pc.scales[(i/inner)%c]
-		pc.q[i] = int8(min(max(math.Round(float64(v/s)), -127), 127))
+		pc.q[i] = int8(min(max(math.Round(float64(v/s)), -float64(qmax)), float64(qmax)))
 	}
 	return pc
 }

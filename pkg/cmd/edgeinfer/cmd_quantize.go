@@ -31,7 +31,7 @@ const quantizeUsage = `usage:
   edgeinfer quantize --in BUNDLE_DIR --out BUNDLE_DIR --scheme SCHEME [--keep lm_head] [--report [--text FILE]]
   edgeinfer quantize --in MODEL.onnx --out MODEL.q.onnx --scheme SCHEME [--keep NAME] [--calibrate DIR --report]
   edgeinfer quantize --in MODEL.onnx --out MODEL.int8.onnx --scheme qdq-int8 --calibrate DIR
-      [--method minmax|percentile] [--percentile 99.999] [--size 640] [--report]
+      [--method minmax|percentile] [--percentile 99.999] [--size 640] [--reduce-range=false] [--report]
 
 schemes: int4-b32, int4-b64, int4-b128, int8 (block 32), fp16;
   suffixes -asym (zero points) and -accN (MatMulNBits accuracy_level, default 4);
@@ -70,6 +70,7 @@ func runQuantize(ctx context.Context, stdout io.Writer, args []string) error {
 	fs.Float64Var(&one.percentile, "percentile", quant.DefaultPercentile, "qdq-int8 --method percentile: the percentile of each tail kept")
 	fs.IntVar(&one.size, "size", 640, "images for symbolic H/W: longer side, sides rounded to multiples of 32")
 	fs.IntVar(&one.runs, "runs", 5, "one-shot --report: timed runs per model (p50)")
+	fs.BoolVar(&one.reduceRange, "reduce-range", true, "qdq-int8: 7-bit weights, needed by ONNX Runtime's x86 CPU kernels without VNNI (u8·s8 saturates); false for NPUs")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}

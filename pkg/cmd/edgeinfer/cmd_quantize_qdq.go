@@ -24,6 +24,9 @@ type oneShotFlags struct {
 	percentile float64
 	size       int
 	runs       int
+	// reduceRange: 7-bit weights, for ONNX Runtime's x86 kernels without
+	// VNNI (see quant.QDQOptions.ReduceRange).
+	reduceRange bool
 }
 
 // ortRunner is quant.Runner over an ONNX Runtime session. Safe for
@@ -110,7 +113,7 @@ func runQuantizeQDQ(ctx context.Context, stdout io.Writer, in, out string, keep 
 	}
 	name := qm.Inputs()[0].Name
 	fmt.Fprintf(stdout, "calibration: %d samples %v of %s, %s, %d activations\n", len(samples), quant.SampleShapes(samples, name), name, cal.Method(), len(qm.Targets))
-	res, err := qm.QuantizeQDQ(ctx, out, quant.QDQOptions{Ranges: cal.Ranges(), Keep: keep})
+	res, err := qm.QuantizeQDQ(ctx, out, quant.QDQOptions{Ranges: cal.Ranges(), Keep: keep, ReduceRange: f.reduceRange})
 	if err != nil {
 		return noOp(stdout, err)
 	}

@@ -1,0 +1,190 @@
+package quant_test
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/quant"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"google.golang.org/protobuf/proto"
+)
+
+// ortRunner is quant.Runner over a session, as the CLI's.
+type ortRunner struct{ s *ort.Session }
+
+func (r ortRunner) Run(ctx context.Context, inputs map[string]quant.Tensor, outputs []string) (map[string]quant.Tensor, error) {
+	feed := map[string]*ort.Tensor{}
+	defer func() { _ = ort.CloseAll(feed) }()
+	for n, t := range inputs {
+		x, err := ort.CopyTensor(t.Shape, t.Data)
+		if err != nil {
+			return nil, err
+		}
+		feed[n] = x
+	}
+	res, err := r.s.Run(ctx, feed)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = ort.CloseAll(res) }()
+	out := map[string]quant.Tensor{}
+	for _, n := range outputs {
+		d, err := ort.Data[float32](res[n])
+		if err != nil {
+			return nil, err
+		}
+		out[n] = quant.Tensor{Shape: slices.Clone(res[n].Shape()), Data: slices.Clone(d)}
+	}
+	return out, nil
+}
+
+// posWave is a positive, well-conditioned weight: sums of its products do
+// not cancel, so the output's error stays of the order of the steps.
+func posWave(n int, f float64) []float32 {
+	v := wave(n, f)
+	for i := range v {
+		v[i] = 0.2 + float32(math.Abs(float64(v[i])))
+	}
+	return v
+}
+
+func wave(n int, f float64) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(math.Sin(float64(i)*f) + 0.3*math.Cos(float64(i)*f*3.1))
+	}
+	return v
+}
+
+// convModel writes x [1,3,H,W] → Conv 3×3 (+bias, weight as a Constant node,
+// as paddle2onnx exports) → Relu → Conv 1×1 → MatMul → y, opset 11.
+func convModel(t *testing.T) string {
+	t.Helper()
+	b := onnx.NewBuilder("qdq-test")
+	b.Opset(onnx.DomainONNX, 11)
+	x := b.Input("x", onnx.TensorProto_FLOAT, onnx.Sym("n"), onnx.Fixed(3), onnx.Sym("h"), onnx.Fixed(8))
+	w1 := &onnx.TensorProto{DataType: proto.Int32(int32(onnx.TensorProto_FLOAT)), Dims: []int64{8, 3, 3, 3}, FloatData: posWave(8*27, 0.7)}
+	wc := b.Node(onnx.DomainONNX, "Constant", nil, []string{"w1_const"}, onnx.AttrTensor("value", w1))[0]
+	c1 := b.Op("Conv", []string{x, wc, b.Float32("b1", []int64{8}, wave(8, 1.3))}, onnx.AttrInts("pads", 1, 1, 1, 1))
+	r := b.Op("Relu", []string{c1})
+	c2 := b.Op("Conv", []string{r, b.Float32("w2", []int64{4, 8, 1, 1}, posWave(32, 0.9))})
+	y := b.Node(onnx.DomainONNX, "MatMul", []string{c2, b.Float32("w3", []int64{8, 5}, posWave(40, 0.45))}, []string{"y"})[0]
+	b.Output(y, onnx.TensorProto_FLOAT, onnx.Sym("n"), onnx.Fixed(4), onnx.Sym("h"), onnx.Fixed(5))
+	raw, err := b.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "conv.onnx")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestQuantizeQDQOnORT calibrates the small conv model on random inputs,
+// writes its QDQ form and checks ONNX Runtime runs it with outputs close to
+// fp32's, in both calibration methods.
+func TestQuantizeQDQOnORT(t *testing.T) {
+	needORT(t)
+	ctx := context.Background()
+	path := convModel(t)
+	var samples []quant.Sample
+	for i := range 4 {
+		d := wave(3*8*8, 0.11*float64(i+1))
+		samples = append(samples, quant.Sample{Name: string(rune('a' + i)), Inputs: map[string]quant.Tensor{"x": {Shape: []int64{1, 3, 8, 8}, Data: d}}})
+	}
+	for _, method := range []string{quant.MethodMinMax, quant.MethodPercentile} {
+		t.Run(method, func(t *testing.T) {
+			qm, err := quant.OpenQDQ(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := qm.Inputs(); len(got) != 1 || got[0].Name != "x" || !slices.Equal(got[0].Shape, []int64{-1, 3, -1, 8}) {
+				t.Fatalf("inputs %v", got)
+			}
+			cm, err := qm.CalibrationModel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := ort.NewSession(ctx, cm, ort.Options{IntraOpThreads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			cal, err := quant.NewCalibrator(method, 99.9)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := quant.Calibrate(ctx, ortRunner{s}, qm.Targets, samples, cal); err != nil {
+				t.Fatal(err)
+			}
+			if len(cal.Ranges()) != len(qm.Targets) || len(qm.Targets) != 4 { // x, conv1 out, relu out, conv2 out (MatMul A); y is a graph output
+				t.Fatalf("targets %v, ranges %v", qm.Targets, cal.Ranges())
+			}
+			out := filepath.Join(t.TempDir(), "conv.int8.onnx")
+			// 7-bit weights: full-range u8·s8 saturates on x86 without
+			// VNNI (QDQOptions.ReduceRange), this test's machine.
+			res, err := qm.QuantizeQDQ(ctx, out, quant.QDQOptions{Ranges: cal.Ranges(), ReduceRange: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, n := quant.Totals(res.Layers); n != 3 {
+				t.Fatalf("layers %+v", res.Layers)
+			}
+			ops := opTypes(t, out)
+			if ops["QuantizeLinear"] != 4 || ops["DequantizeLinear"] != 4+3+1 || ops["Constant"] != 0 {
+				t.Fatalf("ops %v", ops)
+			}
+			q, err := ort.NewSessionFromFile(ctx, out, ort.Options{IntraOpThreads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			for _, smp := range samples {
+				a, err := ortRunner{s}.Run(ctx, smp.Inputs, []string{"y"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := ortRunner{q}.Run(ctx, smp.Inputs, []string{"y"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c := quant.Cosine(a["y"].Data, b["y"].Data); c < 0.995 {
+					t.Fatalf("sample %s: cosine %.5f", smp.Name, c)
+				}
+			}
+		})
+	}
+}
+
+func opTypes(t *testing.T, path string) map[string]int {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &onnx.ModelProto{}
+	if err := proto.Unmarshal(raw, m); err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]int{}
+	for _, n := range m.GetGraph().GetNode() {
+		ops[n.GetOpType()]++
+	}
+	for _, o := range m.GetOpsetImport() {
+		if o.GetDomain() == "" && o.GetVersion() < 13 {
+			t.Fatalf("opset %d: per-channel DequantizeLinear needs 13", o.GetVersion())
+		}
+	}
+	for _, in := range m.GetGraph().GetInitializer() {
+		if in.GetName() == "w2_quantized" && (in.GetDataType() != int32(onnx.TensorProto_INT8) || len(in.GetRawData()) != 32) {
+			t.Fatalf("w2 stored as %d, %d bytes", in.GetDataType(), len(in.GetRawData()))
+		}
+	}
+	return ops
+}
