@@ -94,7 +94,7 @@ func TestShellySource(t *testing.T) {
 	if host, _, _ := net.SplitHostPort(addr); host != "127.0.0.1" {
 		t.Fatalf("test server on %s", addr)
 	}
-	p := Probe(t.Context(), newMemFS(map[string]string{}), ProbeOptions{ShellyAddrs: []string{addr, "127.0.0.1:1"}, PlugTimeout: 200 * time.Millisecond})
+	p := Probe(t.Context(), newMemFS(map[string]string{}), ProbeOptions{ShellyAddrs: []string{addr, "127.0.0.1:1"}, PlugTimeout: 2 * time.Second})
 	if len(p.Sources) != 1 || p.Sources[0].Info().Scope != ScopeWall {
 		t.Fatalf("sources %v unavailable %+v", p.Sources, p.Unavailable)
 	}
