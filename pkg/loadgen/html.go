@@ -203,6 +203,7 @@ func curveChart(r *Report) string {
 		1000, 320, 0, slices.Max(xs)*1.15, 0, ymax)
 	c.axes()
 	var line [][2]float64
+	var why []string
 	for _, p := range pts {
 		if p.ThroughputTokS == nil || p.TTFTP99 == nil {
 			continue
@@ -220,7 +221,18 @@ func curveChart(r *Report) string {
 		if len(line)%2 == 0 {
 			dy = 16
 		}
-		c.text(c.px(xy[0])+7, c.py(xy[1])+dy, "start", "", fmt.Sprintf("%s=%g", sweepAbbrev(r.Sweep.Mode), p.Load))
+		label := fmt.Sprintf("%s=%g", sweepAbbrev(r.Sweep.Mode), p.Load)
+		if !p.Stable && p.Why != "" {
+			// The chart plots TTFT only: the list below says which
+			// criterion failed.
+			label += " ✗"
+			why = append(why, label[:len(label)-len(" ✗")]+": "+p.Why)
+		}
+		x, anchor := c.px(xy[0])+7, "start"
+		if x > c.w*0.85 {
+			x, anchor = c.px(xy[0])-7, "end"
+		}
+		c.text(x, c.py(xy[1])+dy, anchor, "", label)
 	}
 	c.polyline(line, "#888")
 	for _, t := range r.Spec.Thresholds {
@@ -228,7 +240,11 @@ func curveChart(r *Report) string {
 			c.hline(*t.Max, "#c62828", t.String())
 		}
 	}
-	return c.String()
+	out := c.String()
+	if len(why) > 0 {
+		out += "<p>✗ unstable: " + html.EscapeString(strings.Join(why, "; ")) + "</p>"
+	}
+	return out
 }
 
 // timelineCharts draws TTFT per request, queue depth and decode rate, and
