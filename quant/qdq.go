@@ -33,6 +33,8 @@ type QDQModel struct {
 	m      *onnx.ModelProto
 	srcDir string
 	inits  map[string]*onnx.TensorProto
+	// initialInits is the initializer count before folding Constants.
+	initialInits int
 	// Targets are the activation tensors QuantizeQDQ wraps in Q/DQ, in
 	// graph order; Calibrate must measure each.
 	Targets []string
@@ -93,6 +95,7 @@ func (q *QDQModel) Outputs() []string {
 // way), so weights are found in one place.
 func (q *QDQModel) foldConstants() {
 	g := q.m.GetGraph()
+	q.initialInits = len(g.GetInitializer())
 	var nodes []*onnx.NodeProto
 	for _, n := range g.GetNode() {
 		if n.GetOpType() == "Constant" && n.GetDomain() == "" && len(n.GetOutput()) == 1 && len(n.GetAttribute()) == 1 &&
@@ -526,4 +529,34 @@ func int32Bytes(v []int32) []byte {
 		out[4*i], out[4*i+1], out[4*i+2], out[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
 	}
 	return out
+}
+
+// FoldConstantsFile writes in's model to out with its Constant nodes
+// (those holding a tensor) turned into initializers, so that QuantizeFile,
+// which looks for weights among initializers, finds the weights of
+// exporters that store them as Constants (paddle2onnx). It returns the
+// number folded and writes nothing when that is 0 or when the model has
+// external data (whose relative locations would not follow it).
+func FoldConstantsFile(in, out string) (int, error) {
+	q, err := OpenQDQ(in)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range q.m.GetGraph().GetInitializer() {
+		if t.GetDataLocation() == onnx.TensorProto_EXTERNAL {
+			return 0, nil
+		}
+	}
+	n := len(q.m.GetGraph().GetInitializer()) - q.initialInits
+	if n == 0 {
+		return 0, nil
+	}
+	raw, err := proto.Marshal(q.m)
+	if err != nil {
+		return 0, fmt.Errorf("quant: %w", err)
+	}
+	if err := os.WriteFile(out, raw, 0o644); err != nil {
+		return 0, fmt.Errorf("quant: %w", err)
+	}
+	return n, nil
 }

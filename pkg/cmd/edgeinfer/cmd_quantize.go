@@ -95,7 +95,17 @@ func runQuantize(ctx context.Context, stdout io.Writer, args []string) error {
 		if *report && one.calibrate == "" {
 			return fmt.Errorf("%w: --report on a .onnx file needs --calibrate DIR (sample inputs to compare outputs on)", errUsage)
 		}
-		res, err := quant.QuantizeFile(ctx, *in, *out, opts)
+		// Exporters such as paddle2onnx keep weights in Constant nodes;
+		// fold them into initializers first (a temporary copy beside out).
+		src := *in
+		folded := *out + ".folded.onnx"
+		if n, err := quant.FoldConstantsFile(*in, folded); err != nil {
+			return err
+		} else if n > 0 {
+			src = folded
+			defer os.Remove(folded)
+		}
+		res, err := quant.QuantizeFile(ctx, src, *out, opts)
 		if err != nil {
 			return noOp(stdout, err)
 		}
