@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
-	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
 // The tables below are shared by the Markdown and HTML reports: each is
@@ -171,7 +170,7 @@ func versionRows(r *Report) [][]string {
 
 // providerLine names the chosen provider and, in order, why each provider
 // tried before it was skipped.
-func providerLine(p string, attempts []ort.ProviderAttempt) string {
+func providerLine(p string, attempts []ProviderAttempt) string {
 	var skipped []string
 	for _, a := range attempts {
 		if !a.Chosen {

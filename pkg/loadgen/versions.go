@@ -25,7 +25,7 @@ type Versions struct {
 	CPU          string             `json:"cpu_model"`
 	Cores        int                `json:"cores"`
 	Board        string             `json:"board"`
-	Models       []engine.ModelInfo `json:"models"`
+	Models       []ModelVersion     `json:"models"`
 	// Threads are the ONNX Runtime session's intra- and inter-op threads
 	// (0 = ONNX Runtime's default); null when the engine config is unknown.
 	IntraOpThreads *int `json:"intra_op_threads"`
@@ -36,11 +36,45 @@ type Versions struct {
 	Sched         sched.Config `json:"sched"`
 }
 
+// ModelVersion is a model's row of the matrix: the engine's ModelInfo
+// (name, version, digest, quantisation, contract, geometry, KV, provider,
+// ONNX Runtime version) with the provider attempts in a JSON form that
+// reads back (an error as its message, durations in ms).
+type ModelVersion struct {
+	engine.ModelInfo
+	Attempts []ProviderAttempt `json:"provider_attempts,omitempty"`
+}
+
+// ProviderAttempt is one execution provider the engine tried, in order.
+type ProviderAttempt struct {
+	Provider   string  `json:"provider"`
+	Chosen     bool    `json:"chosen"`
+	Reason     string  `json:"reason,omitempty"`
+	Error      string  `json:"error,omitempty"`
+	DurationMs float64 `json:"duration_ms"`
+}
+
+func modelVersion(m engine.ModelInfo) ModelVersion {
+	mv := ModelVersion{ModelInfo: m}
+	mv.ModelInfo.Attempts = nil
+	for _, a := range m.Attempts {
+		pa := ProviderAttempt{Provider: string(a.Provider), Chosen: a.Chosen, Reason: a.Reason, DurationMs: float64(a.Duration) / 1e6}
+		if a.Err != nil {
+			pa.Error = a.Err.Error()
+		}
+		mv.Attempts = append(mv.Attempts, pa)
+	}
+	return mv
+}
+
 // collectVersions fills the matrix from the build, the machine and the
 // engine.
 func collectVersions(res *Result) Versions {
 	v := Versions{SDK: "(unknown)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Cores: runtime.NumCPU(), CPU: cpuModel(), Board: board(), Models: res.Models, Sched: res.Sched}
+		Cores: runtime.NumCPU(), CPU: cpuModel(), Board: board(), Sched: res.Sched}
+	for _, m := range res.Models {
+		v.Models = append(v.Models, modelVersion(m))
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		v.SDK = bi.Main.Version
 		if bi.Main.Path != "github.com/edgeinfer/edgeinfer" {
