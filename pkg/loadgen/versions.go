@@ -15,17 +15,17 @@ import (
 // Versions is the report's version matrix: everything that must match
 // for two reports to be comparable.
 type Versions struct {
-	SDK          string             `json:"sdk"`
-	Commit       string             `json:"commit"`
-	CommitSource string             `json:"commit_source"`
-	Modified     bool               `json:"modified"`
-	Go           string             `json:"go"`
-	OS           string             `json:"os"`
-	Arch         string             `json:"arch"`
-	CPU          string             `json:"cpu_model"`
-	Cores        int                `json:"cores"`
-	Board        string             `json:"board"`
-	Models       []ModelVersion     `json:"models"`
+	SDK          string         `json:"sdk"`
+	Commit       string         `json:"commit"`
+	CommitSource string         `json:"commit_source"`
+	Modified     bool           `json:"modified"`
+	Go           string         `json:"go"`
+	OS           string         `json:"os"`
+	Arch         string         `json:"arch"`
+	CPU          string         `json:"cpu_model"`
+	Cores        int            `json:"cores"`
+	Board        string         `json:"board"`
+	Models       []ModelVersion `json:"models"`
 	// Threads are the ONNX Runtime session's intra- and inter-op threads
 	// (0 = ONNX Runtime's default); null when the engine config is unknown.
 	IntraOpThreads *int `json:"intra_op_threads"`
