@@ -47,7 +47,16 @@
 // (p99: 100) before it can pass; fewer gives retest. A latency limit below
 // the fastest unloaded value (warm-up), or one the sweep's lowest load
 // already fails, is block with the reason "no load can meet …". Energy with
-// no sensor, or a window shorter than the sensor's resolution, is retest.
+// no sensor, a window shorter than the sensor's resolution, or gaps in the
+// sensor's readings (a vanished file, a counter reset: joules over part of
+// the run against tokens over all of it) is retest.
+//
+// report.json's "power" is pkg/power's report (energy_j null with
+// unavailable_reasons where no sensor answers) plus trace_w and temp_c,
+// the primary source's power and the hottest zone's temperature over the
+// run, downsampled to at most 300 points each; the HTML timeline draws
+// them as lines under the phase bands, with holes where the sensor had
+// gaps.
 //
 // The sweep doubles the load from min until a trial fails or max is
 // reached, then bisects; each trial is a closed loop (or Poisson rate) of
