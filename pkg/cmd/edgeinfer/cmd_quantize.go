@@ -93,7 +93,7 @@ func runQuantize(ctx context.Context, stdout io.Writer, args []string) error {
 	start := time.Now()
 	if !st.IsDir() {
 		if *report && one.calibrate == "" {
-			return fmt.Errorf("%w: --report on a .onnx file needs --calibrate DIR (sample inputs to compare outputs on)", errUsage)
+			return fmt.Errorf("%w: --report needs bundles (a decoder's tokenizer and geometry) or, for a .onnx file, --calibrate DIR (sample inputs to compare outputs on)", errUsage)
 		}
 		// Exporters such as paddle2onnx keep weights in Constant nodes;
 		// fold them into initializers first (a temporary copy beside out).
