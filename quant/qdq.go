@@ -128,6 +128,16 @@ func (q *QDQModel) pickTargets() {
 	for _, o := range g.GetOutput() {
 		outs[o.GetName()] = true
 	}
+	// A Conv feeding BatchNormalization (not folded by the exporter) has
+	// an output range BN then scales down — PaddleOCR's head: ±13 800
+	// before BN — so its Q/DQ would cost the layer most of its bits. The
+	// pair is left in float between them, as ONNX Runtime fuses it.
+	intoBN := map[string]bool{}
+	for _, n := range g.GetNode() {
+		if n.GetOpType() == "BatchNormalization" && len(n.Input) > 0 {
+			intoBN[n.Input[0]] = true
+		}
+	}
 	seen := map[string]bool{}
 	add := func(name string) {
 		if name == "" || seen[name] || outs[name] {
@@ -147,7 +157,9 @@ func (q *QDQModel) pickTargets() {
 		if n.GetOpType() == "MatMul" {
 			add(n.Input[1])
 		}
-		add(n.Output[0])
+		if !intoBN[n.Output[0]] {
+			add(n.Output[0])
+		}
 	}
 }
 

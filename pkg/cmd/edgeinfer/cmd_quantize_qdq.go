@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/quant"
@@ -183,14 +184,17 @@ func compareOneShot(ctx context.Context, stdout io.Writer, refPath, qPath string
 		var pa, pb []float32
 		var worst float64 = 1
 		worstName := ""
+		var per []string
 		var nRef, nQ, nMatch int
 		maps := false
 		for i := range samples {
 			a, b := ref.res[i][name], q.res[i][name]
 			pa, pb = append(pa, a.Data...), append(pb, b.Data...)
-			if c := quant.Cosine(a.Data, b.Data); c < worst {
+			c := quant.Cosine(a.Data, b.Data)
+			if c < worst {
 				worst, worstName = c, samples[i].Name
 			}
+			per = append(per, fmt.Sprintf("%s %.4f", samples[i].Name, c))
 			if sh := a.Shape; len(sh) == 4 && sh[0] == 1 && sh[1] == 1 {
 				maps = true
 				h, w := int(sh[2]), int(sh[3])
@@ -200,6 +204,7 @@ func compareOneShot(ctx context.Context, stdout io.Writer, refPath, qPath string
 			}
 		}
 		fmt.Fprintf(stdout, "cosine %s: %.5f pooled over %d samples; lowest per sample %.5f (%s)\n", name, quant.Cosine(pa, pb), len(samples), worst, worstName)
+		fmt.Fprintf(stdout, "  per sample: %s\n", strings.Join(per, ", "))
 		if maps {
 			fmt.Fprintf(stdout, "boxes %s (threshold 0.3, IoU ≥ 0.5): reference %d quantised %d matched %d; precision %.3f recall %.3f\n",
 				name, nRef, nQ, nMatch, ratio(nMatch, nQ), ratio(nMatch, nRef))
