@@ -214,6 +214,11 @@ type QDQOptions struct {
 func (q *QDQModel) QuantizeQDQ(ctx context.Context, out string, opts QDQOptions) (*Result, error) {
 	g := q.m.GetGraph()
 	res := &Result{Scheme: QDQScheme}
+	opset := q.opset()
+	perChannel := q.perChannelOK(opset)
+	if !perChannel && opset < 10 {
+		return nil, fmt.Errorf("%w: opset %d has no QuantizeLinear (needs 10; per-channel weights need 13)", ErrModel, opset)
+	}
 	producer := map[string]int{}
 	for i, n := range g.GetNode() {
 		for _, o := range n.GetOutput() {
@@ -313,46 +318,62 @@ func (q *QDQModel) QuantizeQDQ(ctx context.Context, out string, opts QDQOptions)
 		if opts.ReduceRange {
 			qmax = 63
 		}
-		pc := quantizePerChannel(vals, w.GetDims(), axis, qmax)
+		qdims, format := w.GetDims(), "int8 per-channel (QDQ)"
+		if !perChannel {
+			qdims, axis, format = []int64{1, numel(w.GetDims())}, 0, fmt.Sprintf("int8 per-tensor (QDQ, opset %d)", opset)
+		}
+		pc := quantizePerChannel(vals, qdims, axis, qmax)
 		qt := addInit(&onnx.TensorProto{Name: proto.String(wname + "_quantized"), DataType: proto.Int32(int32(onnx.TensorProto_INT8)), Dims: w.GetDims(), RawData: int8Bytes(pc.q)})
-		st := addInit(&onnx.TensorProto{Name: proto.String(wname + "_scale"), DataType: proto.Int32(int32(onnx.TensorProto_FLOAT)), Dims: []int64{int64(len(pc.scales))}, RawData: float32Bytes(pc.scales)})
-		zt := addInit(&onnx.TensorProto{Name: proto.String(wname + "_zero_point"), DataType: proto.Int32(int32(onnx.TensorProto_INT8)), Dims: []int64{int64(len(pc.scales))}, RawData: make([]byte, len(pc.scales))})
+		var sdims []int64 // per-tensor: scalars, as QuantizeLinear-10 wants
+		var axisAttr []*onnx.AttributeProto
+		if perChannel {
+			sdims, axisAttr = []int64{int64(len(pc.scales))}, []*onnx.AttributeProto{onnx.AttrInt("axis", int64(axis))}
+		}
+		st := addInit(&onnx.TensorProto{Name: proto.String(wname + "_scale"), DataType: proto.Int32(int32(onnx.TensorProto_FLOAT)), Dims: sdims, RawData: float32Bytes(pc.scales)})
+		zt := addInit(&onnx.TensorProto{Name: proto.String(wname + "_zero_point"), DataType: proto.Int32(int32(onnx.TensorProto_INT8)), Dims: sdims, RawData: make([]byte, len(pc.scales))})
 		dq := wname + "_dequantized"
 		before[i] = append(before[i], &onnx.NodeProto{Name: proto.String(wname + "_DequantizeLinear"), OpType: proto.String("DequantizeLinear"),
-			Input: []string{qt, st, zt}, Output: []string{dq}, Attribute: []*onnx.AttributeProto{onnx.AttrInt("axis", int64(axis))}})
+			Input: []string{qt, st, zt}, Output: []string{dq}, Attribute: axisAttr})
 		wdq[wname+fmt.Sprint(axis)] = dq
 		n.Input[1] = dq
 		if uses[wname]--; uses[wname] == 0 {
 			drop[wname] = true
 		}
 		sz := 4 * numel(w.GetDims())
-		res.Layers = append(res.Layers, Layer{Name: wname, Shape: dimsInt(w.GetDims()), Format: "int8 per-channel (QDQ)",
-			BytesBefore: sz, BytesAfter: int64(len(pc.q)) + 5*int64(len(pc.scales)), RelRMS: RelativeRMS(vals, pc.dequantize(w.GetDims(), axis))})
-		// Bias: int32 at scale s_x·s_w[c], zero point 0.
-		if len(n.Input) > 2 && q.isFloatInit(n.Input[2]) && len(pc.scales) > 1 && n.GetOpType() != "MatMul" {
+		res.Layers = append(res.Layers, Layer{Name: wname, Shape: dimsInt(w.GetDims()), Format: format,
+			BytesBefore: sz, BytesAfter: int64(len(pc.q)) + 5*int64(len(pc.scales)), RelRMS: RelativeRMS(vals, pc.dequantize(qdims, axis))})
+		// Bias: int32 at scale s_x·s_w[c], zero point 0 (one scalar scale
+		// for per-tensor weights). A float bias left beside quantised
+		// weights makes ONNX Runtime's QDQ pass insert Round, which opset
+		// 10 lacks.
+		if len(n.Input) > 2 && q.isFloatInit(n.Input[2]) && n.GetOpType() != "MatMul" {
 			b := q.inits[n.Input[2]]
 			bv, err := tensorFloat32(b, q.srcDir)
 			if err != nil {
 				return nil, err
 			}
-			if len(bv) != len(pc.scales) {
+			if perChannel && len(bv) != len(pc.scales) {
 				continue
 			}
 			bs := make([]float32, len(bv))
 			bq := make([]int32, len(bv))
 			for c, v := range bv {
-				bs[c] = xp.scale * pc.scales[c]
+				bs[c] = xp.scale * pc.scales[min(c, len(pc.scales)-1)]
 				if bs[c] > 0 {
 					bq[c] = int32(max(min(math.Round(float64(v/bs[c])), math.MaxInt32), math.MinInt32))
 				}
 			}
 			bname := n.Input[2]
 			bqt := addInit(&onnx.TensorProto{Name: proto.String(bname + "_quantized"), DataType: proto.Int32(int32(onnx.TensorProto_INT32)), Dims: b.GetDims(), RawData: int32Bytes(bq)})
-			bst := addInit(&onnx.TensorProto{Name: proto.String(bname + "_scale"), DataType: proto.Int32(int32(onnx.TensorProto_FLOAT)), Dims: []int64{int64(len(bs))}, RawData: float32Bytes(bs)})
-			bzt := addInit(&onnx.TensorProto{Name: proto.String(bname + "_zero_point"), DataType: proto.Int32(int32(onnx.TensorProto_INT32)), Dims: []int64{int64(len(bs))}, RawData: make([]byte, 4*len(bs))})
+			bdims, battr := []int64{int64(len(bs))}, []*onnx.AttributeProto{onnx.AttrInt("axis", 0)}
+			if !perChannel {
+				bs, bdims, battr = bs[:1], nil, nil
+			}
+			bst := addInit(&onnx.TensorProto{Name: proto.String(bname + "_scale"), DataType: proto.Int32(int32(onnx.TensorProto_FLOAT)), Dims: bdims, RawData: float32Bytes(bs)})
+			bzt := addInit(&onnx.TensorProto{Name: proto.String(bname + "_zero_point"), DataType: proto.Int32(int32(onnx.TensorProto_INT32)), Dims: bdims, RawData: make([]byte, 4*len(bs))})
 			bdq := bname + "_dequantized_" + fmt.Sprint(i)
 			before[i] = append(before[i], &onnx.NodeProto{Name: proto.String(bdq + "_DequantizeLinear"), OpType: proto.String("DequantizeLinear"),
-				Input: []string{bqt, bst, bzt}, Output: []string{bdq}, Attribute: []*onnx.AttributeProto{onnx.AttrInt("axis", 0)}})
+				Input: []string{bqt, bst, bzt}, Output: []string{bdq}, Attribute: battr})
 			n.Input[2] = bdq
 			if uses[bname]--; uses[bname] == 0 {
 				drop[bname] = true
@@ -389,7 +410,9 @@ func (q *QDQModel) QuantizeQDQ(ctx context.Context, out string, opts QDQOptions)
 		return nil, fmt.Errorf("%w: %d bytes of tensors is too large to keep inline", ErrModel, total)
 	}
 	g.Initializer = inits
-	setOpset(q.m, "", 13) // per-channel QuantizeLinear/DequantizeLinear (axis)
+	if perChannel {
+		setOpset(q.m, "", 13) // per-channel QuantizeLinear/DequantizeLinear (axis)
+	}
 	raw, err := proto.Marshal(q.m)
 	if err != nil {
 		return nil, fmt.Errorf("quant: %w", err)
@@ -402,6 +425,40 @@ func (q *QDQModel) QuantizeQDQ(ctx context.Context, out string, opts QDQOptions)
 	}
 	res.Files = []string{filepath.Base(out)}
 	return res, nil
+}
+
+// opset is the model's default-domain opset version.
+func (q *QDQModel) opset() int64 {
+	for _, o := range q.m.GetOpsetImport() {
+		if o.GetDomain() == "" || o.GetDomain() == "ai.onnx" {
+			return o.GetVersion()
+		}
+	}
+	return 0
+}
+
+// opsetBreaks are the operators whose signature or meaning changed between
+// opset 11 and 13 (axes as inputs; Softmax's axis semantics): a model using
+// one cannot simply be relabelled opset 13.
+var opsetBreaks = []string{"Squeeze", "Unsqueeze", "Split", "ReduceSum", "Softmax", "LogSoftmax", "Hardmax"}
+
+// perChannelOK reports whether per-channel weights (QuantizeLinear-13's
+// axis) fit: the model is opset 13+, or opset 11–12 with none of
+// opsetBreaks, so relabelling it 13 changes nothing. Older models
+// (Clip's attributes, Resize-10, …) get per-tensor weights at their opset.
+func (q *QDQModel) perChannelOK(opset int64) bool {
+	if opset >= 13 {
+		return true
+	}
+	if opset < 11 {
+		return false
+	}
+	for _, n := range q.m.GetGraph().GetNode() {
+		if n.GetDomain() == "" && slices.Contains(opsetBreaks, n.GetOpType()) {
+			return false
+		}
+	}
+	return true
 }
 
 // actParams are an activation's uint8 scale and zero point.

@@ -2,10 +2,13 @@ package quant_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
@@ -62,11 +65,11 @@ func wave(n int, f float64) []float32 {
 }
 
 // convModel writes x [1,3,H,W] → Conv 3×3 (+bias, weight as a Constant node,
-// as paddle2onnx exports) → Relu → Conv 1×1 → MatMul → y, opset 11.
-func convModel(t *testing.T) string {
+// as paddle2onnx exports) → Relu → Conv 1×1 → MatMul → y.
+func convModel(t *testing.T, opset int64) string {
 	t.Helper()
 	b := onnx.NewBuilder("qdq-test")
-	b.Opset(onnx.DomainONNX, 11)
+	b.Opset(onnx.DomainONNX, opset)
 	x := b.Input("x", onnx.TensorProto_FLOAT, onnx.Sym("n"), onnx.Fixed(3), onnx.Sym("h"), onnx.Fixed(8))
 	w1 := &onnx.TensorProto{DataType: proto.Int32(int32(onnx.TensorProto_FLOAT)), Dims: []int64{8, 3, 3, 3}, FloatData: posWave(8*27, 0.7)}
 	wc := b.Node(onnx.DomainONNX, "Constant", nil, []string{"w1_const"}, onnx.AttrTensor("value", w1))[0]
@@ -92,14 +95,21 @@ func convModel(t *testing.T) string {
 func TestQuantizeQDQOnORT(t *testing.T) {
 	needORT(t)
 	ctx := context.Background()
-	path := convModel(t)
 	var samples []quant.Sample
 	for i := range 4 {
 		d := wave(3*8*8, 0.11*float64(i+1))
 		samples = append(samples, quant.Sample{Name: string(rune('a' + i)), Inputs: map[string]quant.Tensor{"x": {Shape: []int64{1, 3, 8, 8}, Data: d}}})
 	}
-	for _, method := range []string{quant.MethodMinMax, quant.MethodPercentile} {
-		t.Run(method, func(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		opset  int64
+	}{
+		{quant.MethodMinMax, 11}, {quant.MethodPercentile, 13},
+		{quant.MethodMinMax, 10}, // opset 10: per-tensor weights
+	} {
+		method := tc.method
+		path := convModel(t, tc.opset)
+		t.Run(fmt.Sprintf("%s-opset%d", method, tc.opset), func(t *testing.T) {
 			qm, err := quant.OpenQDQ(path)
 			if err != nil {
 				t.Fatal(err)
@@ -176,11 +186,6 @@ func opTypes(t *testing.T, path string) map[string]int {
 	for _, n := range m.GetGraph().GetNode() {
 		ops[n.GetOpType()]++
 	}
-	for _, o := range m.GetOpsetImport() {
-		if o.GetDomain() == "" && o.GetVersion() < 13 {
-			t.Fatalf("opset %d: per-channel DequantizeLinear needs 13", o.GetVersion())
-		}
-	}
 	for _, in := range m.GetGraph().GetInitializer() {
 		if in.GetName() == "w2_quantized" && (in.GetDataType() != int32(onnx.TensorProto_INT8) || len(in.GetRawData()) != 32) {
 			t.Fatalf("w2 stored as %d, %d bytes", in.GetDataType(), len(in.GetRawData()))
@@ -246,5 +251,22 @@ func TestQuantizeQDQRealModel(t *testing.T) {
 	t.Logf("pooled cosine %.5f over %d samples", c, len(samples))
 	if c < 0.9 {
 		t.Fatalf("pooled cosine %.5f < 0.9", c)
+	}
+}
+
+// TestQuantizeQDQOldOpset: a model below opset 10 has no QuantizeLinear and
+// is refused clearly (ErrModel naming the opset).
+func TestQuantizeQDQOldOpset(t *testing.T) {
+	qm, err := quant.OpenQDQ(convModel(t, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges := map[string]quant.Range{}
+	for _, n := range qm.Targets {
+		ranges[n] = quant.Range{Min: -1, Max: 1}
+	}
+	_, err = qm.QuantizeQDQ(context.Background(), filepath.Join(t.TempDir(), "q.onnx"), quant.QDQOptions{Ranges: ranges})
+	if !errors.Is(err, quant.ErrModel) || !strings.Contains(err.Error(), "opset 9") {
+		t.Fatalf("err %v, want ErrModel naming opset 9", err)
 	}
 }
