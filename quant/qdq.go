@@ -214,11 +214,11 @@ type QDQOptions struct {
 func (q *QDQModel) QuantizeQDQ(ctx context.Context, out string, opts QDQOptions) (*Result, error) {
 	g := q.m.GetGraph()
 	res := &Result{Scheme: QDQScheme}
+	if err := q.Supported(); err != nil {
+		return nil, err
+	}
 	opset := q.opset()
 	perChannel := q.perChannelOK(opset)
-	if !perChannel && opset < 10 {
-		return nil, fmt.Errorf("%w: opset %d has no QuantizeLinear (needs 10; per-channel weights need 13)", ErrModel, opset)
-	}
 	producer := map[string]int{}
 	for i, n := range g.GetNode() {
 		for _, o := range n.GetOutput() {
@@ -425,6 +425,16 @@ func (q *QDQModel) QuantizeQDQ(ctx context.Context, out string, opts QDQOptions)
 	}
 	res.Files = []string{filepath.Base(out)}
 	return res, nil
+}
+
+// Supported reports whether the model can take QDQ nodes: ErrModel for
+// opsets below 10, which have no QuantizeLinear. Call it before
+// calibrating, to fail fast.
+func (q *QDQModel) Supported() error {
+	if op := q.opset(); op < 10 {
+		return fmt.Errorf("%w: opset %d has no QuantizeLinear (needs 10; per-channel weights need 13)", ErrModel, op)
+	}
+	return nil
 }
 
 // opset is the model's default-domain opset version.

@@ -97,6 +97,9 @@ func runQuantizeQDQ(ctx context.Context, stdout io.Writer, in, out string, keep 
 	if err != nil {
 		return err
 	}
+	if err := qm.Supported(); err != nil {
+		return err
+	}
 	calModel, err := qm.CalibrationModel()
 	if err != nil {
 		return err
