@@ -45,8 +45,9 @@
 // p95|p99|p999>, slo_attainment, goodput_tok_s, throughput_tok_s,
 // failure_rate and energy_j_per_token. A quantile needs 1/(1−q) samples
 // (p99: 100) before it can pass; fewer gives retest. A latency limit below
-// the fastest unloaded value (warm-up), or one the sweep's lowest load
-// already fails, is block with the reason "no load can meet …". Energy with
+// the fastest unloaded value (warm-up) is block with the reason "no load
+// can meet …"; a sweep whose lowest load failed a limit only adds that to a
+// miss the run measured itself (a short trial is weaker evidence). Energy with
 // no sensor, a window shorter than the sensor's resolution, or gaps in the
 // sensor's readings (a vanished file, a counter reset: joules over part of
 // the run against tokens over all of it) is retest.

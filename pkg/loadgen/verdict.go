@@ -223,7 +223,7 @@ func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 // nil without warm-up; sweep is the sweep's result, nil without one.
 func judge(t Threshold, s *metrics.Summary, warm *metrics.Summary, sweep *SweepResult, pw *power.Report) Verdict {
 	v := Verdict{Threshold: t.String(), Metric: t.Metric, Phase: t.Phase, Max: t.Max, Min: t.Min, MinSamples: t.minSamples()}
-	if why := unreachable(t, warm, sweep); why != "" {
+	if why := unreachable(t, warm); why != "" {
 		v.Value, v.Samples, _ = metricValue(s, t.Metric, pw)
 		v.Status, v.Reason = Block, why
 		return v
@@ -247,6 +247,9 @@ func judge(t Threshold, s *metrics.Summary, warm *metrics.Summary, sweep *SweepR
 	default:
 		if bad := violates(t, *val); bad != "" {
 			v.Status, v.Reason = Block, "measured "+bad
+			if also := sweepFailedLowest(t, sweep); also != "" {
+				v.Reason += "; " + also
+			}
 		} else {
 			v.Status, v.Reason = Pass, fmt.Sprintf("holds: %s = %s over %d samples", t.Metric, fmtFloat(round3(*val)), n)
 		}
@@ -255,9 +258,8 @@ func judge(t Threshold, s *metrics.Summary, warm *metrics.Summary, sweep *SweepR
 }
 
 // unreachable says why no load can meet a latency limit: a limit ≤ 0, or
-// one below the fastest value seen unloaded (one request at a time), or a
-// sweep that found no stable load at its lowest point for this reason.
-func unreachable(t Threshold, warm *metrics.Summary, sweep *SweepResult) string {
+// one below the fastest value seen unloaded (one request at a time).
+func unreachable(t Threshold, warm *metrics.Summary) string {
 	dist, _, ok := splitQuantile(t.Metric)
 	if !ok || t.Max == nil {
 		return ""
@@ -271,8 +273,16 @@ func unreachable(t Threshold, warm *metrics.Summary, sweep *SweepResult) string 
 				t.String(), dist, *d.Min, d.Count)
 		}
 	}
-	if sweep != nil && sweep.MaxStable == nil && len(sweep.Points) > 0 && strings.HasPrefix(sweep.Points[0].Why, t.Metric+" ") {
-		return fmt.Sprintf("no load can meet %s: the sweep's lowest load (%g) already failed it (%s)", t.String(), sweep.Points[0].Load, sweep.Points[0].Why)
-	}
 	return ""
+}
+
+// sweepFailedLowest adds to a measured miss that the sweep's lowest load
+// failed the same limit and no load was stable. It is not a verdict of its
+// own: one short trial on a busy machine is weaker evidence than the run.
+func sweepFailedLowest(t Threshold, sweep *SweepResult) string {
+	if t.Phase != "" || sweep == nil || sweep.MaxStable != nil || len(sweep.Points) == 0 || !strings.HasPrefix(sweep.Points[0].Why, t.Metric+" ") {
+		return ""
+	}
+	p := sweep.Points[0]
+	return fmt.Sprintf("the sweep's lowest load (%s %g) failed it too (%s): no load tried was stable", sweep.Mode, p.Load, p.Why)
 }

@@ -72,3 +72,37 @@ func TestBatchPresetVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepLowestFailureIsNotAVerdict: a sweep whose lowest 2 s trial
+// failed a limit does not by itself make the limit unreachable: the run's
+// own measurement decides, and a measured miss mentions the sweep.
+func TestSweepLowestFailureIsNotAVerdict(t *testing.T) {
+	sweep := &SweepResult{Mode: "concurrency", Points: []SweepPoint{{Load: 1, Why: "itl_ms.p99 = 89.57 > 50"}}}
+	th := Threshold{Metric: "itl_ms.p99", Max: limit(50)}
+	for _, c := range []struct {
+		name   string
+		p99    float64
+		status string
+		reason []string
+	}{
+		{"run holds", 40, Pass, []string{"holds: itl_ms.p99 = 40 over 500 samples"}},
+		{"run misses", 60, Block, []string{"measured itl_ms.p99 = 60 > 50", "the sweep's lowest load (concurrency 1) failed it too"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p99 := c.p99
+			sum := &metrics.Summary{Requests: 50, Latency: metrics.Latency{ITLMs: metrics.Quantiles{Count: 500, P99: &p99}}}
+			v := judge(th, sum, nil, sweep, nil)
+			if v.Status != c.status {
+				t.Fatalf("status %s, want %s (%s)", v.Status, c.status, v.Reason)
+			}
+			for _, r := range c.reason {
+				if !strings.Contains(v.Reason, r) {
+					t.Errorf("reason %q lacks %q", v.Reason, r)
+				}
+			}
+			if strings.Contains(v.Reason, "no load can meet") {
+				t.Errorf("one short trial claimed the limit unreachable: %q", v.Reason)
+			}
+		})
+	}
+}
