@@ -70,19 +70,18 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 
 func (e *Engine) open(ctx context.Context, spec ModelSpec) error {
 	start := time.Now()
-	if spec.Ref != "" {
-		dir, err := ModelDir(ctx, e.cfg.Store, spec.Ref)
-		if err != nil {
-			return err
-		}
-		spec.Dir = dir
-	}
-	if fi, err := os.Stat(spec.Dir); err == nil && !fi.IsDir() && strings.HasSuffix(spec.Dir, ".onnx") {
+	var b *bundle.Bundle
+	var err error
+	switch fi, serr := os.Stat(spec.Dir); {
+	case spec.Ref != "":
+		b, err = ModelBundle(ctx, e.cfg.Store, spec.Ref)
+	case serr == nil && !fi.IsDir() && strings.HasSuffix(spec.Dir, ".onnx"):
 		return e.openOneshotFile(ctx, spec, start)
+	default:
+		b, err = bundle.Load(spec.Dir)
 	}
-	b, err := bundle.Load(spec.Dir)
 	if err != nil {
-		return fmt.Errorf("engine: open %s: %w", spec.Dir, err)
+		return fmt.Errorf("engine: open %s%s: %w", spec.Dir, spec.Ref, err)
 	}
 	name := spec.Name
 	if name == "" {

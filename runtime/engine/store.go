@@ -11,7 +11,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 )
 
-// ModelDir resolves a store reference ("name" for the active version, or
+// ModelBundle resolves a store reference ("name" for the active version, or
 // "name@version") to a verified bundle directory beside the store file
 // (<store>.models/<name>@<version>/), exporting it from the store the first
 // time. ONNX Runtime wants paths (external weights sit next to the model),
@@ -19,35 +19,37 @@ import (
 // open reuses them after bundle.Load has re-checked their digests, and a
 // damaged copy is exported again. The store is closed before the model
 // runs, so an update agent can write to it meanwhile. No network is used.
-func ModelDir(ctx context.Context, storePath, ref string) (string, error) {
+//
+// It returns the loaded (verified) bundle, so the caller does not hash the
+// files a second time.
+func ModelBundle(ctx context.Context, storePath, ref string) (*bundle.Bundle, error) {
 	st, err := store.Open(ctx, storePath, store.Options{})
 	if err != nil {
-		return "", fmt.Errorf("engine: open store: %w", err)
+		return nil, fmt.Errorf("engine: open store: %w", err)
 	}
 	defer st.Close()
 	v, err := st.Resolve(ctx, ref)
 	if err != nil {
-		return "", fmt.Errorf("engine: model %q: %w", ref, err)
+		return nil, fmt.Errorf("engine: model %q: %w", ref, err)
 	}
 	dir := filepath.Join(storePath+".models", v.Name+"@"+v.Version)
-	if _, err := bundle.Load(dir); err == nil {
-		return dir, nil
+	if b, err := bundle.Load(dir); err == nil {
+		return b, nil
 	}
 	tmp := dir + ".export"
 	if err := os.RemoveAll(tmp); err != nil {
-		return "", err
+		return nil, err
 	}
 	if _, err := st.Export(ctx, ref, tmp); err != nil {
-		return "", errors.Join(fmt.Errorf("engine: export %s from the store: %w", ref, err), os.RemoveAll(tmp))
-	}
-	if _, err := bundle.Load(tmp); err != nil {
-		return "", errors.Join(fmt.Errorf("engine: %s as exported: %w", ref, err), os.RemoveAll(tmp))
+		return nil, errors.Join(fmt.Errorf("engine: export %s from the store: %w", ref, err), os.RemoveAll(tmp))
 	}
 	if err := os.RemoveAll(dir); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		return "", fmt.Errorf("engine: publish %s: %w", dir, err)
+		return nil, fmt.Errorf("engine: publish %s: %w", dir, err)
 	}
-	return dir, nil
+	// Export checked every file against its digest while writing it; Load
+	// checks the manifest's digests of the published copy.
+	return bundle.Load(dir)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
@@ -54,13 +55,13 @@ func (m *modelFlags) validate() error {
 	return nil
 }
 
-// dir resolves the model to a bundle directory, exporting it from the
-// store the first time.
-func (m *modelFlags) dir(ctx context.Context) (string, error) {
+// bundle loads the model's bundle (verifying its digests), exporting it
+// from the store the first time.
+func (m *modelFlags) bundle(ctx context.Context) (*bundle.Bundle, error) {
 	if m.store == "" {
-		return m.model, nil
+		return bundle.Load(m.model)
 	}
-	return engine.ModelDir(ctx, m.store, m.model)
+	return engine.ModelBundle(ctx, m.store, m.model)
 }
 
 func runGenerate(ctx context.Context, stdout io.Writer, args []string) error {

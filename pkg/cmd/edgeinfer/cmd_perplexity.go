@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
@@ -38,11 +37,7 @@ func runPerplexity(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	dir, err := mf.dir(ctx)
-	if err != nil {
-		return err
-	}
-	b, err := bundle.Load(dir)
+	b, err := mf.bundle(ctx)
 	if err != nil {
 		return err
 	}
