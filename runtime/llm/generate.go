@@ -102,14 +102,17 @@ func (m *Model) Score(ctx context.Context, tokens []int32) (nll float64, n int, 
 	if len(tokens) < 2 {
 		return 0, 0, nil
 	}
+	// Only tokens[:n-1] are fed (the last is only predicted), so a window
+	// as long as the context fits.
+	fed := tokens[:len(tokens)-1]
 	id := m.generateID()
-	if _, err := m.Admit(ctx, sched.Sequence{ID: id, Tokens: tokens, PromptLen: len(tokens)}); err != nil {
+	if _, err := m.Admit(ctx, sched.Sequence{ID: id, Tokens: fed, PromptLen: len(fed)}); err != nil {
 		return 0, 0, err
 	}
 	defer m.Release(id)
 	kv := m.seqs[uint64(id)].kv
 	io := m.io
-	for kv.Computed() < len(tokens)-1 {
+	for kv.Computed() < len(fed) {
 		if err := ctx.Err(); err != nil {
 			return 0, 0, err
 		}

@@ -2,6 +2,8 @@ package llm
 
 import (
 	"context"
+	"os"
+	"time"
 	"errors"
 	"fmt"
 
@@ -55,7 +57,7 @@ func (m *Model) Admit(_ context.Context, seq sched.Sequence) (int, error) {
 	case n == 0:
 		return 0, fmt.Errorf("%w: empty prompt", ErrBatch)
 	case n >= m.geom.MaxPositions:
-		return 0, fmt.Errorf("%w: %d tokens, the model's context is %d (leave room for at least one generated token)", ErrPromptTooLong, n, m.geom.MaxPositions)
+		return 0, fmt.Errorf("%w: %d tokens, the model's context is %d positions (a prompt must leave room for one generated token)", ErrPromptTooLong, n, m.geom.MaxPositions)
 	}
 	if _, dup := m.seqs[uint64(seq.ID)]; dup {
 		return 0, fmt.Errorf("%w: sequence %d admitted twice", ErrBatch, seq.ID)
@@ -127,6 +129,16 @@ func (m *Model) Step(ctx context.Context, b *sched.Batch) (sched.StepResult, err
 		return sched.StepResult{}, ErrClosed
 	}
 	var res sched.StepResult
+	dbgT0 := time.Now()
+	defer func() {
+		if dbgOn {
+			pt := 0
+			for _, c := range b.Prefill {
+				pt += len(c.Tokens)
+			}
+			fmt.Fprintf(os.Stderr, "DBGSTEP %d dec=%d pre=%d last=%v %.2fms\n", time.Now().UnixMicro(), len(b.Decode), pt, len(b.Prefill) > 0 && b.Prefill[0].Last, float64(time.Since(dbgT0).Microseconds())/1000)
+		}
+	}()
 	if len(b.Decode) > 0 {
 		if err := m.decode(ctx, b.Decode, &res); err != nil {
 			return sched.StepResult{}, err
@@ -270,3 +282,5 @@ func (m *Model) Logits(i int) []float32 {
 }
 
 var _ sched.Executor = (*Model)(nil)
+
+var dbgOn = os.Getenv("DBGSTEP") != ""

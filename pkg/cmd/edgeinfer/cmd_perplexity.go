@@ -54,7 +54,7 @@ func runPerplexity(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	defer m.Close()
 	ids := tok.Encode(string(text))
-	w := min(*window, m.Geometry().MaxPositions-1)
+	w := min(*window, m.Geometry().MaxPositions)
 	start := time.Now()
 	var nll float64
 	var n int
