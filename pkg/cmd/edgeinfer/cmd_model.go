@@ -22,6 +22,7 @@ func init() {
 
 const modelUsage = `usage:
   edgeinfer model build --preset NAME --out DIR [--contract paged|compatible] [--block-size N] [--all-logits] [--scheme int4-b32 [--keep lm_head]]
+  edgeinfer model import --onnx DIR --out DIR [--name NAME] [--version V]   (an Optimum/GenAI export, run through the compatible contract)
   edgeinfer model import --hf DIR --out DIR [--name NAME] [--contract paged|compatible] [--block-size N] [--all-logits] [--scheme int4-b32 [--keep lm_head]]
 presets: `
 
@@ -120,6 +121,8 @@ func runModelBuild(ctx context.Context, stdout io.Writer, args []string) error {
 func runModelImport(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("model import")
 	hf := fs.String("hf", "", "Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json)")
+	exported := fs.String("onnx", "", "directory of an exported ONNX model (Optimum / onnxruntime-genai decoder, or a one-shot model) to bundle as it is")
+	version := fs.String("version", "", "bundle version for --onnx (default 1)")
 	out := fs.String("out", "", "bundle directory to write")
 	name := fs.String("name", "", "bundle name (default: the checkpoint directory's name)")
 	var g graphFlags
@@ -127,8 +130,16 @@ func runModelImport(ctx context.Context, stdout io.Writer, args []string) error 
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *exported != "" && *out != "" && *hf == "" {
+		b, err := bundle.ImportExported(ctx, *exported, *out, *name, *version)
+		if err != nil {
+			return err
+		}
+		printBundle(stdout, b)
+		return nil
+	}
 	if *hf == "" || *out == "" {
-		return fmt.Errorf("%w: --hf and --out are required", errUsage)
+		return fmt.Errorf("%w: --out and one of --hf or --onnx are required", errUsage)
 	}
 	opts, err := g.options()
 	if err != nil {
@@ -145,6 +156,13 @@ func runModelImport(ctx context.Context, stdout io.Writer, args []string) error 
 func printBundle(w io.Writer, b *bundle.Bundle) {
 	m := b.Manifest
 	g := m.Geometry
+	if g == nil {
+		fmt.Fprintf(w, "bundle %s: %s %s, %s model, %s weights\n", b.Dir, m.Name, m.Version, m.Kind, m.Quantization)
+		for _, f := range m.Files {
+			fmt.Fprintf(w, "  %-20s %12d B  sha256 %s\n", f.Path, f.Size, f.SHA256)
+		}
+		return
+	}
 	fmt.Fprintf(w, "bundle %s: %s %s, contract %s, %s weights\n", b.Dir, m.Name, m.Version, m.Contract, m.Quantization)
 	fmt.Fprintf(w, "geometry: layers=%d heads=%d kv_heads=%d head_dim=%d vocab=%d max_positions=%d block_size=%d logits=%s\n",
 		g.Layers, g.Heads, g.KVHeads, g.HeadDim, g.Vocab, g.MaxPositions, g.BlockSize, g.Logits)
