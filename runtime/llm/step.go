@@ -2,8 +2,6 @@ package llm
 
 import (
 	"context"
-	"os"
-	"time"
 	"errors"
 	"fmt"
 
@@ -129,16 +127,6 @@ func (m *Model) Step(ctx context.Context, b *sched.Batch) (sched.StepResult, err
 		return sched.StepResult{}, ErrClosed
 	}
 	var res sched.StepResult
-	dbgT0 := time.Now()
-	defer func() {
-		if dbgOn {
-			pt := 0
-			for _, c := range b.Prefill {
-				pt += len(c.Tokens)
-			}
-			fmt.Fprintf(os.Stderr, "DBGSTEP %d dec=%d pre=%d last=%v %.2fms\n", time.Now().UnixMicro(), len(b.Decode), pt, len(b.Prefill) > 0 && b.Prefill[0].Last, float64(time.Since(dbgT0).Microseconds())/1000)
-		}
-	}()
 	if len(b.Decode) > 0 {
 		if err := m.decode(ctx, b.Decode, &res); err != nil {
 			return sched.StepResult{}, err
@@ -282,5 +270,3 @@ func (m *Model) Logits(i int) []float32 {
 }
 
 var _ sched.Executor = (*Model)(nil)
-
-var dbgOn = os.Getenv("DBGSTEP") != ""
