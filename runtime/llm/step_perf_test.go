@@ -148,4 +148,3 @@ func BenchmarkStepPerf(b *testing.B) {
 		}
 	}
 }
-
