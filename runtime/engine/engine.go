@@ -54,7 +54,6 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: log, models: map[string]*modelEntry{},
 		x: &mux{decoders: map[string]*llm.Model{}, oneshots: map[string]*oneshot{}, owner: map[sched.SeqID]*llm.Model{}}}
-	e.cfg.Session = sessionDefaults(cfg.Session)
 	for _, spec := range cfg.Models {
 		if err := e.open(ctx, spec); err != nil {
 			return nil, errors.Join(err, e.closeModels())
@@ -67,25 +66,6 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.s = s
 	return e, nil
-}
-
-// allowSpinning is ONNX Runtime's session entry that lets intra-op workers
-// busy-wait between operators.
-const allowSpinning = "session.intra_op.allow_spinning"
-
-// sessionDefaults turns intra-op spinning off unless o's ConfigEntries
-// decide it. The engine alternates runs of different shapes and sessions
-// (decode rows, prefill chunks, one-shot models) on a device it shares with
-// the application's own goroutines: spinning workers of one session then
-// steal the cores the next run needs. Measured with runtime/llm
-// BenchmarkStepPerf, 2 threads, on a 2-core host at load 4-5: spinning made
-// synthetic-110m's batch-8 decode step 1.1-2.1x and its 96-token prefill
-// 1.5-1.6x slower (medians); on the idle host the two were within noise.
-func sessionDefaults(o ort.Options) ort.Options {
-	if _, set := o.ConfigEntries[allowSpinning]; !set {
-		o.NoSpinning = true
-	}
-	return o
 }
 
 func (e *Engine) open(ctx context.Context, spec ModelSpec) error {
