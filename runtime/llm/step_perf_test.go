@@ -23,6 +23,15 @@ import (
 //
 // EDGEINFER_PERF_MODEL=110m times synthetic-110m instead of the 4-layer
 // "small" decoder of the engine's priority test.
+//
+// Measured on the 2-core host: a mixed step costs its two runs and no more
+// (excess -0.6..+0.4 ms on small, negative on 110m), and a prefill of a
+// length never run before costs what the same length run again does (small
+// 10.7 vs 11.2 ms, 110m minima 154-170 vs 153-163 ms), so new shapes cost
+// ONNX Runtime no visible re-planning and bucketing chunk lengths would buy
+// nothing. Spinning is load-dependent: at load 4-5 it slowed the batch-8
+// decode 1.1-2.1x and the 96-token prefill 1.5-1.6x; idle, it was within
+// noise here and 13-16 % faster in the engine's BenchmarkBatchScaling.
 
 // perfBundle builds the engine test's small decoder, or returns the cached
 // synthetic-110m paged bundle.
