@@ -74,6 +74,10 @@ func TestPriorityIsolation(t *testing.T) {
 		Session: ort.Options{IntraOpThreads: 1},
 		// an interactive prompt is one chunk; batch prompts are short
 		Sched: sched.Config{MaxBatch: 8, ChunkSize: 128},
+		// Probes alone and under load must both prefill their whole prompt:
+		// with the prefix cache on, the repeated "alone" prompts would hit it
+		// and be compared with loaded probes that do not.
+		DisablePrefixCache: true,
 	})
 	if err != nil {
 		t.Fatal(err)
