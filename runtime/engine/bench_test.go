@@ -439,13 +439,19 @@ func BenchmarkBatchScaling(b *testing.B) {
 		e := openBench(b, bd, sched.Config{MaxBatch: 8, ChunkSize: 256})
 		decodeRate(b, e, 1, vocab, 1) // warm-up: binds the step shapes
 		one := decodeRate(b, e, 1, vocab, 2)
-		eight := decodeRate(b, e, 8, vocab, 3)
+		// The engine's batch-8 rate and the bare loop's alternate three
+		// times and each side takes its median, so a noisy neighbour on a
+		// shared machine hits both sides alike. The engine's window runs
+		// from context ~128+8 to ~128+96: the bare loop sits at its middle.
+		var eights, bares []float64
+		for round := range 3 {
+			eights = append(eights, decodeRate(b, e, 8, vocab, uint64(3+round)))
+			bares = append(bares, bareRate(b, bd, 8, scalePrompt+scaleOutput/2, 48))
+		}
 		closeBench(b, e)
-		// the engine's window runs from context ~128+8 to ~128+96: compare
-		// at the middle of it
-		bare := bareRate(b, bd, 8, scalePrompt+scaleOutput/2, 48)
-		b.Logf("decode tok/s: engine 1 stream %.1f, engine 8 streams %.1f, bare ORT batch-8 loop %.1f (context %d)",
-			one, eight, bare, scalePrompt+scaleOutput/2)
+		eight, bare := median(eights), median(bares)
+		b.Logf("decode tok/s: engine 1 stream %.1f, engine 8 streams %.1f (rounds %.1f), bare ORT batch-8 loop %.1f (rounds %.1f, context %d)",
+			one, eight, eights, bare, bares, scalePrompt+scaleOutput/2)
 		b.ReportMetric(eight/one, "batch8-x")
 		b.ReportMetric(eight/bare, "batch8-vs-bare")
 		b.ReportMetric(one, "b1-tok/s")
@@ -515,4 +521,10 @@ func BenchmarkSchedOverhead(b *testing.B) {
 			((loop - exec) / time.Duration(steps)).Round(100*time.Nanosecond), pct)
 		b.ReportMetric(pct, "sched-overhead-%")
 	}
+}
+
+func median(x []float64) float64 {
+	y := slices.Clone(x)
+	slices.Sort(y)
+	return y[len(y)/2]
 }
