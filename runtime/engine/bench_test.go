@@ -449,6 +449,7 @@ func BenchmarkBatchScaling(b *testing.B) {
 			bares = append(bares, bareRate(b, bd, 8, scalePrompt+scaleOutput/2, 48))
 		}
 		closeBench(b, e)
+		bare1 := bareRate(b, bd, 1, scalePrompt+scaleOutput/2, 48)
 		eight, bare := median(eights), median(bares)
 		b.Logf("decode tok/s: engine 1 stream %.1f, engine 8 streams %.1f (rounds %.1f), bare ORT batch-8 loop %.1f (rounds %.1f, context %d)",
 			one, eight, eights, bare, bares, scalePrompt+scaleOutput/2)
@@ -457,6 +458,7 @@ func BenchmarkBatchScaling(b *testing.B) {
 		b.ReportMetric(one, "b1-tok/s")
 		b.ReportMetric(eight, "b8-tok/s")
 		b.ReportMetric(bare, "bare-b8-tok/s")
+		b.ReportMetric(bare1, "bare-b1-tok/s")
 	}
 }
 
