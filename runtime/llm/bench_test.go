@@ -31,7 +31,7 @@ const benchPreset = "synthetic-110m"
 
 // benchGraphVersion names the cached bundles' graph form: bump it whenever
 // pkg/onnx/llama changes what it emits, or the benchmarks time old graphs.
-const benchGraphVersion = "g2"
+const benchGraphVersion = "g3"
 
 func needBench(b *testing.B) {
 	b.Helper()

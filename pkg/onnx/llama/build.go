@@ -141,35 +141,43 @@ func (d *decoder) build() error {
 	if err != nil {
 		return err
 	}
+	delta := ""
 	for i := range c.NumHiddenLayers {
-		if x, err = d.layer(i, x, pos); err != nil {
+		if x, delta, err = d.layer(i, x, delta, pos); err != nil {
 			return err
 		}
 	}
-	return d.head(x, embed)
+	return d.head(b.Op("Add", []string{x, delta}), embed)
 }
 
 // layer emits one pre-norm block: attention then SwiGLU MLP, each added
-// to the residual stream.
-func (d *decoder) layer(i int, x, pos string) (string, error) {
+// to the residual stream. The residual arrives as x plus the previous
+// layer's MLP output delta ("" for the first layer) and leaves the same
+// way, so every residual Add fuses into the norm that follows it.
+func (d *decoder) layer(i int, x, delta, pos string) (residual, mlpOut string, err error) {
 	b, c := d.b, d.c
 	p := "model.layers." + strconv.Itoa(i) + "."
-	h, err := d.rmsNorm(x, p+"input_layernorm.weight")
+	var h string
+	if delta == "" {
+		h, err = d.rmsNorm(x, p+"input_layernorm.weight")
+	} else {
+		h, x, err = d.addRMSNorm(x, delta, p+"input_layernorm.weight")
+	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	qDim, kvDim := c.NumAttentionHeads*c.HeadDim, c.NumKeyValueHeads*c.HeadDim
 	q, err := d.linear(p+"self_attn.q_proj", h, qDim, c.HiddenSize, c.QKVBias())
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	k, err := d.linear(p+"self_attn.k_proj", h, kvDim, c.HiddenSize, c.QKVBias())
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	v, err := d.linear(p+"self_attn.v_proj", h, kvDim, c.HiddenSize, c.QKVBias())
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	q = d.rotary(q, pos, c.NumAttentionHeads)
 	k = d.rotary(k, pos, c.NumKeyValueHeads)
@@ -181,28 +189,26 @@ func (d *decoder) layer(i int, x, pos string) (string, error) {
 	}
 	o, err := d.linear(p+"self_attn.o_proj", attn, c.HiddenSize, qDim, c.OBias())
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	x = b.Op("Add", []string{x, o})
-
-	h, err = d.rmsNorm(x, p+"post_attention_layernorm.weight")
+	h, x, err = d.addRMSNorm(x, o, p+"post_attention_layernorm.weight")
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	gate, err := d.linear(p+"mlp.gate_proj", h, c.IntermediateSize, c.HiddenSize, false)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	up, err := d.linear(p+"mlp.up_proj", h, c.IntermediateSize, c.HiddenSize, false)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	act := b.Op("Mul", []string{b.Op("Mul", []string{gate, b.Op("Sigmoid", []string{gate})}), up})
 	down, err := d.linear(p+"mlp.down_proj", act, c.HiddenSize, c.IntermediateSize, false)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return b.Op("Add", []string{x, down}), b.Err()
+	return x, down, b.Err()
 }
 
 // head emits the final norm and the LM head on the positions whose logits
@@ -269,6 +275,20 @@ func (d *decoder) rmsNorm(x, weight string) (string, error) {
 	}
 	return d.b.Op("SimplifiedLayerNormalization", []string{x, d.b.Float32(weight, []int64{int64(len(w.Data))}, w.Data)},
 		onnx.AttrInt("axis", -1), onnx.AttrFloat("epsilon", float32(d.c.RMSNormEps))), d.b.Err()
+}
+
+// addRMSNorm emits com.microsoft.SkipSimplifiedLayerNormalization: one
+// kernel for the residual sum x+delta and its RMSNorm, returning both (the
+// normalised value, then the sum).
+func (d *decoder) addRMSNorm(x, delta, weight string) (normed, sum string, err error) {
+	w, err := fetch(d.src, weight, d.c.HiddenSize)
+	if err != nil {
+		return "", "", err
+	}
+	outs := d.b.Node(onnx.DomainMicrosoft, "SkipSimplifiedLayerNormalization",
+		[]string{delta, x, d.b.Float32(weight, []int64{int64(len(w.Data))}, w.Data)},
+		[]string{"", "", "", ""}, onnx.AttrFloat("epsilon", float32(d.c.RMSNormEps)))
+	return outs[0], outs[3], d.b.Err()
 }
 
 // rotary applies com.microsoft.RotaryEmbedding (non-interleaved, the
