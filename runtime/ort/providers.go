@@ -1,6 +1,7 @@
 package ort
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"regexp"
@@ -89,17 +90,34 @@ func DefaultProviders() []ProviderConfig {
 // ProviderAttempt records one provider of the chain: chosen, or skipped and
 // why.
 type ProviderAttempt struct {
-	Provider Provider
+	Provider Provider `json:"provider"`
 	// Chosen is true for the provider the session runs on.
-	Chosen bool
+	Chosen bool `json:"chosen"`
 	// Reason is a short explanation of the skip ("provider library not
 	// found"); empty when chosen.
-	Reason string
-	// Err is the full error behind Reason.
-	Err error
+	Reason string `json:"reason,omitempty"`
+	// Err is the full error behind Reason (in JSON as its message, see
+	// MarshalJSON).
+	Err error `json:"-"`
 	// Duration is the time spent on this attempt (append, session
 	// creation, probe).
-	Duration time.Duration
+	Duration time.Duration `json:"-"`
+}
+
+// MarshalJSON writes the attempt for reports: the error as its message and
+// the duration in milliseconds (an error value and nanoseconds would read
+// as {} and 1234567).
+func (a ProviderAttempt) MarshalJSON() ([]byte, error) {
+	type plain ProviderAttempt
+	out := struct {
+		plain
+		Error string  `json:"error,omitempty"`
+		MS    float64 `json:"duration_ms"`
+	}{plain: plain(a), MS: float64(a.Duration) / float64(time.Millisecond)}
+	if a.Err != nil {
+		out.Error = a.Err.Error()
+	}
+	return json.Marshal(out)
 }
 
 func (a ProviderAttempt) String() string {
