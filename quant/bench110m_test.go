@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
@@ -39,7 +41,7 @@ func TestSynthetic110m(t *testing.T) {
 	if os.Getenv("EDGEINFER_QUANT_BENCH") == "" {
 		t.Skip("set EDGEINFER_QUANT_BENCH=1 (builds a 110M-parameter model, minutes)")
 	}
-	needORT(t)
+	orttest.Need(t)
 	ctx := context.Background()
 	cfg, src, err := llama.Preset("synthetic-110m")
 	if err != nil {

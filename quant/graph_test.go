@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/quant"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
@@ -80,7 +82,7 @@ func runModel(t *testing.T, path string, x []float32, rows, k int) []float32 {
 // computed in Go, for MatMul and Gemm, int4 and int8, symmetric and with
 // zero points, and a K (40) that ends in a partial block.
 func TestGraphPassMatchesDequantised(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	const k, n, rows = 40, 24, 3
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, tc := range []struct {
@@ -141,7 +143,7 @@ func TestGraphPassMatchesDequantised(t *testing.T) {
 // TestGraphPassFP16 checks the fp16 rewrite runs and stays within fp16
 // rounding of the fp32 output.
 func TestGraphPassFP16(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	const k, n = 64, 32
 	r := rand.New(rand.NewPCG(3, 4))
 	w := randMatrix(r, k*n)

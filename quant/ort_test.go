@@ -3,8 +3,9 @@ package quant_test
 import (
 	"context"
 	"math"
-	"os"
 	"testing"
+
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
@@ -12,17 +13,6 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
-
-// needORT skips a test when ONNX Runtime is missing, or fails it under CI.
-func needORT(t testing.TB) {
-	t.Helper()
-	if _, err := ort.FindLibrary(""); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("ONNX Runtime is required under CI: %v", err)
-		}
-		t.Skipf("no ONNX Runtime (run `make setup`): %v", err)
-	}
-}
 
 // tinyBundle builds the tiny-test preset with an emitter (nil: fp32).
 func tinyBundle(t testing.TB, em llama.WeightEmitter) *bundle.Bundle {
@@ -67,7 +57,7 @@ func testTokens() []int32 {
 // checks ONNX Runtime runs it (MatMulNBits bits 4 and 8, zero points, a
 // partial block: K=64 under block 128) with a mean NLL near fp32's.
 func TestEmitterSchemesRunOnORT(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	toks := testTokens()
 	ref := meanNLL(t, tinyBundle(t, nil), toks)
 	for _, tc := range []struct {
@@ -100,7 +90,7 @@ func TestEmitterSchemesRunOnORT(t *testing.T) {
 // the emitter at build time (same quantiser, same layout), and that the
 // bundle records its scheme and reference.
 func TestQuantizeBundleMatchesEmitter(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	ref := tinyBundle(t, nil)
 	sc, err := quant.ParseScheme("int4-b32-acc1")
 	if err != nil {

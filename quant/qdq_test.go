@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/quant"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
@@ -93,7 +95,7 @@ func convModel(t *testing.T, opset int64) string {
 // writes its QDQ form and checks ONNX Runtime runs it with outputs close to
 // fp32's, in both calibration methods.
 func TestQuantizeQDQOnORT(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	ctx := context.Background()
 	var samples []quant.Sample
 	for i := range 4 {
@@ -202,7 +204,7 @@ func TestQuantizeQDQRealModel(t *testing.T) {
 	if model == "" || dir == "" {
 		t.Skip("set EDGEINFER_QDQ_MODEL and EDGEINFER_QDQ_CALIB")
 	}
-	needORT(t)
+	orttest.Need(t)
 	ctx := context.Background()
 	qm, err := quant.OpenQDQ(model)
 	if err != nil {

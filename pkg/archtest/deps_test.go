@@ -93,8 +93,13 @@ func TestDeps(t *testing.T) {
 					t.Errorf("%s imports %s; only %v may", p.ImportPath, imp, r.allowed)
 				}
 			}
-			if imp == "testing" || strings.HasPrefix(imp, "testing/") {
+			// Test-support packages (named *test, like net/http/httptest)
+			// may import testing; production packages may import neither.
+			if (imp == "testing" || strings.HasPrefix(imp, "testing/")) && !testSupport(p.ImportPath) {
 				t.Errorf("production package %s imports %s", p.ImportPath, imp)
+			}
+			if strings.HasPrefix(imp, module+"/") && testSupport(imp) && !testSupport(p.ImportPath) {
+				t.Errorf("production package %s imports the test-support package %s", p.ImportPath, imp)
 			}
 			if strings.HasPrefix(imp, module+"/") && layer(imp) > layer(p.ImportPath) {
 				t.Errorf("%s (layer %d) imports %s (layer %d): imports must point down",
@@ -110,6 +115,12 @@ func TestDeps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testSupport reports whether a package is test support (its name ends in
+// "test"), imported only by tests.
+func testSupport(path string) bool {
+	return strings.HasSuffix(path[strings.LastIndex(path, "/")+1:], "test") && strings.HasPrefix(path, module+"/")
 }
 
 func contains(list []string, s string) bool {

@@ -6,21 +6,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
-
-func needORT(t testing.TB) {
-	t.Helper()
-	if _, err := ort.FindLibrary(""); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("ONNX Runtime is required under CI: %v", err)
-		}
-		t.Skipf("no ONNX Runtime (run `make setup`): %v", err)
-	}
-}
 
 var (
 	tinyOnce sync.Once
@@ -56,7 +47,7 @@ func tinyBundle(t testing.TB) string {
 // openTiny opens an engine over the tiny-test bundle.
 func openTiny(t testing.TB) (*engine.Engine, *engine.Config) {
 	t.Helper()
-	needORT(t)
+	orttest.Need(t)
 	cfg := engine.Config{Models: []engine.ModelSpec{{Dir: tinyBundle(t)}}, KVBudgetBytes: 8 << 20}
 	cfg.Session.IntraOpThreads = 1
 	e, err := engine.Open(context.Background(), cfg)

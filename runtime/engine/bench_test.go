@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
@@ -35,7 +37,7 @@ const benchThreads = 2
 // benchModel returns the benchmark bundle, building it on first use.
 func benchModel(b *testing.B) *bundle.Bundle {
 	b.Helper()
-	needORT(b)
+	orttest.Need(b)
 	if dir := os.Getenv("EDGEINFER_BENCH_BUNDLE"); dir != "" {
 		bd, err := bundle.Load(dir)
 		if err != nil {

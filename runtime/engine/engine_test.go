@@ -3,10 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
-	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
@@ -14,16 +15,6 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
-
-func needORT(t testing.TB) {
-	t.Helper()
-	if _, err := ort.FindLibrary(""); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("ONNX Runtime is required under CI: %v", err)
-		}
-		t.Skipf("no ONNX Runtime (run `make setup`): %v", err)
-	}
-}
 
 func buildPreset(t testing.TB, preset string) string {
 	t.Helper()
@@ -42,7 +33,7 @@ func buildPreset(t testing.TB, preset string) string {
 
 func openTiny(t *testing.T, cfg Config) *Engine {
 	t.Helper()
-	needORT(t)
+	orttest.Need(t)
 	cfg.Models = []ModelSpec{{Dir: buildPreset(t, "tiny-test")}}
 	cfg.Session.IntraOpThreads = 1
 	e, err := Open(context.Background(), cfg)
@@ -202,7 +193,7 @@ func equal(a, b []int32) bool {
 // Models are opened by name from the offline store; nothing touches the
 // network.
 func TestOpenFromStore(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	dir := buildPreset(t, "tiny-test")
 	path := t.TempDir() + "/models.db"
 	st, err := store.Open(context.Background(), path, store.Options{})

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
@@ -17,7 +19,7 @@ import (
 // and generates exactly what the native paged bundle of the same weights
 // generates.
 func TestExportedDecoderRunsLikePaged(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	const hf = "../../examples/tinylm"
 	ctx := context.Background()
 	paged, err := bundle.ImportHF(ctx, hf, t.TempDir(), bundle.ImportOptions{Name: "paged"})

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/sched"
@@ -78,7 +80,7 @@ func infer(ctx context.Context, e *Engine, i int, class sched.Class) ([]float32,
 // Concurrent Infer calls are batched dynamically, and each gets exactly
 // (to float rounding) what it gets alone.
 func TestInferDynamicBatching(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	ctx := context.Background()
 	e, err := Open(ctx, Config{
 		Models:  []ModelSpec{{Dir: writeVisionModel(t)}},
@@ -146,7 +148,7 @@ func TestCameraBesideChat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: 10 FPS for 2×3 s")
 	}
-	needORT(t)
+	orttest.Need(t)
 	ctx := context.Background()
 	e, err := Open(ctx, Config{
 		Models:  []ModelSpec{{Dir: buildPreset(t, "tiny-test")}, {Dir: writeVisionModel(t)}},

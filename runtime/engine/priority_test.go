@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
@@ -67,7 +69,7 @@ func TestPriorityIsolation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a few seconds of saturating load")
 	}
-	needORT(t)
+	orttest.Need(t)
 	ctx := context.Background()
 	e, err := Open(ctx, Config{
 		Models:  []ModelSpec{{Dir: buildSmall(t)}},

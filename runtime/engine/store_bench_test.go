@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
@@ -20,7 +22,7 @@ import (
 //
 //	EDGEINFER_BENCH_BUNDLE=DIR go test ./runtime/engine/ -run '^$' -bench OpenFromStore -benchtime 1x
 func BenchmarkOpenFromStore(b *testing.B) {
-	needORT(b)
+	orttest.Need(b)
 	dir := os.Getenv("EDGEINFER_BENCH_BUNDLE")
 	if dir == "" {
 		dir = buildPreset(b, "tiny-test")

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
@@ -38,7 +40,7 @@ func needBench(b *testing.B) {
 	if os.Getenv("EDGEINFER_BENCH") == "" {
 		b.Skip("set EDGEINFER_BENCH=1 to run the synthetic-110m decode benchmarks")
 	}
-	needORT(b)
+	orttest.Need(b)
 }
 
 // benchBundle returns the preset built with opts, from the cache dir when

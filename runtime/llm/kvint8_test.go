@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
@@ -90,7 +92,7 @@ func decodeArgmax(t *testing.T, m *Model, prompt, forced []int32, steps int) []i
 // cascade), the int8-KV argmax equals the fp32-KV argmax at ≥ 99 % of
 // positions (issue 3, item 5).
 func TestInt8KVTopOneAgreement(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	ctx := context.Background()
 	load := func(kvInt8 bool) (*Model, string) {
 		b, name := qualityBundle(t, kvInt8)
@@ -145,7 +147,7 @@ func TestInt8KVTopOneAgreement(t *testing.T) {
 // A manifest whose kv_dtype disagrees with the graph's pools fails at
 // load, naming the input, rather than at the first step.
 func TestKVDTypeMismatchFailsAtLoad(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	b := tinyBundle(t, llama.Options{KVInt8: true})
 	path := filepath.Join(b.Dir, bundle.ManifestFile)
 	data, err := os.ReadFile(path)

@@ -3,25 +3,15 @@ package llm
 import (
 	"context"
 	"math"
-	"os"
 	"testing"
+
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
-
-// needORT skips a test when ONNX Runtime is missing, or fails it under CI.
-func needORT(t testing.TB) {
-	t.Helper()
-	if _, err := ort.FindLibrary(""); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("ONNX Runtime is required under CI: %v", err)
-		}
-		t.Skipf("no ONNX Runtime (run `make setup`): %v", err)
-	}
-}
 
 // tinyBundle builds the tiny-test preset once per test binary.
 func tinyBundle(t testing.TB, opts llama.Options) *bundle.Bundle {
@@ -41,7 +31,7 @@ func tinyBundle(t testing.TB, opts llama.Options) *bundle.Bundle {
 
 func loadTiny(t testing.TB, opts Options) *Model {
 	t.Helper()
-	needORT(t)
+	orttest.Need(t)
 	opts.Session.IntraOpThreads = 1
 	m, err := Load(context.Background(), tinyBundle(t, llama.Options{}), opts)
 	if err != nil {
@@ -198,7 +188,7 @@ func TestPromptTooLongAndCancel(t *testing.T) {
 // The same weights built in the compatible (Optimum) contract and run by
 // the compatible executor give the same logits and tokens as the paged one.
 func TestCompatibleContractMatchesPaged(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	paged := loadTiny(t, Options{DisablePrefixCache: true})
 	cm, err := Load(context.Background(), tinyBundle(t, llama.Options{Contract: llama.ContractCompatible}), Options{Session: ort.Options{IntraOpThreads: 1}, DisablePrefixCache: true})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/sched"
@@ -37,7 +39,7 @@ const tinylmDir = "../../examples/tinylm"
 // logits within 1e-3, the same 32 greedy tokens, and the same held-out
 // perplexity within 1 %.
 func TestTinyLMMatchesTorch(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	raw, err := os.ReadFile(filepath.Join(tinylmDir, "golden.json"))
 	if err != nil {
 		t.Fatalf("golden file: %v", err)

@@ -9,9 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
-	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
 // benchSpecYAML is a ~3 s workload through the four phases with a short
@@ -31,18 +32,6 @@ phases:
   - {name: recovery, kind: recovery, duration: 400ms, arrival: {mode: poisson, rate: 10}}
 sweep: {mode: concurrency, min: 1, max: 4, trial: 250ms, max_trials: 3}
 `
-
-// benchNeedORT skips without the ONNX Runtime library, except under CI
-// (CI=true), where its absence is a failure.
-func benchNeedORT(t *testing.T) {
-	t.Helper()
-	if _, err := ort.FindLibrary(""); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("ONNX Runtime is required under CI: %v", err)
-		}
-		t.Skipf("no ONNX Runtime (run `make setup`): %v", err)
-	}
-}
 
 func runBenchCLI(args ...string) (int, string, string) {
 	var stdout, stderr bytes.Buffer
@@ -66,7 +55,7 @@ func TestBenchCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3 s benchmark")
 	}
-	benchNeedORT(t)
+	orttest.Need(t)
 	dir := t.TempDir()
 	cfg, src, err := llama.Preset("tiny-test")
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
@@ -21,7 +23,7 @@ func TestDecodeStepPagedVsCompatible(t *testing.T) {
 	if os.Getenv("EDGEINFER_BENCH") == "" {
 		t.Skip("set EDGEINFER_BENCH=1 to run the synthetic-110m decode benchmark")
 	}
-	needORT(t)
+	orttest.Need(t)
 	ctx := context.Background()
 	c, src, err := Preset("synthetic-110m")
 	if err != nil {

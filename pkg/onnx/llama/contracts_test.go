@@ -3,6 +3,8 @@ package llama
 import (
 	"strconv"
 	"testing"
+
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
 func argmax(x []float32) int64 {
@@ -20,7 +22,7 @@ func argmax(x []float32) int64 {
 // present back as past): the logits must agree at every step, and the
 // cached decode must equal full recomputation by the reference.
 func TestContractsAgree(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	c, src := tinyModel(t)
 	const prompt, steps, bs = 64, 32, 16
 	paged := newSession(t, c, src, Options{BlockSize: bs})

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 )
 
@@ -13,7 +15,7 @@ import (
 // it must give what the fp32 graph gives on the dequantised pools — the
 // same float32 products, so the logits and new K/V agree to rounding.
 func TestKVInt8MatchesDequantisedPools(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	c, src := tinyModel(t)
 	fp := newSession(t, c, src, Options{})
 	q8 := newSession(t, c, src, Options{KVInt8: true})

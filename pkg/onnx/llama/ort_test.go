@@ -4,9 +4,10 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"testing"
+
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
@@ -16,18 +17,6 @@ import (
 // runtime/ort, test-only: this package never links it) against refForward.
 
 const tolerance = 1e-4
-
-// needORT skips when ONNX Runtime is absent, except under CI where its
-// absence is a failure.
-func needORT(t *testing.T) {
-	t.Helper()
-	if _, err := ort.FindLibrary(""); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("ONNX Runtime library required under CI: %v", err)
-		}
-		t.Skipf("ONNX Runtime library not found: %v", err)
-	}
-}
 
 func newSession(t *testing.T, c *Config, src WeightSource, opts Options) *ort.Session {
 	t.Helper()
@@ -179,7 +168,7 @@ func (p *pool) scatter(out map[string]outTensor, b, n, ctx int, table []int64) {
 }
 
 func TestPagedMatchesReference(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	c, src := tinyModel(t)
 	const prompt, steps, bs = 16, 4, 4
 	ids := randomIDs(1, prompt+steps, c.VocabSize)
@@ -220,7 +209,7 @@ func TestPagedMatchesReference(t *testing.T) {
 }
 
 func TestPagedAllLogitsAndRaggedBatch(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	c, src := tinyModel(t)
 	const bs = 4
 	lens := []int{11, 5, 8}
@@ -281,7 +270,7 @@ func TestPagedAllLogitsAndRaggedBatch(t *testing.T) {
 }
 
 func TestCompatibleMatchesReference(t *testing.T) {
-	needORT(t)
+	orttest.Need(t)
 	c, src := tinyModel(t)
 	const prompt, steps = 16, 4
 	ids := randomIDs(1, prompt+steps, c.VocabSize)
