@@ -49,6 +49,10 @@ type Options struct {
 	// graph there, so a later load can skip optimisation by loading it with
 	// GraphOptimization OptimizeDisabled.
 	OptimizedModelPath string `json:"optimized_model_path,omitempty" yaml:"optimized_model_path,omitempty"`
+	// ProfilePrefix, if set, makes ONNX Runtime record every node's run
+	// time and write them as Chrome-trace JSON to PREFIX_<date>.json when
+	// the session closes: the way to see where a model's time goes.
+	ProfilePrefix string `json:"profile_prefix,omitempty" yaml:"profile_prefix,omitempty"`
 	// NoSpinning stops the intra- and inter-op threads from busy-waiting
 	// between operators. Set it whenever two sessions run alternately in
 	// one process (prefill and decode graphs): each spinning its own pool,

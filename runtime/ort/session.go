@@ -284,6 +284,11 @@ func sessionOptions(opts Options) (*onnx.SessionOptions, error) {
 				return err
 			}
 		}
+		if opts.ProfilePrefix != "" {
+			if err := so.EnableProfiling(opts.ProfilePrefix); err != nil {
+				return err
+			}
+		}
 		for k, v := range opts.configEntries() {
 			if err := so.AddSessionConfigEntry(k, v); err != nil {
 				return fmt.Errorf("config entry %s=%s: %w", k, v, err)

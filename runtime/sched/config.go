@@ -32,6 +32,11 @@ type Config struct {
 	// NoPriorityPreemption stops a higher-class arrival from preempting
 	// lower-class running sequences (KV exhaustion still preempts).
 	NoPriorityPreemption bool
+	// NoTPOTAdmission turns off TPOT-aware batch sizing: by default a
+	// sequence is admitted beside running ones only while the predicted step
+	// (decode cost at one more row plus the prefill share, learnt from the
+	// steps run) stays within the tightest TPOT objective among them.
+	NoTPOTAdmission bool
 	// PrefillRateHint seeds the prefill throughput estimate (tokens/s) used
 	// to predict TTFT before any step was measured. Zero means no prediction
 	// until the first prefill step: fail-fast requests are then accepted.

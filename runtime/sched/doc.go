@@ -38,9 +38,13 @@
 // Requests wait in a bounded queue per class (Config.QueueLimit); a full
 // queue refuses with an *OverloadError wrapping ErrQueueFull. The head of
 // the highest non-empty class is admitted when fewer than MaxBatch sequences
-// run and Executor.Admit finds KV room for its tokens plus
-// Config.AdmitReserve; if not, it may preempt lower classes, otherwise it
-// waits (and nothing behind it overtakes it).
+// run, Executor.Admit finds KV room for its tokens plus
+// Config.AdmitReserve, and one more decode row keeps the predicted step
+// within the tightest SLO.TPOT among the running sequences of its model and
+// itself (TPOT-aware batch sizing, tpot.go: the step time per row count is
+// learnt from the steps run, plus the share prefill chunks add); if not, it
+// may preempt lower classes, otherwise it waits (and nothing behind it
+// overtakes it).
 //
 // The SLO check predicts a new request's time to first token from measured
 // figures:
@@ -52,9 +56,8 @@
 // decode rows sharing those steps and for steps where admission had to wait),
 // and S an EWMA of the step time (the step in flight). R does not model
 // attention growing with context, so RetryAfter is an estimate, not a
-// promise. SLO.TPOT is recorded for goodput, not enforced: chunking is what
-// bounds it. A
-// FailFast request whose prediction exceeds SLO.TTFT is refused at once with
+// promise. SLO.TPOT bounds the batch as above; chunking bounds the single
+// step. A FailFast request whose prediction exceeds SLO.TTFT is refused at once with
 // an *OverloadError whose RetryAfter is the excess (at least one step):
 // refusing fast beats everyone waiting. Others are queued and time out at
 // SLO.Deadline (or their ctx deadline) with outcome timed out.

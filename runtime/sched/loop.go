@@ -231,6 +231,18 @@ func (s *Scheduler) admit() {
 			}
 			continue
 		}
+		if !s.tpotRoom(g) {
+			if s.preemptFor(g) {
+				continue
+			}
+			if !g.tpotDeferred {
+				g.tpotDeferred = true
+				s.mu.Lock()
+				s.mu.stats.TPOTDeferred++
+				s.mu.Unlock()
+			}
+			return // wait for a running stream to finish
+		}
 		cached, err := s.exec.Admit(s.life, Sequence{
 			ID: g.id, Model: g.req.Model, Tokens: g.tokens, PromptLen: g.promptLen,
 			Reserve: s.cfg.AdmitReserve, Sampling: g.req.Sampling,

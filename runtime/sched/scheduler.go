@@ -47,6 +47,7 @@ type Scheduler struct {
 	admitSeq uint64
 	order    []*genReq
 	batch    Batch
+	cost     map[string]*decodeCost // per model: step time by decode rows, for TPOT-aware admission
 }
 
 // Option configures what is not plain data.
@@ -78,6 +79,7 @@ func New(exec Executor, cfg Config, opts ...Option) (*Scheduler, error) {
 		loopDone: make(chan struct{}),
 		byID:     make(map[SeqID]*genReq),
 	}
+	s.cost = make(map[string]*decodeCost)
 	for _, o := range opts {
 		o(s)
 	}
@@ -110,6 +112,8 @@ type genReq struct {
 	prefilled  int    // tokens whose KV is computed
 	wantToken  bool   // the current step must sample a token for it
 	backlog    int    // its share of mu.backlog (guarded by mu)
+	// tpotDeferred: admission waited on the TPOT rule at least once.
+	tpotDeferred bool
 
 	tl     Timeline
 	stream *Stream

@@ -38,6 +38,12 @@ type Stats struct {
 	// admission.
 	PrefillRate float64
 	StepTime    time.Duration
+	// PredictedTPOT is the learnt cost model's time per output token at the
+	// current number of running sequences (decode cost plus prefill share);
+	// TPOTDeferred counts admissions postponed because one more row would
+	// have put the running streams over their TPOT objective.
+	PredictedTPOT time.Duration
+	TPOTDeferred  uint64
 	// RecordsDropped counts timelines dropped because Records was not called
 	// before MaxRecords accumulated.
 	RecordsDropped uint64

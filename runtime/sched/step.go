@@ -195,8 +195,11 @@ func (s *Scheduler) apply(b *Batch, res StepResult, now time.Time, exec time.Dur
 		g.wantToken = false
 		s.finishGen(g, now, OutcomeFailed, fmt.Errorf("sched: request %d: %w: no token sampled", g.id, ErrExecutor))
 	}
+	cost := s.costOf(b.Model)
+	cost.observe(len(b.Decode), prefill, exec)
 	s.mu.Lock()
 	s.observeStepLocked(prefill, backlogged, exec)
+	s.mu.stats.PredictedTPOT = cost.stepAt(max(len(s.running), 1))
 	s.mu.stats.Steps++
 	s.mu.stats.DecodeTokens += uint64(len(b.Decode))
 	s.mu.stats.PrefillTokens += uint64(prefill)

@@ -1,0 +1,99 @@
+package sched
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestTPOTAwareBatchSizing: on a device whose step grows steeply with
+// rows (3 ms + 3.6 ms per row, the int4 synthetic-110m figure), eight
+// streams with a TPOT objective of 16.5 ms (2.5× the solo step) are run at
+// most three at a time, so every one meets it; with the rule off all
+// eight decode together and every one misses it.
+func TestTPOTAwareBatchSizing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		off     bool
+		maxRows int // most decode rows allowed in a step
+	}{
+		{"tpot-aware", false, 3},
+		{"off", true, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(1024, testBlockSize)
+				f.a, f.b, f.c = 3*time.Millisecond, 3600*time.Microsecond, 0
+				s := newTest(t, f, 1024, Config{MaxBatch: 8, ChunkSize: 16, NoTPOTAdmission: tc.off})
+				slo := SLO{TPOT: 16500 * time.Microsecond}
+				var wg sync.WaitGroup
+				res := make([]result, 8)
+				for i := range res {
+					consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(8, int32(i)), MaxTokens: 60, SLO: slo}), &res[i])
+				}
+				wg.Wait()
+				met := 0
+				for i, r := range res {
+					if r.err != nil {
+						t.Fatalf("stream %d: %v", i, r.err)
+					}
+					if r.tl.MetSLO() {
+						met++
+					}
+				}
+				f.mu.Lock()
+				most := 0
+				for _, b := range f.mu.decodeB {
+					most = max(most, b)
+				}
+				f.mu.Unlock()
+				st := s.Stats()
+				t.Logf("most decode rows %d, met TPOT %d/8, deferred %d, predicted TPOT %v", most, met, st.TPOTDeferred, st.PredictedTPOT)
+				if most > tc.maxRows {
+					t.Errorf("a step decoded %d rows, want ≤ %d", most, tc.maxRows)
+				}
+				if !tc.off {
+					if met != 8 {
+						t.Errorf("%d/8 streams met their TPOT objective, want all", met)
+					}
+					if st.TPOTDeferred == 0 {
+						t.Error("no admission was deferred")
+					}
+				}
+				if tc.off && met != 0 {
+					t.Errorf("with the rule off %d/8 met the objective; the test no longer shows the rule's effect", met)
+				}
+			})
+		})
+	}
+}
+
+// TestDecodeCostPredict: the cost model answers measured row counts from
+// their EWMA, extrapolates a line beyond them, and with one measurement
+// scales proportionally (cautious).
+func TestDecodeCostPredict(t *testing.T) {
+	c := newDecodeCost(8, 1)
+	if c.predict(3) != 0 || c.stepAt(3) != 0 {
+		t.Fatal("prediction before any measurement")
+	}
+	c.observe(1, 0, 6*time.Millisecond)
+	if got := c.predict(2); got != 12*time.Millisecond {
+		t.Errorf("one point: predict(2) = %v, want 12ms", got)
+	}
+	c.observe(2, 0, 9*time.Millisecond)
+	if got := c.predict(4); got != 15*time.Millisecond {
+		t.Errorf("line through (1,6) (2,9): predict(4) = %v, want 15ms", got)
+	}
+	if got := c.predict(2); got != 9*time.Millisecond {
+		t.Errorf("measured predict(2) = %v", got)
+	}
+	// A step carrying a prefill chunk: 20 ms at 2 rows is 11 ms of prefill.
+	c.observe(2, 64, 20*time.Millisecond)
+	if c.prefill <= 0 || c.stepAt(2) <= 9*time.Millisecond {
+		t.Errorf("prefill share %v not counted (stepAt(2) = %v)", c.prefill, c.stepAt(2))
+	}
+	if c.predict(2) != 9*time.Millisecond {
+		t.Error("a prefill step changed the decode-only estimate")
+	}
+}
