@@ -105,7 +105,7 @@ func TestQuantizeBundleMatchesEmitter(t *testing.T) {
 		t.Fatalf("manifest %q, sidecar %+v", qb.Manifest.Quantization, side.Reference)
 	}
 	got, err := quant.ReadSidecar(out)
-	if err != nil || len(got.Layers) != 2*7+1+1 { // projections, lm_head, embed_tokens (GatherBlockQuantized)
+	if err != nil || len(got.Layers) != 2*4+1+1 { // per layer qkv, o, gate_up, down; lm_head; embed_tokens (GatherBlockQuantized)
 		t.Fatalf("sidecar: %v, %d layers", err, len(got.Layers))
 	}
 	em, _ := quant.NewEmitter("int4-b32-acc1", "lm_head")

@@ -13,6 +13,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -54,7 +55,7 @@ func benchModel(b *testing.B) *bundle.Bundle {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir := filepath.Join(cache, "edgeinfer", "bench", preset+"-"+scheme)
+	dir := filepath.Join(cache, "edgeinfer", "bench", fmt.Sprintf("%s-%s-g%d", preset, scheme, llama.GraphRevision))
 	if bd, err := bundle.Load(dir); err == nil {
 		return bd
 	}

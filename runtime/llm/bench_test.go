@@ -31,9 +31,9 @@ import (
 
 const benchPreset = "synthetic-110m"
 
-// benchGraphVersion names the cached bundles' graph form: bump it whenever
-// pkg/onnx/llama changes what it emits, or the benchmarks time old graphs.
-const benchGraphVersion = "g3"
+// benchGraphVersion names the cached bundles' graph form (see
+// llama.GraphRevision), so the benchmarks never time old graphs.
+var benchGraphVersion = fmt.Sprintf("g%d", llama.GraphRevision)
 
 func needBench(b *testing.B) {
 	b.Helper()

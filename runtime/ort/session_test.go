@@ -2,7 +2,10 @@ package ort
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +41,41 @@ func TestRunAdd(t *testing.T) {
 	}
 	if got := out["y"].Shape(); !slices.Equal(got, []int64{2, 4}) {
 		t.Errorf("shape %v", got)
+	}
+}
+
+// TestProfilePrefix: a session with ProfilePrefix writes ONNX Runtime's
+// per-node trace when it closes, naming the model's node.
+func TestProfilePrefix(t *testing.T) {
+	needLib(t)
+	ctx := context.Background()
+	prefix := filepath.Join(t.TempDir(), "prof")
+	s, err := NewSession(ctx, addModel(), Options{IntraOpThreads: 1, ProfilePrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := CopyTensor([]int64{2, 4}, []float32{1, 2, 3, 4, 5, 6, 7, 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	out, err := s.Run(ctx, map[string]*Tensor{"x": x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	CloseAll(out)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(prefix + "*.json")
+	if len(files) != 1 {
+		t.Fatalf("profile files %v, want one", files)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"op_name" : "Add"`) && !strings.Contains(string(data), `"op_name":"Add"`) {
+		t.Errorf("profile names no Add node: %.300s", data)
 	}
 }
