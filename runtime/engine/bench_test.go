@@ -324,15 +324,20 @@ const (
 // decode tok/s over the window in which all n were decoding (after the last
 // first token, before the first stream ended), so prefill is excluded.
 func decodeRate(b *testing.B, e *Engine, n, vocab int, seed uint64) float64 {
+	return decodeRateLen(b, e, n, vocab, seed, scalePrompt, scaleOutput)
+}
+
+// decodeRateLen is decodeRate with the prompt and output lengths given.
+func decodeRateLen(b *testing.B, e *Engine, n, vocab int, seed uint64, promptLen, outLen int) float64 {
 	b.Helper()
 	r := rand.New(rand.NewPCG(seed, 3))
 	times := make([][]time.Time, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		p := randomPrompt(r, scalePrompt, vocab)
+		p := randomPrompt(r, promptLen, vocab)
 		wg.Go(func() {
-			times[i], errs[i] = stream(context.Background(), e, p, GenerateOptions{MaxTokens: scaleOutput})
+			times[i], errs[i] = stream(context.Background(), e, p, GenerateOptions{MaxTokens: outLen})
 		})
 	}
 	wg.Wait()
@@ -485,6 +490,37 @@ func BenchmarkBatchScaling(b *testing.B) {
 		b.ReportMetric(eight, "b8-tok/s")
 		b.ReportMetric(bare, "bare-b8-tok/s")
 		b.ReportMetric(bare1, "bare-b1-tok/s")
+	}
+}
+
+// -----------------------------------------------------------------------------
+// Decode rate through the engine, for the quantisation issue's comparison
+// with llama.cpp (platforms/llamacpp/compare.sh runs both in one session).
+
+// BenchmarkDecodeRate is the engine's greedy decode rate at batch 1 and the
+// aggregate at batch 8, shaped like llama.cpp's figures: 128-token prompts
+// (not timed), 128 generated tokens per stream, timed from the last first
+// token to the first last token; the median of EDGEINFER_BENCH_REPS (3)
+// repetitions after a warm-up. EDGEINFER_BENCH_SCHEME picks the precision.
+func BenchmarkDecodeRate(b *testing.B) {
+	bd := benchModel(b)
+	logPrecision(b, bd)
+	vocab := bd.Manifest.Geometry.Vocab
+	reps := envInt("EDGEINFER_BENCH_REPS", 3)
+	for b.Loop() {
+		e := openBench(b, bd, sched.Config{MaxBatch: 8, ChunkSize: 256})
+		decodeRateLen(b, e, 1, vocab, 1, 128, 16) // warm-up: binds the shapes
+		decodeRateLen(b, e, 8, vocab, 1, 128, 16)
+		var ones, eights []float64
+		for i := range reps {
+			ones = append(ones, decodeRateLen(b, e, 1, vocab, uint64(10+i), 128, 128))
+			eights = append(eights, decodeRateLen(b, e, 8, vocab, uint64(20+i), 128, 128))
+		}
+		closeBench(b, e)
+		b.Logf("RESULT engine=%s batch=1 gen_tok_s_median=%.2f reps=%.1f", cmpOr(bd.Manifest.Quantization, "fp32"), median(ones), ones)
+		b.Logf("RESULT engine=%s batch=8 gen_tok_s_median=%.2f reps=%.1f", cmpOr(bd.Manifest.Quantization, "fp32"), median(eights), eights)
+		b.ReportMetric(median(ones), "b1-tok/s")
+		b.ReportMetric(median(eights), "b8-tok/s")
 	}
 }
 

@@ -13,6 +13,10 @@ type estimates struct {
 	// room, it is the rate at which the backlog actually drains.
 	prefillRate float64
 	rateKnown   bool
+	// prefillSpeed is prefill tokens per second of the steps that carried
+	// prefill: what a prompt costs once admitted (prefillRate also counts
+	// the steps spent waiting, so it says when the queue drains).
+	prefillSpeed float64
 	// step is the duration of a step.
 	step time.Duration
 	// inferTime is the duration of a one-shot batch, per model.
@@ -35,6 +39,9 @@ func ewmaDur(old, sample time.Duration, alpha float64) time.Duration {
 func (s *Scheduler) observeStepLocked(prefillTokens int, backlogged bool, d time.Duration) {
 	a := s.cfg.EWMAAlpha
 	s.mu.est.step = ewmaDur(s.mu.est.step, d, a)
+	if prefillTokens > 0 && d > 0 {
+		s.mu.est.prefillSpeed = ewma(s.mu.est.prefillSpeed, float64(prefillTokens)/d.Seconds(), a)
+	}
 	if d <= 0 || !(prefillTokens > 0 || backlogged) {
 		return
 	}

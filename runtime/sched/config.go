@@ -32,6 +32,12 @@ type Config struct {
 	// NoPriorityPreemption stops a higher-class arrival from preempting
 	// lower-class running sequences (KV exhaustion still preempts).
 	NoPriorityPreemption bool
+	// StrictFIFO keeps admission in arrival order within a class even when
+	// the head can no longer meet its TTFT objective. By default such a
+	// request yields to the first one behind it that still can (it has
+	// missed its objective either way; serving it first would make the next
+	// ones miss theirs too).
+	StrictFIFO bool
 	// NoTPOTAdmission turns off TPOT-aware batch sizing: by default a
 	// sequence is admitted beside running ones only while the predicted step
 	// (decode cost at one more row plus the prefill share, learnt from the
@@ -57,7 +63,8 @@ type Config struct {
 }
 
 // FIFO returns c changed to behave as a one-at-a-time FIFO engine: one
-// sequence at a time, its whole prompt in one step, no priority preemption.
+// sequence at a time, its whole prompt in one step, no priority preemption,
+// strictly first come first served.
 // It is the baseline of the goodput comparison.
 func (c Config) FIFO() Config {
 	c.MaxBatch = 1
@@ -65,6 +72,7 @@ func (c Config) FIFO() Config {
 	c.TokenBudget = 1 << 30
 	c.MaxPrefillChunks = 1
 	c.NoPriorityPreemption = true
+	c.StrictFIFO = true
 	return c
 }
 

@@ -44,7 +44,10 @@
 // itself (TPOT-aware batch sizing, tpot.go: the step time per row count is
 // learnt from the steps run, plus the share prefill chunks add); if not, it
 // may preempt lower classes, otherwise it waits (and nothing behind it
-// overtakes it).
+// overtakes it). The head is the first of its class that can still meet its
+// TTFT objective at the measured prefill rate: one that has missed it
+// already yields to the next that has not, so an overload does not make
+// every request late (Config.StrictFIFO turns this off; Config.FIFO sets it).
 //
 // The SLO check predicts a new request's time to first token from measured
 // figures:

@@ -213,10 +213,12 @@ func (s *Scheduler) cancelAll() {
 }
 
 // admit moves waiting requests into the running set, highest class first and
-// FIFO within a class, while MaxBatch and the KV cache allow. A waiting
-// request that outranks running ones may preempt them (lowest class, most
-// recently admitted first). Admission stops at the first request that does
-// not fit, so later or lower requests never overtake it.
+// FIFO within a class (a request already too late for its TTFT objective
+// yields, see headLocked), while MaxBatch, the KV cache and the TPOT rule
+// allow. A waiting request that outranks running ones may preempt them
+// (lowest class, most recently admitted first). Admission stops at the
+// first request that does not fit, so later or lower requests never
+// overtake it.
 func (s *Scheduler) admit() {
 	for {
 		s.mu.Lock()
@@ -283,14 +285,43 @@ func (s *Scheduler) admit() {
 	}
 }
 
-// headLocked is the first waiting request of the highest non-empty class.
+// headLocked is the next waiting request to admit: in the highest
+// non-empty class, the first that can still meet its TTFT objective, or the
+// first of all when none can (see lateLocked). With Config.StrictFIFO, the
+// first of the class.
 func (s *Scheduler) headLocked() *genReq {
 	for _, c := range Classes {
-		if q := s.mu.queue[c.index()]; len(q) > 0 {
+		q := s.mu.queue[c.index()]
+		if len(q) == 0 {
+			continue
+		}
+		if s.cfg.StrictFIFO {
 			return q[0]
 		}
+		now := time.Now()
+		for _, g := range q {
+			if !s.lateLocked(g, now) {
+				return g
+			}
+		}
+		return q[0]
 	}
 	return nil
+}
+
+// lateLocked reports whether g can no longer meet its TTFT objective: even
+// admitted now, its prefill at the measured prefill speed would end past
+// arrival + SLO.TTFT. Under overload, serving such a request first makes the ones
+// behind it late too and buys nothing — it has missed already — so it yields
+// to the first request behind it that can still be on time (goodput counts
+// only requests within their SLO). It is served as soon as no such request
+// waits in its class; a Deadline bounds how long that can take.
+func (s *Scheduler) lateLocked(g *genReq, now time.Time) bool {
+	if g.req.SLO.TTFT <= 0 || s.mu.est.prefillSpeed <= 0 {
+		return false
+	}
+	prefill := time.Duration(float64(g.pendingPrefill()) / s.mu.est.prefillSpeed * float64(time.Second))
+	return now.Add(prefill).After(g.tl.Arrived.Add(g.req.SLO.TTFT))
 }
 
 // victim is the running sequence to preempt: lowest class, then most

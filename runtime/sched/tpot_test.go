@@ -97,3 +97,46 @@ func TestDecodeCostPredict(t *testing.T) {
 		t.Error("a prefill step changed the decode-only estimate")
 	}
 }
+
+// TestLateRequestYields: with one slot and a queue, a request whose TTFT
+// objective has already passed yields to the one behind it that can still
+// meet its own; both are served. StrictFIFO keeps arrival order, and then
+// both miss.
+func TestLateRequestYields(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		t.Run(map[bool]string{false: "default", true: "strict-fifo"}[strict], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake(4096, testBlockSize)
+				s := newTest(t, f, 4096, Config{MaxBatch: 1, ChunkSize: 1 << 20, TokenBudget: 1 << 20, StrictFIFO: strict})
+				var wg sync.WaitGroup
+				var warm result
+				consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(256, 0), MaxTokens: 2}), &warm)
+				wg.Wait()
+				// A long request occupies the only slot for ~400 ms.
+				var long result
+				consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(64, 1), MaxTokens: 400}), &long)
+				synctest.Wait()
+				// "late" has a 100 ms TTFT objective it can no longer meet by
+				// the time the slot frees; "fresh" arrives later with 2 s.
+				var late, fresh result
+				consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(64, 2), MaxTokens: 4, SLO: SLO{TTFT: 100 * time.Millisecond}}), &late)
+				time.Sleep(150 * time.Millisecond)
+				consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(64, 3), MaxTokens: 4, SLO: SLO{TTFT: 400 * time.Millisecond}}), &fresh)
+				wg.Wait()
+				for _, r := range []*result{&long, &late, &fresh} {
+					if r.err != nil || r.tl.Outcome != OutcomeCompleted {
+						t.Fatalf("outcome %v, err %v", r.tl.Outcome, r.err)
+					}
+				}
+				t.Logf("late TTFT %v (SLO 100ms), fresh TTFT %v (SLO 400ms)", late.tl.TTFT(), fresh.tl.TTFT())
+				first := fresh.tl.FirstToken.Before(late.tl.FirstToken)
+				if !strict && (!first || !fresh.tl.MetSLO()) {
+					t.Errorf("the late request did not yield: fresh first=%v, fresh met SLO=%v", first, fresh.tl.MetSLO())
+				}
+				if strict && first {
+					t.Error("StrictFIFO: a later request overtook")
+				}
+			})
+		})
+	}
+}
