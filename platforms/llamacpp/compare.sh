@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Same-machine, same-session decode speed: edgeinfer's engine on synthetic-110m
+# (int4-b32 and int8, MatMulNBits acc4) against llama.cpp on the same shape
+# (Q4_0 and Q8_0), alternated round by round so a noisy host hits both sides
+# alike. The issue's llama.cpp figures in FACTS.md came from an AVX-512 host;
+# this measures the reference here instead of trusting numbers from elsewhere.
+#
+#   bash platforms/llamacpp/compare.sh            # 3 rounds
+#   ROUNDS=5 bash platforms/llamacpp/compare.sh
+#
+# Needs: npm (the prebuilt llama.cpp libraries come from the npm package
+# @node-llama-cpp/linux-x64, pinned by sha256), gcc, python3 with numpy (the
+# GGUF writer), Go and `make setup` (ONNX Runtime). A developer tool: CI does
+# not run it, and nothing in the SDK links llama.cpp.
+#
+# Both sides: 2 threads, a 128-token prompt (not timed), then 128 generated
+# tokens per sequence at batch 1 and batch 8 (aggregate), the median of 3
+# repetitions; llama.cpp decodes random tokens and computes logits, the
+# engine samples greedily and streams through its scheduler.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+WORK="${WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/llamacpp}"
+ROUNDS="${ROUNDS:-3}"
+PKG=node-llama-cpp-linux-x64-3.22.1.tgz
+SHA=0d953e1503d5ab4608d8ed5b739132308c81ac05ffeb760d2a7f30e08a9f90e0
+
+mkdir -p "$WORK/models"
+cd "$WORK"
+if [ ! -f "$WORK/npm/.ok" ]; then
+  rm -rf npm && mkdir npm
+  (cd npm && npm pack --silent @node-llama-cpp/linux-x64@3.22.1 >/dev/null)
+  echo "$SHA  npm/$PKG" | sha256sum -c --quiet || { echo "compare.sh: $PKG does not match its pinned sha256" >&2; exit 1; }
+  tar -C npm -xzf "npm/$PKG" && touch npm/.ok
+fi
+export LLAMA_LIBDIR="$WORK/npm/package/bins/linux-x64"
+gcc -O2 -Wall -o llbench "$HERE/llbench.c" -L"$LLAMA_LIBDIR" \
+  -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -lggml-base -Wl,-rpath,"$LLAMA_LIBDIR"
+PY="${PY:-$(command -v /usr/bin/python3 || command -v python3)}" # Debian python3-numpy
+[ -f models/f32.gguf ] || "$PY" "$HERE/gen_gguf.py" models/f32.gguf
+[ -f models/q4_0.gguf ] || ./llbench quantize models/f32.gguf models/q4_0.gguf 2 2>models/q4_0.log
+[ -f models/q8_0.gguf ] || ./llbench quantize models/f32.gguf models/q8_0.gguf 7 2>models/q8_0.log
+
+llama() { # model → "b1 b8"
+  ./llbench bench "models/$1.gguf" "$1" 3 128 128 2>>"$WORK/llbench.log" |
+    awk '/^RESULT/ { for (i = 1; i <= NF; i++) if ($i ~ /^gen_tok_s_median=/) { split($i, a, "="); v[++n] = a[2] } } END { print v[1], v[2] }'
+}
+engine() { # scheme → "b1 b8"
+  (cd "$ROOT" && EDGEINFER_BENCH_SCHEME=$1 go test ./runtime/engine/ -run '^$' -bench '^BenchmarkDecodeRate$' -benchtime 1x -timeout 20m) |
+    awk '/b1-tok\/s/ { for (i = 1; i <= NF; i++) { if ($(i+1) == "b1-tok/s") b1 = $i; if ($(i+1) == "b8-tok/s") b8 = $i } } END { print b1, b8 }'
+}
+
+echo "# $(date -Is) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, AVX-512: $(grep -qm1 avx512f /proc/cpuinfo && echo yes || echo no)"
+printf "%-6s %-10s %9s %9s   %-9s %9s %9s   %7s %7s\n" round engine b1 b8 llama.cpp b1 b8 b1-x b8-x
+for r in $(seq 1 "$ROUNDS"); do
+  for pair in "int4-b32 q4_0" "int8 q8_0"; do
+    set -- $pair
+    read -r lb1 lb8 < <(llama "$2")
+    read -r eb1 eb8 < <(engine "$1")
+    awk -v r="$r" -v e="$1" -v l="$2" -v eb1="$eb1" -v eb8="$eb8" -v lb1="$lb1" -v lb8="$lb8" 'BEGIN {
+      printf "%-6s %-10s %9.1f %9.1f   %-9s %9.1f %9.1f   %7.3f %7.3f\n", r, e, eb1, eb8, l, lb1, lb8, eb1 / lb1, eb8 / lb8 }'
+  done
+done
