@@ -45,7 +45,7 @@ typedef struct { uint64_t w[160 / 8]; } ctx_params_t;   // llama_context_params
 typedef struct { uint64_t w[80 / 8]; } model_params_t;  // llama_model_params
 typedef struct { uint64_t w[64 / 8]; } quant_params_t;  // llama_model_quantize_params
 
-// llama_context_params offsets (this build; see dump.c output in README)
+// llama_context_params offsets (this build; read off llama_context_default_params())
 #define CP_N_CTX 0
 #define CP_N_BATCH 4
 #define CP_N_UBATCH 8
