@@ -3,6 +3,7 @@ package llm
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -155,6 +156,38 @@ func TestRebuiltSamplerDrawsTheSame(t *testing.T) {
 		b.Observe(tok)
 		if tok != toks[i] {
 			t.Fatalf("draw %d after rebuild = %d, want %d", i, tok, toks[i])
+		}
+	}
+}
+
+// TestArgmaxMatchesNaive checks the eight-lane argmax against the plain
+// loop on random rows with ties, NaNs, infinities and odd lengths.
+func TestArgmaxMatchesNaive(t *testing.T) {
+	naive := func(x []float32) int32 {
+		best, bi := float32(math.Inf(-1)), 0
+		for i, v := range x {
+			if v > best {
+				best, bi = v, i
+			}
+		}
+		return int32(bi)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, 3}
+	for n := range 70 {
+		for range 50 {
+			x := make([]float32, n)
+			for i := range x {
+				switch r.IntN(6) {
+				case 0:
+					x[i] = specials[r.IntN(len(specials))]
+				default:
+					x[i] = float32(r.IntN(7)) - 3 // many ties
+				}
+			}
+			if got, want := argmax(x), naive(x); got != want {
+				t.Fatalf("argmax(%v) = %d, want %d", x, got, want)
+			}
 		}
 	}
 }
