@@ -143,8 +143,60 @@ func (s *Scheduler) tpotRoom(g *genReq) bool {
 	if rows == 1 {
 		return true
 	}
-	p := s.costOf(g.req.Model).stepAt(rows)
-	return p > 0 && float64(p) <= tpotHeadroom*float64(target)
+	c := s.costOf(g.req.Model)
+	p := c.stepAt(rows)
+	if p <= 0 || float64(p) > tpotHeadroom*float64(target) {
+		return false
+	}
+	return s.slackAllows(g, c.predict(rows))
+}
+
+// assumedRemaining stands in for the tokens a stream without MaxTokens
+// still has to generate.
+const assumedRemaining = 256
+
+// slackAllows checks each running stream with a TPOT objective against
+// the cost of admitting g: g's prefill (at the measured prefill speed)
+// delays every running stream once, and every later step runs at the
+// decode cost of rows. A stream's TPOT is (last − first token)/(n − 1), so
+// what it can absorb is its slack so far — objective × tokens since its
+// first minus the time since — plus, for each token it still has to
+// generate (MaxTokens − generated), the objective (with headroom) minus the
+// step. The average prefill share in stepAt spreads prefills over time;
+// this catches the stream near its end, or already behind, for which one
+// more prompt is the one too many.
+func (s *Scheduler) slackAllows(g *genReq, step time.Duration) bool {
+	s.mu.Lock()
+	speed := s.mu.est.prefillSpeed
+	s.mu.Unlock()
+	if speed <= 0 {
+		return true
+	}
+	pre := time.Duration(float64(g.pendingPrefill()) / speed * float64(time.Second))
+	now := time.Now()
+	for _, r := range s.running {
+		slo := r.req.SLO.TPOT
+		if r.req.Model != g.req.Model || slo <= 0 {
+			continue
+		}
+		gen := len(r.tokens) - r.promptLen
+		remaining := assumedRemaining
+		if r.req.MaxTokens > 0 {
+			remaining = r.req.MaxTokens - gen
+		}
+		if remaining <= 0 {
+			continue
+		}
+		var slack time.Duration
+		if gen >= 1 && !r.tl.FirstToken.IsZero() {
+			slack = time.Duration(gen-1)*slo - now.Sub(r.tl.FirstToken)
+		}
+		perToken := time.Duration(tpotHeadroom*float64(slo)) - step
+		if slack+time.Duration(remaining)*perToken < pre {
+			return false
+		}
+	}
+	return true
 }
 
 // costOf is model's cost model, created on first use.

@@ -140,3 +140,33 @@ func TestLateRequestYields(t *testing.T) {
 		})
 	}
 }
+
+// TestSlackAllows: a running stream on pace for its TPOT objective with
+// five tokens to go can absorb a short prompt's prefill but not a long
+// one's; a stream with plenty of tokens left absorbs either.
+func TestSlackAllows(t *testing.T) {
+	s := &Scheduler{cfg: Config{}.withDefaults()}
+	s.mu.est.prefillSpeed = 1000 // tokens/s: a 100-token prompt costs 100 ms
+	now := time.Now()
+	running := func(maxTokens int) *genReq {
+		r := &genReq{req: Request{Model: "m", MaxTokens: maxTokens, SLO: SLO{TPOT: 20 * time.Millisecond}}, promptLen: 10}
+		r.tokens = make([]int32, 10+15) // 15 generated, exactly on pace
+		r.tl.FirstToken = now.Add(-14 * 20 * time.Millisecond)
+		return r
+	}
+	newReq := func(n int) *genReq {
+		return &genReq{req: Request{Model: "m"}, tokens: make([]int32, n)}
+	}
+	const step = 15 * time.Millisecond // leaves 18 − 15 = 3 ms per token
+	s.running = []*genReq{running(20)}
+	if !s.slackAllows(newReq(10), step) {
+		t.Error("a 10 ms prefill refused though 5 tokens × 3 ms = 15 ms of slack remain")
+	}
+	if s.slackAllows(newReq(100), step) {
+		t.Error("a 100 ms prefill admitted against 15 ms of slack")
+	}
+	s.running = []*genReq{running(200)}
+	if !s.slackAllows(newReq(100), step) {
+		t.Error("a 100 ms prefill refused though 185 tokens × 3 ms remain")
+	}
+}
