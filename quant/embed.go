@@ -25,7 +25,7 @@ import (
 // for GatherBlockQuantized under s: int4/int8 and whole blocks (the op's
 // data shape has no room for a padded tail).
 func embedQuantizable(s Scheme, shape []int) bool {
-	return (s.Format == FormatInt4 || s.Format == FormatInt8) && len(shape) == 2 &&
+	return (s.Format == FormatInt4 || s.Format == FormatInt8 || s.Format == FormatInt8PerChannel) && len(shape) == 2 &&
 		shape[0] > 0 && shape[1] > 0 && shape[1]%s.BlockSize == 0
 }
 

@@ -75,6 +75,14 @@ func (e *Emitter) Linear(b *onnx.Builder, name, x string, w llama.Tensor, bias [
 		y = b.Op("MatMul", []string{x, b.Op("Cast", []string{wt}, onnx.AttrInt("to", int64(onnx.TensorProto_FLOAT)))})
 		e.layers = append(e.layers, Layer{Name: name, Shape: []int{n, k}, Format: "fp16", BytesBefore: before,
 			BytesAfter: int64(2 * len(h)), RelRMS: fp16Error(w.Data)})
+	case FormatInt8PerChannel:
+		q, err := QuantizePerChannel(w.Data, n, k)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		y = emitPerChannel(b, name, x, q)
+		e.layers = append(e.layers, Layer{Name: name, Shape: []int{n, k}, Format: e.scheme.String(), BytesBefore: before,
+			BytesAfter: q.Bytes(), RelRMS: RelativeRMS(w.Data, q.Dequantize())})
 	default:
 		if k%e.scheme.BlockSize != 0 && !e.scheme.PadK {
 			return "", fmt.Errorf("%w: %s has K=%d, block %d", ErrBlockSize, name, k, e.scheme.BlockSize)

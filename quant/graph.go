@@ -256,12 +256,56 @@ func (p *pass) run(ctx context.Context, m *onnx.ModelProto, plan []target) (*Res
 			res.Layers = append(res.Layers, Layer{Name: tg.weight, Shape: []int{nn, k}, Format: "fp16", BytesBefore: before, BytesAfter: before / 2, RelRMS: fp16Error(vals)})
 			continue
 		}
-		if k%p.opts.Scheme.BlockSize != 0 && !p.opts.Scheme.PadK {
+		if k%p.opts.Scheme.BlockSize != 0 && !p.opts.Scheme.PadK && p.opts.Scheme.Format != FormatInt8PerChannel {
 			return nil, fmt.Errorf("%w: %q has K=%d, block %d (pad with -pad or pick a smaller block)", ErrBlockSize, tg.weight, k, p.opts.Scheme.BlockSize)
 		}
 		nk := vals
 		if !tg.transB {
 			nk = transposeF32(vals, k, nn)
+		}
+		if p.opts.Scheme.Format == FormatInt8PerChannel {
+			pc, err := QuantizePerChannel(nk, nn, k)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", tg.weight, err)
+			}
+			relRMS := RelativeRMS(nk, pc.Dequantize())
+			vals, nk = nil, nil
+			ins := []string{n.Input[0]}
+			for _, c := range []struct {
+				suffix string
+				dt     onnx.TensorProto_DataType
+				dims   []int64
+				raw    []byte
+			}{
+				{"_qweight_int8", onnx.TensorProto_INT8, []int64{int64(k), int64(nn)}, int8Bytes(pc.B)},
+				{"_scales", onnx.TensorProto_FLOAT, []int64{int64(nn)}, float32Bytes(pc.Scales)},
+			} {
+				t := &onnx.TensorProto{Name: proto.String(tg.weight + c.suffix), DataType: proto.Int32(int32(c.dt)), Dims: c.dims}
+				if _, dup := p.inits[t.GetName()]; dup {
+					t.Name = proto.String(p.fresh(t.GetName()))
+				}
+				added = append(added, t)
+				if err := p.w.place(t, c.raw); err != nil {
+					return nil, fmt.Errorf("quant: %w", err)
+				}
+				ins = append(ins, t.GetName())
+			}
+			out := n.Output[0]
+			if tg.bias != "" {
+				out = p.fresh(n.Output[0] + "_dq")
+			}
+			nodes := []*onnx.NodeProto{{Name: proto.String(n.GetName() + "_DynamicQuantizeMatMul"), OpType: proto.String("DynamicQuantizeMatMul"),
+				Domain: proto.String(onnx.DomainMicrosoft), Input: ins, Output: []string{out}}}
+			if tg.bias != "" {
+				nodes = append(nodes, &onnx.NodeProto{Name: proto.String(n.GetName() + "_bias"), OpType: proto.String("Add"),
+					Input: []string{out, tg.bias}, Output: []string{n.Output[0]}})
+			}
+			replaced[tg.node] = nodes
+			if p.uses[tg.weight]--; p.uses[tg.weight] == 0 {
+				drop[tg.weight] = true
+			}
+			res.Layers = append(res.Layers, Layer{Name: tg.weight, Shape: []int{nn, k}, Format: res.Scheme, BytesBefore: before, BytesAfter: pc.Bytes(), RelRMS: relRMS})
+			continue
 		}
 		q, err := QuantizeBlockwise(nk, nn, k, p.opts.Scheme.Bits(), p.opts.Scheme.BlockSize, p.opts.Scheme.Asymmetric)
 		if err != nil {
@@ -385,3 +429,4 @@ func transposeF32(src []float32, rows, cols int) []float32 {
 	}
 	return dst
 }
+

@@ -65,7 +65,7 @@ func TestEmitterSchemesRunOnORT(t *testing.T) {
 		tol    float64 // relative NLL difference allowed
 	}{
 		{"int4-b32", 0.05}, {"int4-b32-acc1", 0.05}, {"int4-b128", 0.08}, {"int4-b32-asym", 0.05},
-		{"int8", 0.01}, {"int8-asym-acc1", 0.01}, {"fp16", 0.001},
+		{"int8", 0.01}, {"int8-asym-acc1", 0.01}, {"int8-pc", 0.01}, {"fp16", 0.001},
 	} {
 		t.Run(tc.scheme, func(t *testing.T) {
 			em, err := quant.NewEmitter(tc.scheme)
@@ -92,7 +92,13 @@ func TestEmitterSchemesRunOnORT(t *testing.T) {
 func TestQuantizeBundleMatchesEmitter(t *testing.T) {
 	orttest.Need(t)
 	ref := tinyBundle(t, nil)
-	sc, err := quant.ParseScheme("int4-b32-acc1")
+	for _, scheme := range []string{"int4-b32-acc1", "int8-pc"} {
+		t.Run(scheme, func(t *testing.T) { quantizeBundleMatchesEmitter(t, ref, scheme) })
+	}
+}
+
+func quantizeBundleMatchesEmitter(t *testing.T, ref *bundle.Bundle, scheme string) {
+	sc, err := quant.ParseScheme(scheme)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,14 +107,14 @@ func TestQuantizeBundleMatchesEmitter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if qb.Manifest.Quantization != "int4-b32-acc1" || side.Reference.Name != "tiny-test" || side.Reference.ModelSHA256 == "" {
+	if qb.Manifest.Quantization != sc.String() || side.Reference.Name != "tiny-test" || side.Reference.ModelSHA256 == "" {
 		t.Fatalf("manifest %q, sidecar %+v", qb.Manifest.Quantization, side.Reference)
 	}
 	got, err := quant.ReadSidecar(out)
 	if err != nil || len(got.Layers) != 2*4+1+1 { // per layer qkv, o, gate_up, down; lm_head; embed_tokens (GatherBlockQuantized)
 		t.Fatalf("sidecar: %v, %d layers", err, len(got.Layers))
 	}
-	em, _ := quant.NewEmitter("int4-b32-acc1", "lm_head")
+	em, _ := quant.NewEmitter(scheme, "lm_head")
 	toks := testTokens()
 	a, b := meanNLL(t, qb, toks), meanNLL(t, tinyBundle(t, em), toks)
 	if math.Abs(a-b) > 1e-5 {

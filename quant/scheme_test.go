@@ -18,6 +18,9 @@ func TestParseScheme(t *testing.T) {
 		{"INT8", "int8-b32-acc4", nil},
 		{"int4-b32-asym-acc1", "int4-b32-asym-acc1", nil},
 		{"fp16", "fp16", nil},
+		{"int8-pc", "int8-pc", nil},
+		{"int8-pc-asym", "", ErrScheme},
+		{"int4-pc", "", ErrScheme},
 		{"int4-b24", "", ErrScheme},
 		{"int4-acc9", "", ErrScheme},
 		{"fp16-b32", "", ErrScheme},
@@ -36,7 +39,7 @@ func TestParseScheme(t *testing.T) {
 }
 
 func FuzzParseScheme(f *testing.F) {
-	for _, s := range []string{"int4-b32", "int8-asym-acc1", "fp16", "int4-b", "int4-acc-1"} {
+	for _, s := range []string{"int4-b32", "int8-asym-acc1", "fp16", "int4-b", "int4-acc-1", "int8-pc"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -118,5 +121,38 @@ func TestFloat16(t *testing.T) {
 	}
 	if h := Float16Bits(1e6); h != 0x7c00 {
 		t.Errorf("overflow → %#04x, want +Inf", h)
+	}
+}
+
+// TestPerChannelRoundTrip: per-channel int8 codes are within half a step
+// of every weight, the [K, N] layout is what DynamicQuantizeMatMul reads,
+// zero rows are exact and non-finite weights are refused.
+func TestPerChannelRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	const n, k = 12, 40
+	w := make([]float32, n*k)
+	for i := range w {
+		w[i] = float32(r.NormFloat64()) * float32(1+i/k)
+	}
+	for c := range k {
+		w[3*k+c] = 0
+	}
+	q, err := QuantizePerChannel(w, n, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := q.Dequantize()
+	for i, v := range w {
+		row := i / k
+		if math.Abs(float64(d[i]-v)) > float64(q.Scales[row])/2+1e-6 {
+			t.Fatalf("w[%d] = %v came back %v (scale %v)", i, v, d[i], q.Scales[row])
+		}
+		if got := float32(q.B[(i%k)*n+row]) * q.Scales[row]; got != d[i] {
+			t.Fatalf("layout: B[%d,%d] gives %v, want %v", i%k, row, got, d[i])
+		}
+	}
+	w[5] = float32(math.NaN())
+	if _, err := QuantizePerChannel(w, n, k); !errors.Is(err, ErrShape) {
+		t.Errorf("NaN weight: %v", err)
 	}
 }

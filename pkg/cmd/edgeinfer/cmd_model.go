@@ -58,7 +58,7 @@ func (g *graphFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&g.blockSize, "block-size", llama.DefaultBlockSize, "paged KV block size (tokens)")
 	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
 	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; half the KV memory)")
-	fs.StringVar(&g.scheme, "scheme", "fp32", "weight format: fp32, or quantise while building: int4-b32|int4-b64|int4-b128|int8|fp16 (+ -asym, -accN)")
+	fs.StringVar(&g.scheme, "scheme", "fp32", "weight format: fp32, or quantise while building: int4-b32|int4-b64|int4-b128|int8|int8-pc|fp16 (+ -asym, -accN; int8-pc: per-channel, DynamicQuantizeMatMul)")
 	fs.Func("keep", "with --scheme: keep weights whose names contain this fp32 (repeatable, comma-separated; e.g. lm_head, embed)", func(s string) error {
 		for _, k := range strings.Split(s, ",") {
 			if k = strings.TrimSpace(k); k != "" {

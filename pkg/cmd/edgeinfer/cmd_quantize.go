@@ -48,7 +48,7 @@ func runQuantize(ctx context.Context, stdout io.Writer, args []string) error {
 	fs.Usage = func() { fmt.Fprint(fs.Output(), quantizeUsage); fs.PrintDefaults() }
 	in := fs.String("in", "", "input bundle directory or .onnx file (fp32)")
 	out := fs.String("out", "", "output bundle directory or .onnx file")
-	schemeName := fs.String("scheme", "", "int4-b32|int4-b64|int4-b128|int8|fp16 (+ -asym, -accN)")
+	schemeName := fs.String("scheme", "", "int4-b32|int4-b64|int4-b128|int8|int8-pc|fp16 (+ -asym, -accN; int8-pc: per-channel, DynamicQuantizeMatMul)")
 	var keep []string
 	fs.Func("keep", "keep weights whose names contain this fp32 (repeatable, comma-separated; e.g. lm_head)", func(s string) error {
 		for _, k := range strings.Split(s, ",") {
