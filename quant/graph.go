@@ -429,4 +429,3 @@ func transposeF32(src []float32, rows, cols int) []float32 {
 	}
 	return dst
 }
-

@@ -42,7 +42,8 @@
 // Config.AdmitReserve, and one more decode row keeps the predicted step
 // within the tightest SLO.TPOT among the running sequences of its model and
 // itself (TPOT-aware batch sizing, tpot.go: the step time per row count is
-// learnt from the steps run, plus the share prefill chunks add); if not, it
+// learnt from the steps run, plus the share prefill chunks add, and no
+// running stream's TPOT slack is overdrawn by the newcomer's prefill); if not, it
 // may preempt lower classes, otherwise it waits (and nothing behind it
 // overtakes it). The head is the first of its class that can still meet its
 // TTFT objective at the measured prefill rate: one that has missed it
