@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Same-machine, same-session decode speed: edgeinfer's engine on synthetic-110m
-# (int4-b32 and int8, MatMulNBits acc4) against llama.cpp on the same shape
-# (Q4_0 and Q8_0), alternated round by round so a noisy host hits both sides
+# (int4-b32 and int8, MatMulNBits acc4; int8-pc, DynamicQuantizeMatMul)
+# against llama.cpp on the same shape (Q4_0 and Q8_0), alternated round by round so a noisy host hits both sides
 # alike. The llama.cpp figures in FACTS.md came from an AVX-512 host;
 # this measures the reference here instead of trusting numbers from elsewhere.
 #
@@ -52,8 +52,10 @@ engine() { # scheme → "b1 b8"
 
 echo "# $(date -Is) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, AVX-512: $(grep -qm1 avx512f /proc/cpuinfo && echo yes || echo no)"
 printf "%-6s %-10s %9s %9s   %-9s %9s %9s   %7s %7s\n" round engine b1 b8 llama.cpp b1 b8 b1-x b8-x
+PAIRS="${PAIRS:-int4-b32:q4_0 int8:q8_0 int8-pc:q8_0}" # engine scheme:llama.cpp type
 for r in $(seq 1 "$ROUNDS"); do
-  for pair in "int4-b32 q4_0" "int8 q8_0"; do
+  for pair in $PAIRS; do
+    pair=${pair/:/ }
     set -- $pair
     read -r lb1 lb8 < <(llama "$2")
     read -r eb1 eb8 < <(engine "$1")
