@@ -204,6 +204,31 @@ func (p *pass) plan() ([]target, error) {
 	return plan, nil
 }
 
+// initSpec is one initializer of a quantised weight: a name suffix, its
+// type and shape, and its raw little-endian data.
+type initSpec struct {
+	suffix string
+	dt     onnx.TensorProto_DataType
+	dims   []int64
+	raw    []byte
+}
+
+// matmulNodes is the com.microsoft op (on ins, with attrs) that replaces
+// the MatMul/Gemm node n, followed by an Add of its bias when it had one.
+func (p *pass) matmulNodes(n *onnx.NodeProto, bias, op string, ins []string, attrs []*onnx.AttributeProto) []*onnx.NodeProto {
+	out := n.Output[0]
+	if bias != "" {
+		out = p.fresh(n.Output[0] + "_" + op)
+	}
+	nodes := []*onnx.NodeProto{{Name: proto.String(n.GetName() + "_" + op), OpType: proto.String(op),
+		Domain: proto.String(onnx.DomainMicrosoft), Input: ins, Output: []string{out}, Attribute: attrs}}
+	if bias != "" {
+		nodes = append(nodes, &onnx.NodeProto{Name: proto.String(n.GetName() + "_bias"), OpType: proto.String("Add"),
+			Input: []string{out, bias}, Output: []string{n.Output[0]}})
+	}
+	return nodes
+}
+
 func (p *pass) fresh(prefix string) string {
 	p.seq++
 	return fmt.Sprintf("%s_q%d", prefix, p.seq)
@@ -263,23 +288,15 @@ func (p *pass) run(ctx context.Context, m *onnx.ModelProto, plan []target) (*Res
 		if !tg.transB {
 			nk = transposeF32(vals, k, nn)
 		}
-		if p.opts.Scheme.Format == FormatInt8PerChannel {
-			pc, err := QuantizePerChannel(nk, nn, k)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", tg.weight, err)
-			}
-			relRMS := RelativeRMS(nk, pc.Dequantize())
-			vals, nk = nil, nil
+		// placeInits adds the quantised weight's initializers (named after
+		// the weight; nil raw data is skipped) and returns the new node's
+		// inputs: the activation, then them.
+		placeInits := func(specs []initSpec) ([]string, error) {
 			ins := []string{n.Input[0]}
-			for _, c := range []struct {
-				suffix string
-				dt     onnx.TensorProto_DataType
-				dims   []int64
-				raw    []byte
-			}{
-				{"_qweight_int8", onnx.TensorProto_INT8, []int64{int64(k), int64(nn)}, int8Bytes(pc.B)},
-				{"_scales", onnx.TensorProto_FLOAT, []int64{int64(nn)}, float32Bytes(pc.Scales)},
-			} {
+			for _, c := range specs {
+				if c.raw == nil {
+					continue
+				}
 				t := &onnx.TensorProto{Name: proto.String(tg.weight + c.suffix), DataType: proto.Int32(int32(c.dt)), Dims: c.dims}
 				if _, dup := p.inits[t.GetName()]; dup {
 					t.Name = proto.String(p.fresh(t.GetName()))
@@ -290,17 +307,23 @@ func (p *pass) run(ctx context.Context, m *onnx.ModelProto, plan []target) (*Res
 				}
 				ins = append(ins, t.GetName())
 			}
-			out := n.Output[0]
-			if tg.bias != "" {
-				out = p.fresh(n.Output[0] + "_dq")
+			return ins, nil
+		}
+		if p.opts.Scheme.Format == FormatInt8PerChannel {
+			pc, err := QuantizePerChannel(nk, nn, k)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", tg.weight, err)
 			}
-			nodes := []*onnx.NodeProto{{Name: proto.String(n.GetName() + "_DynamicQuantizeMatMul"), OpType: proto.String("DynamicQuantizeMatMul"),
-				Domain: proto.String(onnx.DomainMicrosoft), Input: ins, Output: []string{out}}}
-			if tg.bias != "" {
-				nodes = append(nodes, &onnx.NodeProto{Name: proto.String(n.GetName() + "_bias"), OpType: proto.String("Add"),
-					Input: []string{out, tg.bias}, Output: []string{n.Output[0]}})
+			relRMS := RelativeRMS(nk, pc.Dequantize())
+			vals, nk = nil, nil
+			ins, err := placeInits([]initSpec{
+				{"_qweight_int8", onnx.TensorProto_INT8, []int64{int64(k), int64(nn)}, int8Bytes(pc.B)},
+				{"_scales", onnx.TensorProto_FLOAT, []int64{int64(nn)}, float32Bytes(pc.Scales)},
+			})
+			if err != nil {
+				return nil, err
 			}
-			replaced[tg.node] = nodes
+			replaced[tg.node] = p.matmulNodes(n, tg.bias, "DynamicQuantizeMatMul", ins, nil)
 			if p.uses[tg.weight]--; p.uses[tg.weight] == 0 {
 				drop[tg.weight] = true
 			}
@@ -314,46 +337,15 @@ func (p *pass) run(ctx context.Context, m *onnx.ModelProto, plan []target) (*Res
 		relRMS := RelativeRMS(nk, q.Dequantize())
 		vals, nk = nil, nil
 		nb := int64(q.Blocks())
-		mk := func(suffix string, dt onnx.TensorProto_DataType, dims []int64, raw []byte) (string, error) {
-			t := &onnx.TensorProto{Name: proto.String(tg.weight + suffix), DataType: proto.Int32(int32(dt)), Dims: dims}
-			if _, dup := p.inits[t.GetName()]; dup {
-				t.Name = proto.String(p.fresh(t.GetName()))
-			}
-			added = append(added, t)
-			return t.GetName(), p.w.place(t, raw)
-		}
-		ins := []string{n.Input[0]}
-		for _, c := range []struct {
-			suffix string
-			dt     onnx.TensorProto_DataType
-			dims   []int64
-			raw    []byte
-		}{
+		ins, err := placeInits([]initSpec{
 			{"_qweight", onnx.TensorProto_UINT8, []int64{int64(nn), nb, int64(q.BlockSize * q.Bits / 8)}, q.B},
 			{"_scales", onnx.TensorProto_FLOAT, []int64{int64(nn) * nb}, float32Bytes(q.Scales)},
 			{"_zero_points", onnx.TensorProto_UINT8, []int64{int64(len(q.ZeroPoints))}, q.ZeroPoints},
-		} {
-			if c.raw == nil {
-				continue
-			}
-			name, err := mk(c.suffix, c.dt, c.dims, c.raw)
-			if err != nil {
-				return nil, fmt.Errorf("quant: %w", err)
-			}
-			ins = append(ins, name)
+		})
+		if err != nil {
+			return nil, err
 		}
-		nbOut := n.Output[0]
-		var nodes []*onnx.NodeProto
-		if tg.bias != "" {
-			nbOut = p.fresh(n.Output[0] + "_nbits")
-		}
-		nodes = append(nodes, &onnx.NodeProto{Name: proto.String(n.GetName() + "_MatMulNBits"), OpType: proto.String("MatMulNBits"),
-			Domain: proto.String(onnx.DomainMicrosoft), Input: ins, Output: []string{nbOut}, Attribute: nbitsAttrs(q, p.opts.Scheme.AccuracyLevel)})
-		if tg.bias != "" {
-			nodes = append(nodes, &onnx.NodeProto{Name: proto.String(n.GetName() + "_bias"), OpType: proto.String("Add"),
-				Input: []string{nbOut, tg.bias}, Output: []string{n.Output[0]}})
-		}
-		replaced[tg.node] = nodes
+		replaced[tg.node] = p.matmulNodes(n, tg.bias, "MatMulNBits", ins, nbitsAttrs(q, p.opts.Scheme.AccuracyLevel))
 		if p.uses[tg.weight]--; p.uses[tg.weight] == 0 {
 			drop[tg.weight] = true
 		}
