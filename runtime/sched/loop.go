@@ -317,8 +317,8 @@ func (s *Scheduler) headLocked() *genReq {
 // only requests within their SLO). It is served as soon as no such request
 // waits in its class; a Deadline bounds how long that can take.
 func (s *Scheduler) lateLocked(g *genReq, now time.Time) bool {
-	if g.req.SLO.TTFT <= 0 || s.mu.est.prefillSpeed <= 0 {
-		return false
+	if g.req.SLO.TTFT <= 0 || s.mu.est.prefillSpeed <= 0 || !g.tl.FirstToken.IsZero() {
+		return false // no objective, nothing measured, or a preempted stream whose TTFT is history
 	}
 	prefill := time.Duration(float64(g.pendingPrefill()) / s.mu.est.prefillSpeed * float64(time.Second))
 	return now.Add(prefill).After(g.tl.Arrived.Add(g.req.SLO.TTFT))
