@@ -170,3 +170,29 @@ func TestSlackAllows(t *testing.T) {
 		t.Error("a 100 ms prefill refused though 185 tokens × 3 ms remain")
 	}
 }
+
+// TestLateLocked: a request past its TTFT objective is late; one that
+// already streamed (preempted, waiting to resume) never is; without an
+// objective or a measured prefill speed nothing is.
+func TestLateLocked(t *testing.T) {
+	s := &Scheduler{cfg: Config{}.withDefaults()}
+	now := time.Now()
+	g := &genReq{req: Request{SLO: SLO{TTFT: 10 * time.Millisecond}}, tokens: make([]int32, 50)}
+	g.tl.Arrived = now.Add(-time.Second)
+	if s.lateLocked(g, now) {
+		t.Error("late before any prefill speed was measured")
+	}
+	s.mu.est.prefillSpeed = 1000
+	if !s.lateLocked(g, now) {
+		t.Error("a second past a 10 ms objective is not late")
+	}
+	g.tl.FirstToken = now.Add(-500 * time.Millisecond)
+	if s.lateLocked(g, now) {
+		t.Error("a preempted stream counted as late")
+	}
+	fresh := &genReq{req: Request{SLO: SLO{TTFT: time.Second}}, tokens: make([]int32, 50)}
+	fresh.tl.Arrived = now
+	if s.lateLocked(fresh, now) {
+		t.Error("a fresh request with a 1 s objective and a 50 ms prefill is late")
+	}
+}
