@@ -33,6 +33,11 @@ type Config struct {
 	KVBudgetBytes int64 `json:"kv_budget_bytes,omitempty"`
 	// DisablePrefixCache turns off prompt-prefix sharing in the KV cache.
 	DisablePrefixCache bool `json:"disable_prefix_cache,omitempty"`
+	// KVPrefault commits each decoder's KV budget at Open instead of page
+	// by page on first use: the first requests pay no page faults (a fresh
+	// block costs one per layer, K/V and head) and memory use is the
+	// budget from the start.
+	KVPrefault bool `json:"kv_prefault,omitempty"`
 	// Sched configures the scheduler (batch, chunk, queues); zero values
 	// are its defaults.
 	Sched sched.Config `json:"sched"`

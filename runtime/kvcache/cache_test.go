@@ -4,10 +4,14 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 func tinyConfig(blocks int) Config {
@@ -741,4 +745,44 @@ func TestInt8ScaleResetOnReuse(t *testing.T) {
 	if got, want := c.KeyScales(0)[0], float32(0.01)/127; math.Abs(float64(got-want)) > 1e-9 {
 		t.Fatalf("scale %v after reuse, want %v", got, want)
 	}
+}
+
+// TestPrefault: with Prefault every page of the pools is resident as soon
+// as New returns (mincore); lazily, none is until written.
+func TestPrefault(t *testing.T) {
+	for _, prefault := range []bool{false, true} {
+		cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 64, BlockSize: 16, Prefault: prefault}
+		cfg.BudgetBytes = 64 * cfg.BlockBytes() // 2 MiB
+		c, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem := c.mem.mem
+		vec := make([]byte, (len(mem)+os.Getpagesize()-1)/os.Getpagesize())
+		if err := mincore(mem, vec); err != nil {
+			c.Close()
+			t.Skipf("mincore: %v", err)
+		}
+		resident := 0
+		for _, v := range vec {
+			resident += int(v & 1)
+		}
+		c.Close()
+		t.Logf("prefault=%v: %d of %d pages resident", prefault, resident, len(vec))
+		if prefault && resident != len(vec) {
+			t.Errorf("prefaulted pool: %d of %d pages resident", resident, len(vec))
+		}
+		if !prefault && resident == len(vec) {
+			t.Errorf("lazy pool: all %d pages resident before any write", len(vec))
+		}
+	}
+}
+
+// mincore reports which pages of b are resident (bit 0 of each vec byte).
+func mincore(b, vec []byte) error {
+	_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
+	if e != 0 {
+		return e
+	}
+	return nil
 }

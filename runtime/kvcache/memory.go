@@ -24,10 +24,15 @@ type pools struct {
 }
 
 // mapZeroed returns n zeroed bytes from an anonymous private mapping.
-// The kernel hands out zero pages lazily, so an unused budget costs no RSS,
-// and masked slots read as 0.0 (finite) as the graph's softmax requires.
-func mapZeroed(n int) ([]byte, error) {
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+// Unless prefault is set the kernel hands out zero pages lazily, so an
+// unused budget costs no RSS; either way masked slots read as 0.0 (finite)
+// as the graph's softmax requires.
+func mapZeroed(n int, prefault bool) ([]byte, error) {
+	flags := unix.MAP_PRIVATE | unix.MAP_ANON
+	if prefault {
+		flags |= unix.MAP_POPULATE
+	}
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, flags)
 	if err != nil {
 		return nil, fmt.Errorf("kvcache: mmap %d bytes: %w", n, err)
 	}
@@ -48,7 +53,7 @@ func newPools(cfg Config, numBlocks int) (*pools, error) {
 	dataStride := align(poolBytes)
 	scaleStride := align(scaleElems * 4)
 	total := cfg.Layers * 2 * (dataStride + scaleStride)
-	mem, err := mapZeroed(total)
+	mem, err := mapZeroed(total, cfg.Prefault)
 	if err != nil {
 		return nil, err
 	}

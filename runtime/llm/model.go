@@ -22,6 +22,10 @@ type Options struct {
 	KVBudgetBytes int64 `json:"kv_budget_bytes,omitempty"`
 	// DisablePrefixCache turns off sharing of computed prompt blocks.
 	DisablePrefixCache bool `json:"disable_prefix_cache,omitempty"`
+	// KVPrefault commits the KV budget at Load instead of page by page on
+	// first use (kvcache.Config.Prefault): no page faults in serving steps,
+	// the budget resident from the start.
+	KVPrefault bool `json:"kv_prefault,omitempty"`
 	// MaxBatch and MaxChunk size the per-step buffers: at most MaxBatch
 	// decode rows and prefill chunks of at most MaxChunk tokens. Zero means
 	// 8 and 512.
@@ -134,7 +138,7 @@ func Load(ctx context.Context, b *bundle.Bundle, opts Options) (*Model, error) {
 	mod.cache, err = kvcache.New(kvcache.Config{
 		Layers: g.Layers, KVHeads: g.KVHeads, HeadDim: g.HeadDim,
 		BudgetBytes: opts.KVBudgetBytes, BlockSize: g.BlockSize,
-		DisablePrefixCache: opts.DisablePrefixCache, DType: kvDType(g),
+		DisablePrefixCache: opts.DisablePrefixCache, DType: kvDType(g), Prefault: opts.KVPrefault,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("llm: kv cache for %s: %w", m.Name, err), sess.Close())

@@ -44,6 +44,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	corpus := fs.String("corpus", "", "comma-separated text files to draw prompts from (overrides the spec's)")
 	threads := fs.Int("threads", 2, "ONNX Runtime intra-op threads")
 	kvBudget := fs.Int64("kv-budget", 0, "KV cache bytes (0 = engine default, 256 MiB)")
+	kvPrefault := fs.Bool("kv-prefault", true, "commit the KV budget at start so measured steps pay no first-touch page faults")
 	sample := fs.String("show-sample", "", "before the run, stream the answer to this prompt")
 	sampleTokens := fs.Int("sample-tokens", 60, "tokens for --show-sample")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -70,7 +71,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if *storePath != "" {
 		mspec = engine.ModelSpec{Ref: *model}
 	}
-	cfg := engine.Config{Models: []engine.ModelSpec{mspec}, Store: *storePath, KVBudgetBytes: *kvBudget}
+	cfg := engine.Config{Models: []engine.ModelSpec{mspec}, Store: *storePath, KVBudgetBytes: *kvBudget, KVPrefault: *kvPrefault}
 	cfg.Session.IntraOpThreads = *threads
 	eng, err := engine.Open(ctx, cfg)
 	if err != nil {
