@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 )
@@ -15,6 +16,15 @@ import (
 // there is nothing to do.
 func (s *Scheduler) run() {
 	defer close(s.loopDone)
+	// The loop is the only caller of the Executor, and ONNX Runtime runs
+	// its intra-op work partly on the calling thread: keeping the loop on
+	// one OS thread keeps that thread's caches and the runtime's
+	// thread-local buffers warm instead of letting Go move the loop between
+	// threads between steps (measured: batch-8 decode vs a bare ORT loop
+	// 0.853-0.954 locked against 0.810-0.894 unlocked, four alternated
+	// pairs, each pair in favour of locking).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	for {
 		start := time.Now()
 		s.reap(start)
