@@ -113,8 +113,10 @@ func runConformanceCase(dir string) (status, category, reason string) {
 	if err != nil {
 		msg := err.Error()
 		switch {
-		case strings.Contains(msg, "Could not find an implementation"), strings.Contains(msg, "NOT_IMPLEMENTED"),
-			strings.Contains(msg, "is not a registered function/op"):
+		case strings.Contains(msg, "Could not find an implementation"), strings.Contains(msg, "is not a registered function/op"):
+			// ONNX Runtime's words when the build has no kernel for an
+			// operator (or for its type): it says so while creating the
+			// session, never later in Run.
 			return "fail", "operator or type not in CPU build", firstLine(msg)
 		case strings.Contains(msg, "Exception during initialization"):
 			return "fail", "operator attribute not supported by CPU kernel", firstLine(msg)
@@ -175,9 +177,6 @@ func runConformanceCase(dir string) (status, category, reason string) {
 	}
 	if err := s.RunInto(ctx, inputs, outputs); err != nil {
 		msg := err.Error()
-		if strings.Contains(msg, "NOT_IMPLEMENTED") || strings.Contains(msg, "not implemented") {
-			return "fail", "operator not in CPU build", firstLine(msg)
-		}
 		if errors.Is(err, ErrShapeMismatch) {
 			return "fail", "test data contradicts the model's declared shape", firstLine(msg)
 		}
