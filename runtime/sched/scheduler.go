@@ -78,8 +78,8 @@ func New(exec Executor, cfg Config, opts ...Option) (*Scheduler, error) {
 		wake:     make(chan struct{}, 1),
 		loopDone: make(chan struct{}),
 		byID:     make(map[SeqID]*genReq),
+		cost:     make(map[string]*decodeCost),
 	}
-	s.cost = make(map[string]*decodeCost)
 	for _, o := range opts {
 		o(s)
 	}

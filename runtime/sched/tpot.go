@@ -53,9 +53,6 @@ func (c *decodeCost) observe(rows, prefill int, d time.Duration) {
 		return
 	}
 	extra := max(d-base, 0)
-	if c.prefill == 0 && extra == 0 {
-		return
-	}
 	c.prefill += time.Duration(prefillAlpha * float64(extra-c.prefill))
 }
 
