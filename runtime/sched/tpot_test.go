@@ -71,15 +71,15 @@ func TestTPOTAwareBatchSizing(t *testing.T) {
 
 // TestDecodeCostPredict: the cost model answers measured row counts from
 // their EWMA, extrapolates a line beyond them, and with one measurement
-// scales proportionally (cautious).
+// takes half of it as fixed and half as per-row cost.
 func TestDecodeCostPredict(t *testing.T) {
 	c := newDecodeCost(8, 1)
 	if c.predict(3) != 0 || c.stepAt(3) != 0 {
 		t.Fatal("prediction before any measurement")
 	}
 	c.observe(1, 0, 6*time.Millisecond)
-	if got := c.predict(2); got != 12*time.Millisecond {
-		t.Errorf("one point: predict(2) = %v, want 12ms", got)
+	if got := c.predict(2); got != 9*time.Millisecond {
+		t.Errorf("one point: predict(2) = %v, want 9ms (half fixed, half per row)", got)
 	}
 	c.observe(2, 0, 9*time.Millisecond)
 	if got := c.predict(4); got != 15*time.Millisecond {
