@@ -38,6 +38,11 @@ type Config struct {
 	// block costs one per layer, K/V and head) and memory use is the
 	// budget from the start.
 	KVPrefault bool `json:"kv_prefault,omitempty"`
+	// KVDisableHugePages maps the KV pools with base pages only. By
+	// default they are advised transparent huge pages: batched decode reads
+	// thousands of scattered blocks a step and measured ~5 % faster, at
+	// the price of resident memory growing in 2 MiB steps.
+	KVDisableHugePages bool `json:"kv_disable_huge_pages,omitempty"`
 	// Sched configures the scheduler (batch, chunk, queues); zero values
 	// are its defaults.
 	Sched sched.Config `json:"sched"`

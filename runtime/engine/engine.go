@@ -102,7 +102,8 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec) error {
 		m, err := llm.Load(ctx, b, llm.Options{
 			Session: e.cfg.Session, KVBudgetBytes: e.cfg.KVBudgetBytes,
 			DisablePrefixCache: e.cfg.DisablePrefixCache, KVPrefault: e.cfg.KVPrefault,
-			MaxBatch: max(e.cfg.Sched.MaxBatch, 8), MaxChunk: chunk,
+			KVDisableHugePages: e.cfg.KVDisableHugePages,
+			MaxBatch:           max(e.cfg.Sched.MaxBatch, 8), MaxChunk: chunk,
 			Logger: e.log,
 		})
 		if err != nil {

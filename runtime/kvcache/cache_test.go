@@ -2,10 +2,12 @@ package kvcache
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -757,7 +759,7 @@ func TestPrefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mem := c.mem.mem
+		mem := c.mem.used
 		vec := make([]byte, (len(mem)+os.Getpagesize()-1)/os.Getpagesize())
 		if err := mincore(mem, vec); err != nil {
 			c.Close()
@@ -785,4 +787,73 @@ func mincore(b, vec []byte) error {
 		return e
 	}
 	return nil
+}
+
+// TestHugePages: by default the pools start on a 2 MiB boundary and, where
+// the kernel offers transparent huge pages, a prefaulted pool is backed by
+// them (AnonHugePages of its mapping in /proc/self/smaps); with
+// DisableHugePages it is not advised and, unless the system forces huge
+// pages on every mapping, has none.
+func TestHugePages(t *testing.T) {
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil || strings.Contains(string(mode), "[never]") {
+		t.Skipf("no transparent huge pages here (%q, %v)", strings.TrimSpace(string(mode)), err)
+	}
+	for _, disable := range []bool{false, true} {
+		cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 64, BlockSize: 16, Prefault: true, DisableHugePages: disable}
+		cfg.BudgetBytes = 256 * cfg.BlockBytes() // 8 MiB
+		c, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := c.mem.used
+		start := uintptr(unsafe.Pointer(&used[0]))
+		huge, err := anonHugeBytes(start, start+uintptr(len(used)))
+		c.Close()
+		if err != nil {
+			t.Skipf("smaps: %v", err)
+		}
+		t.Logf("huge pages disabled=%v: %d KiB of %d KiB in huge pages (THP %s)", disable, huge>>10, len(used)>>10, strings.TrimSpace(string(mode)))
+		switch {
+		case !disable && start%hugePage != 0:
+			t.Errorf("pools start at %#x, not on a 2 MiB boundary", start)
+		case !disable && huge == 0:
+			t.Errorf("advised pool has no huge pages")
+		case disable && huge > 0 && !strings.Contains(string(mode), "[always]"):
+			t.Errorf("pool mapped without the advice has %d bytes in huge pages", huge)
+		}
+	}
+}
+
+// anonHugeBytes sums AnonHugePages over the mappings of /proc/self/smaps
+// that overlap [lo, hi).
+func anonHugeBytes(lo, hi uintptr) (int64, error) {
+	data, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	in := false
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if a, b, ok := strings.Cut(f[0], "-"); ok && len(f) >= 5 {
+			s, err1 := strconv.ParseUint(a, 16, 64)
+			e, err2 := strconv.ParseUint(b, 16, 64)
+			if err1 == nil && err2 == nil {
+				in = uintptr(s) < hi && uintptr(e) > lo
+				continue
+			}
+		}
+		if in && f[0] == "AnonHugePages:" && len(f) >= 2 {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("smaps line %q: %w", line, err)
+			}
+			total += kb << 10
+		}
+	}
+	return total, nil
 }

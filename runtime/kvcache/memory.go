@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"fmt"
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -15,7 +16,8 @@ import (
 // pools the per-(block, head) scales follow as [kvHeads, numBlocks] float32
 // per layer.
 type pools struct {
-	mem []byte // the whole mapping; nil once unmapped
+	mem  []byte // the whole mapping; nil once unmapped
+	used []byte // the part the pools occupy (huge-page aligned within mem)
 
 	keyBytes, valueBytes []([]byte) // per layer, raw
 	keyF32, valueF32     [][]float32
@@ -23,20 +25,59 @@ type pools struct {
 	keyScale, valueScale [][]float32
 }
 
-// mapZeroed returns n zeroed bytes from an anonymous private mapping.
-// Unless prefault is set the kernel hands out zero pages lazily, so an
-// unused budget costs no RSS; either way masked slots read as 0.0 (finite)
-// as the graph's softmax requires.
-func mapZeroed(n int, prefault bool) ([]byte, error) {
-	flags := unix.MAP_PRIVATE | unix.MAP_ANON
-	if prefault {
-		flags |= unix.MAP_POPULATE
+// hugePage is the transparent huge page size of x86-64 and arm64 with 4 KiB
+// base pages.
+const hugePage = 2 << 20
+
+// mapZeroed returns n zeroed bytes of an anonymous private mapping (mem,
+// to unmap) and the n-byte region to use (used). Unless prefault is set the
+// kernel hands out zero pages lazily, so an unused budget costs no RSS;
+// either way masked slots read as 0.0 (finite) as the graph's softmax
+// requires.
+//
+// With huge pages the mapping is advised MADV_HUGEPAGE and the region starts
+// on a 2 MiB boundary. A decode step reads every block of every row in
+// every layer, head by head: at batch 8 and context ~180 that is ~9,000
+// distinct 4 KiB pages scattered over the budget, more than the TLB holds,
+// while the same reads span a few hundred 2 MiB pages. Measured on
+// synthetic-110m int4 (384 MiB pool, batch 8, two engines alternated in one
+// process): 1.007–1.107×, median ~1.05× the decode rate. Where the kernel
+// has no transparent huge pages the advice fails and is ignored.
+func mapZeroed(n int, prefault, huge bool) (mem, used []byte, err error) {
+	if !huge {
+		flags := unix.MAP_PRIVATE | unix.MAP_ANON
+		if prefault {
+			flags |= unix.MAP_POPULATE
+		}
+		b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, flags)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kvcache: mmap %d bytes: %w", n, err)
+		}
+		return b, b, nil
 	}
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, flags)
+	// Map a huge page more than needed and use the aligned part: the
+	// kernel can back only 2 MiB-aligned ranges with huge pages. The slack
+	// is address space, never touched.
+	b, err := unix.Mmap(-1, 0, n+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
-		return nil, fmt.Errorf("kvcache: mmap %d bytes: %w", n, err)
+		return nil, nil, fmt.Errorf("kvcache: mmap %d bytes: %w", n+hugePage, err)
 	}
-	return b, nil
+	skip := 0
+	if r := int(uintptr(unsafe.Pointer(&b[0])) % hugePage); r != 0 {
+		skip = hugePage - r
+	}
+	used = b[skip : skip+n : skip+n]
+	_ = unix.Madvise(used, unix.MADV_HUGEPAGE)
+	if prefault {
+		// MAP_POPULATE would fault base pages in before the advice applies;
+		// populate after it (Linux ≥ 5.14), or touch every page.
+		if unix.Madvise(used, unix.MADV_POPULATE_WRITE) != nil {
+			for i := 0; i < n; i += os.Getpagesize() {
+				used[i] = 0
+			}
+		}
+	}
+	return b, used, nil
 }
 
 func newPools(cfg Config, numBlocks int) (*pools, error) {
@@ -53,14 +94,14 @@ func newPools(cfg Config, numBlocks int) (*pools, error) {
 	dataStride := align(poolBytes)
 	scaleStride := align(scaleElems * 4)
 	total := cfg.Layers * 2 * (dataStride + scaleStride)
-	mem, err := mapZeroed(total, cfg.Prefault)
+	mem, used, err := mapZeroed(total, cfg.Prefault, !cfg.DisableHugePages)
 	if err != nil {
 		return nil, err
 	}
-	p := &pools{mem: mem}
+	p := &pools{mem: mem, used: used}
 	off := 0
 	next := func(n, stride int) []byte {
-		b := mem[off : off+n : off+n]
+		b := used[off : off+n : off+n]
 		off += stride
 		return b
 	}

@@ -26,6 +26,10 @@ type Options struct {
 	// first use (kvcache.Config.Prefault): no page faults in serving steps,
 	// the budget resident from the start.
 	KVPrefault bool `json:"kv_prefault,omitempty"`
+	// KVDisableHugePages maps the KV pools with base pages only
+	// (kvcache.Config.DisableHugePages); by default they are advised
+	// transparent huge pages.
+	KVDisableHugePages bool `json:"kv_disable_huge_pages,omitempty"`
 	// MaxBatch and MaxChunk size the per-step buffers: at most MaxBatch
 	// decode rows and prefill chunks of at most MaxChunk tokens. Zero means
 	// 8 and 512.
@@ -139,6 +143,7 @@ func Load(ctx context.Context, b *bundle.Bundle, opts Options) (*Model, error) {
 		Layers: g.Layers, KVHeads: g.KVHeads, HeadDim: g.HeadDim,
 		BudgetBytes: opts.KVBudgetBytes, BlockSize: g.BlockSize,
 		DisablePrefixCache: opts.DisablePrefixCache, DType: kvDType(g), Prefault: opts.KVPrefault,
+		DisableHugePages: opts.KVDisableHugePages,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("llm: kv cache for %s: %w", m.Name, err), sess.Close())
