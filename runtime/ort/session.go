@@ -30,6 +30,7 @@ type Session struct {
 	provider Provider
 	attempts []ProviderAttempt
 	loadTime time.Duration
+	huge     int64 // bytes of the session's memory collapsed into huge pages
 	log      *slog.Logger
 
 	runs sync.WaitGroup // runs in flight; Add only under mu while open
@@ -138,9 +139,14 @@ func newSession(ctx context.Context, info ModelInfo, opts Options, create create
 		return nil, errors.Join(fmt.Errorf("%w: models without graph inputs or outputs cannot be run through onnxruntime_go", ErrInvalidModel), Release())
 	}
 	start := time.Now()
+	var before []memRange
+	if !opts.NoHugePages {
+		before = anonSnapshot()
+	}
 	if err := s.chooseProvider(ctx, opts, inNames, outNames, create); err != nil {
 		return nil, errors.Join(err, Release())
 	}
+	s.huge = collapseNew(before)
 	s.loadTime = time.Since(start)
 	return s, nil
 }
@@ -311,6 +317,12 @@ func (s *Session) ProviderAttempts() []ProviderAttempt { return slices.Clone(s.a
 
 // LoadTime is how long choosing the provider and creating the session took.
 func (s *Session) LoadTime() time.Duration { return s.loadTime }
+
+// HugePageBytes is how much of the memory ONNX Runtime allocated while
+// creating the session (weights, prepacked kernels) was collapsed into
+// transparent huge pages; 0 with Options.NoHugePages, on kernels without
+// them, or off Linux.
+func (s *Session) HugePageBytes() int64 { return s.huge }
 
 // Info describes the model: inputs, outputs, opsets, metadata.
 func (s *Session) Info() ModelInfo { return s.info }

@@ -1,0 +1,133 @@
+package ort
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const sampleMaps = `55d0c0a00000-55d0c0a2c000 r--p 00000000 fd:01 1234    /usr/bin/app
+55d0c2000000-55d0c4000000 rw-p 00000000 00:00 0       [heap]
+7f0000000000-7f0000600000 rw-p 00000000 00:00 0
+7f0000600000-7f0000800000 ---p 00000000 00:00 0
+7f0001000000-7f0001200000 rw-p 00001000 fd:01 99      /tmp/model.bin
+7f0002000000-7f0002100000 rw-s 00000000 00:01 7       /dev/zero (deleted)
+7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0       [stack]
+`
+
+func TestParseAnonMaps(t *testing.T) {
+	got, err := parseAnonMaps([]byte(sampleMaps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []memRange{{0x55d0c2000000, 0x55d0c4000000}, {0x7f0000000000, 0x7f0000600000}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %x, want %x (heap and the anonymous rw-p mapping only)", got, want)
+	}
+	for _, bad := range []string{"zz-10 rw-p 0 00:00 0\n", "1000 rw-p 0 00:00 0\n", "2000-1000 rw-p 0 00:00 0\n", "1000-2000 rw-p\n"} {
+		if _, err := parseAnonMaps([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestSubtractAndChunks(t *testing.T) {
+	const M = hugePageSize
+	now := []memRange{{0, 10 * M}, {20 * M, 21 * M}, {30 * M, 40 * M}}
+	old := []memRange{{M, 2 * M}, {5*M + 4096, 6 * M}, {30 * M, 40 * M}}
+	got := subtract(now, old)
+	want := []memRange{{0, M}, {2 * M, 5*M + 4096}, {6 * M, 10 * M}, {20 * M, 21 * M}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("subtract: got %x, want %x", got, want)
+	}
+	chunks := hugeChunks([]memRange{{4096, 3*M + 8192}, {5 * M, 6*M - 1}})
+	if want := []memRange{{M, 2 * M}, {2 * M, 3 * M}}; !slices.Equal(chunks, want) {
+		t.Fatalf("chunks: got %x, want %x (whole aligned 2 MiB chunks only)", chunks, want)
+	}
+	if got := subtract(now, nil); !slices.Equal(got, now) {
+		t.Fatalf("subtract nothing: got %x", got)
+	}
+}
+
+func FuzzParseAnonMaps(f *testing.F) {
+	f.Add([]byte(sampleMaps))
+	f.Add([]byte("1-2 rw-p 0 0 0\n\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := parseAnonMaps(data)
+		if err != nil {
+			return
+		}
+		for _, m := range r {
+			if m.lo >= m.hi {
+				t.Fatalf("empty or inverted range %x", m)
+			}
+		}
+		for _, c := range hugeChunks(subtract(r, r[:len(r)/2])) {
+			if c.lo%hugePageSize != 0 || c.hi-c.lo != hugePageSize {
+				t.Fatalf("chunk %x not one aligned huge page", c)
+			}
+		}
+	})
+}
+
+// TestSessionHugePages: a model with a 16 MiB initializer has its copy in
+// ONNX Runtime's memory collapsed into huge pages by default, not with
+// NoHugePages, and computes the same either way.
+func TestSessionHugePages(t *testing.T) {
+	needLib(t)
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil || strings.Contains(string(mode), "[never]") {
+		t.Skipf("no transparent huge pages here (%q, %v)", strings.TrimSpace(string(mode)), err)
+	}
+	const n = 4 << 20
+	b := make([]float32, n)
+	for i := range b {
+		b[i] = float32(i % 1000)
+	}
+	model := tModel{
+		nodes:  []tNode{{op: "Add", in: []string{"x", "b"}, out: []string{"y"}}},
+		inputs: []tValue{{name: "x", dtype: Float32, dims: []any{1, n}}},
+		outs:   []tValue{{name: "y", dtype: Float32, dims: []any{1, n}}},
+		inits:  []tInit{{name: "b", dims: []int64{n}, f32: b}},
+	}.encode()
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = 0.5
+	}
+	for _, off := range []bool{false, true} {
+		s, err := NewSession(context.Background(), model, Options{IntraOpThreads: 1, NoHugePages: off})
+		if err != nil {
+			t.Fatal(err)
+		}
+		huge := s.HugePageBytes()
+		in, err := NewTensor([]int64{1, n}, x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Run(context.Background(), map[string]*Tensor{"x": in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := Data[float32](out["y"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{0, 999, n / 2, n - 1} {
+			if y[i] != b[i]+0.5 {
+				t.Errorf("NoHugePages=%v: y[%d] = %v, want %v", off, i, y[i], b[i]+0.5)
+			}
+		}
+		in.Close()
+		out["y"].Close()
+		s.Close()
+		t.Logf("NoHugePages=%v: %d MiB collapsed into huge pages", off, huge>>20)
+		if off && huge != 0 {
+			t.Errorf("NoHugePages: %d bytes collapsed", huge)
+		}
+		if !off && huge < 8<<20 {
+			t.Errorf("a 16 MiB initializer: only %d bytes collapsed", huge)
+		}
+	}
+}
