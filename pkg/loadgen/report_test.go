@@ -3,6 +3,7 @@ package loadgen
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,4 +40,30 @@ func TestReportJSONRoundTrip(t *testing.T) {
 	if !strings.Contains(page.String(), "CPU (skipped CUDA: provider library not found)") {
 		t.Error("report.html does not say why CUDA was skipped")
 	}
+}
+
+func TestParseSIMD(t *testing.T) {
+	x86 := "processor\t: 0\nflags\t\t: fpu sse sse2 avx fma avx2 f16c\nprocessor\t: 1\nflags\t\t: fpu avx512f\n"
+	if got := strings.Join(parseSIMD(x86), " "); got != "avx avx2 fma f16c" {
+		t.Errorf("x86: %q (first processor's flags, in simdFlags order)", got)
+	}
+	arm := "processor\t: 0\nFeatures\t: fp asimd evtstrm aes asimddp sve i8mm\n"
+	if got := strings.Join(parseSIMD(arm), " "); got != "asimd asimddp sve i8mm" {
+		t.Errorf("arm64: %q", got)
+	}
+	if got := parseSIMD("garbage"); got == nil || len(got) != 0 {
+		t.Errorf("no flags line: %#v, want an empty list", got)
+	}
+}
+
+func FuzzParseSIMD(f *testing.F) {
+	f.Add("flags\t: avx avx2\n")
+	f.Add("Features: asimd\nflags: sve")
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, x := range parseSIMD(s) {
+			if !slices.Contains(simdFlags, x) {
+				t.Fatalf("%q is not a SIMD flag we record", x)
+			}
+		}
+	})
 }

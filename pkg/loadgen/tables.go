@@ -145,6 +145,7 @@ func versionRows(r *Report) [][]string {
 	rows := [][]string{{"item", "value"},
 		{"SDK", v.SDK}, {"commit", fmt.Sprintf("%s (%s, modified %v)", v.Commit, v.CommitSource, v.Modified)},
 		{"Go", v.Go}, {"OS / arch", v.OS + " / " + v.Arch}, {"CPU", fmt.Sprintf("%s, %d cores", v.CPU, v.Cores)},
+		{"CPU SIMD", orNone(strings.Join(v.SIMD, " "))}, {"transparent huge pages", v.HugePages},
 		{"board", v.Board}, {"intra / inter-op threads", opt(v.IntraOpThreads) + " / " + opt(v.InterOpThreads)},
 	}
 	if v.KVBudgetBytes != nil {
@@ -162,8 +163,9 @@ func versionRows(r *Report) [][]string {
 				g.Layers, g.Heads, g.KVHeads, g.HeadDim, g.Vocab, g.MaxPositions, g.BlockSize)})
 		}
 		if k := m.KV; k != nil {
-			rows = append(rows, []string{"KV cache", fmt.Sprintf("%d blocks × %d tokens, %d B/block, dtype %v", k.NumBlocks(), k.BlockSize, k.BlockBytes(), k.DType)})
+			rows = append(rows, []string{"KV cache", fmt.Sprintf("%d blocks × %d tokens, %d B/block, dtype %v, huge pages %v", k.NumBlocks(), k.BlockSize, k.BlockBytes(), k.DType, !k.DisableHugePages)})
 		}
+		rows = append(rows, []string{"weights in huge pages", fmt.Sprintf("%.1f MiB", float64(m.WeightHugePageBytes)/(1<<20))})
 	}
 	return rows
 }

@@ -23,6 +23,9 @@ type ModelInfo struct {
 	Attempts     []ort.ProviderAttempt `json:"provider_attempts,omitempty"`
 	ORTVersion   string                `json:"onnxruntime_version"`
 	LoadTime     time.Duration         `json:"load_time_ns"`
+	// WeightHugePageBytes is how much of ONNX Runtime's memory for the
+	// model was collapsed into transparent huge pages at load.
+	WeightHugePageBytes int64 `json:"weight_huge_page_bytes"`
 }
 
 func infoOf(name string, b *bundle.Bundle) ModelInfo {
@@ -41,4 +44,5 @@ func (i *ModelInfo) setSession(s *ort.Session) {
 	i.Provider = string(s.Provider())
 	i.Attempts = s.ProviderAttempts()
 	i.ORTVersion = ort.Version()
+	i.WeightHugePageBytes = s.HugePageBytes()
 }
