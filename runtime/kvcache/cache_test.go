@@ -85,7 +85,7 @@ func TestConfigValidate(t *testing.T) {
 		{"unknown dtype", func(c *Config) { c.DType = 7 }, "dtype"},
 		{"budget below one block", func(c *Config) { c.BudgetBytes = c.BlockBytes() - 1 }, "smaller than one block"},
 		{"zero budget", func(c *Config) { c.BudgetBytes = 0 }, "smaller than one block"},
-		{"absurd geometry", func(c *Config) { c.Layers, c.HeadDim = 1<<40, 1<<30 }, "implausibly large"},
+		{"absurd geometry", func(c *Config) { c.Layers, c.HeadDim = math.MaxInt32, 1<<30 }, "implausibly large"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
