@@ -3,7 +3,6 @@ package ort
 import (
 	"bytes"
 	"fmt"
-	"slices"
 	"strconv"
 )
 
@@ -12,11 +11,15 @@ import (
 // session is created, through the C library's malloc, in 4 KiB pages. A
 // decode step reads all of them: ~80 MB for synthetic-110m int4, ~20,000
 // pages, more than the TLB holds, so every step pays page walks. After
-// creation the session's new anonymous memory is collapsed into 2 MiB
-// transparent huge pages (Linux ≥ 6.1, MADV_COLLAPSE; older kernels get the
-// MADV_HUGEPAGE advice, which khugepaged acts on in the background). Only
-// 2 MiB ranges that are already at least 7/8 resident are touched, so the
-// collapse commits almost no memory that was not in use.
+// creation, the anonymous memory that became resident while the session was
+// created is collapsed into 2 MiB transparent huge pages (Linux ≥ 6.1,
+// MADV_COLLAPSE; older kernels get the MADV_HUGEPAGE advice, which
+// khugepaged acts on in the background). Only 2 MiB chunks at least 7/8
+// resident are touched, so the collapse commits almost no memory that was
+// not in use. "Became resident" rather than "newly mapped": a session
+// created after others were closed reuses their memory, and a rule on new
+// mappings gave such a session 0 MiB (measured); closing a session trims
+// the C heap (trimHeap) so that reused memory becomes resident anew.
 
 // memRange is the address range [lo, hi).
 type memRange struct{ lo, hi uintptr }
@@ -60,37 +63,6 @@ func parseAnonMaps(data []byte) ([]memRange, error) {
 		}
 	}
 	return out, nil
-}
-
-// subtract returns the parts of ranges not covered by old (both sorted by
-// lo, non-overlapping within themselves, as /proc/self/maps lists them).
-func subtract(ranges, old []memRange) []memRange {
-	var out []memRange
-	for _, r := range ranges {
-		lo := r.lo
-		i, _ := slices.BinarySearchFunc(old, lo, func(m memRange, x uintptr) int {
-			switch {
-			case m.hi <= x:
-				return -1
-			case m.lo > x:
-				return 1
-			}
-			return 0
-		})
-		for ; i < len(old) && old[i].lo < r.hi && lo < r.hi; i++ {
-			if old[i].hi <= lo {
-				continue
-			}
-			if old[i].lo > lo {
-				out = append(out, memRange{lo, old[i].lo})
-			}
-			lo = max(lo, old[i].hi)
-		}
-		if lo < r.hi {
-			out = append(out, memRange{lo, r.hi})
-		}
-	}
-	return out
 }
 
 // hugeChunks cuts ranges into the whole 2 MiB-aligned chunks they contain.

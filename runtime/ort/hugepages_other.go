@@ -2,6 +2,8 @@
 
 package ort
 
-func anonSnapshot() []memRange { return nil }
+type residentSet map[uintptr]bool
 
-func collapseNew([]memRange) int64 { return 0 }
+func anonResident() residentSet { return nil }
+
+func collapseNew(residentSet) int64 { return 0 }

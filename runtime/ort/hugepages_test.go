@@ -33,21 +33,11 @@ func TestParseAnonMaps(t *testing.T) {
 	}
 }
 
-func TestSubtractAndChunks(t *testing.T) {
+func TestHugeChunks(t *testing.T) {
 	const M = hugePageSize
-	now := []memRange{{0, 10 * M}, {20 * M, 21 * M}, {30 * M, 40 * M}}
-	old := []memRange{{M, 2 * M}, {5*M + 4096, 6 * M}, {30 * M, 40 * M}}
-	got := subtract(now, old)
-	want := []memRange{{0, M}, {2 * M, 5*M + 4096}, {6 * M, 10 * M}, {20 * M, 21 * M}}
-	if !slices.Equal(got, want) {
-		t.Fatalf("subtract: got %x, want %x", got, want)
-	}
-	chunks := hugeChunks([]memRange{{4096, 3*M + 8192}, {5 * M, 6*M - 1}})
-	if want := []memRange{{M, 2 * M}, {2 * M, 3 * M}}; !slices.Equal(chunks, want) {
+	chunks := hugeChunks([]memRange{{4096, 3*M + 8192}, {5 * M, 6*M - 1}, {7 * M, 8 * M}})
+	if want := []memRange{{M, 2 * M}, {2 * M, 3 * M}, {7 * M, 8 * M}}; !slices.Equal(chunks, want) {
 		t.Fatalf("chunks: got %x, want %x (whole aligned 2 MiB chunks only)", chunks, want)
-	}
-	if got := subtract(now, nil); !slices.Equal(got, now) {
-		t.Fatalf("subtract nothing: got %x", got)
 	}
 }
 
@@ -64,7 +54,7 @@ func FuzzParseAnonMaps(f *testing.F) {
 				t.Fatalf("empty or inverted range %x", m)
 			}
 		}
-		for _, c := range hugeChunks(subtract(r, r[:len(r)/2])) {
+		for _, c := range hugeChunks(r) {
 			if c.lo%hugePageSize != 0 || c.hi-c.lo != hugePageSize {
 				t.Fatalf("chunk %x not one aligned huge page", c)
 			}
@@ -74,7 +64,9 @@ func FuzzParseAnonMaps(f *testing.F) {
 
 // TestSessionHugePages: a model with a 16 MiB initializer has its copy in
 // ONNX Runtime's memory collapsed into huge pages by default, not with
-// NoHugePages, and computes the same either way.
+// NoHugePages, and computes the same either way; a session created after
+// another was closed gets its memory collapsed too (closing trims the C
+// heap: without it the third session here got 0 MiB, three runs of three).
 func TestSessionHugePages(t *testing.T) {
 	needLib(t)
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -96,7 +88,7 @@ func TestSessionHugePages(t *testing.T) {
 	for i := range x {
 		x[i] = 0.5
 	}
-	for _, off := range []bool{false, true} {
+	for i, off := range []bool{false, true, false} {
 		s, err := NewSession(context.Background(), model, Options{IntraOpThreads: 1, NoHugePages: off})
 		if err != nil {
 			t.Fatal(err)
@@ -122,7 +114,7 @@ func TestSessionHugePages(t *testing.T) {
 		in.Close()
 		out["y"].Close()
 		s.Close()
-		t.Logf("NoHugePages=%v: %d MiB collapsed into huge pages", off, huge>>20)
+		t.Logf("session %d, NoHugePages=%v: %d MiB collapsed into huge pages", i, off, huge>>20)
 		if off && huge != 0 {
 			t.Errorf("NoHugePages: %d bytes collapsed", huge)
 		}

@@ -60,10 +60,10 @@ type Options struct {
 	// a session that runs alone.
 	NoSpinning bool `json:"no_spinning,omitempty" yaml:"no_spinning,omitempty"`
 	// NoHugePages leaves the memory ONNX Runtime allocates for the model in
-	// base pages. By default, after the session is created, its new
-	// anonymous memory that is in use is collapsed into 2 MiB transparent
-	// huge pages (Linux), so the weights a step reads cost a few hundred
-	// TLB entries instead of tens of thousands.
+	// base pages. By default, after the session is created, the anonymous
+	// memory that became resident while it was created is collapsed into
+	// 2 MiB transparent huge pages (Linux), so the weights a step reads
+	// cost a few hundred TLB entries instead of tens of thousands.
 	NoHugePages bool `json:"no_huge_pages,omitempty" yaml:"no_huge_pages,omitempty"`
 	// ConfigEntries are passed to AddSessionConfigEntry verbatim, e.g.
 	// "session.intra_op.allow_spinning": "0". They override NoSpinning.

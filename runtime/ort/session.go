@@ -139,9 +139,9 @@ func newSession(ctx context.Context, info ModelInfo, opts Options, create create
 		return nil, errors.Join(fmt.Errorf("%w: models without graph inputs or outputs cannot be run through onnxruntime_go", ErrInvalidModel), Release())
 	}
 	start := time.Now()
-	var before []memRange
+	var before residentSet
 	if !opts.NoHugePages {
-		before = anonSnapshot()
+		before = anonResident()
 	}
 	if err := s.chooseProvider(ctx, opts, inNames, outNames, create); err != nil {
 		return nil, errors.Join(err, Release())
@@ -318,8 +318,8 @@ func (s *Session) ProviderAttempts() []ProviderAttempt { return slices.Clone(s.a
 // LoadTime is how long choosing the provider and creating the session took.
 func (s *Session) LoadTime() time.Duration { return s.loadTime }
 
-// HugePageBytes is how much of the memory ONNX Runtime allocated while
-// creating the session (weights, prepacked kernels) was collapsed into
+// HugePageBytes is how much of the memory that became resident while the
+// session was created (its weights, prepacked kernels) was collapsed into
 // transparent huge pages; 0 with Options.NoHugePages, on kernels without
 // them, or off Linux.
 func (s *Session) HugePageBytes() int64 { return s.huge }
@@ -358,6 +358,7 @@ func (s *Session) Close() error {
 	s.mu.free = nil
 	s.mu.Unlock()
 	errs = append(errs, s.native.Destroy(), Release())
+	trimHeap()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("ort: close session: %w", err)
 	}
