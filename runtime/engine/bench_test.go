@@ -525,7 +525,7 @@ func BenchmarkBatchScaling(b *testing.B) {
 	for b.Loop() {
 		e8 := openBench(b, bd, sched.Config{MaxBatch: 8, ChunkSize: 256})
 		decodeRate(b, e8, 1, vocab, 1) // warm-up: binds the step shapes
-		var ones []float64 // one stream: the median of three
+		var ones []float64             // one stream: the median of three
 		for i := range 3 {
 			ones = append(ones, decodeRate(b, e8, 1, vocab, uint64(20+i)))
 		}
