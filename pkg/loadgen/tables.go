@@ -163,7 +163,11 @@ func versionRows(r *Report) [][]string {
 				g.Layers, g.Heads, g.KVHeads, g.HeadDim, g.Vocab, g.MaxPositions, g.BlockSize)})
 		}
 		if k := m.KV; k != nil {
-			rows = append(rows, []string{"KV cache", fmt.Sprintf("%d blocks × %d tokens, %d B/block, dtype %v, huge pages %v", k.NumBlocks(), k.BlockSize, k.BlockBytes(), k.DType, !k.DisableHugePages)})
+			pages := "huge pages advised"
+			if k.DisableHugePages {
+				pages = "base pages"
+			}
+			rows = append(rows, []string{"KV cache", fmt.Sprintf("%d blocks × %d tokens, %d B/block, dtype %v, %s", k.NumBlocks(), k.BlockSize, k.BlockBytes(), k.DType, pages)})
 		}
 		rows = append(rows, []string{"weights in huge pages", fmt.Sprintf("%.1f MiB", float64(m.WeightHugePageBytes)/(1<<20))})
 	}
