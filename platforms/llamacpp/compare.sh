@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Same-machine, same-session decode speed: edgeinfer's engine on synthetic-110m
 # (int4-b32 and int8, MatMulNBits acc4; int8-pc, DynamicQuantizeMatMul)
-# against llama.cpp on the same shape (Q4_0 and Q8_0), alternated round by round so a noisy host hits both sides
-# alike. The issue's llama.cpp figures in FACTS.md came from an AVX-512 host;
-# this measures the reference here instead of trusting numbers from elsewhere.
+# against llama.cpp on the same shape (Q4_0 and Q8_0), alternated round by
+# round so a noisy host hits both sides alike, and ending with the median of
+# each pair's per-round ratios. The issue's llama.cpp figures in FACTS.md came
+# from an AVX-512 host; this measures the reference here instead of trusting
+# numbers from elsewhere.
 #
 #   bash platforms/llamacpp/compare.sh            # 3 rounds
 #   ROUNDS=5 bash platforms/llamacpp/compare.sh
@@ -53,6 +55,8 @@ engine() { # scheme → "b1 b8"
 echo "# $(date -Is) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, AVX-512: $(grep -qm1 avx512f /proc/cpuinfo && echo yes || echo no)"
 printf "%-6s %-10s %9s %9s   %-9s %9s %9s   %7s %7s\n" round engine b1 b8 llama.cpp b1 b8 b1-x b8-x
 PAIRS="${PAIRS:-int4-b32:q4_0 int8:q8_0 int8-pc:q8_0}" # engine scheme:llama.cpp type
+rows=$(mktemp)
+trap 'rm -f "$rows"' EXIT
 for r in $(seq 1 "$ROUNDS"); do
   for pair in $PAIRS; do
     pair=${pair/:/ }
@@ -60,6 +64,16 @@ for r in $(seq 1 "$ROUNDS"); do
     read -r lb1 lb8 < <(llama "$2")
     read -r eb1 eb8 < <(engine "$1")
     awk -v r="$r" -v e="$1" -v l="$2" -v eb1="$eb1" -v eb8="$eb8" -v lb1="$lb1" -v lb8="$lb8" 'BEGIN {
-      printf "%-6s %-10s %9.1f %9.1f   %-9s %9.1f %9.1f   %7.3f %7.3f\n", r, e, eb1, eb8, l, lb1, lb8, eb1 / lb1, eb8 / lb8 }'
+      printf "%-6s %-10s %9.1f %9.1f   %-9s %9.1f %9.1f   %7.3f %7.3f\n", r, e, eb1, eb8, l, lb1, lb8, eb1 / lb1, eb8 / lb8 }' | tee -a "$rows"
   done
 done
+# One round swings ±15 % on a shared machine: the verdict is the median of
+# the rounds' ratios, per pair.
+echo "# median over $ROUNDS rounds"
+sort -k2,2 -s "$rows" | awk '
+  function med(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+    return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2 }
+  function flush() { if (n) printf "%-6s %-10s vs %-9s b1-x %.3f  b8-x %.3f\n", "median", e, l, med(x1, n), med(x8, n); n = 0 }
+  $2 != e { flush(); e = $2; l = $5 }
+  { n++; x1[n] = $8; x8[n] = $9 }
+  END { flush() }'
