@@ -288,68 +288,62 @@ func (p *pass) run(ctx context.Context, m *onnx.ModelProto, plan []target) (*Res
 		if !tg.transB {
 			nk = transposeF32(vals, k, nn)
 		}
-		// placeInits adds the quantised weight's initializers (named after
-		// the weight; nil raw data is skipped) and returns the new node's
-		// inputs: the activation, then them.
-		placeInits := func(specs []initSpec) ([]string, error) {
-			ins := []string{n.Input[0]}
-			for _, c := range specs {
-				if c.raw == nil {
-					continue
-				}
-				t := &onnx.TensorProto{Name: proto.String(tg.weight + c.suffix), DataType: proto.Int32(int32(c.dt)), Dims: c.dims}
-				if _, dup := p.inits[t.GetName()]; dup {
-					t.Name = proto.String(p.fresh(t.GetName()))
-				}
-				added = append(added, t)
-				if err := p.w.place(t, c.raw); err != nil {
-					return nil, fmt.Errorf("quant: %w", err)
-				}
-				ins = append(ins, t.GetName())
-			}
-			return ins, nil
-		}
+		// The quantised weight: its op, initializers and attributes.
+		var (
+			op     string
+			specs  []initSpec
+			attrs  []*onnx.AttributeProto
+			after  int64
+			relRMS float64
+		)
 		if p.opts.Scheme.Format == FormatInt8PerChannel {
 			pc, err := QuantizePerChannel(nk, nn, k)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", tg.weight, err)
 			}
-			relRMS := RelativeRMS(nk, pc.Dequantize())
-			vals, nk = nil, nil
-			ins, err := placeInits([]initSpec{
+			relRMS, after = RelativeRMS(nk, pc.Dequantize()), pc.Bytes()
+			op = "DynamicQuantizeMatMul"
+			specs = []initSpec{
 				{"_qweight_int8", onnx.TensorProto_INT8, []int64{int64(k), int64(nn)}, int8Bytes(pc.B)},
 				{"_scales", onnx.TensorProto_FLOAT, []int64{int64(nn)}, float32Bytes(pc.Scales)},
-			})
+			}
+		} else {
+			q, err := QuantizeBlockwise(nk, nn, k, p.opts.Scheme.Bits(), p.opts.Scheme.BlockSize, p.opts.Scheme.Asymmetric)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s: %w", tg.weight, err)
 			}
-			replaced[tg.node] = p.matmulNodes(n, tg.bias, "DynamicQuantizeMatMul", ins, nil)
-			if p.uses[tg.weight]--; p.uses[tg.weight] == 0 {
-				drop[tg.weight] = true
+			relRMS, after = RelativeRMS(nk, q.Dequantize()), q.Bytes()
+			nb := int64(q.Blocks())
+			op, attrs = "MatMulNBits", nbitsAttrs(q, p.opts.Scheme.AccuracyLevel)
+			specs = []initSpec{
+				{"_qweight", onnx.TensorProto_UINT8, []int64{int64(nn), nb, int64(q.BlockSize * q.Bits / 8)}, q.B},
+				{"_scales", onnx.TensorProto_FLOAT, []int64{int64(nn) * nb}, float32Bytes(q.Scales)},
+				{"_zero_points", onnx.TensorProto_UINT8, []int64{int64(len(q.ZeroPoints))}, q.ZeroPoints},
 			}
-			res.Layers = append(res.Layers, Layer{Name: tg.weight, Shape: []int{nn, k}, Format: res.Scheme, BytesBefore: before, BytesAfter: pc.Bytes(), RelRMS: relRMS})
-			continue
 		}
-		q, err := QuantizeBlockwise(nk, nn, k, p.opts.Scheme.Bits(), p.opts.Scheme.BlockSize, p.opts.Scheme.Asymmetric)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", tg.weight, err)
-		}
-		relRMS := RelativeRMS(nk, q.Dequantize())
 		vals, nk = nil, nil
-		nb := int64(q.Blocks())
-		ins, err := placeInits([]initSpec{
-			{"_qweight", onnx.TensorProto_UINT8, []int64{int64(nn), nb, int64(q.BlockSize * q.Bits / 8)}, q.B},
-			{"_scales", onnx.TensorProto_FLOAT, []int64{int64(nn) * nb}, float32Bytes(q.Scales)},
-			{"_zero_points", onnx.TensorProto_UINT8, []int64{int64(len(q.ZeroPoints))}, q.ZeroPoints},
-		})
-		if err != nil {
-			return nil, err
+		// The initializers are named after the weight (nil data: none), and
+		// the new node takes the activation, then them.
+		ins := []string{n.Input[0]}
+		for _, c := range specs {
+			if c.raw == nil {
+				continue
+			}
+			t := &onnx.TensorProto{Name: proto.String(tg.weight + c.suffix), DataType: proto.Int32(int32(c.dt)), Dims: c.dims}
+			if _, dup := p.inits[t.GetName()]; dup {
+				t.Name = proto.String(p.fresh(t.GetName()))
+			}
+			added = append(added, t)
+			if err := p.w.place(t, c.raw); err != nil {
+				return nil, fmt.Errorf("quant: %w", err)
+			}
+			ins = append(ins, t.GetName())
 		}
-		replaced[tg.node] = p.matmulNodes(n, tg.bias, "MatMulNBits", ins, nbitsAttrs(q, p.opts.Scheme.AccuracyLevel))
+		replaced[tg.node] = p.matmulNodes(n, tg.bias, op, ins, attrs)
 		if p.uses[tg.weight]--; p.uses[tg.weight] == 0 {
 			drop[tg.weight] = true
 		}
-		res.Layers = append(res.Layers, Layer{Name: tg.weight, Shape: []int{nn, k}, Format: res.Scheme, BytesBefore: before, BytesAfter: q.Bytes(), RelRMS: relRMS})
+		res.Layers = append(res.Layers, Layer{Name: tg.weight, Shape: []int{nn, k}, Format: res.Scheme, BytesBefore: before, BytesAfter: after, RelRMS: relRMS})
 		p.log.Debug("quantised", "weight", tg.weight, "n", nn, "k", k, "rel_rms", relRMS)
 	}
 	if p.opts.Scheme.Format != FormatFP16 {

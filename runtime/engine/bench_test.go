@@ -385,7 +385,7 @@ func decodeRateLen(b *testing.B, e *Engine, n, vocab int, seed uint64, promptLen
 //
 // The pools hold data, as a serving cache does. Left as mapped, never
 // written, every read of them would hit the kernel's one shared zero page
-// and come from L1: measured here, such a loop ran 3.5–6.5 % faster than the
+// and stay in cache: measured here, such a loop ran 3.5–6.5 % faster than the
 // same loop over written pools (alternated five steps at a time, 3 runs),
 // which made the engine look that much slower than it is. The pools are one
 // mapping advised huge pages, as the engine's are.

@@ -72,7 +72,8 @@ func mapZeroed(n int, prefault, huge bool) (mem, used []byte, err error) {
 		// MAP_POPULATE would fault base pages in before the advice applies;
 		// populate after it (Linux ≥ 5.14), or touch every page.
 		if unix.Madvise(used, unix.MADV_POPULATE_WRITE) != nil {
-			for i := 0; i < n; i += os.Getpagesize() {
+			page := os.Getpagesize()
+			for i := 0; i < n; i += page {
 				used[i] = 0
 			}
 		}

@@ -21,12 +21,18 @@ func TestRunAdd(t *testing.T) {
 		t.Errorf("provider %s, want CPU on this build", s.Provider())
 	}
 	t.Logf("version %s, attempts %v, load %v", Version(), s.ProviderAttempts(), s.LoadTime())
+	runAdd(t, s)
+}
+
+// runAdd runs addModel's session on a [2, 4] input and checks y = x + b.
+func runAdd(t *testing.T, s *Session) {
+	t.Helper()
 	x, err := CopyTensor([]int64{2, 4}, []float32{1, 2, 3, 4, 5, 6, 7, 8})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer x.Close()
-	out, err := s.Run(ctx, map[string]*Tensor{"x": x})
+	out, err := s.Run(context.Background(), map[string]*Tensor{"x": x})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,16 +60,7 @@ func TestProfilePrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := CopyTensor([]int64{2, 4}, []float32{1, 2, 3, 4, 5, 6, 7, 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	out, err := s.Run(ctx, map[string]*Tensor{"x": x})
-	if err != nil {
-		t.Fatal(err)
-	}
-	CloseAll(out)
+	runAdd(t, s)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -330,8 +330,7 @@ func (s *Scheduler) lateLocked(g *genReq, now time.Time) bool {
 	if g.req.SLO.TTFT <= 0 || s.mu.est.prefillSpeed <= 0 || !g.tl.FirstToken.IsZero() {
 		return false // no objective, nothing measured, or a preempted stream whose TTFT is history
 	}
-	prefill := time.Duration(float64(g.pendingPrefill()) / s.mu.est.prefillSpeed * float64(time.Second))
-	return now.Add(prefill).After(g.tl.Arrived.Add(g.req.SLO.TTFT))
+	return now.Add(prefillTime(g, s.mu.est.prefillSpeed)).After(g.tl.Arrived.Add(g.req.SLO.TTFT))
 }
 
 // victim is the running sequence to preempt: lowest class, then most

@@ -174,7 +174,7 @@ func (s *Scheduler) slackAllows(g *genReq, step time.Duration) bool {
 	if speed <= 0 {
 		return true
 	}
-	pre := time.Duration(float64(g.pendingPrefill()) / speed * float64(time.Second))
+	pre := prefillTime(g, speed)
 	now := time.Now()
 	for _, r := range s.running {
 		slo := r.req.SLO.TPOT
@@ -199,6 +199,11 @@ func (s *Scheduler) slackAllows(g *genReq, step time.Duration) bool {
 		}
 	}
 	return true
+}
+
+// prefillTime is how long g's remaining prefill takes at speed tokens/s.
+func prefillTime(g *genReq, speed float64) time.Duration {
+	return time.Duration(float64(g.pendingPrefill()) / speed * float64(time.Second))
 }
 
 // costOf is model's cost model, created on first use.

@@ -240,22 +240,24 @@ func (d *decoder) head(x string, embed Tensor) error {
 	return b.Err()
 }
 
-// linear fetches name.weight (and name.bias when hasBias) and emits the
-// projection through the emitter.
+// linear fetches name's weights and emits the projection through the
+// emitter.
 func (d *decoder) linear(name, x string, out, in int, hasBias bool) (string, error) {
-	w, err := fetch(d.src, name+".weight", out, in)
+	w, bias, err := d.weights(name, out, in, hasBias)
 	if err != nil {
 		return "", err
 	}
-	var bias []float32
-	if hasBias {
-		bt, err := fetch(d.src, name+".bias", out)
-		if err != nil {
-			return "", err
-		}
-		bias = bt.Data
-	}
 	return d.em.Linear(d.b, name, x, w, bias)
+}
+
+// weights fetches name.weight ([out, in]) and, when hasBias, name.bias.
+func (d *decoder) weights(name string, out, in int, hasBias bool) (Tensor, []float32, error) {
+	w, err := fetch(d.src, name+".weight", out, in)
+	if err != nil || !hasBias {
+		return w, nil, err
+	}
+	bt, err := fetch(d.src, name+".bias", out)
+	return w, bt.Data, err
 }
 
 // GraphRevision numbers the form of the graphs this package emits. Bump it
@@ -281,18 +283,12 @@ func (d *decoder) linears(name, x string, parts []string, outs []int, in int, ha
 	w := Tensor{Shape: []int{total, in}, Data: make([]float32, 0, total*in)}
 	var bias []float32
 	for i, part := range parts {
-		t, err := fetch(d.src, part+".weight", outs[i], in)
+		t, b, err := d.weights(part, outs[i], in, hasBias)
 		if err != nil {
 			return nil, err
 		}
 		w.Data = append(w.Data, t.Data...)
-		if hasBias {
-			bt, err := fetch(d.src, part+".bias", outs[i])
-			if err != nil {
-				return nil, err
-			}
-			bias = append(bias, bt.Data...)
-		}
+		bias = append(bias, b...)
 	}
 	y, err := d.em.Linear(d.b, name, x, w, bias)
 	if err != nil {
