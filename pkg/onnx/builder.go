@@ -15,6 +15,9 @@ const (
 	// DomainMicrosoft holds ONNX Runtime's contrib operators
 	// (RotaryEmbedding, FusedMatMul, GroupQueryAttention, MatMulNBits, …).
 	DomainMicrosoft = "com.microsoft"
+	// DomainEdgeInfer holds edgeinfer's own ONNX Runtime kernels, which
+	// runtime/ort registers with every session (its OpDomain).
+	DomainEdgeInfer = "ai.edgeinfer"
 )
 
 // Defaults of a new Builder: IR 8 with opset 17 is what ONNX Runtime 1.30

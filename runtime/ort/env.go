@@ -15,6 +15,7 @@ var env struct {
 	refs    int
 	path    string
 	version string
+	opsErr  error // why edgeinfer's custom operators are not registered; nil when they are
 }
 
 // Acquire loads the ONNX Runtime library (see FindLibrary for how
@@ -50,6 +51,7 @@ func Acquire(libraryPath string) error {
 	env.refs = 1
 	env.path = path
 	env.version = onnx.GetVersion()
+	env.opsErr = initCustomOps(path)
 	return nil
 }
 
@@ -66,6 +68,7 @@ func Release() error {
 		return nil
 	}
 	env.path, env.version = "", ""
+	releaseCustomOps()
 	if err := onnx.DestroyEnvironment(); err != nil {
 		return fmt.Errorf("ort: release environment: %w", err)
 	}

@@ -295,6 +295,11 @@ func sessionOptions(opts Options) (*onnx.SessionOptions, error) {
 				return err
 			}
 		}
+		if env.opsErr == nil { // a graph that needs them fails to load, saying which operator
+			if err := registerCustomOps(so); err != nil {
+				return err
+			}
+		}
 		for k, v := range opts.configEntries() {
 			if err := so.AddSessionConfigEntry(k, v); err != nil {
 				return fmt.Errorf("config entry %s=%s: %w", k, v, err)

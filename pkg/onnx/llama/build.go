@@ -46,6 +46,14 @@ type Options struct {
 	// value_scale.{i} float32 [kvH, N] hold one scale per (head, block),
 	// as runtime/kvcache's int8 pages store them. Paged contract only.
 	KVInt8 bool
+	// PortableAttention builds the paged graph's attention from standard
+	// ONNX and com.microsoft operators (Gather of the blocks, FusedMatMul,
+	// Softmax, ...) instead of edgeinfer's ai.edgeinfer.PagedAttention
+	// kernel, so it loads in any ONNX Runtime 1.30 — a vendor build or an
+	// execution provider that should run the whole graph. It is slower on
+	// the CPU (~25 nodes per layer instead of one, and a copy of every
+	// cached key and value per step).
+	PortableAttention bool
 }
 
 func (o *Options) normalise(c *Config) error {
@@ -92,7 +100,8 @@ type decoder struct {
 
 	cos, sin string
 	// paged: shared per-step values
-	blockTables, maskPast, maskNew, splitLT string
+	blockTables, contextLens   string
+	maskPast, maskNew, splitLT string // portable attention only
 	// compatible: shared per-step values
 	seqlensK, totalLen string
 }
@@ -113,6 +122,9 @@ func Build(b *onnx.Builder, c *Config, src WeightSource, opts Options) error {
 	b.Metadata("edgeinfer.architecture", c.Architecture())
 	b.Metadata("edgeinfer.quantization", d.em.Scheme())
 	if opts.Contract == ContractPaged {
+		if !opts.PortableAttention {
+			b.Opset(onnx.DomainEdgeInfer, 1)
+		}
 		b.Metadata("edgeinfer.block_size", strconv.Itoa(opts.BlockSize))
 		b.Metadata("edgeinfer.kv_dtype", opts.kvDType())
 	}
@@ -264,8 +276,8 @@ func (d *decoder) weights(name string, out, in int, hasBias bool) (Tensor, []flo
 // whenever the emitted graph changes for the same config and options:
 // caches of built bundles (the benchmarks' among them) key on it, so they
 // never time an old graph. 4: q/k/v and gate/up stacked into one projection
-// each.
-const GraphRevision = 4
+// each. 5: paged attention by ai.edgeinfer.PagedAttention.
+const GraphRevision = 5
 
 // linears emits the projections parts of one input x as one: their
 // weights (and biases) stacked along the output axis into name, one

@@ -15,6 +15,7 @@ func (d *decoder) pagedInputs() string {
 	pos := b.Input("position_ids", i64, onnx.Sym("batch"), onnx.Sym("seq"))
 	d.blockTables = b.Input("block_tables", i64, onnx.Sym("batch"), onnx.Sym("max_blocks"))
 	ctxLens := b.Input("context_lens", i64, onnx.Sym("batch"))
+	d.contextLens = ctxLens
 	if !d.opts.AllLogits {
 		b.Input("last_index", i64, onnx.Sym("batch"))
 	}
@@ -34,6 +35,10 @@ func (d *decoder) pagedInputs() string {
 					onnx.Fixed(int64(c.NumKeyValueHeads)), onnx.Sym("num_blocks"))
 			}
 		}
+	}
+
+	if !d.opts.PortableAttention {
+		return pos // the kernel masks by context_lens itself
 	}
 
 	// L = max_blocks·blockSize cached slots visible to each row, T new tokens.
@@ -71,8 +76,30 @@ func (d *decoder) pagedInputs() string {
 func (d *decoder) pagedAttention(i int, q, k, v string) string {
 	b, c := d.b, d.c
 	hkv, hd := int64(c.NumKeyValueHeads), int64(c.HeadDim)
-	group := int64(c.NumAttentionHeads) / hkv
 	li := strconv.Itoa(i)
+	split := b.Ints(0, 0, hkv, hd)
+	for _, kv := range [][2]string{{k, "new_keys."}, {v, "new_values."}} {
+		kv4 := b.Op("Reshape", []string{kv[0], split}) // [B,T,Hkv,D]
+		b.Node(onnx.DomainONNX, "Transpose", []string{kv4}, []string{kv[1] + li}, onnx.AttrInts("perm", 0, 2, 1, 3))
+		b.Output(kv[1]+li, onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(hkv), onnx.Sym("seq"), onnx.Fixed(hd))
+	}
+	if d.opts.PortableAttention {
+		return d.portableAttention(li, q, k, v)
+	}
+	in := []string{q, k, v, "key_cache." + li, "value_cache." + li, d.blockTables, d.contextLens}
+	if d.opts.KVInt8 {
+		in = append(in, "key_scale."+li, "value_scale."+li)
+	}
+	return b.Node(onnx.DomainEdgeInfer, "PagedAttention", in, []string{""},
+		onnx.AttrInt("num_heads", int64(c.NumAttentionHeads)), onnx.AttrInt("kv_num_heads", hkv))[0]
+}
+
+// portableAttention is pagedAttention from standard and com.microsoft
+// operators (Options.PortableAttention).
+func (d *decoder) portableAttention(li, q, k, v string) string {
+	b, c := d.b, d.c
+	hkv, hd := int64(c.NumKeyValueHeads), int64(c.HeadDim)
+	group := int64(c.NumAttentionHeads) / hkv
 	kvShape := b.Ints(hkv, 0, -1, hd)
 
 	pastK := b.Op("Reshape", []string{d.gatherPool("key", li), kvShape})
@@ -83,15 +110,8 @@ func (d *decoder) pagedAttention(i int, q, k, v string) string {
 	}
 
 	split := b.Ints(0, 0, hkv, hd)
-	k4 := b.Op("Reshape", []string{k, split}) // [B,T,Hkv,D]
-	v4 := b.Op("Reshape", []string{v, split})
-	b.Node(onnx.DomainONNX, "Transpose", []string{k4}, []string{"new_keys." + li}, onnx.AttrInts("perm", 0, 2, 1, 3))
-	b.Node(onnx.DomainONNX, "Transpose", []string{v4}, []string{"new_values." + li}, onnx.AttrInts("perm", 0, 2, 1, 3))
-	newDims := []onnx.Dim{onnx.Sym("batch"), onnx.Fixed(hkv), onnx.Sym("seq"), onnx.Fixed(hd)}
-	b.Output("new_keys."+li, onnx.TensorProto_FLOAT, newDims...)
-	b.Output("new_values."+li, onnx.TensorProto_FLOAT, newDims...)
-	newK := b.Op("Transpose", []string{k4}, onnx.AttrInts("perm", 2, 0, 1, 3)) // [Hkv,B,T,D]
-	newV := b.Op("Transpose", []string{v4}, onnx.AttrInts("perm", 2, 0, 1, 3))
+	newK := b.Op("Transpose", []string{b.Op("Reshape", []string{k, split})}, onnx.AttrInts("perm", 2, 0, 1, 3)) // [Hkv,B,T,D]
+	newV := b.Op("Transpose", []string{b.Op("Reshape", []string{v, split})}, onnx.AttrInts("perm", 2, 0, 1, 3))
 
 	q5 := b.Op("Reshape", []string{q, b.Ints(0, 0, hkv, group, hd)})            // [B,T,Hkv,G,D]
 	qT := b.Op("Transpose", []string{q5}, onnx.AttrInts("perm", 2, 0, 3, 1, 4)) // [Hkv,B,G,T,D]

@@ -1,0 +1,61 @@
+package ort
+
+/*
+#cgo CFLAGS: -O3
+#cgo LDFLAGS: -lm
+#cgo linux LDFLAGS: -ldl
+#include <stdlib.h>
+#include "paged_attention.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	onnx "github.com/yalue/onnxruntime_go"
+)
+
+// OpDomain is the operator domain of edgeinfer's own ONNX Runtime kernels,
+// registered with every session. Its one operator, PagedAttention, is
+// attention over the paged KV cache read in place (paged_attention.c has
+// its contract); the SDK's paged decoder graphs use it unless built for
+// portability (pkg/onnx/llama Options.PortableAttention).
+const OpDomain = C.EDGEINFER_OP_DOMAIN
+
+// ErrCustomOps reports that edgeinfer's operators could not be bound to the
+// loaded ONNX Runtime (a library older than 1.17): sessions still open, but
+// graphs that use the OpDomain operators fail to load.
+var ErrCustomOps = errors.New("ort: edgeinfer custom operators unavailable")
+
+// initCustomOps binds the operators to the library just loaded from path.
+// Called with env.mu held.
+func initCustomOps(path string) error {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var msg [512]C.char
+	if C.edgeinfer_ops_init(cpath, &msg[0], C.size_t(len(msg))) != 0 {
+		return fmt.Errorf("%w: %s", ErrCustomOps, C.GoString(&msg[0]))
+	}
+	return nil
+}
+
+// releaseCustomOps frees the operator domain; called with env.mu held,
+// before the library is unloaded.
+func releaseCustomOps() { C.edgeinfer_ops_release() }
+
+// registerCustomOps adds the operator domain to so.
+//
+// onnxruntime_go offers no way to add a custom operator domain, so this
+// reads the OrtSessionOptions pointer that is its SessionOptions' only
+// field. go.mod pins that module's version, and TestPagedAttention* fail
+// loudly should the layout ever change.
+func registerCustomOps(so *onnx.SessionOptions) error {
+	ptr := *(*unsafe.Pointer)(unsafe.Pointer(so))
+	var msg [512]C.char
+	if C.edgeinfer_ops_register(ptr, &msg[0], C.size_t(len(msg))) != 0 {
+		return fmt.Errorf("%w: %s", ErrCustomOps, C.GoString(&msg[0]))
+	}
+	return nil
+}

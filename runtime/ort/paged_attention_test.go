@@ -1,0 +1,250 @@
+package ort
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// pagedCase is one call of ai.edgeinfer.PagedAttention: B rows of T new
+// tokens, Hq query and Hkv KV heads of size D, a pool of N blocks of bs
+// slots, and per row its context length and block table (M entries).
+type pagedCase struct {
+	B, T, Hq, Hkv, D, N, bs, M int
+	int8                       bool
+	ctx                        []int64
+	table                      []int64 // [B, M]
+}
+
+// pagedModel is a graph of the one operator with the case's geometry.
+func pagedModel(c pagedCase) []byte {
+	pool := Float32
+	if c.int8 {
+		pool = Int8
+	}
+	in := []tValue{
+		{name: "q", dtype: Float32, dims: []any{"B", "T", c.Hq * c.D}},
+		// symbolic widths, so that the kernel's own shape checks are reached
+		{name: "k", dtype: Float32, dims: []any{"B", "T", "Wk"}},
+		{name: "v", dtype: Float32, dims: []any{"B", "T", "Wv"}},
+		{name: "kc", dtype: pool, dims: []any{c.Hkv, "N", c.bs, c.D}},
+		{name: "vc", dtype: pool, dims: []any{c.Hkv, "N", c.bs, c.D}},
+		{name: "bt", dtype: Int64, dims: []any{"B", "M"}},
+		{name: "cl", dtype: Int64, dims: []any{"B"}},
+	}
+	names := []string{"q", "k", "v", "kc", "vc", "bt", "cl"}
+	if c.int8 {
+		in = append(in, tValue{name: "ks", dtype: Float32, dims: []any{c.Hkv, "N"}},
+			tValue{name: "vs", dtype: Float32, dims: []any{c.Hkv, "N"}})
+		names = append(names, "ks", "vs")
+	}
+	return tModel{
+		opsets: map[string]int64{"": 17, OpDomain: 1},
+		nodes: []tNode{{op: "PagedAttention", domain: OpDomain, in: names, out: []string{"o"},
+			attrs: [][]byte{attrInt("num_heads", int64(c.Hq)), attrInt("kv_num_heads", int64(c.Hkv))}}},
+		inputs: in,
+		outs:   []tValue{{name: "o", dtype: Float32, dims: []any{"B", "T", c.Hq * c.D}}},
+	}.encode()
+}
+
+// pagedData is a case's random inputs.
+type pagedData struct {
+	q, k, v, kc, vc, ks, vs []float32
+	kc8, vc8                []int8
+}
+
+func newPagedData(c pagedCase, r *rand.Rand) pagedData {
+	f := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = r.Float32()*2 - 1
+		}
+		return x
+	}
+	poolLen := c.Hkv * c.N * c.bs * c.D
+	d := pagedData{q: f(c.B * c.T * c.Hq * c.D), k: f(c.B * c.T * c.Hkv * c.D), v: f(c.B * c.T * c.Hkv * c.D)}
+	if !c.int8 {
+		d.kc, d.vc = f(poolLen), f(poolLen)
+		return d
+	}
+	d.ks, d.vs = f(c.Hkv*c.N), f(c.Hkv*c.N)
+	for i := range d.ks { // as quantised pages hold them: |value| ≤ 127·scale ≈ 1
+		d.ks[i], d.vs[i] = d.ks[i]/127, d.vs[i]/127
+	}
+	d.kc8, d.vc8 = make([]int8, poolLen), make([]int8, poolLen)
+	d.kc, d.vc = make([]float32, poolLen), make([]float32, poolLen)
+	for i := range poolLen {
+		d.kc8[i], d.vc8[i] = int8(r.IntN(255)-127), int8(r.IntN(255)-127)
+		blk := i / (c.bs * c.D) // (h·N + block)
+		d.kc[i], d.vc[i] = float32(d.kc8[i])*d.ks[blk], float32(d.vc8[i])*d.vs[blk]
+	}
+	return d
+}
+
+// reference is the operator's contract in plain Go, in float64: token t of
+// row b sees its cached slots j < ctx[b] and the step's tokens t' ≤ t.
+func (c pagedCase) reference(d pagedData) []float32 {
+	G, out := c.Hq/c.Hkv, make([]float32, c.B*c.T*c.Hq*c.D)
+	scale := 1 / math.Sqrt(float64(c.D))
+	for b := range c.B {
+		for t := range c.T {
+			for hq := range c.Hq {
+				h := hq / G
+				q := d.q[((b*c.T+t)*c.Hq+hq)*c.D:][:c.D]
+				var keys, vals [][]float32
+				for j := range int(c.ctx[b]) {
+					off := ((h*c.N+int(c.table[b*c.M+j/c.bs]))*c.bs + j%c.bs) * c.D
+					keys, vals = append(keys, d.kc[off:][:c.D]), append(vals, d.vc[off:][:c.D])
+				}
+				for tk := 0; tk <= t; tk++ {
+					off := ((b*c.T+tk)*c.Hkv + h) * c.D
+					keys, vals = append(keys, d.k[off:][:c.D]), append(vals, d.v[off:][:c.D])
+				}
+				s, mx := make([]float64, len(keys)), math.Inf(-1)
+				for j, k := range keys {
+					for i := range c.D {
+						s[j] += float64(q[i]) * float64(k[i])
+					}
+					s[j] *= scale
+					mx = max(mx, s[j])
+				}
+				sum := 0.0
+				for j := range s {
+					s[j] = math.Exp(s[j] - mx)
+					sum += s[j]
+				}
+				o := out[((b*c.T+t)*c.Hq+hq)*c.D:][:c.D]
+				for i := range c.D {
+					acc := 0.0
+					for j, v := range vals {
+						acc += s[j] * float64(v[i])
+					}
+					o[i] = float32(acc / sum)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// run runs the operator on a case's data through a session.
+func (c pagedCase) run(t *testing.T, s *Session, d pagedData) ([]float32, error) {
+	t.Helper()
+	var tensors []*Tensor
+	defer func() {
+		for _, x := range tensors {
+			x.Close()
+		}
+	}()
+	add := func(x *Tensor, err error) *Tensor {
+		if err != nil {
+			t.Fatal(err)
+		}
+		tensors = append(tensors, x)
+		return x
+	}
+	pool := []int64{int64(c.Hkv), int64(c.N), int64(c.bs), int64(c.D)}
+	in := map[string]*Tensor{
+		"q":  add(CopyTensor([]int64{int64(c.B), int64(c.T), int64(c.Hq * c.D)}, d.q)),
+		"k":  add(CopyTensor([]int64{int64(c.B), int64(c.T), int64(len(d.k) / (c.B * c.T))}, d.k)),
+		"v":  add(CopyTensor([]int64{int64(c.B), int64(c.T), int64(c.Hkv * c.D)}, d.v)),
+		"bt": add(CopyTensor([]int64{int64(c.B), int64(c.M)}, c.table)),
+		"cl": add(CopyTensor([]int64{int64(c.B)}, c.ctx)),
+	}
+	if c.int8 {
+		in["kc"], in["vc"] = add(CopyTensor(pool, d.kc8)), add(CopyTensor(pool, d.vc8))
+		in["ks"] = add(CopyTensor([]int64{int64(c.Hkv), int64(c.N)}, d.ks))
+		in["vs"] = add(CopyTensor([]int64{int64(c.Hkv), int64(c.N)}, d.vs))
+	} else {
+		in["kc"], in["vc"] = add(CopyTensor(pool, d.kc)), add(CopyTensor(pool, d.vc))
+	}
+	out, err := s.Run(context.Background(), in)
+	if err != nil {
+		return nil, err
+	}
+	defer CloseAll(out)
+	o, err := Data[float32](out["o"])
+	return append([]float32(nil), o...), err
+}
+
+// TestPagedAttentionMatchesReference: the kernel against the plain-Go
+// contract, for decode and prefill, ragged contexts, scattered and partly
+// filled blocks, grouped heads, a head size that is not a multiple of the
+// vector width, and int8 pools with per-block scales.
+func TestPagedAttentionMatchesReference(t *testing.T) {
+	needLib(t)
+	cases := map[string]pagedCase{
+		"decode ragged batch": {B: 3, T: 1, Hq: 12, Hkv: 4, D: 64, N: 16, bs: 4, M: 5,
+			ctx: []int64{17, 0, 5}, table: []int64{9, 3, 14, 0, 7, 2, 2, 2, 2, 2, 11, 6, 6, 6, 6}},
+		"prefill over a past": {B: 1, T: 11, Hq: 4, Hkv: 2, D: 20, N: 8, bs: 4, M: 3,
+			ctx: []int64{10}, table: []int64{5, 1, 6}},
+		"prefill, no past, MHA": {B: 2, T: 6, Hq: 2, Hkv: 2, D: 8, N: 2, bs: 4, M: 1,
+			ctx: []int64{0, 0}, table: []int64{0, 1}},
+		"int8 pools": {B: 2, T: 3, Hq: 6, Hkv: 2, D: 32, N: 10, bs: 8, M: 3, int8: true,
+			ctx: []int64{21, 9}, table: []int64{4, 8, 1, 7, 0, 0}},
+	}
+	ctx := context.Background()
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, err := NewSession(ctx, pagedModel(c), Options{IntraOpThreads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			d := newPagedData(c, rand.New(rand.NewPCG(7, uint64(len(name)))))
+			got, err := c.run(t, s, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.reference(d)
+			worst := 0.0
+			for i := range want {
+				worst = max(worst, math.Abs(float64(got[i]-want[i])))
+			}
+			t.Logf("max |kernel − reference| = %.2g", worst)
+			if worst > 1e-5 {
+				t.Errorf("max |kernel − reference| = %g, want ≤ 1e-5", worst)
+			}
+		})
+	}
+}
+
+// TestPagedAttentionBadInput: a block table or context length that would
+// read outside the pool, and mis-shaped tensors, are refused with a message
+// that names the input, never read.
+func TestPagedAttentionBadInput(t *testing.T) {
+	needLib(t)
+	base := pagedCase{B: 1, T: 1, Hq: 2, Hkv: 1, D: 8, N: 4, bs: 4, M: 2, ctx: []int64{6}, table: []int64{1, 3}}
+	ctx := context.Background()
+	s, err := NewSession(ctx, pagedModel(base), Options{IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d := newPagedData(base, rand.New(rand.NewPCG(1, 2)))
+	if _, err := base.run(t, s, d); err != nil {
+		t.Fatalf("valid input: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		mutate func(c *pagedCase, d *pagedData)
+		want   string
+	}{
+		"block id past the pool": {func(c *pagedCase, d *pagedData) { c.table = []int64{1, 4} }, "block_tables[0][1] = 4 is outside the pool's 4 blocks"},
+		"negative block id":      {func(c *pagedCase, d *pagedData) { c.table = []int64{-1, 3} }, "outside the pool"},
+		"context beyond table":   {func(c *pagedCase, d *pagedData) { c.ctx = []int64{9} }, "context_lens[0] = 9, but block_tables holds 8 slots"},
+		"negative context":       {func(c *pagedCase, d *pagedData) { c.ctx = []int64{-1} }, "context_lens[0] = -1"},
+		"key of another width": {func(c *pagedCase, d *pagedData) { d.k = append(d.k, d.k...) }, "key dimension 2 is 16, want 8"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, dd := base, d
+			c.table, c.ctx = append([]int64(nil), base.table...), append([]int64(nil), base.ctx...)
+			tc.mutate(&c, &dd)
+			_, err := c.run(t, s, dd)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
