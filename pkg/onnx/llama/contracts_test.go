@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
@@ -18,17 +19,21 @@ func argmax(x []float32) int64 {
 }
 
 // TestContractsAgree runs a 64-token prompt and 32 greedy steps through the
-// paged graph (with a Go-side pool) and the compatible graph (feeding
-// present back as past): the logits must agree at every step, and the
-// cached decode must equal full recomputation by the reference.
+// paged graph (with a Go-side pool), in both attention forms, and the
+// compatible graph (feeding present back as past): the logits must agree at
+// every step, and the cached decode must equal full recomputation by the
+// reference.
 func TestContractsAgree(t *testing.T) {
 	orttest.Need(t)
 	c, src := tinyModel(t)
 	const prompt, steps, bs = 64, 32, 16
-	paged := newSession(t, c, src, Options{BlockSize: bs})
+	pagedForms := []*ort.Session{
+		newSession(t, c, src, Options{BlockSize: bs}),
+		newSession(t, c, src, Options{BlockSize: bs, PortableAttention: true}),
+	}
+	pools := []*pool{newPool(c, 8, bs), newPool(c, 8, bs)}
 	compat := newSession(t, c, src, Options{Contract: ContractCompatible})
 	ids := randomIDs(7, prompt, c.VocabSize)
-	p := newPool(c, 8, bs)
 	table := []int64{5, 1, 6, 3, 0, 7}
 	hkv, d := int64(c.NumKeyValueHeads), int64(c.HeadDim)
 	past := map[string]outTensor{}
@@ -44,17 +49,21 @@ func TestContractsAgree(t *testing.T) {
 		if step == 0 {
 			from, n = 0, prompt
 		}
-		r := newRunner(t)
-		set(r, "input_ids", []int64{1, int64(n)}, ids[from:from+n])
-		set(r, "position_ids", []int64{1, int64(n)}, iota64(from, n))
-		set(r, "block_tables", []int64{1, int64(len(table))}, table)
-		set(r, "context_lens", []int64{1}, []int64{int64(from)})
-		set(r, "last_index", []int64{1}, []int64{int64(n - 1)})
-		p.feed(r)
-		po := r.run(paged)
-		p.scatter(po, 0, n, from, table)
+		var pagedLogits [][]float32
+		for i, paged := range pagedForms {
+			r := newRunner(t)
+			set(r, "input_ids", []int64{1, int64(n)}, ids[from:from+n])
+			set(r, "position_ids", []int64{1, int64(n)}, iota64(from, n))
+			set(r, "block_tables", []int64{1, int64(len(table))}, table)
+			set(r, "context_lens", []int64{1}, []int64{int64(from)})
+			set(r, "last_index", []int64{1}, []int64{int64(n - 1)})
+			pools[i].feed(r)
+			po := r.run(paged)
+			pools[i].scatter(po, 0, n, from, table)
+			pagedLogits = append(pagedLogits, po["logits"].data)
+		}
 
-		r = newRunner(t)
+		r := newRunner(t)
 		set(r, "input_ids", []int64{1, int64(n)}, ids[from:from+n])
 		set(r, "attention_mask", []int64{1, int64(from + n)}, onesI64(from+n))
 		set(r, "position_ids", []int64{1, int64(n)}, iota64(from, n))
@@ -67,10 +76,12 @@ func TestContractsAgree(t *testing.T) {
 		co := r.run(compat)
 		past = co
 		cl := co["logits"].data[(n-1)*V : n*V]
-		diff := maxDiff(po["logits"].data, cl)
-		worst = max(worst, diff)
-		if diff > tolerance {
-			t.Fatalf("step %d: paged and compatible logits differ by %g", step, diff)
+		for i, form := range []string{"kernel", "portable"} {
+			diff := maxDiff(pagedLogits[i], cl)
+			worst = max(worst, diff)
+			if diff > tolerance {
+				t.Fatalf("step %d: paged (%s attention) and compatible logits differ by %g", step, form, diff)
+			}
 		}
 		ids = append(ids, argmax(cl))
 	}

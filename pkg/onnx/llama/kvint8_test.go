@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
@@ -13,12 +14,17 @@ import (
 
 // The int8 graph reads q × scale[head, block]: fed int8 pools and scales,
 // it must give what the fp32 graph gives on the dequantised pools — the
-// same float32 products, so the logits and new K/V agree to rounding.
+// same float32 products, so the logits and new K/V agree to rounding. The
+// fp32 side is the portable graph, the int8 side both the kernel's and the
+// portable one.
 func TestKVInt8MatchesDequantisedPools(t *testing.T) {
 	orttest.Need(t)
 	c, src := tinyModel(t)
-	fp := newSession(t, c, src, Options{})
-	q8 := newSession(t, c, src, Options{KVInt8: true})
+	fp := newSession(t, c, src, Options{PortableAttention: true})
+	q8s := map[string]*ort.Session{
+		"kernel":   newSession(t, c, src, Options{KVInt8: true}),
+		"portable": newSession(t, c, src, Options{KVInt8: true, PortableAttention: true}),
+	}
 	const bs, blocks = DefaultBlockSize, 9
 	hkv, hd := c.NumKeyValueHeads, c.HeadDim
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -80,13 +86,17 @@ func TestKVInt8MatchesDequantisedPools(t *testing.T) {
 					}
 				}
 			}
-			rf, rq := newRunner(t), newRunner(t)
+			rf := newRunner(t)
 			feed(rf, false)
-			feed(rq, true)
-			want, got := rf.run(fp), rq.run(q8)
-			for _, name := range []string{"logits", "new_keys.1", "new_values.1"} {
-				if d := maxDiff(got[name].data, want[name].data); d > 1e-5 {
-					t.Errorf("%s: int8 pools differ from dequantised fp32 pools by %g", name, d)
+			want := rf.run(fp)
+			for form, q8 := range q8s {
+				rq := newRunner(t)
+				feed(rq, true)
+				got := rq.run(q8)
+				for _, name := range []string{"logits", "new_keys.1", "new_values.1"} {
+					if d := maxDiff(got[name].data, want[name].data); d > 1e-5 {
+						t.Errorf("%s attention, %s: int8 pools differ from dequantised fp32 pools by %g", form, name, d)
+					}
 				}
 			}
 		})
