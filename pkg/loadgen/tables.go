@@ -170,6 +170,9 @@ func versionRows(r *Report) [][]string {
 			rows = append(rows, []string{"KV cache", fmt.Sprintf("%d blocks × %d tokens, %d B/block, dtype %v, %s", k.NumBlocks(), k.BlockSize, k.BlockBytes(), k.DType, pages)})
 		}
 		rows = append(rows, []string{"weights in huge pages", fmt.Sprintf("%.1f MiB", float64(m.WeightHugePageBytes)/(1<<20))})
+		if m.Attention != "" {
+			rows = append(rows, []string{"attention", m.Attention})
+		}
 	}
 	return rows
 }

@@ -230,3 +230,22 @@ func TestOpenFromStore(t *testing.T) {
 		t.Fatalf("absent model: %v", err)
 	}
 }
+
+// TestModelInfoAttention: the version matrix learns from the graph's
+// metadata that the decoder computes attention with edgeinfer's kernel.
+func TestModelInfoAttention(t *testing.T) {
+	e := openTiny(t, Config{})
+	decoders := 0
+	for _, m := range e.Models() {
+		if m.Kind != "decoder" {
+			continue
+		}
+		decoders++
+		if m.Attention != "ai.edgeinfer.PagedAttention" {
+			t.Errorf("model %s: attention %q, want ai.edgeinfer.PagedAttention", m.Name, m.Attention)
+		}
+	}
+	if decoders == 0 {
+		t.Fatal("no decoder among the engine's models")
+	}
+}

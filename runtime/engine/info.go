@@ -26,6 +26,10 @@ type ModelInfo struct {
 	// WeightHugePageBytes is how much of ONNX Runtime's memory for the
 	// model was collapsed into transparent huge pages at load.
 	WeightHugePageBytes int64 `json:"weight_huge_page_bytes"`
+	// Attention is how a paged decoder graph computes attention, from its
+	// metadata: "ai.edgeinfer.PagedAttention" (edgeinfer's kernel) or
+	// "portable" (standard operators); empty for other models.
+	Attention string `json:"attention,omitempty"`
 }
 
 func infoOf(name string, b *bundle.Bundle) ModelInfo {
@@ -45,4 +49,5 @@ func (i *ModelInfo) setSession(s *ort.Session) {
 	i.Attempts = s.ProviderAttempts()
 	i.ORTVersion = ort.Version()
 	i.WeightHugePageBytes = s.HugePageBytes()
+	i.Attention = s.Info().Metadata["edgeinfer.attention"]
 }

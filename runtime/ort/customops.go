@@ -12,6 +12,8 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"sync"
 	"unsafe"
 
 	onnx "github.com/yalue/onnxruntime_go"
@@ -49,13 +51,27 @@ func releaseCustomOps() { C.edgeinfer_ops_release() }
 //
 // onnxruntime_go offers no way to add a custom operator domain, so this
 // reads the OrtSessionOptions pointer that is its SessionOptions' only
-// field. go.mod pins that module's version, and TestPagedAttention* fail
-// loudly should the layout ever change.
+// field. go.mod pins that module's version; should its layout ever change,
+// optionsLayoutOK refuses rather than pass ONNX Runtime a wrong pointer.
 func registerCustomOps(so *onnx.SessionOptions) error {
+	if !optionsLayoutOK() {
+		return fmt.Errorf("%w: onnxruntime_go's SessionOptions is no longer one C pointer", ErrCustomOps)
+	}
 	ptr := *(*unsafe.Pointer)(unsafe.Pointer(so))
+	if ptr == nil {
+		return fmt.Errorf("%w: session options not created", ErrCustomOps)
+	}
 	var msg [512]C.char
 	if C.edgeinfer_ops_register(ptr, &msg[0], C.size_t(len(msg))) != 0 {
 		return fmt.Errorf("%w: %s", ErrCustomOps, C.GoString(&msg[0]))
 	}
 	return nil
 }
+
+// optionsLayoutOK reports whether onnx.SessionOptions is still a struct of
+// exactly one pointer field, the layout registerCustomOps relies on.
+var optionsLayoutOK = sync.OnceValue(func() bool {
+	t := reflect.TypeFor[onnx.SessionOptions]()
+	return t.Kind() == reflect.Struct && t.NumField() == 1 &&
+		t.Field(0).Type.Kind() == reflect.Pointer && t.Size() == unsafe.Sizeof(uintptr(0))
+})

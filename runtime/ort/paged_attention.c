@@ -73,6 +73,7 @@ typedef struct {
   int int8;
   float scale;
   int64_t max_keys;  // max over rows of context_lens + T
+  int failed;        // set by a work item that could not get memory
 } job;
 
 // ---------------------------------------------------------------------------
@@ -221,10 +222,15 @@ static void work(void* p, size_t i) {
   int64_t tb = (int64_t)i % j->token_blocks, rest = (int64_t)i / j->token_blocks;
   int64_t h = rest % j->Hkv, b = rest / j->Hkv;
   int64_t t0 = tb * TOKEN_BLOCK, t1 = t0 + TOKEN_BLOCK < j->T ? t0 + TOKEN_BLOCK : j->T;
+  // Score rows: on the stack up to 32 KiB (a decode step up to ~2,700
+  // cached tokens with 3 query heads per KV head), else on the heap.
   float stack[8192];
   size_t need = (size_t)((t1 - t0) * j->G * j->max_keys);
   float* s = need <= sizeof stack / sizeof stack[0] ? stack : malloc(need * sizeof(float));
-  if (s == NULL) return;  // checked before the split: see compute
+  if (s == NULL) {
+    __atomic_store_n((int*)&j->failed, 1, __ATOMIC_RELAXED);
+    return;
+  }
   attend(j, b, h, t0, t1, s);
   if (s != stack) free(s);
 }
@@ -350,17 +356,12 @@ static OrtStatus* compute(void* k, OrtKernelContext* ctx) {
   TRY(api->GetTensorMutableData(out, (void**)&j.out));
   if (j.B == 0 || j.T == 0) return NULL;
 
-  // The work items allocate score rows beyond a 32 KiB stack buffer; make
-  // sure such an allocation can succeed rather than fail silently inside.
-  size_t need = (size_t)(TOKEN_BLOCK * j.G * j.max_keys) * sizeof(float);
-  if (need > 8192 * sizeof(float)) {
-    void* probe = malloc(need);
-    if (probe == NULL) return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory for attention scores");
-    free(probe);
-  }
   j.token_blocks = (j.T + TOKEN_BLOCK - 1) / TOKEN_BLOCK;
   size_t items = (size_t)(j.B * j.Hkv * j.token_blocks);
-  return api->KernelContext_ParallelFor(ctx, work, items, 0, &j);
+  TRY(api->KernelContext_ParallelFor(ctx, work, items, 0, &j));
+  if (__atomic_load_n(&j.failed, __ATOMIC_RELAXED))
+    return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory for attention scores");
+  return NULL;
 }
 
 static OrtStatus* create(const OrtCustomOp* op, const OrtApi* a, const OrtKernelInfo* info, void** out) {

@@ -235,7 +235,7 @@ func TestPagedAttentionBadInput(t *testing.T) {
 		"negative block id":      {func(c *pagedCase, d *pagedData) { c.table = []int64{-1, 3} }, "outside the pool"},
 		"context beyond table":   {func(c *pagedCase, d *pagedData) { c.ctx = []int64{9} }, "context_lens[0] = 9, but block_tables holds 8 slots"},
 		"negative context":       {func(c *pagedCase, d *pagedData) { c.ctx = []int64{-1} }, "context_lens[0] = -1"},
-		"key of another width": {func(c *pagedCase, d *pagedData) { d.k = append(d.k, d.k...) }, "key dimension 2 is 16, want 8"},
+		"key of another width":   {func(c *pagedCase, d *pagedData) { d.k = append(d.k, d.k...) }, "key dimension 2 is 16, want 8"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, dd := base, d

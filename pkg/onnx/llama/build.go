@@ -122,9 +122,12 @@ func Build(b *onnx.Builder, c *Config, src WeightSource, opts Options) error {
 	b.Metadata("edgeinfer.architecture", c.Architecture())
 	b.Metadata("edgeinfer.quantization", d.em.Scheme())
 	if opts.Contract == ContractPaged {
+		attention := "portable"
 		if !opts.PortableAttention {
 			b.Opset(onnx.DomainEdgeInfer, 1)
+			attention = onnx.DomainEdgeInfer + ".PagedAttention"
 		}
+		b.Metadata("edgeinfer.attention", attention)
 		b.Metadata("edgeinfer.block_size", strconv.Itoa(opts.BlockSize))
 		b.Metadata("edgeinfer.kv_dtype", opts.kvDType())
 	}
