@@ -128,6 +128,140 @@ static inline float exp_neg(float x) {
 }
 
 // ---------------------------------------------------------------------------
+// The float path's two inner loops, as functions of a run of keys (a block's
+// slots, or one new token): scores s[r][col0+i] = scale·q[r]·key_i for the
+// query rows q[0..rows), and o[r] += Σ_i s[r][col0+i]·value_i. Keys and
+// values of a run are `step` floats apart. A generic version, vectorised by
+// the compiler, and an AVX2+FMA one that keeps several rows and keys in
+// registers (chosen at load time, see edgeinfer_ops_init).
+
+typedef void (*score_fn)(const float* const* q, int64_t rows, const float* k, int64_t step, int64_t n,
+                         int64_t D, float scale, float* s, int64_t stride, int64_t col0);
+typedef void (*value_fn)(float* const* o, int64_t rows, const float* v, int64_t step, int64_t n, int64_t D,
+                         const float* s, int64_t stride, int64_t col0);
+
+EI_CLONES static void score_generic(const float* const* q, int64_t rows, const float* k, int64_t step, int64_t n,
+                          int64_t D, float scale, float* s, int64_t stride, int64_t col0) {
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t r = 0; r < rows; r++) s[r * stride + col0 + i] = scale * dot_f32(q[r], k + i * step, D);
+}
+
+EI_CLONES static void value_generic(float* const* o, int64_t rows, const float* v, int64_t step, int64_t n, int64_t D,
+                          const float* s, int64_t stride, int64_t col0) {
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t r = 0; r < rows; r++) axpy_f32(o[r], s[r * stride + col0 + i], v + i * step, D);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define EI_AVX2 __attribute__((target("avx2,fma")))
+#define EI_HAVE_AVX2 1
+
+// sum4 reduces four vectors to their four sums.
+EI_AVX2 static inline __m128 sum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+EI_AVX2 static inline float sum1(__m256 a) {
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
+}
+
+// score_avx2 takes keys four at a time against one or two query rows: up
+// to eight accumulators, each key vector loaded once for both rows. D is a
+// multiple of 8 (checked by the caller).
+EI_AVX2 static void score_avx2(const float* const* q, int64_t rows, const float* k, int64_t step, int64_t n,
+                               int64_t D, float scale, float* s, int64_t stride, int64_t col0) {
+  __m128 sc = _mm_set1_ps(scale);
+  int64_t r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    const float *q0 = q[r], *q1 = q[r + 1];
+    float *s0 = s + r * stride + col0, *s1 = s0 + stride;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      const float* kp = k + i * step;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+      for (int64_t d = 0; d < D; d += 8) {
+        __m256 x0 = _mm256_loadu_ps(q0 + d), x1 = _mm256_loadu_ps(q1 + d), kv;
+        kv = _mm256_loadu_ps(kp + d), a0 = _mm256_fmadd_ps(x0, kv, a0), b0 = _mm256_fmadd_ps(x1, kv, b0);
+        kv = _mm256_loadu_ps(kp + step + d), a1 = _mm256_fmadd_ps(x0, kv, a1), b1 = _mm256_fmadd_ps(x1, kv, b1);
+        kv = _mm256_loadu_ps(kp + 2 * step + d), a2 = _mm256_fmadd_ps(x0, kv, a2), b2 = _mm256_fmadd_ps(x1, kv, b2);
+        kv = _mm256_loadu_ps(kp + 3 * step + d), a3 = _mm256_fmadd_ps(x0, kv, a3), b3 = _mm256_fmadd_ps(x1, kv, b3);
+      }
+      _mm_storeu_ps(s0 + i, _mm_mul_ps(sc, sum4(a0, a1, a2, a3)));
+      _mm_storeu_ps(s1 + i, _mm_mul_ps(sc, sum4(b0, b1, b2, b3)));
+    }
+    for (; i < n; i++) {
+      const float* kp = k + i * step;
+      __m256 a = _mm256_setzero_ps(), b = a;
+      for (int64_t d = 0; d < D; d += 8) {
+        __m256 kv = _mm256_loadu_ps(kp + d);
+        a = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d), kv, a);
+        b = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + d), kv, b);
+      }
+      s0[i] = scale * sum1(a), s1[i] = scale * sum1(b);
+    }
+  }
+  for (; r < rows; r++) {
+    const float* q0 = q[r];
+    float* s0 = s + r * stride + col0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      const float* kp = k + i * step;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t d = 0; d < D; d += 8) {
+        __m256 x0 = _mm256_loadu_ps(q0 + d);
+        a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(kp + d), a0);
+        a1 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(kp + step + d), a1);
+        a2 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(kp + 2 * step + d), a2);
+        a3 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(kp + 3 * step + d), a3);
+      }
+      _mm_storeu_ps(s0 + i, _mm_mul_ps(sc, sum4(a0, a1, a2, a3)));
+    }
+    for (; i < n; i++) {
+      const float* kp = k + i * step;
+      __m256 a = _mm256_setzero_ps();
+      for (int64_t d = 0; d < D; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d), _mm256_loadu_ps(kp + d), a);
+      s0[i] = scale * sum1(a);
+    }
+  }
+}
+
+// value_rows adds R (≤ 3) rows' weighted values over 16 columns at a time:
+// 2·R accumulators that stay in registers across the whole run of keys.
+EI_AVX2 static inline __attribute__((always_inline)) void value_rows(float* const* o, int R, const float* v, int64_t step,
+                                                                   int64_t n, int64_t D, const float* s, int64_t stride) {
+  for (int64_t d = 0; d < D; d += 16) {
+    __m256 acc[3][2];
+    for (int r = 0; r < R; r++) acc[r][0] = _mm256_loadu_ps(o[r] + d), acc[r][1] = _mm256_loadu_ps(o[r] + d + 8);
+    for (int64_t i = 0; i < n; i++) {
+      __m256 v0 = _mm256_loadu_ps(v + i * step + d), v1 = _mm256_loadu_ps(v + i * step + d + 8);
+      for (int r = 0; r < R; r++) {
+        __m256 p = _mm256_broadcast_ss(s + r * stride + i);
+        acc[r][0] = _mm256_fmadd_ps(p, v0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(p, v1, acc[r][1]);
+      }
+    }
+    for (int r = 0; r < R; r++) _mm256_storeu_ps(o[r] + d, acc[r][0]), _mm256_storeu_ps(o[r] + d + 8, acc[r][1]);
+  }
+}
+
+// value_avx2 needs D a multiple of 16 (checked by the caller).
+EI_AVX2 static void value_avx2(float* const* o, int64_t rows, const float* v, int64_t step, int64_t n, int64_t D,
+                               const float* s, int64_t stride, int64_t col0) {
+  int64_t r = 0;
+  for (; r + 3 <= rows; r += 3) value_rows(o + r, 3, v, step, n, D, s + r * stride + col0, stride);
+  if (rows - r == 2) value_rows(o + r, 2, v, step, n, D, s + r * stride + col0, stride);
+  if (rows - r == 1) value_rows(o + r, 1, v, step, n, D, s + r * stride + col0, stride);
+}
+#endif
+
+static score_fn score_f32 = score_generic;
+static value_fn value_f32 = value_generic;
+
+// ---------------------------------------------------------------------------
 
 // attend computes one work item: row b, KV head h, tokens [t0, t1), i.e.
 // the G query heads of h for each of those tokens. s holds one score row
@@ -146,30 +280,30 @@ static void attend(const job* j, int64_t b, int64_t h, int64_t t0, int64_t t1, f
     }
 
   // Scores against the cached slots, block by block through the table.
+  // The AVX2 loops need D a multiple of 16; other head sizes take the
+  // generic ones.
+  score_fn score = D % 16 == 0 ? score_f32 : score_generic;
+  value_fn value = D % 16 == 0 ? value_f32 : value_generic;
   const int64_t* table = j->bt + b * j->M;
   for (int64_t m = 0; m * bs < ctx; m++) {
     int64_t blk = table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
     int64_t base = (h * j->N + blk) * bs * D;
-    float sc = j->scale * (j->int8 ? j->ks[h * j->N + blk] : 1.0f);
+    if (!j->int8) {
+      score(q, rows, (const float*)j->kc + base, D, n, D, j->scale, s, stride, m * bs);
+      continue;
+    }
+    float sc = j->scale * j->ks[h * j->N + blk];
     for (int64_t i = 0; i < n; i++) {
-      int64_t col = m * bs + i;
-      if (j->int8) {
-        const int8_t* kp = (const int8_t*)j->kc + base + i * D;
-        for (int64_t r = 0; r < rows; r++) s[r * stride + col] = sc * dot_i8(q[r], kp, D);
-      } else {
-        const float* kp = (const float*)j->kc + base + i * D;
-        for (int64_t r = 0; r < rows; r++) s[r * stride + col] = sc * dot_f32(q[r], kp, D);
-      }
+      const int8_t* kp = (const int8_t*)j->kc + base + i * D;
+      for (int64_t r = 0; r < rows; r++) s[r * stride + m * bs + i] = sc * dot_i8(q[r], kp, D);
     }
   }
-  // Scores against this step's keys: token t sees t' ≤ t.
+  // Scores against this step's keys: token t sees t' ≤ t, so new key tk is
+  // scored by the rows of tokens max(tk, t0).. — a suffix of the rows.
   for (int64_t tk = 0; tk < t1; tk++) {
-    const float* kp = j->k + ((b * j->T + tk) * j->Hkv + h) * D;
-    for (int64_t t = tk > t0 ? tk : t0; t < t1; t++)
-      for (int64_t g = 0; g < G; g++) {
-        int64_t r = (t - t0) * G + g;
-        s[r * stride + ctx + tk] = j->scale * dot_f32(q[r], kp, D);
-      }
+    int64_t first = ((tk > t0 ? tk : t0) - t0) * G;
+    score(q + first, rows - first, j->k + ((b * j->T + tk) * j->Hkv + h) * D, 0, 1, D, j->scale,
+          s + first * stride, stride, ctx + tk);
   }
 
   // Softmax numerators in place; each row's sum is divided out at the end.
@@ -192,25 +326,20 @@ static void attend(const job* j, int64_t b, int64_t h, int64_t t0, int64_t t1, f
   for (int64_t m = 0; m * bs < ctx; m++) {
     int64_t blk = table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
     int64_t base = (h * j->N + blk) * bs * D;
-    float vsc = j->int8 ? j->vs[h * j->N + blk] : 1.0f;
+    if (!j->int8) {
+      value(o, rows, (const float*)j->vc + base, D, n, D, s, stride, m * bs);
+      continue;
+    }
+    float vsc = j->vs[h * j->N + blk];
     for (int64_t i = 0; i < n; i++) {
-      int64_t col = m * bs + i;
-      if (j->int8) {
-        const int8_t* vp = (const int8_t*)j->vc + base + i * D;
-        for (int64_t r = 0; r < rows; r++) axpy_i8(o[r], vsc * s[r * stride + col], vp, D);
-      } else {
-        const float* vp = (const float*)j->vc + base + i * D;
-        for (int64_t r = 0; r < rows; r++) axpy_f32(o[r], s[r * stride + col], vp, D);
-      }
+      const int8_t* vp = (const int8_t*)j->vc + base + i * D;
+      for (int64_t r = 0; r < rows; r++) axpy_i8(o[r], vsc * s[r * stride + m * bs + i], vp, D);
     }
   }
   for (int64_t tk = 0; tk < t1; tk++) {
-    const float* vp = j->v + ((b * j->T + tk) * j->Hkv + h) * D;
-    for (int64_t t = tk > t0 ? tk : t0; t < t1; t++)
-      for (int64_t g = 0; g < G; g++) {
-        int64_t r = (t - t0) * G + g;
-        axpy_f32(o[r], s[r * stride + ctx + tk], vp, D);
-      }
+    int64_t first = ((tk > t0 ? tk : t0) - t0) * G;
+    value(o + first, rows - first, j->v + ((b * j->T + tk) * j->Hkv + h) * D, 0, 1, D, s + first * stride, stride,
+          ctx + tk);
   }
   for (int64_t r = 0; r < rows; r++)
     for (int64_t d = 0; d < D; d++) o[r][d] *= inv[r];
@@ -439,6 +568,10 @@ int edgeinfer_ops_init(const char* path, char* err, size_t errlen) {
     dlclose(library), library = NULL, api = NULL;
     return -1;
   }
+#ifdef EI_HAVE_AVX2
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) score_f32 = score_avx2, value_f32 = value_avx2;
+#endif
   op = (OrtCustomOp){
       .version = EI_API_VERSION,
       .GetName = op_name,

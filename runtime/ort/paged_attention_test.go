@@ -180,6 +180,8 @@ func TestPagedAttentionMatchesReference(t *testing.T) {
 			ctx: []int64{17, 0, 5}, table: []int64{9, 3, 14, 0, 7, 2, 2, 2, 2, 2, 11, 6, 6, 6, 6}},
 		"prefill over a past": {B: 1, T: 11, Hq: 4, Hkv: 2, D: 20, N: 8, bs: 4, M: 3,
 			ctx: []int64{10}, table: []int64{5, 1, 6}},
+		"prefill, head size 64, pairs of heads": {B: 1, T: 9, Hq: 8, Hkv: 4, D: 64, N: 6, bs: 8, M: 3,
+			ctx: []int64{13}, table: []int64{4, 0, 2}},
 		"prefill, no past, MHA": {B: 2, T: 6, Hq: 2, Hkv: 2, D: 8, N: 2, bs: 4, M: 1,
 			ctx: []int64{0, 0}, table: []int64{0, 1}},
 		"int8 pools": {B: 2, T: 3, Hq: 6, Hkv: 2, D: 32, N: 10, bs: 8, M: 3, int8: true,

@@ -67,24 +67,21 @@ func (d *decoder) pagedInputs() string {
 // the step's own k, v [B,T,Hkv·D] (already rotated), returning
 // [B,T,Hq·D]. It also emits the outputs new_keys.i / new_values.i.
 //
-// The cache is read by gathering each row's blocks from the head-major pool
-// — Gather(pool [Hkv,N,bs,D], block_tables [B,M], axis 1) is
-// [Hkv,B,M,bs,D], reshaped for free to [Hkv,B,M·bs,D] — and scored
-// separately from the new keys, so the cache is never concatenated. GQA
-// groups the G = Hq/Hkv query heads of a KV head into the rows of one
-// matrix [Hkv, B, G·T, D] instead of repeating K and V.
+// By default that is one ai.edgeinfer.PagedAttention node, which reads the
+// pool through the block table in place (runtime/ort/paged_attention.c).
 func (d *decoder) pagedAttention(i int, q, k, v string) string {
 	b, c := d.b, d.c
 	hkv, hd := int64(c.NumKeyValueHeads), int64(c.HeadDim)
 	li := strconv.Itoa(i)
 	split := b.Ints(0, 0, hkv, hd)
-	for _, kv := range [][2]string{{k, "new_keys."}, {v, "new_values."}} {
-		kv4 := b.Op("Reshape", []string{kv[0], split}) // [B,T,Hkv,D]
-		b.Node(onnx.DomainONNX, "Transpose", []string{kv4}, []string{kv[1] + li}, onnx.AttrInts("perm", 0, 2, 1, 3))
+	k4 := b.Op("Reshape", []string{k, split}) // [B,T,Hkv,D]
+	v4 := b.Op("Reshape", []string{v, split})
+	for _, kv := range [][2]string{{k4, "new_keys."}, {v4, "new_values."}} {
+		b.Node(onnx.DomainONNX, "Transpose", []string{kv[0]}, []string{kv[1] + li}, onnx.AttrInts("perm", 0, 2, 1, 3))
 		b.Output(kv[1]+li, onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(hkv), onnx.Sym("seq"), onnx.Fixed(hd))
 	}
 	if d.opts.PortableAttention {
-		return d.portableAttention(li, q, k, v)
+		return d.portableAttention(li, q, k4, v4)
 	}
 	in := []string{q, k, v, "key_cache." + li, "value_cache." + li, d.blockTables, d.contextLens}
 	if d.opts.KVInt8 {
@@ -95,8 +92,16 @@ func (d *decoder) pagedAttention(i int, q, k, v string) string {
 }
 
 // portableAttention is pagedAttention from standard and com.microsoft
-// operators (Options.PortableAttention).
-func (d *decoder) portableAttention(li, q, k, v string) string {
+// operators (Options.PortableAttention), for q [B,T,Hq·D] and the step's
+// k4, v4 [B,T,Hkv,D].
+//
+// The cache is read by gathering each row's blocks from the head-major pool
+// — Gather(pool [Hkv,N,bs,D], block_tables [B,M], axis 1) is
+// [Hkv,B,M,bs,D], reshaped for free to [Hkv,B,M·bs,D] — and scored
+// separately from the new keys, so the cache is never concatenated. GQA
+// groups the G = Hq/Hkv query heads of a KV head into the rows of one
+// matrix [Hkv, B, G·T, D] instead of repeating K and V.
+func (d *decoder) portableAttention(li, q, k4, v4 string) string {
 	b, c := d.b, d.c
 	hkv, hd := int64(c.NumKeyValueHeads), int64(c.HeadDim)
 	group := int64(c.NumAttentionHeads) / hkv
@@ -109,9 +114,8 @@ func (d *decoder) portableAttention(li, q, k, v string) string {
 		scaleK, scaleV = d.slotScales("key", li), d.slotScales("value", li)
 	}
 
-	split := b.Ints(0, 0, hkv, hd)
-	newK := b.Op("Transpose", []string{b.Op("Reshape", []string{k, split})}, onnx.AttrInts("perm", 2, 0, 1, 3)) // [Hkv,B,T,D]
-	newV := b.Op("Transpose", []string{b.Op("Reshape", []string{v, split})}, onnx.AttrInts("perm", 2, 0, 1, 3))
+	newK := b.Op("Transpose", []string{k4}, onnx.AttrInts("perm", 2, 0, 1, 3)) // [Hkv,B,T,D]
+	newV := b.Op("Transpose", []string{v4}, onnx.AttrInts("perm", 2, 0, 1, 3))
 
 	q5 := b.Op("Reshape", []string{q, b.Ints(0, 0, hkv, group, hd)})            // [B,T,Hkv,G,D]
 	qT := b.Op("Transpose", []string{q5}, onnx.AttrInts("perm", 2, 0, 3, 1, 4)) // [Hkv,B,G,T,D]
