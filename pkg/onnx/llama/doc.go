@@ -38,8 +38,8 @@
 // own keys and values, so a decode step neither gathers nor copies the
 // cache. Measured on synthetic-110m (int4, 2 threads, bare ORT loops
 // alternated in one process) against the same graph built from standard
-// operators: batch 1 1.16× (context 192) and 1.58× (2048), batch 8 1.09×
-// (192) and 1.24× (1024), a 256-token prefill chunk 1.03–1.07×.
+// operators: batch 1 1.24× (context 192) and 1.18× (2048), batch 8 1.18×
+// (192) and 1.28× (1024), a 256-token prefill chunk 1.04–1.08×.
 // Options.PortableAttention builds that portable form instead (Gather of
 // the blocks, FusedMatMul against the cache and the new keys separately,
 // masked Softmax, MatMuls; ~25 nodes per layer), for an ONNX Runtime or
