@@ -41,9 +41,11 @@
 
 #include "paged_attention.h"
 
-// x86-64 builds carry an AVX2+FMA (and AVX-512) clone of the hot loop next
-// to the baseline one, picked once at load time; other architectures
-// compile the same C for their baseline (NEON on arm64).
+// The generic loops (int8 pools, head sizes not a multiple of 16, CPUs
+// without AVX2) are compiled for the baseline and, on x86-64 with glibc,
+// also as AVX2 and AVX-512 clones picked at load time; arm64 gets NEON from
+// its baseline. The float path's two hot loops also have hand-written AVX2
+// versions (score_avx2, value_avx2), chosen in edgeinfer_ops_init.
 #if defined(__x86_64__) && defined(__GLIBC__) && !defined(__clang__)
 #define EI_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
