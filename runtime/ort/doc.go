@@ -16,6 +16,11 @@
 // before a run. For a hot loop, a Binding validates its tensors once and
 // each Run then only calls into ONNX Runtime.
 //
+// Every session also gets edgeinfer's own operators (OpDomain,
+// "ai.edgeinfer"): PagedAttention, attention over the paged KV cache read in
+// place through the block table, a C kernel with an AVX2 path
+// (paged_attention.c) that the SDK's paged decoder graphs use.
+//
 // Usage:
 //
 //	s, err := ort.NewSessionFromFile(ctx, "model.onnx", ort.Options{IntraOpThreads: 2})
