@@ -8,7 +8,14 @@ type blockTable struct {
 	ref  []int32 // sequence-table references
 	fill []int32 // slots holding (or reserved for) tokens, from the block start
 
-	free []int32 // unreferenced, uncached; LIFO so recently used memory is reused warm
+	// free holds the unreferenced, uncached blocks as a min-heap: the
+	// lowest free id is taken first. A row's blocks are read where they lie
+	// (runtime/ort's PagedAttention), and blocks in address order read
+	// 1.7× faster than scattered ones (BenchmarkPagedAttentionLayout);
+	// taking the lowest keeps sequences admitted together in runs and
+	// the cache compact, where a LIFO list scattered them after a few
+	// rounds of requests.
+	free []int32
 
 	// LRU of unreferenced cached blocks: front is evicted first.
 	prev, next []int32
@@ -27,7 +34,7 @@ func (t *blockTable) init(n, bs int) {
 	t.inLRU = make([]bool, n)
 	t.free = make([]int32, n)
 	for i := range n {
-		t.free[i] = int32(n - 1 - i) // pop order 0, 1, 2, …
+		t.free[i] = int32(i) // ascending: already a min-heap
 		t.prev[i], t.next[i] = none, none
 	}
 	t.head, t.tail = none, none
@@ -70,9 +77,8 @@ func (t *blockTable) lruRemove(b int32) {
 func (c *Cache) allocBlock() int32 {
 	t := &c.blocks
 	var b int32
-	if n := len(t.free); n > 0 {
-		b = t.free[n-1]
-		t.free = t.free[:n-1]
+	if len(t.free) > 0 {
+		b = t.popFree()
 	} else {
 		b = t.head
 		t.lruRemove(b)
@@ -115,7 +121,44 @@ func (c *Cache) release(b int32) {
 		return
 	}
 	t.fill[b] = 0
-	t.free = append(t.free, b)
+	t.pushFree(b)
+}
+
+// pushFree and popFree keep free a binary min-heap.
+func (t *blockTable) pushFree(b int32) {
+	h := append(t.free, b)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h[p] <= h[i] {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+	t.free = h
+}
+
+func (t *blockTable) popFree() int32 {
+	h := t.free
+	b, n := h[0], len(h)-1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && h[c+1] < h[c] {
+			c++
+		}
+		if h[i] <= h[c] {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	t.free = h
+	return b
 }
 
 // grow records that b's first n slots hold tokens.

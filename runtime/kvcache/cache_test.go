@@ -857,3 +857,37 @@ func anonHugeBytes(lo, hi uintptr) (int64, error) {
 	}
 	return total, nil
 }
+
+// TestLowestFreeBlockFirst: blocks are handed out lowest id first, so a
+// sequence admitted after others finished in any order gets the cache's
+// lowest free blocks in address order (the attention kernel reads a row's
+// blocks where they lie, and in-order blocks read faster than scattered).
+func TestLowestFreeBlockFirst(t *testing.T) {
+	cfg := tinyConfig(12)
+	cfg.DisablePrefixCache = true
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var seqs []*Sequence
+	for i := range 4 { // four sequences of 3 blocks: 0-2, 3-5, 6-8, 9-11
+		s, _ := c.NewSequence(seqTokens(12, int32(100*i)))
+		compute(t, c, s, 12)
+		seqs = append(seqs, s)
+	}
+	seqs[1].Free() // 3-5, then 9-11: a LIFO list would hand out 9, 10, 11, 3, 4
+	seqs[3].Free()
+	s, _ := c.NewSequence(seqTokens(20, 900))
+	compute(t, c, s, 20) // 5 blocks
+	table, err := s.BlockTable(nil, s.NumBlocks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{3, 4, 5, 9, 10}; !slices.Equal(table, want) {
+		t.Fatalf("blocks %v, want %v (lowest free first)", table, want)
+	}
+	if err := c.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}

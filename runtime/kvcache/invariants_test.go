@@ -42,6 +42,11 @@ func (c *Cache) checkInvariants() error {
 			}
 		}
 	}
+	for i := 1; i < len(t.free); i++ {
+		if t.free[(i-1)/2] > t.free[i] {
+			return fmt.Errorf("free list is not a min-heap at %d: %v", i, t.free)
+		}
+	}
 	inFree := make([]bool, n)
 	for _, b := range t.free {
 		if inFree[b] {
