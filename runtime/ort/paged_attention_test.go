@@ -134,29 +134,30 @@ func (c pagedCase) reference(d pagedData) []float32 {
 }
 
 // run runs the operator on a case's data through a session.
-func (c pagedCase) run(t *testing.T, s *Session, d pagedData) ([]float32, error) {
-	t.Helper()
-	var tensors []*Tensor
-	defer func() {
-		for _, x := range tensors {
-			x.Close()
-		}
-	}()
+// tensors copies the case's step inputs — q, k, v, bt, cl, and with pools
+// also kc, vc (and ks, vs for int8) — into tensors closed when tb ends.
+// k's width comes from d.k, so a test can give it a wrong one.
+func (c pagedCase) tensors(tb testing.TB, d pagedData, pools bool) map[string]*Tensor {
+	tb.Helper()
 	add := func(x *Tensor, err error) *Tensor {
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
-		tensors = append(tensors, x)
+		tb.Cleanup(func() { x.Close() })
 		return x
 	}
-	pool := []int64{int64(c.Hkv), int64(c.N), int64(c.bs), int64(c.D)}
+	B, T := int64(c.B), int64(c.T)
 	in := map[string]*Tensor{
-		"q":  add(CopyTensor([]int64{int64(c.B), int64(c.T), int64(c.Hq * c.D)}, d.q)),
-		"k":  add(CopyTensor([]int64{int64(c.B), int64(c.T), int64(len(d.k) / (c.B * c.T))}, d.k)),
-		"v":  add(CopyTensor([]int64{int64(c.B), int64(c.T), int64(c.Hkv * c.D)}, d.v)),
-		"bt": add(CopyTensor([]int64{int64(c.B), int64(c.M)}, c.table)),
-		"cl": add(CopyTensor([]int64{int64(c.B)}, c.ctx)),
+		"q":  add(CopyTensor([]int64{B, T, int64(c.Hq * c.D)}, d.q)),
+		"k":  add(CopyTensor([]int64{B, T, int64(len(d.k) / (c.B * c.T))}, d.k)),
+		"v":  add(CopyTensor([]int64{B, T, int64(c.Hkv * c.D)}, d.v)),
+		"bt": add(CopyTensor([]int64{B, int64(c.M)}, c.table)),
+		"cl": add(CopyTensor([]int64{B}, c.ctx)),
 	}
+	if !pools {
+		return in
+	}
+	pool := []int64{int64(c.Hkv), int64(c.N), int64(c.bs), int64(c.D)}
 	if c.int8 {
 		in["kc"], in["vc"] = add(CopyTensor(pool, d.kc8)), add(CopyTensor(pool, d.vc8))
 		in["ks"] = add(CopyTensor([]int64{int64(c.Hkv), int64(c.N)}, d.ks))
@@ -164,7 +165,24 @@ func (c pagedCase) run(t *testing.T, s *Session, d pagedData) ([]float32, error)
 	} else {
 		in["kc"], in["vc"] = add(CopyTensor(pool, d.kc)), add(CopyTensor(pool, d.vc))
 	}
-	out, err := s.Run(context.Background(), in)
+	return in
+}
+
+// output is an empty tensor for the operator's output, closed when tb ends.
+func (c pagedCase) output(tb testing.TB) *Tensor {
+	tb.Helper()
+	o, err := NewEmptyTensor(Float32, []int64{int64(c.B), int64(c.T), int64(c.Hq * c.D)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { o.Close() })
+	return o
+}
+
+// run runs the operator on a case's data through a session.
+func (c pagedCase) run(t *testing.T, s *Session, d pagedData) ([]float32, error) {
+	t.Helper()
+	out, err := s.Run(context.Background(), c.tensors(t, d, true))
 	if err != nil {
 		return nil, err
 	}
@@ -276,22 +294,7 @@ func BenchmarkPagedAttentionDecode(b *testing.B) {
 	}
 	defer s.Close()
 	d := newPagedData(c, rand.New(rand.NewPCG(1, 2)))
-	pool := []int64{int64(c.Hkv), int64(c.N), int64(c.bs), int64(c.D)}
-	mk := func(x *Tensor, err error) *Tensor {
-		if err != nil {
-			b.Fatal(err)
-		}
-		return x
-	}
-	in := map[string]*Tensor{
-		"q":  mk(CopyTensor([]int64{int64(c.B), int64(c.T), int64(c.Hq * c.D)}, d.q)),
-		"k":  mk(CopyTensor([]int64{int64(c.B), int64(c.T), int64(c.Hkv * c.D)}, d.k)),
-		"v":  mk(CopyTensor([]int64{int64(c.B), int64(c.T), int64(c.Hkv * c.D)}, d.v)),
-		"bt": mk(CopyTensor([]int64{int64(c.B), int64(c.M)}, c.table)),
-		"cl": mk(CopyTensor([]int64{int64(c.B)}, c.ctx)),
-		"kc": mk(CopyTensor(pool, d.kc)), "vc": mk(CopyTensor(pool, d.vc)),
-	}
-	out := map[string]*Tensor{"o": mk(NewEmptyTensor(Float32, []int64{int64(c.B), int64(c.T), int64(c.Hq * c.D)}))}
+	in, out := c.tensors(b, d, true), map[string]*Tensor{"o": c.output(b)}
 	bind, err := s.Bind(in, out)
 	if err != nil {
 		b.Fatal(err)
@@ -362,24 +365,11 @@ func benchPagedLayout(b *testing.B, layout string) {
 	defer s.Close()
 	d := newPagedData(c, r)
 	pool := []int64{int64(c.Hkv), int64(c.N), int64(c.bs), int64(c.D)}
-	mk := func(x *Tensor, err error) *Tensor {
-		if err != nil {
-			b.Fatal(err)
-		}
-		return x
-	}
-	tin := map[string]*Tensor{
-		"q":  mk(CopyTensor([]int64{int64(c.B), int64(c.T), int64(c.Hq * c.D)}, d.q)),
-		"k":  mk(CopyTensor([]int64{int64(c.B), int64(c.T), int64(c.Hkv * c.D)}, d.k)),
-		"v":  mk(CopyTensor([]int64{int64(c.B), int64(c.T), int64(c.Hkv * c.D)}, d.v)),
-		"bt": mk(CopyTensor([]int64{int64(c.B), int64(c.M)}, c.table)),
-		"cl": mk(CopyTensor([]int64{int64(c.B)}, c.ctx)),
-	}
-	tout := map[string]*Tensor{}
+	tin, tout := c.tensors(b, d, false), map[string]*Tensor{}
 	for l := range L {
 		s := strconv.Itoa(l)
 		tin["kc"+s], tin["vc"+s] = hugePool(b, pool, d.kc), hugePool(b, pool, d.vc)
-		tout["o"+s] = mk(NewEmptyTensor(Float32, []int64{int64(c.B), int64(c.T), int64(c.Hq * c.D)}))
+		tout["o"+s] = c.output(b)
 	}
 	bind, err := s.Bind(tin, tout)
 	if err != nil {
