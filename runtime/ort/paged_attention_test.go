@@ -295,15 +295,7 @@ func BenchmarkPagedAttentionDecode(b *testing.B) {
 	defer s.Close()
 	d := newPagedData(c, rand.New(rand.NewPCG(1, 2)))
 	in, out := c.tensors(b, d, true), map[string]*Tensor{"o": c.output(b)}
-	bind, err := s.Bind(in, out)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		if err := bind.Run(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	runBound(b, s, in, out)
 }
 
 // BenchmarkPagedAttentionLayout times twelve kernel nodes — a batch-8
@@ -371,15 +363,7 @@ func benchPagedLayout(b *testing.B, layout string) {
 		tin["kc"+s], tin["vc"+s] = hugePool(b, pool, d.kc), hugePool(b, pool, d.vc)
 		tout["o"+s] = c.output(b)
 	}
-	bind, err := s.Bind(tin, tout)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		if err := bind.Run(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	runBound(b, s, tin, tout)
 }
 
 // hugePool copies data into an off-heap buffer advised transparent huge
@@ -408,4 +392,18 @@ func hugePool(b *testing.B, shape []int64, data []float32) *Tensor {
 	}
 	b.Cleanup(func() { t.Close() })
 	return t
+}
+
+// runBound binds in and out to s once and runs it b.N times.
+func runBound(b *testing.B, s *Session, in, out map[string]*Tensor) {
+	b.Helper()
+	bind, err := s.Bind(in, out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := bind.Run(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
