@@ -41,8 +41,8 @@
 
 #include "paged_attention.h"
 
-// The generic loops (int8 pools, head sizes not a multiple of 16, CPUs
-// without AVX2) are compiled for the baseline and, on x86-64 with glibc,
+// The generic loops (head sizes not a multiple of 16, CPUs without AVX2)
+// and the int8 pools' loops are compiled for the baseline and, on x86-64 with glibc,
 // also as AVX2 and AVX-512 clones picked at load time; arm64 gets NEON from
 // its baseline. The float path's two hot loops also have hand-written AVX2
 // versions (score_avx2, value_avx2), chosen in edgeinfer_ops_init.
@@ -137,21 +137,37 @@ static inline float exp_neg(float x) {
 // the compiler, and an AVX2+FMA one that keeps several rows and keys in
 // registers (chosen at load time, see edgeinfer_ops_init).
 
-typedef void (*score_fn)(const float* const* q, int64_t rows, const float* k, int64_t step, int64_t n,
+typedef void (*score_fn)(const float* const* q, int64_t rows, const void* k, int64_t step, int64_t n,
                          int64_t D, float scale, float* s, int64_t stride, int64_t col0);
-typedef void (*value_fn)(float* const* o, int64_t rows, const float* v, int64_t step, int64_t n, int64_t D,
-                         const float* s, int64_t stride, int64_t col0);
+typedef void (*value_fn)(float* const* o, int64_t rows, const void* v, int64_t step, int64_t n, int64_t D,
+                         float w, const float* s, int64_t stride, int64_t col0);
 
-EI_CLONES static void score_generic(const float* const* q, int64_t rows, const float* k, int64_t step, int64_t n,
-                          int64_t D, float scale, float* s, int64_t stride, int64_t col0) {
+EI_CLONES static void score_generic(const float* const* q, int64_t rows, const void* k, int64_t step, int64_t n,
+                                    int64_t D, float scale, float* s, int64_t stride, int64_t col0) {
   for (int64_t i = 0; i < n; i++)
-    for (int64_t r = 0; r < rows; r++) s[r * stride + col0 + i] = scale * dot_f32(q[r], k + i * step, D);
+    for (int64_t r = 0; r < rows; r++)
+      s[r * stride + col0 + i] = scale * dot_f32(q[r], (const float*)k + i * step, D);
 }
 
-EI_CLONES static void value_generic(float* const* o, int64_t rows, const float* v, int64_t step, int64_t n, int64_t D,
-                          const float* s, int64_t stride, int64_t col0) {
+EI_CLONES static void value_generic(float* const* o, int64_t rows, const void* v, int64_t step, int64_t n, int64_t D,
+                                    float w, const float* s, int64_t stride, int64_t col0) {
   for (int64_t i = 0; i < n; i++)
-    for (int64_t r = 0; r < rows; r++) axpy_f32(o[r], s[r * stride + col0 + i], v + i * step, D);
+    for (int64_t r = 0; r < rows; r++) axpy_f32(o[r], w * s[r * stride + col0 + i], (const float*)v + i * step, D);
+}
+
+// The int8 pools' versions: keys and values converted as they are read,
+// the block's scale folded into scale (scores) and w (values).
+EI_CLONES static void score_i8(const float* const* q, int64_t rows, const void* k, int64_t step, int64_t n, int64_t D,
+                               float scale, float* s, int64_t stride, int64_t col0) {
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t r = 0; r < rows; r++)
+      s[r * stride + col0 + i] = scale * dot_i8(q[r], (const int8_t*)k + i * step, D);
+}
+
+EI_CLONES static void value_i8(float* const* o, int64_t rows, const void* v, int64_t step, int64_t n, int64_t D,
+                               float w, const float* s, int64_t stride, int64_t col0) {
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t r = 0; r < rows; r++) axpy_i8(o[r], w * s[r * stride + col0 + i], (const int8_t*)v + i * step, D);
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -174,8 +190,9 @@ EI_AVX2 static inline float sum1(__m256 a) {
 // score_avx2 takes keys four at a time against one or two query rows: up
 // to eight accumulators, each key vector loaded once for both rows. D is a
 // multiple of 8 (checked by the caller).
-EI_AVX2 static void score_avx2(const float* const* q, int64_t rows, const float* k, int64_t step, int64_t n,
+EI_AVX2 static void score_avx2(const float* const* q, int64_t rows, const void* keys, int64_t step, int64_t n,
                                int64_t D, float scale, float* s, int64_t stride, int64_t col0) {
+  const float* k = keys;
   __m128 sc = _mm_set1_ps(scale);
   int64_t r = 0;
   for (; r + 2 <= rows; r += 2) {
@@ -234,14 +251,15 @@ EI_AVX2 static void score_avx2(const float* const* q, int64_t rows, const float*
 // value_rows adds R (≤ 3) rows' weighted values over 16 columns at a time:
 // 2·R accumulators that stay in registers across the whole run of keys.
 EI_AVX2 static inline __attribute__((always_inline)) void value_rows(float* const* o, int R, const float* v, int64_t step,
-                                                                   int64_t n, int64_t D, const float* s, int64_t stride) {
+                                                                   int64_t n, int64_t D, float w, const float* s,
+                                                                   int64_t stride) {
   for (int64_t d = 0; d < D; d += 16) {
     __m256 acc[3][2];
     for (int r = 0; r < R; r++) acc[r][0] = _mm256_loadu_ps(o[r] + d), acc[r][1] = _mm256_loadu_ps(o[r] + d + 8);
     for (int64_t i = 0; i < n; i++) {
       __m256 v0 = _mm256_loadu_ps(v + i * step + d), v1 = _mm256_loadu_ps(v + i * step + d + 8);
       for (int r = 0; r < R; r++) {
-        __m256 p = _mm256_broadcast_ss(s + r * stride + i);
+        __m256 p = _mm256_set1_ps(w * s[r * stride + i]);
         acc[r][0] = _mm256_fmadd_ps(p, v0, acc[r][0]);
         acc[r][1] = _mm256_fmadd_ps(p, v1, acc[r][1]);
       }
@@ -251,12 +269,13 @@ EI_AVX2 static inline __attribute__((always_inline)) void value_rows(float* cons
 }
 
 // value_avx2 needs D a multiple of 16 (checked by the caller).
-EI_AVX2 static void value_avx2(float* const* o, int64_t rows, const float* v, int64_t step, int64_t n, int64_t D,
-                               const float* s, int64_t stride, int64_t col0) {
+EI_AVX2 static void value_avx2(float* const* o, int64_t rows, const void* values, int64_t step, int64_t n, int64_t D,
+                               float w, const float* s, int64_t stride, int64_t col0) {
+  const float* v = values;
   int64_t r = 0;
-  for (; r + 3 <= rows; r += 3) value_rows(o + r, 3, v, step, n, D, s + r * stride + col0, stride);
-  if (rows - r == 2) value_rows(o + r, 2, v, step, n, D, s + r * stride + col0, stride);
-  if (rows - r == 1) value_rows(o + r, 1, v, step, n, D, s + r * stride + col0, stride);
+  for (; r + 3 <= rows; r += 3) value_rows(o + r, 3, v, step, n, D, w, s + r * stride + col0, stride);
+  if (rows - r == 2) value_rows(o + r, 2, v, step, n, D, w, s + r * stride + col0, stride);
+  if (rows - r == 1) value_rows(o + r, 1, v, step, n, D, w, s + r * stride + col0, stride);
 }
 #endif
 
@@ -281,27 +300,23 @@ static void attend(const job* j, int64_t b, int64_t h, int64_t t0, int64_t t1, f
       o[r] = j->out + off;
     }
 
-  // Scores against the cached slots, block by block through the table.
-  // The AVX2 loops need D a multiple of 16; other head sizes take the
-  // generic ones.
+  // The float loops: hand-written AVX2 ones where D is a multiple of 16,
+  // else the generic ones; the pools' loops: those, or the int8 ones.
   score_fn score = D % 16 == 0 ? score_f32 : score_generic;
   value_fn value = D % 16 == 0 ? value_f32 : value_generic;
+  score_fn pool_score = j->int8 ? score_i8 : score;
+  value_fn pool_value = j->int8 ? value_i8 : value;
+  const size_t elem = j->int8 ? 1 : sizeof(float);
   const int64_t* table = j->bt + b * j->M;
-  for (int64_t m = 0; m * bs < ctx; m++) {
-    int64_t blk = table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
-    int64_t base = (h * j->N + blk) * bs * D;
-    if (!j->int8) {
-      score(q, rows, (const float*)j->kc + base, D, n, D, j->scale, s, stride, m * bs);
-      continue;
-    }
-    float sc = j->scale * j->ks[h * j->N + blk];
-    for (int64_t i = 0; i < n; i++) {
-      const int8_t* kp = (const int8_t*)j->kc + base + i * D;
-      for (int64_t r = 0; r < rows; r++) s[r * stride + m * bs + i] = sc * dot_i8(q[r], kp, D);
-    }
-  }
-  // Scores against this step's keys: token t sees t' ≤ t, so new key tk is
+
+  // Scores against the cached slots, block by block through the table,
+  // then against this step's keys: token t sees t' ≤ t, so new key tk is
   // scored by the rows of tokens max(tk, t0).. — a suffix of the rows.
+  for (int64_t m = 0; m * bs < ctx; m++) {
+    int64_t blk = h * j->N + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
+    pool_score(q, rows, (const char*)j->kc + blk * bs * D * elem, D, n, D,
+               j->int8 ? j->scale * j->ks[blk] : j->scale, s, stride, m * bs);
+  }
   for (int64_t tk = 0; tk < t1; tk++) {
     int64_t first = ((tk > t0 ? tk : t0) - t0) * G;
     score(q + first, rows - first, j->k + ((b * j->T + tk) * j->Hkv + h) * D, 0, 1, D, j->scale,
@@ -326,22 +341,14 @@ static void attend(const job* j, int64_t b, int64_t h, int64_t t0, int64_t t1, f
 
   // Weighted values: cached slots, then this step's.
   for (int64_t m = 0; m * bs < ctx; m++) {
-    int64_t blk = table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
-    int64_t base = (h * j->N + blk) * bs * D;
-    if (!j->int8) {
-      value(o, rows, (const float*)j->vc + base, D, n, D, s, stride, m * bs);
-      continue;
-    }
-    float vsc = j->vs[h * j->N + blk];
-    for (int64_t i = 0; i < n; i++) {
-      const int8_t* vp = (const int8_t*)j->vc + base + i * D;
-      for (int64_t r = 0; r < rows; r++) axpy_i8(o[r], vsc * s[r * stride + m * bs + i], vp, D);
-    }
+    int64_t blk = h * j->N + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
+    pool_value(o, rows, (const char*)j->vc + blk * bs * D * elem, D, n, D, j->int8 ? j->vs[blk] : 1.0f, s, stride,
+               m * bs);
   }
   for (int64_t tk = 0; tk < t1; tk++) {
     int64_t first = ((tk > t0 ? tk : t0) - t0) * G;
-    value(o + first, rows - first, j->v + ((b * j->T + tk) * j->Hkv + h) * D, 0, 1, D, s + first * stride, stride,
-          ctx + tk);
+    value(o + first, rows - first, j->v + ((b * j->T + tk) * j->Hkv + h) * D, 0, 1, D, 1.0f, s + first * stride,
+          stride, ctx + tk);
   }
   for (int64_t r = 0; r < rows; r++)
     for (int64_t d = 0; d < D; d++) o[r][d] *= inv[r];
