@@ -23,15 +23,13 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
+	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
@@ -387,14 +385,15 @@ func decodeRateLen(b *testing.B, e *Engine, n, vocab int, seed uint64, promptLen
 // written, every read of them would hit the kernel's one shared zero page
 // and stay in cache: measured here, such a loop ran 3.5–6.5 % faster than the
 // same loop over written pools (alternated five steps at a time, 3 runs),
-// which made the engine look that much slower than it is. The pools are one
-// mapping advised huge pages, as the engine's are.
+// which made the engine look that much slower than it is. The pools are a
+// kvcache.Cache's, so they are mapped (huge pages advised) as the engine's are.
 type bareLoop struct {
 	B       int
 	sess    *ort.Session
 	bind    *ort.Binding
 	tensors []*ort.Tensor
 	buffers []*ort.Buffer
+	cache   *kvcache.Cache // owns the pools' memory
 }
 
 func newBareLoop(b *testing.B, bd *bundle.Bundle, B, ctxLen int) *bareLoop {
@@ -459,28 +458,29 @@ func newBareLoop(b *testing.B, bd *bundle.Bundle, B, ctxLen int) *bareLoop {
 	}
 	logits, _ := buf(ort.Float32, []int64{nB, int64(g.Vocab)}, 4)
 	out := map[string]*ort.Tensor{"logits": logits}
-	pool := []int64{int64(g.KVHeads), int64(nb), int64(bs), int64(g.HeadDim)}
-	poolBytes := bytesOf(pool, 4)
-	const hugePage = 2 << 20
-	kv := newBuf(2*g.Layers*poolBytes + hugePage)
-	mem := kv.Bytes()
-	base := 0
-	if r := int(uintptr(unsafe.Pointer(&mem[0])) % hugePage); r != 0 {
-		base = hugePage - r
-	}
-	_ = unix.Madvise(mem[base:], unix.MADV_HUGEPAGE)
-	vals, err := ort.View[float32](kv, base, 2*g.Layers*poolBytes/4)
-	if err != nil {
+	// The pools are a kvcache.Cache's, mapped as the engine's are; the
+	// loop uses their memory, not the cache's block bookkeeping.
+	cfg := kvcache.Config{Layers: g.Layers, KVHeads: g.KVHeads, HeadDim: g.HeadDim, BlockSize: bs, DisablePrefixCache: true}
+	cfg.BudgetBytes = int64(nb) * cfg.BlockBytes()
+	if bl.cache, err = kvcache.New(cfg); err != nil {
 		b.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(1, 1))
-	for i := range vals {
-		vals[i] = r.Float32() - 0.5
-	}
 	for l := range g.Layers {
 		li := strconv.Itoa(l)
-		in["key_cache."+li] = wrap(ort.Float32, pool, kv, base+2*l*poolBytes)
-		in["value_cache."+li] = wrap(ort.Float32, pool, kv, base+(2*l+1)*poolBytes)
+		pools := [][]float32{bl.cache.KeyPool(l), bl.cache.ValuePool(l)}
+		for i, name := range []string{"key_cache.", "value_cache."} {
+			pool := pools[i]
+			for i := range pool {
+				pool[i] = r.Float32() - 0.5
+			}
+			t, err := ort.NewTensor(bl.cache.PoolShape(), pool)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bl.tensors = append(bl.tensors, t)
+			in[name+li] = t
+		}
 		for _, k := range []string{"new_keys.", "new_values."} {
 			out[k+li], _ = buf(ort.Float32, []int64{nB, int64(g.KVHeads), 1, int64(g.HeadDim)}, 4)
 		}
@@ -514,6 +514,7 @@ func (bl *bareLoop) close() {
 	for _, x := range bl.buffers {
 		x.Close()
 	}
+	bl.cache.Close()
 	bl.sess.Close()
 	*bl = bareLoop{}
 }

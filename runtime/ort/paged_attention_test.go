@@ -1,15 +1,14 @@
 package ort
 
 import (
-	"unsafe"
-
 	"context"
-	"golang.org/x/sys/unix"
 	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
 )
 
 // pagedCase is one call of ai.edgeinfer.PagedAttention: B rows of T new
@@ -299,11 +298,11 @@ func BenchmarkPagedAttentionDecode(b *testing.B) {
 }
 
 // BenchmarkPagedAttentionLayout times twelve kernel nodes — a batch-8
-// decode step's attention on synthetic-110m, each layer over its own pools,
-// 80 MB in all, beyond the last-level cache, in huge pages as the engine's
-// are — with each row's blocks in order and scattered at random over pools
-// twice the needed size. The kernel reads blocks where they lie, so a
-// serving cache's layout shows here: measured 3.9–4.0 ms in order, 6.6–6.7
+// decode step's attention on synthetic-110m, each layer over its own pools
+// (a kvcache.Cache's, in huge pages as the engine's are), 160 MB in all,
+// beyond the last-level cache — with each row's blocks in order and
+// scattered at random over pools four times the needed size. The kernel reads blocks where they lie, so a
+// serving cache's layout shows here: measured 3.9–4.0 ms in order, 6.6–7.1
 // ms scattered (4 KiB pages: 4.3–4.8 and 7.3–8.8 ms; software prefetch of
 // the next blocks did not narrow the gap).
 func BenchmarkPagedAttentionLayout(b *testing.B) {
@@ -355,43 +354,34 @@ func benchPagedLayout(b *testing.B, layout string) {
 		b.Fatal(err)
 	}
 	defer s.Close()
+	// The pools are a kvcache.Cache's: one mapping, huge pages advised,
+	// laid out as the engine's are.
+	cfg := kvcache.Config{Layers: L, KVHeads: c.Hkv, HeadDim: c.D, BlockSize: c.bs, DisablePrefixCache: true}
+	cfg.BudgetBytes = int64(c.N) * cfg.BlockBytes()
+	cache, err := kvcache.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cache.Close()
 	d := newPagedData(c, r)
-	pool := []int64{int64(c.Hkv), int64(c.N), int64(c.bs), int64(c.D)}
 	tin, tout := c.tensors(b, d, false), map[string]*Tensor{}
 	for l := range L {
 		s := strconv.Itoa(l)
-		tin["kc"+s], tin["vc"+s] = hugePool(b, pool, d.kc), hugePool(b, pool, d.vc)
+		for _, p := range []struct {
+			name       string
+			pool, data []float32
+		}{{"kc", cache.KeyPool(l), d.kc}, {"vc", cache.ValuePool(l), d.vc}} {
+			copy(p.pool, p.data)
+			t, err := NewTensor(cache.PoolShape(), p.pool)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer t.Close()
+			tin[p.name+s] = t
+		}
 		tout["o"+s] = c.output(b)
 	}
 	runBound(b, s, tin, tout)
-}
-
-// hugePool copies data into an off-heap buffer advised transparent huge
-// pages, as the engine's KV pools are, and wraps it as a tensor of shape.
-func hugePool(b *testing.B, shape []int64, data []float32) *Tensor {
-	const huge = 2 << 20
-	buf, err := NewBuffer(4*len(data) + huge)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { buf.Close() })
-	mem := buf.Bytes()
-	off := 0
-	if r := int(uintptr(unsafe.Pointer(&mem[0])) % huge); r != 0 {
-		off = huge - r
-	}
-	_ = unix.Madvise(mem[off:], unix.MADV_HUGEPAGE)
-	v, err := View[float32](buf, off, len(data))
-	if err != nil {
-		b.Fatal(err)
-	}
-	copy(v, data)
-	t, err := WrapBuffer(Float32, shape, buf, off)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { t.Close() })
-	return t
 }
 
 // runBound binds in and out to s once and runs it b.N times.
