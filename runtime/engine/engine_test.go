@@ -241,8 +241,8 @@ func TestModelInfoAttention(t *testing.T) {
 			continue
 		}
 		decoders++
-		if m.Attention != "ai.edgeinfer.PagedAttention" {
-			t.Errorf("model %s: attention %q, want ai.edgeinfer.PagedAttention", m.Name, m.Attention)
+		if m.Attention != llama.AttentionKernel {
+			t.Errorf("model %s: attention %q, want %s", m.Name, m.Attention, llama.AttentionKernel)
 		}
 	}
 	if decoders == 0 {

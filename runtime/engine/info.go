@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
@@ -27,8 +28,8 @@ type ModelInfo struct {
 	// model was collapsed into transparent huge pages at load.
 	WeightHugePageBytes int64 `json:"weight_huge_page_bytes"`
 	// Attention is how a paged decoder graph computes attention, from its
-	// metadata: "ai.edgeinfer.PagedAttention" (edgeinfer's kernel) or
-	// "portable" (standard operators); empty for other models.
+	// metadata: llama.AttentionKernel or llama.AttentionPortable; empty for
+	// other models.
 	Attention string `json:"attention,omitempty"`
 }
 
@@ -49,5 +50,5 @@ func (i *ModelInfo) setSession(s *ort.Session) {
 	i.Attempts = s.ProviderAttempts()
 	i.ORTVersion = ort.Version()
 	i.WeightHugePageBytes = s.HugePageBytes()
-	i.Attention = s.Info().Metadata["edgeinfer.attention"]
+	i.Attention = s.Info().Metadata[llama.MetadataAttention]
 }

@@ -43,6 +43,25 @@ func initCustomOps(path string) error {
 	return nil
 }
 
+// customOpsFor refuses, before ONNX Runtime sees it, a model that imports
+// OpDomain when the operators could not be bound (env.opsErr): ONNX
+// Runtime would only say it has no kernel for the node.
+func customOpsFor(info ModelInfo) error {
+	env.mu.Lock()
+	why := env.opsErr
+	env.mu.Unlock()
+	if why == nil {
+		return nil
+	}
+	for _, o := range info.Opsets {
+		if o.Domain == OpDomain {
+			return fmt.Errorf("the model uses operators of %s that this ONNX Runtime cannot run (%w); "+
+				"use ONNX Runtime 1.17 or later, or rebuild the bundle with --portable-attention", OpDomain, why)
+		}
+	}
+	return nil
+}
+
 // releaseCustomOps frees the operator domain; called with env.mu held,
 // before the library is unloaded.
 func releaseCustomOps() { C.edgeinfer_ops_release() }

@@ -2,6 +2,8 @@ package ort
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -232,6 +234,36 @@ func TestPagedAttentionMatchesReference(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPagedAttentionUnavailable: where the operators could not be bound to
+// the loaded library, a graph that uses them is refused before ONNX Runtime
+// sees it, with what to do instead.
+func TestPagedAttentionUnavailable(t *testing.T) {
+	needLib(t)
+	if err := Acquire(""); err != nil {
+		t.Fatal(err)
+	}
+	defer Release()
+	env.mu.Lock()
+	saved := env.opsErr
+	env.opsErr = fmt.Errorf("%w: (test) library too old", ErrCustomOps)
+	env.mu.Unlock()
+	defer func() {
+		env.mu.Lock()
+		env.opsErr = saved
+		env.mu.Unlock()
+	}()
+	c := pagedCase{B: 1, T: 1, Hq: 2, Hkv: 1, D: 8, N: 4, bs: 4, M: 2}
+	_, err := NewSession(context.Background(), pagedModel(c), Options{IntraOpThreads: 1})
+	if !errors.Is(err, ErrCustomOps) || !strings.Contains(err.Error(), "--portable-attention") {
+		t.Fatalf("err = %v, want ErrCustomOps naming --portable-attention", err)
+	}
+	s, err := NewSession(context.Background(), addModel(), Options{IntraOpThreads: 1})
+	if err != nil {
+		t.Fatalf("a model without the operators: %v", err)
+	}
+	s.Close()
 }
 
 // TestPagedAttentionBadInput: a block table or context length that would

@@ -138,6 +138,9 @@ func newSession(ctx context.Context, info ModelInfo, opts Options, create create
 		// The Go binding passes &inputs[0] to ONNX Runtime.
 		return nil, errors.Join(fmt.Errorf("%w: models without graph inputs or outputs cannot be run through onnxruntime_go", ErrInvalidModel), Release())
 	}
+	if err := customOpsFor(info); err != nil {
+		return nil, errors.Join(err, Release())
+	}
 	start := time.Now()
 	var before residentSet
 	if !opts.NoHugePages {
@@ -295,7 +298,7 @@ func sessionOptions(opts Options) (*onnx.SessionOptions, error) {
 				return err
 			}
 		}
-		if env.opsErr == nil { // a graph that needs them fails to load, saying which operator
+		if env.opsErr == nil { // else customOpsFor refused the graphs that need them
 			if err := registerCustomOps(so); err != nil {
 				return err
 			}

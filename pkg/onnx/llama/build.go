@@ -20,6 +20,18 @@ const (
 	ContractCompatible Contract = "compatible"
 )
 
+// MetadataAttention is the model metadata key that says how a paged graph
+// computes attention: AttentionKernel or AttentionPortable.
+const (
+	MetadataAttention = "edgeinfer.attention"
+	// AttentionKernel: one ai.edgeinfer.PagedAttention node per layer,
+	// edgeinfer's kernel (runtime/ort registers it with every session).
+	AttentionKernel = onnx.DomainEdgeInfer + ".PagedAttention"
+	// AttentionPortable: standard and com.microsoft operators only
+	// (Options.PortableAttention).
+	AttentionPortable = "portable"
+)
+
 // DefaultBlockSize is the paged contract's tokens per KV block.
 const DefaultBlockSize = 16
 
@@ -122,12 +134,12 @@ func Build(b *onnx.Builder, c *Config, src WeightSource, opts Options) error {
 	b.Metadata("edgeinfer.architecture", c.Architecture())
 	b.Metadata("edgeinfer.quantization", d.em.Scheme())
 	if opts.Contract == ContractPaged {
-		attention := "portable"
+		attention := AttentionPortable
 		if !opts.PortableAttention {
 			b.Opset(onnx.DomainEdgeInfer, 1)
-			attention = onnx.DomainEdgeInfer + ".PagedAttention"
+			attention = AttentionKernel
 		}
-		b.Metadata("edgeinfer.attention", attention)
+		b.Metadata(MetadataAttention, attention)
 		b.Metadata("edgeinfer.block_size", strconv.Itoa(opts.BlockSize))
 		b.Metadata("edgeinfer.kv_dtype", opts.kvDType())
 	}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
@@ -93,4 +94,13 @@ func TestContractsAgree(t *testing.T) {
 		}
 	}
 	t.Logf("64-token prompt + %d greedy steps: max |paged − compatible| = %.2g", steps, worst)
+}
+
+// TestKernelDomain: the graph names edgeinfer's operators in the domain
+// runtime/ort registers them under (the two packages cannot share the
+// constant: ort stays free of the ONNX builder).
+func TestKernelDomain(t *testing.T) {
+	if onnx.DomainEdgeInfer != ort.OpDomain {
+		t.Fatalf("builder domain %q, runtime domain %q", onnx.DomainEdgeInfer, ort.OpDomain)
+	}
 }
