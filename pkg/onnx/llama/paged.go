@@ -14,8 +14,7 @@ func (d *decoder) pagedInputs() string {
 	i64 := onnx.TensorProto_INT64
 	pos := b.Input("position_ids", i64, onnx.Sym("batch"), onnx.Sym("seq"))
 	d.blockTables = b.Input("block_tables", i64, onnx.Sym("batch"), onnx.Sym("max_blocks"))
-	ctxLens := b.Input("context_lens", i64, onnx.Sym("batch"))
-	d.contextLens = ctxLens
+	d.contextLens = b.Input("context_lens", i64, onnx.Sym("batch"))
 	if !d.opts.AllLogits {
 		b.Input("last_index", i64, onnx.Sym("batch"))
 	}
@@ -50,7 +49,7 @@ func (d *decoder) pagedInputs() string {
 
 	// Past mask [1, B, 1, L]: slot j of row b is visible iff j < context_lens[b].
 	slots := b.Op("Range", []string{b.ScalarInt(0), b.Op("Squeeze", []string{l1, b.Ints(0)}), b.ScalarInt(1)})
-	visible := b.Op("Less", []string{slots, b.Op("Unsqueeze", []string{ctxLens, b.Ints(1)})})
+	visible := b.Op("Less", []string{slots, b.Op("Unsqueeze", []string{d.contextLens, b.Ints(1)})})
 	d.maskPast = b.Op("Unsqueeze", []string{b.Op("Where", []string{visible, zero, neg}), b.Ints(0, 2)})
 
 	// New-token mask [1, 1, G·T, T]: causal, tiled over the G query heads
