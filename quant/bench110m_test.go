@@ -11,9 +11,10 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
-	"github.com/edgeinfer/edgeinfer/runtime/llm"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
@@ -48,7 +49,7 @@ func TestSynthetic110m(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	ref, err := bundle.BuildDecoder(ctx, filepath.Join(root, "fp32"), bundle.DecoderSpec{Name: "synthetic-110m", Version: "1", Config: cfg, Weights: src})
+	ref, err := build.BuildDecoder(ctx, filepath.Join(root, "fp32"), build.DecoderSpec{Name: "synthetic-110m", Version: "1", Config: cfg, Weights: src})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,9 +8,10 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
-	"github.com/edgeinfer/edgeinfer/runtime/llm"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
@@ -21,7 +22,7 @@ func tinyBundle(t testing.TB, em llama.WeightEmitter) *bundle.Bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bundle.BuildDecoder(context.Background(), t.TempDir(), bundle.DecoderSpec{
+	b, err := build.BuildDecoder(context.Background(), t.TempDir(), build.DecoderSpec{
 		Name: "tiny-test", Version: "1", Config: cfg, Weights: src,
 		Options: llama.Options{Emitter: em}, CreatedBy: "quant test",
 	})

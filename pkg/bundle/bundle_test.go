@@ -244,7 +244,7 @@ func FuzzParseManifest(f *testing.F) {
 			return
 		}
 		for _, fl := range m.Files {
-			if !safePath(fl.Path) {
+			if !SafePath(fl.Path) {
 				t.Fatalf("accepted unsafe path %q", fl.Path)
 			}
 		}

@@ -15,8 +15,8 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/pkg/power"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 )
 
 // Options configures Run beyond the spec: what is not plain data, or

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 )
 
 // Versions is the report's version matrix: everything that must match
