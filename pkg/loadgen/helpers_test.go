@@ -48,7 +48,7 @@ func tinyBundle(t testing.TB) string {
 func openTiny(t testing.TB) (*engine.Engine, *engine.Config) {
 	t.Helper()
 	orttest.Need(t)
-	cfg := engine.Config{Models: []engine.ModelSpec{{Dir: tinyBundle(t)}}, KVBudgetBytes: 8 << 20}
+	cfg := engine.Config{Models: []engine.ModelSpec{{Dir: tinyBundle(t)}}, KV: engine.KVOptions{BudgetBytes: 8 << 20}}
 	cfg.Session.IntraOpThreads = 1
 	e, err := engine.Open(context.Background(), cfg)
 	if err != nil {

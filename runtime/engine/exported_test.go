@@ -50,7 +50,7 @@ func TestExportedDecoderRunsLikePaged(t *testing.T) {
 	defer e.Close(ctx)
 	text := func(model string) string {
 		var s string
-		for tok, err := range e.Generate(ctx, model, "Call me Ishmael", GenerateOptions{MaxTokens: 24}).Tokens() {
+		for tok, err := range e.Generate(ctx, model, "Call me Ishmael", GenerateOptions{MaxTokens: 24, Sampling: &Sampling{}}).Tokens() { // greedy: the bundle samples by default
 			if err != nil {
 				t.Fatal(err)
 			}

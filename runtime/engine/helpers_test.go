@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"sync"
 	"testing"
 	"time"
@@ -56,4 +57,8 @@ var sinks sync.Map // *Engine → *sink, for engines opened by openBench
 func sinkOf(e *Engine) *sink {
 	s, _ := sinks.Load(e)
 	return s.(*sink)
+}
+
+func bundleGen(temp float64, topK int) bundle.Generation {
+	return bundle.Generation{Temperature: temp, TopK: topK}
 }

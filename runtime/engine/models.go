@@ -326,3 +326,11 @@ func (e *Engine) acquire(name string) (*model, error) {
 	m.begin()
 	return m, nil
 }
+
+// Tokenizer returns a decoder's tokenizer, or nil.
+func (e *Engine) Tokenizer(model string) *tokenizer.Tokenizer {
+	if m, err := e.model(model); err == nil {
+		return m.tok
+	}
+	return nil
+}

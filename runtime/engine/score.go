@@ -7,7 +7,6 @@ import (
 	"iter"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
-	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
@@ -52,9 +51,10 @@ func OpenScorer(ctx context.Context, spec ModelSpec, opts ScorerOptions) (*Score
 	if b.Manifest.Kind != bundle.KindDecoder {
 		return nil, fmt.Errorf("%w: %s is a %s model, not a decoder", ErrInvalidRequest, b.Dir, b.Manifest.Kind)
 	}
-	kv := kvcache.Options(opts.KV)
-	kv.DisablePrefixCache = true // one sequence at a time: nothing to share
-	m, err := llm.Load(ctx, b, llm.Options{Session: opts.Session, KV: kv, MaxBatch: 1})
+	// The prefix cache stays on unless opts say otherwise: Greedy over
+	// growing prefixes of one text (a quality report) then recomputes at
+	// most one block per step.
+	m, err := llm.Load(ctx, b, llm.Options{Session: opts.Session, KV: opts.KV.internal(), MaxBatch: 1})
 	if err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", b.Dir, err)
 	}

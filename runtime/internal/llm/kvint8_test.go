@@ -22,7 +22,7 @@ import (
 // tinyLMDir is the model trained here (examples/tinylm); the int8 quality
 // test prefers it to the random tiny-test preset once it exists, since a
 // trained model's confident logits are what int8 pages must preserve.
-const tinyLMDir = "../../examples/tinylm"
+const tinyLMDir = "../../../examples/tinylm"
 
 // qualityBundle builds the decoder the int8 test compares: the trained
 // tiny model when its checkpoint is present, else the tiny-test preset.

@@ -33,7 +33,7 @@ type golden struct {
 	} `json:"perplexity"`
 }
 
-const tinylmDir = "../../examples/tinylm"
+const tinylmDir = "../../../examples/tinylm"
 
 // The tiny Llama trained here, imported from its Hugging Face checkpoint
 // and run through ONNX Runtime, matches the torch model: last-position

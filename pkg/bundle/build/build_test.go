@@ -1,10 +1,11 @@
-package bundle
+package build
 
 import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 )
 
-func buildTiny(t *testing.T, contract llama.Contract) *Bundle {
+func buildTiny(t *testing.T, contract llama.Contract) *bundle.Bundle {
 	t.Helper()
 	cfg, src, err := llama.Preset("tiny-test")
 	if err != nil {
@@ -36,7 +37,7 @@ func buildTiny(t *testing.T, contract llama.Contract) *Bundle {
 func TestBuildAndLoad(t *testing.T) {
 	b := buildTiny(t, llama.ContractPaged)
 	m := b.Manifest
-	if m.Kind != KindDecoder || m.Contract != ContractPaged || m.Geometry.BlockSize != llama.DefaultBlockSize ||
+	if m.Kind != bundle.KindDecoder || m.Contract != bundle.ContractPaged || m.Geometry.BlockSize != llama.DefaultBlockSize ||
 		m.Geometry.Logits != "last" || m.Tokenizer != TokenizerFile || len(m.Files) != 3 {
 		t.Fatalf("manifest %+v geometry %+v", m, m.Geometry)
 	}
@@ -75,16 +76,16 @@ func TestLoadDetectsTampering(t *testing.T) {
 			data, _ := os.ReadFile(p)
 			data[len(data)/2] ^= 1
 			os.WriteFile(p, data, 0o644)
-		}, ErrChecksum, "model.onnx"},
-		{"truncated", func(dir string) { os.Truncate(filepath.Join(dir, TokenizerFile), 3) }, ErrChecksum, TokenizerFile},
-		{"missing", func(dir string) { os.Remove(filepath.Join(dir, TokenizerFile)) }, ErrMissingFile, TokenizerFile},
-		{"bad manifest", func(dir string) { os.WriteFile(filepath.Join(dir, ManifestFile), []byte("{"), 0o644) }, ErrManifest, ""},
+		}, bundle.ErrChecksum, "model.onnx"},
+		{"truncated", func(dir string) { os.Truncate(filepath.Join(dir, TokenizerFile), 3) }, bundle.ErrChecksum, TokenizerFile},
+		{"missing", func(dir string) { os.Remove(filepath.Join(dir, TokenizerFile)) }, bundle.ErrMissingFile, TokenizerFile},
+		{"bad manifest", func(dir string) { os.WriteFile(filepath.Join(dir, bundle.ManifestFile), []byte("{"), 0o644) }, bundle.ErrManifest, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := buildTiny(t, llama.ContractPaged)
 			tt.tamper(b.Dir)
-			_, err := Load(b.Dir)
+			_, err := bundle.Load(b.Dir)
 			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.names) {
 				t.Fatalf("err = %v, want %v naming %q", err, tt.want, tt.names)
 			}
@@ -100,7 +101,7 @@ func TestRecogniseCompatible(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := m.Geometry
-	if m.Kind != KindDecoder || m.Contract != ContractCompatible || g.Layers != 2 || g.KVHeads != 2 ||
+	if m.Kind != bundle.KindDecoder || m.Contract != bundle.ContractCompatible || g.Layers != 2 || g.KVHeads != 2 ||
 		g.HeadDim != 16 || g.Vocab != 256 || g.MaxPositions != 512 || g.Heads != 4 || len(m.Generation.EOSTokenIDs) != 2 {
 		t.Fatalf("manifest %+v geometry %+v", m, g)
 	}
@@ -116,10 +117,10 @@ func TestRecogniseCompatible(t *testing.T) {
 		t.Fatalf("genai manifest %+v %+v", m, m.Generation)
 	}
 	m.Name, m.Version = "x", "1"
-	if err := Write(b.Dir, m, "model.onnx", GenAIConfigFile); err != nil {
+	if err := bundle.Write(b.Dir, m, "model.onnx", GenAIConfigFile); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(b.Dir); err != nil {
+	if _, err := bundle.Load(b.Dir); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -229,22 +230,22 @@ func TestImportHFBadInput(t *testing.T) {
 }
 
 func FuzzParseManifest(f *testing.F) {
-	m := Manifest{Format: 1, Name: "x", Version: "1", Kind: KindDecoder, Contract: ContractPaged, Model: "model.onnx",
-		Quantization: "fp32", Files: []File{{Path: "model.onnx", Size: 1, SHA256: strings.Repeat("a", 64)}},
-		Geometry: &Geometry{Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 4, Vocab: 8, MaxPositions: 16, BlockSize: 16, Logits: "last"}}
+	m := bundle.Manifest{Format: 1, Name: "x", Version: "1", Kind: bundle.KindDecoder, Contract: bundle.ContractPaged, Model: "model.onnx",
+		Quantization: "fp32", Files: []bundle.File{{Path: "model.onnx", Size: 1, SHA256: strings.Repeat("a", 64)}},
+		Geometry: &bundle.Geometry{Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 4, Vocab: 8, MaxPositions: 16, BlockSize: 16, Logits: "last"}}
 	good, _ := m.Marshal()
-	if _, err := ParseManifest(good); err != nil {
+	if _, err := bundle.ParseManifest(good); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(good)
 	f.Add([]byte(`{"format":1,"files":[{"path":"../etc/passwd"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := ParseManifest(data)
+		m, err := bundle.ParseManifest(data)
 		if err != nil {
 			return
 		}
 		for _, fl := range m.Files {
-			if !SafePath(fl.Path) {
+			if !bundle.SafePath(fl.Path) {
 				t.Fatalf("accepted unsafe path %q", fl.Path)
 			}
 		}
