@@ -43,9 +43,9 @@ type SLO struct {
 type Timeline struct {
 	ID uint64 `json:"id"`
 	// Model is the model the request ran on, Kind "generate" or "infer".
-	Model string `json:"model,omitempty"`
-	Kind  string `json:"kind,omitempty"`
-	Class string `json:"class"`
+	Model          string    `json:"model,omitempty"`
+	Kind           string    `json:"kind,omitempty"`
+	Class          string    `json:"class"`
 	Arrived        time.Time `json:"arrived"`
 	Admitted       time.Time `json:"admitted"`
 	FirstScheduled time.Time `json:"first_scheduled"`
@@ -54,15 +54,15 @@ type Timeline struct {
 	// Tokens holds, for every output token in order, its emission time as
 	// an offset from Arrived. Durations from time.Time.Sub keep the
 	// monotonic clock reading, so offsets are immune to wall-clock steps.
-	Tokens       []time.Duration `json:"tokens"`
-	Outcome      Outcome         `json:"outcome"`
+	Tokens  []time.Duration `json:"tokens"`
+	Outcome Outcome         `json:"outcome"`
 	// Finish says why a generation ended ("stop", "length",
 	// "context_length", …; see the engine's FinishReason); Err is the error
 	// text of a request that did not complete.
 	FinishReason string `json:"finish_reason,omitempty"`
-	Err    string `json:"error,omitempty"`
-	Preempted    int             `json:"preempted"`
-	PromptTokens int             `json:"prompt_tokens"`
+	Err          string `json:"error,omitempty"`
+	Preempted    int    `json:"preempted"`
+	PromptTokens int    `json:"prompt_tokens"`
 	// CachedTokens is the prompt prefix found in the KV cache (no prefill).
 	CachedTokens int `json:"cached_tokens,omitempty"`
 	// BatchSize is the one-shot batch the request ran in.

@@ -18,10 +18,10 @@ import (
 // P is the one-shot payload type (the engine's tensors): the scheduler
 // batches payloads without looking inside them.
 type Scheduler[P any] struct {
-	cfg  Config
-	dec  Decoder
-	one  Oneshot[P]
-	log  *slog.Logger
+	cfg Config
+	dec Decoder
+	one Oneshot[P]
+	log *slog.Logger
 
 	life     context.Context // the device loop's lifetime; cancelled by Close
 	abort    context.CancelFunc
@@ -36,14 +36,14 @@ type Scheduler[P any] struct {
 	mu struct {
 		sync.Mutex
 		closed  bool
-		queue   [numClasses][]*genReq  // waiting generation, by SeqID within a class
+		queue   [numClasses][]*genReq     // waiting generation, by SeqID within a class
 		infer   map[string][]*inferReq[P] // waiting one-shot per model, by class then id
-		inferN  [numClasses]int        // waiting one-shot per class
-		backlog [numClasses]int        // prefill tokens still to compute, queued + admitted
-		est     estimates              // measured throughput and step times
-		stats   Stats                  // counters; depths filled in by Stats()
-		records []Timeline             // finished, not yet drained
-		dropped uint64                 // records dropped past MaxRecords
+		inferN  [numClasses]int           // waiting one-shot per class
+		backlog [numClasses]int           // prefill tokens still to compute, queued + admitted
+		est     estimates                 // measured throughput and step times
+		stats   Stats                     // counters; depths filled in by Stats()
+		records []Timeline                // finished, not yet drained
+		dropped uint64                    // records dropped past MaxRecords
 	}
 
 	// Owned by the device loop goroutine.
