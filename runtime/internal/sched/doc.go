@@ -1,9 +1,10 @@
 // Package sched shares one accelerator between every request of an
 // application: continuous batching with chunked prefill for decoder models,
 // dynamic batching for one-shot models, priority classes, SLO-aware
-// admission, preemption and cancellation. It is pure Go: it drives an
-// Executor it declares (implemented over ONNX Runtime elsewhere) and never
-// imports the runtime.
+// admission, preemption and cancellation. It is pure Go: it drives the
+// Decoder and Oneshot interfaces it declares (implemented over ONNX Runtime
+// by the engine) and never imports the runtime. It is the engine's
+// machinery (runtime/internal): applications use runtime/engine.
 //
 // # The device loop
 //
@@ -25,12 +26,12 @@
 // 4,000-token prompt is spread over many steps instead of stalling them.
 //
 // The paged decoder runs a decode batch (B×1) and a prefill chunk (1×C) as
-// separate ONNX Runtime runs; the Batch carries both and the Executor runs
+// separate ONNX Runtime runs; the Batch carries both and the Decoder runs
 // them back to back within Step, so the bound above holds with the step
 // meaning "both runs". The default MaxPrefillChunks of 1 matches that
 // (1×C); executors that pad rows together may raise it.
 //
-// Prefix-cache hits reported by Executor.Admit skip their prefill (clamped
+// Prefix-cache hits reported by Decoder.Admit skip their prefill (clamped
 // so the last prompt token still runs and yields logits).
 //
 // # Admission
@@ -38,7 +39,7 @@
 // Requests wait in a bounded queue per class (Config.QueueLimit); a full
 // queue refuses with an *OverloadError wrapping ErrQueueFull. The head of
 // the highest non-empty class is admitted when fewer than MaxBatch sequences
-// run, Executor.Admit finds KV room for its tokens plus
+// run, Decoder.Admit finds KV room for its tokens plus
 // Config.AdmitReserve, and one more decode row keeps the predicted step
 // within the tightest SLO.TPOT among the running sequences of its model and
 // itself (TPOT-aware batch sizing, tpot.go: the step time per row count is
@@ -70,7 +71,7 @@
 //
 // When a decoding sequence needs a KV block and there is none, the running
 // sequence of the lowest class that was admitted last is preempted: the
-// Executor releases its KV, its tokens are kept, and it goes back to its
+// Decoder releases its KV, its tokens are kept, and it goes back to its
 // queue in arrival order. Re-admitted, its prompt and generated tokens are
 // recomputed as a prefill, so with greedy sampling its output continues
 // exactly as if never interrupted. A waiting request of a higher class
@@ -80,7 +81,7 @@
 // # One-shot models
 //
 // Infer requests queue per model, ordered by class then arrival, and run as
-// one Executor.Infer batch when Config.InferMaxBatch have gathered or the
+// one Oneshot.Infer batch when Config.InferMaxBatch have gathered or the
 // first has waited Config.InferMaxDelay. A ready batch whose class is at
 // least that of the running generation work runs before the next step, so
 // a camera frame waits at most the step in flight.
@@ -88,9 +89,11 @@
 // # Records
 //
 // Every request that passes validation gets a Timeline (arrived, admitted,
-// first scheduled, first token, every token, finished, outcome,
-// preemptions), including rejected ones; Records drains them for the
-// metrics recorder. Stats is a cheap snapshot of queue depths, running
+// first scheduled, first token, every token, finished, outcome, finish
+// reason, preemptions), including rejected ones. Records drains them; its
+// one reader (the engine, which hands them to observers) waits on
+// Recorded, and at most Config.MaxRecords wait, so a slow reader costs
+// counted records, never unbounded memory. Stats is a cheap snapshot of queue depths, running
 // sequences, counters and the scheduler's own overhead per step.
 //
 // # Baseline
