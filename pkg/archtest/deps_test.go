@@ -56,6 +56,9 @@ type importRule struct {
 var importRules = []importRule{
 	{dep: "github.com/yalue/onnxruntime_go", allowed: []string{module + "/runtime/ort"}},
 	{dep: "go.etcd.io/bbolt", allowed: []string{module + "/pkg/store"}},
+	// One MQTT connection per device: the link owns paho, and telemetry,
+	// commands and updates share its connection, outbox and topics.
+	{dep: "github.com/eclipse/paho.mqtt.golang", allowed: []string{module + "/update/link"}},
 }
 
 // layer order: a package may import only packages of its own or a lower layer.
