@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"strings"
 
 	"github.com/eclipse/paho.mqtt.golang/packets"
@@ -19,7 +20,8 @@ func classify(cfg *Config, err error) error {
 		return nil
 	}
 	var (
-		unknownCA *x509.UnknownAuthorityError
+		unknownCA x509.UnknownAuthorityError
+		unknownP  *x509.UnknownAuthorityError
 		hostname  x509.HostnameError
 		hostPtr   *x509.HostnameError
 		invalid   x509.CertificateInvalidError
@@ -29,7 +31,7 @@ func classify(cfg *Config, err error) error {
 	)
 	msg := err.Error()
 	switch {
-	case errors.As(err, &unknownCA):
+	case errors.As(err, &unknownCA), errors.As(err, &unknownP):
 		return fmt.Errorf("%w: the broker's certificate is not signed by a CA in ca_file %q (give the CA that issued it): %w", ErrUnknownCA, cfg.CAFile, err)
 	case errors.As(err, &hostname), errors.As(err, &hostPtr):
 		return fmt.Errorf("%w: the broker's certificate does not name the host in %q (fix the URL or set server_name): %w", ErrHostname, cfg.Broker, err)
@@ -46,14 +48,21 @@ func classify(cfg *Config, err error) error {
 	case errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword):
 		return fmt.Errorf("%w: bad user name or password for %q: %w", ErrAuth, cfg.Username, err)
 	case errors.Is(err, packets.ErrorRefusedNotAuthorised):
-		return fmt.Errorf("%w: the broker says the client is not authorised (user %q; check its password file or auth plugin): %w", ErrAuth, cfg.Username, err)
+		// mosquitto 2.0 answers a wrong password with this code too
+		return fmt.Errorf("%w: the broker refused user %q (wrong user name or password, or not allowed to connect): %w", ErrAuth, cfg.Username, err)
 	case errors.Is(err, packets.ErrorRefusedIDRejected):
 		return fmt.Errorf("%w: the broker rejected client id %q: %w", ErrAuth, cfg.ClientID, err)
 	case errors.As(err, &opErr) && opErr.Op == "dial", errors.As(err, &netErr) && netErr.Timeout():
 		return fmt.Errorf("%w: %s: %w", ErrUnreachable, cfg.Broker, err)
 	case errors.Is(err, io.EOF) || strings.Contains(msg, "connection reset"):
-		if cfg.CertFile != "" {
-			return fmt.Errorf("%w: the broker closed the connection during the handshake (under TLS 1.3 this is how a refused client certificate %q shows): %w", ErrBadCertificate, cfg.CertFile, err)
+		if u, _ := url.Parse(cfg.Broker); u != nil && tlsScheme(u.Scheme) {
+			// Under TLS 1.3 the client's handshake ends before the broker
+			// has checked the client certificate: its refusal arrives as an
+			// alert or, as often, a reset when CONNECT is written.
+			if cfg.CertFile == "" {
+				return fmt.Errorf("%w: the broker closed the TLS connection before CONNACK: it may require a client certificate (set cert_file and key_file): %w", ErrBadCertificate, err)
+			}
+			return fmt.Errorf("%w: the broker closed the TLS connection before CONNACK: it may refuse the client certificate %q: %w", ErrBadCertificate, cfg.CertFile, err)
 		}
 		return fmt.Errorf("%w: the broker closed the connection during the handshake: %w", ErrUnreachable, err)
 	}

@@ -286,7 +286,7 @@ func (l *Link) subscribe(ctx context.Context, c *conn, s *subscription) error {
 	}
 	// mosquitto answers a filter its ACL refuses with return code 0x80.
 	if rc, ok := tok.(*mqtt.SubscribeToken).Result()[s.filter]; ok && rc >= 0x80 {
-		return fmt.Errorf("%w: subscription to %s (SUBACK 0x%02x; grant the device read on it in the broker's acl_file)", ErrACL, s.filter, rc)
+		return fmt.Errorf("%w: subscription to %s (SUBACK 0x%02x; the broker's ACL does not let this client subscribe to it)", ErrACL, s.filter, rc)
 	}
 	return nil
 }

@@ -7,6 +7,11 @@ package mosquittotest
 
 import (
 	"bytes"
+	"crypto/pbkdf2"
+	"crypto/rand"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -32,10 +37,81 @@ type Options struct {
 	// Users maps user names to passwords (a mosquitto_passwd file);
 	// anonymous clients are then refused.
 	Users map[string]string
-	// ACL is the acl_file's text ("" means none).
+	// ACL is the acl_file's text ("" means none). mosquitto 2.0's
+	// acl_file does not refuse subscriptions (SUBACK 0: messages are just
+	// not delivered); DynSec does.
 	ACL string
+	// DynSec, when set, runs the dynamic-security plugin instead of Users
+	// and ACL: its clients are refused what no ACL allows, subscriptions
+	// with SUBACK 0x80.
+	DynSec *DynSec
 	// Extra lines appended to the configuration.
 	Extra string
+}
+
+// DynSec is a dynamic-security configuration: every user gets one role
+// holding ACLs.
+type DynSec struct {
+	Users map[string]string
+	ACLs  []DynACL
+}
+
+// DynACL is one ACL of the role: Type is publishClientSend,
+// publishClientReceive, subscribePattern, subscribeLiteral, ...; Topic
+// may hold %u (the user name) and %c (the client id).
+type DynACL struct {
+	Type, Topic string
+	Allow       bool
+}
+
+// dynsecPlugin is where Debian's mosquitto package puts the plugin.
+const dynsecPlugin = "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
+
+func (d *DynSec) write(t testing.TB, path string) {
+	type acl struct {
+		ACLType string `json:"acltype"`
+		Topic   string `json:"topic"`
+		Allow   bool   `json:"allow"`
+	}
+	type roleRef struct {
+		Rolename string `json:"rolename"`
+	}
+	type client struct {
+		Username   string    `json:"username"`
+		Password   string    `json:"password"`
+		Salt       string    `json:"salt"`
+		Iterations int       `json:"iterations"`
+		Roles      []roleRef `json:"roles"`
+	}
+	var clients []client
+	for u, p := range d.Users {
+		salt := make([]byte, 12)
+		_, _ = rand.Read(salt)
+		// the plugin's hash: PBKDF2-SHA512, 64 bytes, base64
+		key, err := pbkdf2.Key(sha512.New, p, salt, 101, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, client{Username: u, Password: base64.StdEncoding.EncodeToString(key),
+			Salt: base64.StdEncoding.EncodeToString(salt), Iterations: 101, Roles: []roleRef{{"device"}}})
+	}
+	acls := []acl{}
+	for _, a := range d.ACLs {
+		acls = append(acls, acl{a.Type, a.Topic, a.Allow})
+	}
+	cfg := map[string]any{
+		"defaultACLAccess": map[string]bool{"publishClientSend": false, "publishClientReceive": true, "subscribe": false, "unsubscribe": true},
+		"clients":          clients,
+		"groups":           []any{},
+		"roles":            []any{map[string]any{"rolename": "device", "acls": acls}},
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Broker is a running (or stopped) mosquitto.
@@ -104,7 +180,14 @@ func Start(t testing.TB, opt Options) *Broker {
 			c.WriteString("require_certificate true\n")
 		}
 	}
-	if len(opt.Users) > 0 {
+	if opt.DynSec != nil {
+		if _, err := os.Stat(dynsecPlugin); err != nil {
+			t.Skipf("mosquitto's dynamic-security plugin is not at %s", dynsecPlugin)
+		}
+		js := filepath.Join(b.dir, "dynsec.json")
+		opt.DynSec.write(t, js)
+		fmt.Fprintf(&c, "allow_anonymous false\nplugin %s\nplugin_opt_config_file %s\n", dynsecPlugin, js)
+	} else if len(opt.Users) > 0 {
 		pw := filepath.Join(b.dir, "passwd")
 		for u, p := range opt.Users {
 			args := []string{"-b", pw, u, p}
