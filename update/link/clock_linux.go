@@ -10,7 +10,7 @@ func SystemClock() ClockState {
 	if err != nil {
 		return ClockState{Source: "adjtimex", Reason: err.Error()}
 	}
-	const timeError = 5 // TIME_ERROR: the clock is not synchronised
+	const timeError = 5                                 // TIME_ERROR: the clock is not synchronised
 	synced := state != timeError && tx.Status&0x40 == 0 // STA_UNSYNC
 	return ClockState{Synced: &synced, MaxErrorUS: tx.Maxerror, Source: "adjtimex"}
 }
