@@ -58,7 +58,8 @@ var importRules = []importRule{
 	{dep: "github.com/yalue/onnxruntime_go", allowed: []string{module + "/runtime/ort"}},
 	// one owner of the database file format
 	{dep: "go.etcd.io/bbolt", allowed: []string{module + "/pkg/store"}},
-	// one MQTT connection per device, owned by the link
+	// One MQTT connection per device: the link owns paho, and telemetry,
+	// commands and updates share its connection, outbox and topics.
 	{dep: "github.com/eclipse/paho.mqtt.golang", allowed: []string{module + "/update/link"}},
 	// one sandbox host
 	{dep: "github.com/tetratelabs/wazero", allowed: []string{module + "/runtime/plugin"}},
