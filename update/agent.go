@@ -156,6 +156,11 @@ func (a *Agent) Check(ctx context.Context) (*Offer, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The clock floor rises with every reading, refused or not: a check
+	// that found metadata expired must not pass after the clock went back.
+	if err := a.raiseClockFloor(ctx, ref); err != nil {
+		return nil, err
+	}
 	images, _, err := trustedTargets(ctx, a.src, RepoImage, a.imageRoot, a.cfg.MetadataDir, ref)
 	if err != nil {
 		return nil, err
@@ -170,13 +175,9 @@ func (a *Agent) Check(ctx context.Context) (*Offer, error) {
 			return nil, err
 		}
 	}
-	if err := a.raiseClockFloor(ctx, a.now()); err != nil {
-		return nil, err
-	}
 	// The newest release of the model by counter; the others are history.
 	var best *Release
 	var bestPath string
-	var bestTF *metadata.TargetFiles
 	for path, tf := range candidates {
 		if !strings.HasPrefix(path, a.cfg.Model+"/") {
 			continue
@@ -189,10 +190,9 @@ func (a *Agent) Check(ctx context.Context) (*Offer, error) {
 			continue
 		}
 		if best == nil || rel.Counter > best.Counter {
-			best, bestPath, bestTF = rel, path, tf
+			best, bestPath = rel, path
 		}
 	}
-	_ = bestTF
 	if best == nil {
 		return nil, fmt.Errorf("%w: no release of %s is signed%s", ErrNoUpdate, a.cfg.Model, map[bool]string{true: " and assigned to this device"}[a.directorRoot != nil])
 	}

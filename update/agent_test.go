@@ -3,11 +3,13 @@ package update_test
 import (
 	"bytes"
 	"errors"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
+	"github.com/theupdateframework/go-tuf/v2/metadata"
 )
 
 // TestApplyDelta installs a first release, then a second that changes one
@@ -68,4 +70,21 @@ func containsInOrder(have, want []update.EventKind) bool {
 		}
 	}
 	return i == len(want) || slices.Equal(have, want)
+}
+
+// TestRootRotation: the device follows a rotation of the root and of the
+// targets keys it signs, and trusts the new root from then on.
+func TestRootRotation(t *testing.T) {
+	e := newEnv(t, fleet.InitOptions{RootKeys: 2, RootThreshold: 2})
+	e.publish("1", layers(1), fleet.ReleaseOptions{})
+	e.applyOK(t, "1")
+	if err := e.repo.RotateRoot(fleet.RotateOptions{Repo: "image", Roles: []string{"root", "targets"}, Keys: 2, Threshold: 2, KeyDir: e.keyDir}); err != nil {
+		t.Fatal(err)
+	}
+	e.publish("2", layers(2), fleet.ReleaseOptions{})
+	e.applyOK(t, "2")
+	root, err := metadata.Root().FromFile(filepath.Join(e.st.Path()+".tuf", "image", "root.json"))
+	if err != nil || root.Signed.Version != 2 {
+		t.Fatalf("trusted root after rotation: %v, %v", root, err)
+	}
 }

@@ -271,6 +271,18 @@ func (r *Repository) Releases() map[string]*update.Release {
 	return out
 }
 
+// Withdraw removes the release name@version from the signed targets (its
+// chunks stay: other releases may share them). Devices that installed it
+// keep it; their counter keeps them from going back to older releases.
+func (r *Repository) Withdraw(name, version string) error {
+	path := update.TargetPath(name, version)
+	if _, ok := r.image.targets.Signed.Targets[path]; !ok {
+		return fmt.Errorf("%w: %s", ErrTarget, path)
+	}
+	delete(r.image.targets.Signed.Targets, path)
+	return r.image.commit(true)
+}
+
 // Assign makes the director assign the release name@version to devices
 // (none: every device). It copies the image repository's length and hashes
 // for the target: the director can only point at what the release keys
@@ -427,4 +439,3 @@ func (r *Repository) ChunkBytes() (int64, error) {
 	})
 	return n, err
 }
-
