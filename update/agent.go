@@ -402,7 +402,7 @@ func (a *Agent) activate(ctx context.Context, rel *Release, j Journal) error {
 		if rel.Health == nil {
 			return nil // loading was the check
 		}
-		rep, err := RunHealth(ctx, g, staged, rel.Health, a.now)
+		rep, err := RunHealth(ctx, g, staged, rel.Health, nil) // latency on the real clock
 		report = &rep
 		return err
 	}

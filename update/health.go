@@ -34,9 +34,9 @@ type HealthReport struct {
 	Passed       bool    `json:"passed"`
 	Matched      int     `json:"matched"`  // tokens equal to the expected ones, position by position
 	Expected     int     `json:"expected"` // expected tokens
-	MinMatch     float64 `json:"min_match"`
+	MinMatch     int     `json:"min_match_percent"`
 	LatencyMS    float64 `json:"latency_ms"`
-	MaxLatencyMS float64 `json:"max_latency_ms,omitempty"`
+	MaxLatencyMS int64   `json:"max_latency_ms,omitempty"`
 	Output       []int32 `json:"output,omitempty"`
 	Reason       string  `json:"reason,omitempty"`
 }
@@ -49,9 +49,9 @@ func RunHealth(ctx context.Context, g Generator, staged string, h *bundle.Health
 	if now == nil {
 		now = time.Now
 	}
-	rep := HealthReport{Expected: len(h.ExpectTokens), MinMatch: h.MinMatch, MaxLatencyMS: h.MaxLatencyMS}
+	rep := HealthReport{Expected: len(h.ExpectTokens), MinMatch: h.MinMatchPercent, MaxLatencyMS: h.MaxLatencyMS}
 	if rep.MinMatch == 0 {
-		rep.MinMatch = 1
+		rep.MinMatch = 100
 	}
 	start := now()
 	out, err := g.GenerateGreedy(ctx, staged, h.Prompt, h.PromptTokens, len(h.ExpectTokens))
@@ -66,12 +66,11 @@ func RunHealth(ctx context.Context, g Generator, staged string, h *bundle.Health
 			rep.Matched++
 		}
 	}
-	switch share := float64(rep.Matched) / float64(rep.Expected); {
-	case share < rep.MinMatch:
-		rep.Reason = fmt.Sprintf("golden output matched %d of %d tokens (%.0f%%, %.0f%% required)",
-			rep.Matched, rep.Expected, 100*share, 100*rep.MinMatch)
-	case h.MaxLatencyMS > 0 && rep.LatencyMS > h.MaxLatencyMS:
-		rep.Reason = fmt.Sprintf("golden request took %.1f ms, the bound is %.1f ms", rep.LatencyMS, h.MaxLatencyMS)
+	switch {
+	case 100*rep.Matched < rep.MinMatch*rep.Expected:
+		rep.Reason = fmt.Sprintf("golden output matched %d of %d tokens (%d%% required)", rep.Matched, rep.Expected, rep.MinMatch)
+	case h.MaxLatencyMS > 0 && rep.LatencyMS > float64(h.MaxLatencyMS):
+		rep.Reason = fmt.Sprintf("golden request took %.1f ms, the bound is %d ms", rep.LatencyMS, h.MaxLatencyMS)
 	default:
 		rep.Passed = true
 		return rep, nil

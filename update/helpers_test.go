@@ -107,7 +107,7 @@ func (e *env) publish(version string, files map[string][]byte, o fleet.ReleaseOp
 
 // active returns the store's active version of m ("" when none).
 func (e *env) active() string {
-	v, err := e.st.Resolve(e.ctx, "m")
+	v, err := e.st.Resolve(e.ctx, e.cfg.Model)
 	if err != nil {
 		return ""
 	}

@@ -78,12 +78,14 @@ type Health struct {
 	PromptTokens []int32 `json:"prompt_tokens,omitempty"`
 	// ExpectTokens are the token ids greedy decoding must produce.
 	ExpectTokens []int32 `json:"expect_tokens"`
-	// MinMatch is the share of ExpectTokens that must match position by
-	// position (quantised variants may flip a near-tie); 0 means 1: all.
-	MinMatch float64 `json:"min_match,omitempty"`
+	// MinMatchPercent is the share of ExpectTokens that must match
+	// position by position (quantised variants may flip a near-tie); 0
+	// means 100: all. Integers only: the check travels inside TUF metadata,
+	// whose canonical JSON has no floating-point numbers.
+	MinMatchPercent int `json:"min_match_percent,omitempty"`
 	// MaxLatencyMS bounds the golden request's end-to-end time in
 	// milliseconds on the device; 0: no bound.
-	MaxLatencyMS float64 `json:"max_latency_ms,omitempty"`
+	MaxLatencyMS int64 `json:"max_latency_ms,omitempty"`
 }
 
 // Validate checks the health check is usable.
@@ -93,8 +95,8 @@ func (h *Health) Validate() error {
 		return fmt.Errorf("%w: health check needs one of prompt or prompt_tokens, and expect_tokens", ErrManifest)
 	case len(h.ExpectTokens) > 4096:
 		return fmt.Errorf("%w: health check expects %d tokens (at most 4096)", ErrManifest, len(h.ExpectTokens))
-	case h.MinMatch < 0 || h.MinMatch > 1:
-		return fmt.Errorf("%w: health min_match %v (want 0..1)", ErrManifest, h.MinMatch)
+	case h.MinMatchPercent < 0 || h.MinMatchPercent > 100:
+		return fmt.Errorf("%w: health min_match_percent %d (want 0..100)", ErrManifest, h.MinMatchPercent)
 	case h.MaxLatencyMS < 0:
 		return fmt.Errorf("%w: health max_latency_ms %v is negative", ErrManifest, h.MaxLatencyMS)
 	}
