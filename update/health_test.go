@@ -124,7 +124,9 @@ func TestHealthCheckEngine(t *testing.T) {
 		t.Fatalf("health_ok event %+v", ev)
 	}
 
-	v2dir := func(version string) string { return buildDecoder(t, "tiny-test", "tiny", version, "model.layers.1.", "") }
+	v2dir := func(version string) string {
+		return buildDecoder(t, "tiny-test", "tiny", version, "model.layers.1.", "")
+	}
 	wrong := make([]int32, len(want1))
 	for i, id := range want1 {
 		wrong[i] = (id + 1) % 256
