@@ -56,6 +56,10 @@ type importRule struct {
 var importRules = []importRule{
 	{dep: "github.com/yalue/onnxruntime_go", allowed: []string{module + "/runtime/ort"}},
 	{dep: "go.etcd.io/bbolt", allowed: []string{module + "/pkg/store"}},
+	// go-tuf pulls sigstore and protobuf (~7 MB of binary): only the update
+	// agent and the fleet side that signs releases may import it.
+	{dep: "github.com/theupdateframework/go-tuf", allowed: []string{module + "/update", module + "/update/fleet"}},
+	{dep: "github.com/sigstore/", allowed: []string{module + "/update/fleet"}},
 }
 
 // layer order: a package may import only packages of its own or a lower layer.
@@ -104,6 +108,15 @@ func TestDeps(t *testing.T) {
 			if strings.HasPrefix(imp, module+"/") && layer(imp) > layer(p.ImportPath) {
 				t.Errorf("%s (layer %d) imports %s (layer %d): imports must point down",
 					p.ImportPath, layer(p.ImportPath), imp, layer(imp))
+			}
+		}
+		// The engine is what applications link: release verification is
+		// the update agent's weight, never the engine's.
+		if strings.HasSuffix(p.ImportPath, "/runtime/engine") || strings.HasPrefix(p.ImportPath, module+"/runtime/") {
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, "github.com/theupdateframework/") || strings.HasPrefix(d, "github.com/sigstore/") {
+					t.Errorf("%s depends on %s; only update/* may link go-tuf", p.ImportPath, d)
+				}
 			}
 		}
 		// sched is pure Go: it must not reach ORT even indirectly.
