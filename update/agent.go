@@ -542,6 +542,15 @@ func (a *Agent) refuse(ctx context.Context, err error) {
 func (a *Agent) abandon(ctx context.Context, j Journal, why error) {
 	reason := fmt.Sprintf("interrupted update to %s@%s abandoned: %v", j.Model, j.Version, why)
 	j.Phase, j.Reason = PhaseAbandoned, reason
+	// A staged version nobody will activate goes (its chunks at the next
+	// GC); the active and previous ones stay whatever the journal says.
+	for e, err := range a.st.List(ctx) {
+		if err == nil && e.Ref.Name == j.Model && e.Ref.Version == j.Version && !e.Active && !e.Previous {
+			if err := a.st.Remove(ctx, e.Ref.String()); err != nil {
+				a.log.Warn("update: remove abandoned version", "ref", e.Ref.String(), "err", err)
+			}
+		}
+	}
 	if err := a.writeJournal(ctx, j, nil); err != nil {
 		a.log.Warn("update: journal", "err", err)
 	}

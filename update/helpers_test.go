@@ -2,6 +2,8 @@ package update_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -179,3 +181,7 @@ func (l *eventLog) last(k update.EventKind) (update.Event, bool) {
 	}
 	return update.Event{}, false
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+func errorsIsNoUpdate(err error) bool { return errors.Is(err, update.ErrNoUpdate) }
