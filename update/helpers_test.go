@@ -2,6 +2,7 @@ package update_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/quant"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
@@ -185,3 +188,13 @@ func (l *eventLog) last(k update.EventKind) (update.Event, bool) {
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func errorsIsNoUpdate(err error) bool { return errors.Is(err, update.ErrNoUpdate) }
+
+// hashTwice is the device's per-byte verification work: the chunk digest
+// on landing and the whole-file digest at publish.
+func hashTwice(b []byte) {
+	s1 := sha256.Sum256(b)
+	s2 := sha256.Sum256(b)
+	_, _ = s1, s2
+}
+
+func quantEmitter(scheme string) (llama.WeightEmitter, error) { return quant.NewEmitter(scheme) }

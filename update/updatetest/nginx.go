@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,7 +29,30 @@ type Nginx struct {
 	URL    string       // https://127.0.0.1:PORT
 	CAFile string       // PEM of the CA that signed its certificate
 	Client *http.Client // trusts CAFile only
-	Log    string       // access log path
+	Log    string       // access log: "URI STATUS BYTES_SENT" per request
+}
+
+// BytesSent sums the bytes nginx sent (headers and bodies) for the
+// requests logged so far, and counts them. nginx writes a request's line
+// when it has finished it.
+func (n *Nginx) BytesSent() (bytes int64, requests int, err error) {
+	b, err := os.ReadFile(n.Log)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		v, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("updatetest: access log line %q", line)
+		}
+		bytes += v
+		requests++
+	}
+	return bytes, requests, nil
 }
 
 // NginxPath finds the nginx binary ("" when absent).
@@ -68,7 +92,8 @@ pid %[1]s/nginx.pid;
 error_log %[1]s/error.log warn;
 events { worker_connections 256; }
 http {
-  access_log %[1]s/access.log;
+  log_format wire '$request_uri $status $bytes_sent';
+  access_log %[1]s/access.log wire;
   client_body_temp_path %[1]s/tmp;
   proxy_temp_path %[1]s/tmp;
   fastcgi_temp_path %[1]s/tmp;
