@@ -12,13 +12,50 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 )
 
-// This file is the agent's only contact with the engine.
-//
-// The engine's run-time swap (e.Swap(ctx, name, spec, check)) is the
-// Activator of a device that serves while it updates; until it is there,
-// CheckActivator loads the staged version in an engine of its own, runs
-// the check there and leaves the switch to the store's active pointer,
-// which the serving process reads when it next opens the model.
+// This file is the agent's only contact with the engine: the engine's
+// run-time swap is the Activator of a device that serves while it
+// updates (EngineActivator); CheckActivator checks a version in an engine
+// of its own where none serves in the same process (the CLI).
+
+// EngineActivator switches a serving engine with its run-time swap: the
+// new version loads beside the running one, the check runs against it,
+// then new requests go to it while running ones finish on the old.
+// Versions are handed to the engine as exported directories, not store
+// references: the agent holds the store open, and a store file is opened
+// by one holder at a time.
+type EngineActivator struct {
+	Engine *engine.Engine
+	Store  *store.Store
+}
+
+// Swap implements Activator. A model the engine does not serve yet is
+// loaded, checked, and unloaded again if the check fails.
+func (a EngineActivator) Swap(ctx context.Context, ref store.Ref, check Check) error {
+	dir, err := exportVersion(ctx, a.Store, ref)
+	if err != nil {
+		return err
+	}
+	spec := engine.ModelSpec{Name: ref.Name, Dir: dir}
+	var hc engine.HealthCheck
+	if check != nil {
+		hc = func(ctx context.Context, e *engine.Engine, staged string) error {
+			return check(ctx, engineGenerator{e}, staged)
+		}
+	}
+	_, err = a.Engine.Swap(ctx, ref.Name, spec, hc)
+	if !errors.Is(err, engine.ErrUnknownModel) {
+		return err
+	}
+	if _, err := a.Engine.Load(ctx, spec); err != nil {
+		return fmt.Errorf("%w: %s does not load: %w", ErrHealth, ref, err)
+	}
+	if hc != nil {
+		if err := hc(ctx, a.Engine, ref.Name); err != nil {
+			return errors.Join(err, a.Engine.Unload(ctx, ref.Name))
+		}
+	}
+	return nil
+}
 
 // CheckActivator health-checks a staged version in an engine of its own.
 // It is what `edgeinfer update apply` uses on a device where no engine runs
@@ -79,13 +116,15 @@ type engineGenerator struct{ e *engine.Engine }
 
 // GenerateGreedy implements Generator (zero sampling parameters: greedy).
 func (g engineGenerator) GenerateGreedy(ctx context.Context, name, prompt string, promptTokens []int32, maxTokens int) ([]int32, error) {
-	opts := engine.GenerateOptions{MaxTokens: maxTokens}
-	seq := g.e.Generate(ctx, name, prompt, opts)
-	if prompt == "" {
-		seq = g.e.GenerateTokens(ctx, name, promptTokens, opts)
+	opts := engine.GenerateOptions{MaxTokens: maxTokens, Sampling: &engine.Sampling{}} // greedy, whatever the bundle says
+	var s *engine.Stream
+	if prompt != "" {
+		s = g.e.Generate(ctx, name, prompt, opts)
+	} else {
+		s = g.e.GenerateTokens(ctx, name, promptTokens, opts)
 	}
 	var out []int32
-	for tok, err := range seq {
+	for tok, err := range s.Tokens() {
 		if err != nil {
 			return out, err
 		}

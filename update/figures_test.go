@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
@@ -61,7 +62,7 @@ func TestDeltaFigures(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
-		if _, err := bundle.BuildDecoder(e.ctx, dir, bundle.DecoderSpec{Name: "m", Version: version, Config: cfg,
+		if _, err := build.BuildDecoder(e.ctx, dir, build.DecoderSpec{Name: "m", Version: version, Config: cfg,
 			Weights: layerSource{base: base, other: other, layer: layer}, Options: llama.Options{Emitter: em}, CreatedBy: "figures"}); err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
@@ -49,7 +50,7 @@ func buildDecoder(t testing.TB, preset, name, version, layer string, scheme stri
 		opts.Emitter = em
 	}
 	dir := t.TempDir()
-	if _, err := bundle.BuildDecoder(context.Background(), dir, bundle.DecoderSpec{
+	if _, err := build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
 		Name: name, Version: version, Config: cfg, Weights: layerSource{base: src, other: other, layer: layer},
 		Options: opts, CreatedBy: "update test",
 	}); err != nil {
@@ -86,7 +87,7 @@ func golden(t testing.TB, dir string, prompt []int32, n int) []int32 {
 	}
 	defer e.Close(ctx)
 	var out []int32
-	for tok, err := range e.GenerateTokens(ctx, "g", prompt, engine.GenerateOptions{MaxTokens: n}) {
+	for tok, err := range e.GenerateTokens(ctx, "g", prompt, engine.GenerateOptions{MaxTokens: n, Sampling: &engine.Sampling{}}).Tokens() {
 		if err != nil {
 			t.Fatal(err)
 		}
