@@ -135,11 +135,12 @@ func (r *Repository) Publish(ctx context.Context, dir string, o ReleaseOptions) 
 	slices.Sort(paths)
 	rel := &update.Release{Name: b.Manifest.Name, Version: b.Manifest.Version, Counter: o.Counter,
 		Boards: o.Boards, Providers: o.Providers, SDK: o.SDK, Health: b.Manifest.Health}
+	starts := tensorStarts(dir, paths)
 	for _, p := range paths {
 		if err := ctx.Err(); err != nil {
 			return nil, stats, err
 		}
-		f, err := r.chunkFile(filepath.Join(dir, filepath.FromSlash(p)), &stats)
+		f, err := r.chunkFile(filepath.Join(dir, filepath.FromSlash(p)), starts[p], &stats)
 		if err != nil {
 			return nil, stats, fmt.Errorf("fleet: publish %s: %w", p, err)
 		}
@@ -228,14 +229,19 @@ func (r *Repository) highestCounter(name string) uint64 {
 	return n
 }
 
-// chunkFile cuts one file into the store's chunks, writing the new ones.
-func (r *Repository) chunkFile(path string, stats *PublishStats) (store.File, error) {
+// chunkFile cuts one file into the store's chunks (first at cuts, the
+// tensor starts of an external data file: align.go), writing the new ones.
+func (r *Repository) chunkFile(path string, cuts []int64, stats *PublishStats) (store.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return store.File{}, err
 	}
 	defer f.Close()
-	return store.Split(f, func(c store.Chunk, data []byte) error { return r.putChunk(c, data, stats) })
+	fi, err := f.Stat()
+	if err != nil {
+		return store.File{}, err
+	}
+	return splitAt(f, fi.Size(), cuts, func(c store.Chunk, data []byte) error { return r.putChunk(c, data, stats) })
 }
 
 func (r *Repository) putChunk(c store.Chunk, data []byte, stats *PublishStats) error {
