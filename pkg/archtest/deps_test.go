@@ -58,6 +58,10 @@ var importRules = []importRule{
 	{dep: "github.com/yalue/onnxruntime_go", allowed: []string{module + "/runtime/ort"}},
 	// one owner of the database file format
 	{dep: "go.etcd.io/bbolt", allowed: []string{module + "/pkg/store"}},
+	// go-tuf pulls sigstore and protobuf (~7 MB of binary): only the update
+	// agent and the fleet side that signs releases may import it.
+	{dep: "github.com/theupdateframework/go-tuf", allowed: []string{module + "/update", module + "/update/fleet"}},
+	{dep: "github.com/sigstore/", allowed: []string{module + "/update/fleet"}},
 	// One MQTT connection per device: the link owns paho, and telemetry,
 	// commands and updates share its connection, outbox and topics.
 	{dep: "github.com/eclipse/paho.mqtt.golang", allowed: []string{module + "/update/link"}},
