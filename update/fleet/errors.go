@@ -12,4 +12,10 @@ var (
 	ErrBundle = errors.New("fleet: bad bundle")
 	// ErrTarget: no such release in the repository.
 	ErrTarget = errors.New("fleet: no such release")
+	// ErrRollout: a rollout or control record that cannot be used.
+	ErrRollout = errors.New("fleet: bad rollout")
+	// ErrMessage: a device or fleet message that cannot be used.
+	ErrMessage = errors.New("fleet: bad message")
+	// ErrServe: fleet serve is misconfigured.
+	ErrServe = errors.New("fleet: bad serve config")
 )

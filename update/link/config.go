@@ -50,6 +50,12 @@ type Config struct {
 	// when it is full is dropped and counted (Stats.HandlerDrops) rather
 	// than stalling the connection. 0 means 64.
 	QueueLen int `json:"queue_len,omitempty"`
+	// CleanSession asks the broker to forget this client's session when it
+	// disconnects. A device never sets it (commands must wait for it while
+	// it is away); a cloud-side service in a shared subscription group
+	// (fleet serve) does, or the broker would keep queueing the group's
+	// messages for an instance that died. Zero (false): persistent session.
+	CleanSession bool `json:"clean_session,omitempty"`
 	// Logger receives the link's logs; nil discards them.
 	Logger *slog.Logger `json:"-"`
 }

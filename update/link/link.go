@@ -353,7 +353,7 @@ func (l *Link) connect() (*conn, error) {
 		SetClientID(l.cfg.ClientID).
 		SetUsername(l.cfg.Username).
 		SetPassword(l.cfg.Password).
-		SetCleanSession(false).
+		SetCleanSession(l.cfg.CleanSession).
 		SetProtocolVersion(4).
 		SetAutoReconnect(false).
 		SetConnectRetry(false).

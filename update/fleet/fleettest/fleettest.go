@@ -1,0 +1,373 @@
+// Package fleettest runs a simulated fleet in one process, for tests and
+// demos: each device has its own model store, outbox, MQTT link (to a real
+// broker), update agent and engine, and serves the tiny-test preset, so
+// its health checks run in ONNX Runtime. Devices are the real device code
+// (update/device); only their number and their process are simulated.
+package fleettest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/update"
+	"github.com/edgeinfer/edgeinfer/update/device"
+	"github.com/edgeinfer/edgeinfer/update/link"
+)
+
+// Options configure simulated devices.
+type Options struct {
+	Broker string
+	Fleet  string
+	// Dir holds the devices' files (<Dir>/<device>/...).
+	Dir string
+	// ImageRoot and DirectorRoot are the roots provisioned on every
+	// device (the repository's 1.root.json files).
+	ImageRoot, DirectorRoot string
+	// Model is the model every device keeps up to date.
+	Model string
+	Board string
+	// Labels gives device i its labels (site, line, ...); nil: none.
+	Labels func(i int) map[string]string
+	// TelemetryInterval; 0 means 2 s.
+	TelemetryInterval time.Duration
+	// CheckInterval; 0 means 1 minute.
+	CheckInterval time.Duration
+	// Load, when above 0, runs one short generation per Load on each
+	// device that has the model, so telemetry reports TTFT and goodput.
+	Load time.Duration
+}
+
+// Device is one simulated device.
+type Device struct {
+	ID  string
+	dir string
+	opt Options
+	idx int
+
+	st, obst *store.Store
+	eng      *engine.Engine
+	l        *link.Link
+	ob       *link.Outbox
+	tel      *link.Telemetry
+	ag       *update.Agent
+	dev      *device.Device
+
+	stopObs func()
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+	err     error
+}
+
+// Start starts device i named id.
+func Start(ctx context.Context, opt Options, i int, id string) (_ *Device, err error) {
+	d := &Device{ID: id, dir: filepath.Join(opt.Dir, id), opt: opt, idx: i}
+	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, d.Close())
+		}
+	}()
+	if d.st, err = store.Open(ctx, filepath.Join(d.dir, "models.db"), store.Options{}); err != nil {
+		return nil, err
+	}
+	if d.obst, err = store.Open(ctx, filepath.Join(d.dir, "outbox.db"), store.Options{}); err != nil {
+		return nil, err
+	}
+	if d.eng, err = engine.Open(ctx, engine.Config{Session: ort.Options{IntraOpThreads: 1},
+		KV: engine.KVOptions{BudgetBytes: 2 << 20, DisableHugePages: true}}); err != nil {
+		return nil, err
+	}
+	birth := func() link.Birth {
+		return link.Birth{SDKVersion: update.SDKVersion, Board: opt.Board, Models: d.versions()}
+	}
+	if d.l, err = link.Open(ctx, link.Config{Broker: opt.Broker, Fleet: opt.Fleet, Device: id,
+		BackoffMin: 100 * time.Millisecond, BackoffMax: 2 * time.Second, KeepAlive: 10 * time.Second}, birth); err != nil {
+		return nil, err
+	}
+	if d.ob, err = link.OpenOutbox(ctx, d.obst, d.l, link.OutboxConfig{}); err != nil {
+		return nil, err
+	}
+	tiv := opt.TelemetryInterval
+	if tiv == 0 {
+		tiv = 2 * time.Second
+	}
+	d.tel = link.NewTelemetry(d.l, d.ob, link.TelemetryConfig{Interval: tiv, SDKVersion: update.SDKVersion, Board: opt.Board},
+		link.Sources{Models: d.versions, Engine: func() link.EngineStats { return device.EngineStats(d.eng) }})
+	d.stopObs = d.eng.Observe(device.Records(d.tel))
+	d.tel.Start()
+	sink := device.Events()
+	if d.ag, err = update.New(update.Config{Model: opt.Model, Device: update.Device{ID: id, Board: opt.Board},
+		ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf")},
+		update.Deps{Store: d.st, Source: update.MQTTSource{R: device.Requester{L: d.l}},
+			Activator: update.EngineActivator{Engine: d.eng, Store: d.st}, Events: sink}); err != nil {
+		return nil, err
+	}
+	cmds := link.NewCommands(d.l, 0)
+	var labels map[string]string
+	if opt.Labels != nil {
+		labels = opt.Labels(i)
+	}
+	civ := opt.CheckInterval
+	if civ == 0 {
+		civ = time.Minute
+	}
+	if d.dev, err = device.New(device.Config{Board: opt.Board, Labels: labels, CheckInterval: civ, RetryInterval: time.Second},
+		device.Deps{Link: d.l, Outbox: d.ob, Agent: d.ag, Commands: cmds}, opt.Model, sink); err != nil {
+		return nil, err
+	}
+	if err = cmds.Start(ctx); err != nil {
+		return nil, err
+	}
+	if opt.Load > 0 {
+		lctx, cancel := context.WithCancel(context.Background())
+		d.cancel = cancel
+		d.wg.Add(1)
+		go d.load(lctx)
+	}
+	return d, nil
+}
+
+// load runs one short greedy generation per Options.Load.
+func (d *Device) load(ctx context.Context) {
+	defer d.wg.Done()
+	t := time.NewTicker(d.opt.Load)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if d.Active() == "" {
+			continue
+		}
+		s := d.eng.GenerateTokens(ctx, d.opt.Model, []int32{1, 5, 9, 13}, engine.GenerateOptions{MaxTokens: 4, Sampling: &engine.Sampling{}})
+		for range s.Tokens() {
+		}
+	}
+}
+
+func (d *Device) versions() []link.ModelVersion {
+	mv := link.ModelVersion{Name: d.opt.Model}
+	for e, err := range d.st.List(context.Background()) {
+		if err != nil || e.Ref.Name != d.opt.Model {
+			continue
+		}
+		if e.Active {
+			mv.Active = e.Ref.Version
+		}
+		if e.Previous {
+			mv.Previous = e.Ref.Version
+		}
+	}
+	return []link.ModelVersion{mv}
+}
+
+// Active is the version the device's store has active ("" for none).
+func (d *Device) Active() string { return d.versions()[0].Active }
+
+// Status is the device's update status (store pointers and journal).
+func (d *Device) Status(ctx context.Context) (update.Status, error) { return d.ag.Status(ctx) }
+
+// BytesFetched is the chunk payload the device downloaded.
+func (d *Device) BytesFetched() int64 { return d.ag.BytesFetched() }
+
+// Close shuts the device down as `edgeinfer agent` does: the loop stops,
+// the outbox is flushed briefly, the link says offline, everything
+// closes. Idempotent.
+func (d *Device) Close() error {
+	d.once.Do(func() {
+		var errs []error
+		if d.cancel != nil {
+			d.cancel()
+		}
+		d.wg.Wait()
+		if d.dev != nil {
+			errs = append(errs, d.dev.Close())
+		}
+		if d.stopObs != nil {
+			d.stopObs()
+		}
+		if d.tel != nil {
+			errs = append(errs, d.tel.Close())
+		}
+		if d.ob != nil {
+			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = d.ob.Flush(fctx)
+			cancel()
+			errs = append(errs, d.ob.Close())
+		}
+		if d.l != nil {
+			errs = append(errs, d.l.Close())
+		}
+		if d.eng != nil {
+			errs = append(errs, d.eng.Close(context.Background()))
+		}
+		for _, s := range []*store.Store{d.obst, d.st} {
+			if s != nil {
+				errs = append(errs, s.Close())
+			}
+		}
+		d.err = errors.Join(errs...)
+	})
+	return d.err
+}
+
+// Fleet is a set of simulated devices.
+type Fleet struct {
+	Devices []*Device
+	opt     Options
+}
+
+// StartFleet starts n devices named dev-000, dev-001, ... (a few at a
+// time: each opens ONNX Runtime sessions and bbolt files).
+func StartFleet(ctx context.Context, opt Options, n int) (*Fleet, error) {
+	f := &Fleet{Devices: make([]*Device, n), opt: opt}
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			d, err := Start(ctx, opt, i, fmt.Sprintf("dev-%03d", i))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			f.Devices[i] = d
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return f, nil
+}
+
+// Restart starts device i again (after Close), with its files as they were.
+func (f *Fleet) Restart(ctx context.Context, i int) error {
+	d, err := Start(ctx, f.opt, i, f.Devices[i].ID)
+	if err != nil {
+		return err
+	}
+	f.Devices[i] = d
+	return nil
+}
+
+// Close closes every device, in parallel.
+func (f *Fleet) Close() error {
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, d := range f.Devices {
+		if d == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := d.Close()
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Versions counts devices by active version.
+func (f *Fleet) Versions() map[string]int {
+	out := map[string]int{}
+	for _, d := range f.Devices {
+		out[d.Active()]++
+	}
+	return out
+}
+
+// TinyBundle writes the tiny-test preset as bundle model@version into dir;
+// layer "" keeps the preset's weights, else that layer's tensors come from
+// the next seed (a release that changed one layer).
+func TinyBundle(ctx context.Context, dir, model, version, layer string) error {
+	cfg, src, err := llama.Preset("tiny-test")
+	if err != nil {
+		return err
+	}
+	other := src
+	other.Seed++
+	_, err = build.BuildDecoder(ctx, dir, build.DecoderSpec{Name: model, Version: version, Config: cfg,
+		Weights: layerSource{base: src, other: other, layer: layer}, CreatedBy: "fleettest"})
+	return err
+}
+
+type layerSource struct {
+	base, other llama.WeightSource
+	layer       string
+}
+
+func (s layerSource) Tensor(name string) (llama.Tensor, error) {
+	if s.layer != "" && len(name) >= len(s.layer) && name[:len(s.layer)] == s.layer {
+		return s.other.Tensor(name)
+	}
+	return s.base.Tensor(name)
+}
+
+// GoldenPrompt is the health check prompt of the bundles SetHealth seals.
+var GoldenPrompt = []int32{1, 17, 33, 65, 9}
+
+// SetHealth seals the bundle in dir with a health check: the greedy
+// output of GoldenPrompt as the bundle generates it — or, when wrong, that
+// output shifted by one token, which the bundle will fail.
+func SetHealth(ctx context.Context, dir string, n int, wrong bool) error {
+	e, err := engine.Open(ctx, engine.Config{Models: []engine.ModelSpec{{Name: "g", Dir: dir}}, Session: ort.Options{IntraOpThreads: 1},
+		KV: engine.KVOptions{BudgetBytes: 2 << 20, DisableHugePages: true}})
+	if err != nil {
+		return err
+	}
+	var out []int32
+	for tok, err := range e.GenerateTokens(ctx, "g", GoldenPrompt, engine.GenerateOptions{MaxTokens: n, Sampling: &engine.Sampling{}}).Tokens() {
+		if err != nil {
+			return errors.Join(err, e.Close(ctx))
+		}
+		out = append(out, tok.ID)
+	}
+	if err := e.Close(ctx); err != nil {
+		return err
+	}
+	if wrong {
+		for i := range out {
+			out[i] = (out[i] + 1) % 256
+		}
+	}
+	b, err := bundle.Load(dir)
+	if err != nil {
+		return err
+	}
+	m := b.Manifest
+	m.Health = &bundle.Health{PromptTokens: GoldenPrompt, ExpectTokens: out, MaxLatencyMS: 60000}
+	var files []string
+	for _, f := range m.Files {
+		files = append(files, f.Path)
+	}
+	return bundle.Write(dir, &m, files...)
+}

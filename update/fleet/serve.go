@@ -1,0 +1,394 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/update"
+	"github.com/edgeinfer/edgeinfer/update/device"
+	"github.com/edgeinfer/edgeinfer/update/link"
+)
+
+// ServeConfig configures one fleet serve instance. It is plain data; zero
+// values are documented.
+type ServeConfig struct {
+	// Broker, Fleet and the credentials are the instance's MQTT
+	// connection (link.Config's fields of the same names).
+	Broker   string `json:"broker"`
+	Fleet    string `json:"fleet"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	CAFile   string `json:"ca_file,omitempty"`
+	CertFile string `json:"cert_file,omitempty"`
+	KeyFile  string `json:"key_file,omitempty"`
+	// Instance names this instance (its client is _serve-<instance>);
+	// "" draws a random one. Instances must have distinct names.
+	Instance string `json:"instance,omitempty"`
+	// Repo is the repository directory (fleet keygen/publish): its files
+	// are what the instance serves.
+	Repo string `json:"repo"`
+	// Keys are directories of signing keys. With the director's keys the
+	// instance may lead: run rollouts and sign the director's assignments
+	// (and refresh timestamps). Without, it only serves.
+	Keys []string `json:"keys,omitempty"`
+	// Group is the shared-subscription group of the request topics; ""
+	// means "edgeinfer-serve". Instances of one group share the requests.
+	Group string `json:"group,omitempty"`
+	// Workers answer requests concurrently; 0 means 8.
+	Workers int `json:"workers,omitempty"`
+	// Tick is how often the leader re-evaluates rollouts; 0 means 1 s.
+	Tick time.Duration `json:"tick,omitempty"`
+	// TimestampEvery is how often the leader re-signs the timestamps; 0
+	// means 6 h (a quarter of the default expiry).
+	TimestampEvery time.Duration `json:"timestamp_every,omitempty"`
+	Logger         *slog.Logger  `json:"-"`
+}
+
+// Validate reports a bad field by name.
+func (c ServeConfig) Validate() error {
+	switch {
+	case c.Repo == "":
+		return fmt.Errorf("%w: repo: the repository directory is required", ErrServe)
+	case c.Workers < 0 || c.Tick < 0 || c.TimestampEvery < 0:
+		return fmt.Errorf("%w: workers, tick and timestamp_every must not be negative", ErrServe)
+	case strings.ContainsAny(c.Group, "/+#"):
+		return fmt.Errorf("%w: group %q must be one topic level", ErrServe, c.Group)
+	case strings.ContainsAny(c.Instance, "/+#"):
+		return fmt.Errorf("%w: instance %q must be one topic level", ErrServe, c.Instance)
+	}
+	return c.linkConfig().Validate()
+}
+
+func (c ServeConfig) linkConfig() link.Config {
+	return link.Config{Broker: c.Broker, Fleet: c.Fleet, Device: instancePrefix + c.Instance, Username: c.Username,
+		Password: c.Password, CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
+		CleanSession: true, QueueLen: 4096, Logger: c.Logger}
+}
+
+// ServeStats counts what an instance did.
+type ServeStats struct {
+	MetaRequests   uint64 `json:"meta_requests"`
+	ChunkRequests  uint64 `json:"chunk_requests"`
+	ChunkBytes     uint64 `json:"chunk_bytes"`
+	ResponseBytes  uint64 `json:"response_bytes"`
+	Failed         uint64 `json:"failed"` // answered with an error status
+	Leader         bool   `json:"leader"`
+	DirectorWrites uint64 `json:"director_writes"`
+	Nudges         uint64 `json:"nudges"`
+	Decisions      uint64 `json:"decisions"`
+	// DecisionTime is the leader's last pass over every rollout (view,
+	// decisions, director), excluding publishing.
+	DecisionTime time.Duration `json:"decision_ns"`
+}
+
+// Server is one fleet serve instance: it answers the devices' metadata
+// and chunk requests from the repository directory (shared with the other
+// instances of its group through $share/<group>/...), keeps a View from
+// the devices' retained topics and telemetry, and — when it is the
+// leader, the online instance with the lowest name holding the director's
+// keys — advances rollouts and signs the director's assignments. It holds
+// nothing another instance cannot rebuild from the broker and the
+// repository. Safe for concurrent use; Close is idempotent.
+type Server struct {
+	cfg  ServeConfig
+	id   string
+	l    *link.Link
+	view *View
+	src  update.FileSource
+	log  *slog.Logger
+	jobs chan link.Message
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+	cerr   error
+
+	meta, chunks, chunkBytes, resBytes, failed, dirWrites, nudges, decisions atomic.Uint64
+	leader                                                                   atomic.Bool
+	decisionNS                                                               atomic.Int64
+	lastStamp                                                                time.Time
+}
+
+// Serve starts an instance: it connects, subscribes and serves until
+// Close.
+func Serve(ctx context.Context, cfg ServeConfig) (*Server, error) {
+	if cfg.Instance == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		cfg.Instance = hex.EncodeToString(b[:])
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Group == "" {
+		cfg.Group = "edgeinfer-serve"
+	}
+	cfg.Workers = cmpOr(cfg.Workers, 8)
+	if cfg.Tick == 0 {
+		cfg.Tick = time.Second
+	}
+	if cfg.TimestampEvery == 0 {
+		cfg.TimestampEvery = 6 * time.Hour
+	}
+	s := &Server{cfg: cfg, id: cfg.Instance, view: NewView(cfg.Fleet), src: update.FileSource{Dir: cfg.Repo},
+		log: cfg.Logger, jobs: make(chan link.Message, 4*cfg.Workers), lastStamp: time.Now()}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	l, err := link.Open(ctx, cfg.linkConfig(), nil)
+	if err != nil {
+		return nil, err
+	}
+	s.l = l
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for _, f := range s.view.Filters() {
+		if err := l.Subscribe(ctx, f, 1, s.ingest); err != nil {
+			return nil, errors.Join(err, s.Close())
+		}
+	}
+	base := link.Root + "/" + cfg.Fleet + "/+/req/"
+	for _, t := range []string{update.TopicMeta, update.TopicChunk} {
+		f := "$share/" + cfg.Group + "/" + base + device.RequestName(t) + "/+"
+		if err := l.Subscribe(ctx, f, 1, s.enqueue); err != nil {
+			return nil, errors.Join(err, s.Close())
+		}
+	}
+	for range cfg.Workers {
+		s.wg.Add(1)
+		go s.worker()
+	}
+	s.wg.Add(1)
+	go s.leadLoop()
+	return s, nil
+}
+
+// Instance is this instance's name.
+func (s *Server) Instance() string { return s.id }
+
+// View is the instance's picture of the fleet.
+func (s *Server) View() *View { return s.view }
+
+// WaitConnected waits for the broker connection.
+func (s *Server) WaitConnected(ctx context.Context) error { return s.l.WaitConnected(ctx) }
+
+// Stats returns the instance's counters.
+func (s *Server) Stats() ServeStats {
+	return ServeStats{MetaRequests: s.meta.Load(), ChunkRequests: s.chunks.Load(), ChunkBytes: s.chunkBytes.Load(),
+		ResponseBytes: s.resBytes.Load(), Failed: s.failed.Load(), Leader: s.leader.Load(), DirectorWrites: s.dirWrites.Load(),
+		Nudges: s.nudges.Load(), Decisions: s.decisions.Load(), DecisionTime: time.Duration(s.decisionNS.Load())}
+}
+
+// Close stops leading and serving, publishes the instance offline and
+// disconnects.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		if s.cancel != nil {
+			s.cancel()
+		}
+		s.wg.Wait()
+		s.cerr = s.l.Close()
+	})
+	return s.cerr
+}
+
+func (s *Server) ingest(m link.Message) {
+	if err := s.view.Ingest(m.Topic, m.Payload, time.Now()); err != nil {
+		s.log.Debug("fleet: message ignored", "topic", m.Topic, "err", err)
+	}
+}
+
+func (s *Server) enqueue(m link.Message) {
+	select {
+	case s.jobs <- m:
+	case <-s.ctx.Done():
+	}
+}
+
+func (s *Server) worker() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case m := <-s.jobs:
+			s.answer(m)
+		}
+	}
+}
+
+// answer serves one request: edgeinfer/v1/<fleet>/<device>/req/<name>/<id>
+// is answered on .../<device>/res/<name>/<id>.
+func (s *Server) answer(m link.Message) {
+	res, name, ok := responseTopic(m.Topic)
+	if !ok {
+		s.failed.Add(1)
+		return
+	}
+	var topic string
+	switch name {
+	case device.RequestName(update.TopicMeta):
+		topic = update.TopicMeta
+		s.meta.Add(1)
+	case device.RequestName(update.TopicChunk):
+		topic = update.TopicChunk
+		s.chunks.Add(1)
+	default:
+		s.failed.Add(1)
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	body := update.ServeRequest(ctx, s.src, topic, m.Payload)
+	if len(body) > 0 && body[0] != 0 {
+		s.failed.Add(1)
+	} else if topic == update.TopicChunk {
+		s.chunkBytes.Add(uint64(len(body) - 1))
+	}
+	s.resBytes.Add(uint64(len(body)))
+	if err := s.l.Publish(ctx, res, 1, false, body); err != nil {
+		s.log.Debug("fleet: answer not sent", "topic", res, "err", err)
+	}
+}
+
+// responseTopic turns .../<device>/req/<name>/<id> into
+// .../<device>/res/<name>/<id> and returns the request's name.
+func responseTopic(req string) (res, name string, ok bool) {
+	parts := strings.Split(req, "/")
+	if len(parts) != 7 || parts[4] != "req" || parts[3] == "" || parts[5] == "" || parts[6] == "" {
+		return "", "", false
+	}
+	parts[4] = "res"
+	return strings.Join(parts, "/"), parts[5], true
+}
+
+func (s *Server) leadLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.lead(s.ctx); err != nil && s.ctx.Err() == nil {
+			s.log.Warn("fleet: leading", "err", err)
+		}
+	}
+}
+
+// isLeader: the online instance with the lowest name that holds keys.
+// Instances agree on it from the same retained statuses; while they
+// disagree (one's view lags), both may write the same computed result.
+func (s *Server) isLeader() bool {
+	if len(s.cfg.Keys) == 0 || !s.l.Stats().Connected {
+		return false
+	}
+	inst := s.view.Instances()
+	return len(inst) > 0 && inst[0] == s.id
+}
+
+// lead makes one pass: controls, decisions, director, nudges.
+func (s *Server) lead(ctx context.Context) error {
+	lead := s.isLeader()
+	s.leader.Store(lead)
+	if !lead {
+		return nil
+	}
+	start := time.Now()
+	devs := s.view.Devices()
+	outs := s.view.Rollouts()
+	ctls := s.view.Controls()
+	var errs []error
+	var changed []*Rollout
+	var rollbacks []string
+	for _, r := range outs {
+		dirty := false
+		if c, ok := ctls[r.ID]; ok && c.Seq > r.Control {
+			rb, err := r.Apply(c, devs, start)
+			errs = append(errs, err)
+			rollbacks = append(rollbacks, rb...)
+			dirty = true
+		}
+		if r.Advance(devs, start) {
+			dirty = true
+		}
+		if dirty {
+			s.decisions.Add(1)
+			changed = append(changed, r)
+		}
+	}
+	models := map[string]bool{}
+	for _, r := range outs {
+		models[r.Model] = true
+	}
+	var nudge []string
+	if len(models) > 0 {
+		repo, err := Open(s.cfg.Repo, InitOptions{}, nil, s.cfg.Keys...)
+		if err != nil {
+			return err
+		}
+		for m := range models {
+			before := repo.Assignments(m)
+			want := Assignments(m, outs, devs)
+			ok, err := repo.SetAssignments(m, want)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if ok {
+				s.dirWrites.Add(1)
+				for v, ds := range want {
+					for _, d := range ds {
+						if !slices.Contains(before[v], d) {
+							nudge = append(nudge, d)
+						}
+					}
+				}
+			}
+		}
+		if time.Since(s.lastStamp) > s.cfg.TimestampEvery {
+			errs = append(errs, repo.RefreshTimestamp(update.RepoImage), repo.RefreshTimestamp(update.RepoDirector))
+			s.lastStamp = time.Now()
+		}
+	}
+	s.decisionNS.Store(int64(time.Since(start)))
+	// The director is signed before the records say so: an instance
+	// taking over from here recomputes the same assignments.
+	for _, r := range changed {
+		b, _ := json.Marshal(r)
+		if err := s.l.Publish(ctx, RolloutTopic(s.cfg.Fleet, r.ID), 1, true, b); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.view.put(r)
+	}
+	for _, d := range nudge {
+		errs = append(errs, s.command(ctx, d, "check"))
+	}
+	for _, d := range rollbacks {
+		errs = append(errs, s.command(ctx, d, "rollback"))
+	}
+	return errors.Join(errs...)
+}
+
+// command sends the update command to a device at QoS 1: its persistent
+// session keeps it while the device is away.
+func (s *Server) command(ctx context.Context, dev, action string) error {
+	s.nudges.Add(1)
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	body, _ := json.Marshal(map[string]any{"id": hex.EncodeToString(b[:]), "args": map[string]string{"action": action}})
+	return s.l.Publish(ctx, link.NewTopics(s.cfg.Fleet, dev).Cmd(device.CommandUpdate), 1, false, body)
+}

@@ -1,0 +1,318 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/update/device"
+	"github.com/edgeinfer/edgeinfer/update/link"
+)
+
+// Fleet-side topics live under edgeinfer/v1/<fleet>/_fleet/. Device names
+// starting with '_' are reserved for the fleet's own clients (fleet serve
+// instances announce themselves as _serve-<instance>).
+const (
+	fleetDir       = "_fleet"
+	instancePrefix = "_serve-"
+)
+
+// RolloutTopic is where rollout id is retained.
+func RolloutTopic(fleet, id string) string {
+	return link.Root + "/" + fleet + "/" + fleetDir + "/rollout/" + id
+}
+
+// ControlTopic is where an operator's control of rollout id is retained.
+func ControlTopic(fleet, id string) string {
+	return link.Root + "/" + fleet + "/" + fleetDir + "/control/" + id
+}
+
+// Device is the fleet's view of one device, rebuilt from what it
+// published: its retained status (online/offline, board, models), its
+// retained update state, and its latest telemetry.
+type Device struct {
+	ID       string        `json:"device"`
+	Status   *link.Status  `json:"status,omitempty"`
+	Update   *device.State `json:"update,omitempty"`
+	Perf     *Perf         `json:"perf,omitempty"`
+	LastSeen time.Time     `json:"last_seen,omitzero"`
+}
+
+// Perf is what the latest telemetry says about serving: the worst TTFT
+// p99 of the interval's request classes and the summed goodput. Nil
+// fields: the interval had no such requests.
+type Perf struct {
+	TTFTP99MS   *float64 `json:"ttft_p99_ms"`
+	GoodputTokS float64  `json:"goodput_tok_s"`
+	Requests    uint64   `json:"requests"`
+	Time        string   `json:"time"`
+}
+
+// Online says the device's retained status is online.
+func (d *Device) Online() bool { return d.Status != nil && d.Status.State == "online" }
+
+// Board is the device's board from its update state or its birth.
+func (d *Device) Board() string {
+	if d.Update != nil && d.Update.Board != "" {
+		return d.Update.Board
+	}
+	if d.Status != nil && d.Status.Birth != nil {
+		return d.Status.Birth.Board
+	}
+	return ""
+}
+
+// View is a fleet instance's picture of the fleet, built only from
+// retained and streamed broker messages (Ingest), so any instance that
+// subscribes rebuilds the same. It is safe for concurrent use.
+type View struct {
+	fleet string
+	mu    sync.Mutex
+	devs  map[string]*Device
+	outs  map[string]*Rollout
+	ctl   map[string]Control
+	inst  map[string]bool // serve instances: online
+	// Messages counts ingested messages by kind (status, update,
+	// telemetry, rollout, control).
+	msgs map[string]uint64
+}
+
+// NewView makes an empty view of fleet.
+func NewView(fleet string) *View {
+	return &View{fleet: fleet, devs: map[string]*Device{}, outs: map[string]*Rollout{}, ctl: map[string]Control{},
+		inst: map[string]bool{}, msgs: map[string]uint64{}}
+}
+
+// Filters are the topic filters a view needs.
+func (v *View) Filters() []string {
+	b := link.Root + "/" + v.fleet + "/"
+	return []string{b + "+/status", b + "+/update", b + "+/telemetry", b + fleetDir + "/rollout/+", b + fleetDir + "/control/+"}
+}
+
+// Ingest takes one message. An empty payload clears a retained record.
+// Payloads come from any client the broker lets publish there: each is
+// size-bounded and checked, and a bad one is an error that changes
+// nothing.
+func (v *View) Ingest(topic string, payload []byte, now time.Time) error {
+	rest, ok := strings.CutPrefix(topic, link.Root+"/"+v.fleet+"/")
+	if !ok {
+		return fmt.Errorf("%w: topic %q is not fleet %s's", ErrMessage, topic, v.fleet)
+	}
+	if len(payload) > maxRecord {
+		return fmt.Errorf("%w: %s: %d bytes", ErrMessage, topic, len(payload))
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) == 3 && parts[0] == fleetDir {
+		return v.ingestFleet(parts[1], parts[2], payload)
+	}
+	if len(parts) != 2 || parts[0] == "" {
+		return fmt.Errorf("%w: topic %q", ErrMessage, topic)
+	}
+	id, kind := parts[0], parts[1]
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if strings.HasPrefix(id, instancePrefix) {
+		if kind == "status" {
+			var s link.Status
+			if len(payload) > 0 && json.Unmarshal(payload, &s) == nil {
+				v.inst[strings.TrimPrefix(id, instancePrefix)] = s.State == "online"
+			} else {
+				delete(v.inst, strings.TrimPrefix(id, instancePrefix))
+			}
+		}
+		return nil
+	}
+	if strings.HasPrefix(id, "_") {
+		return nil // another fleet-side client
+	}
+	d := v.devs[id]
+	if d == nil {
+		if len(payload) == 0 {
+			return nil
+		}
+		d = &Device{ID: id}
+		v.devs[id] = d
+	}
+	v.msgs[kind]++
+	switch kind {
+	case "status":
+		if len(payload) == 0 {
+			d.Status = nil
+			break
+		}
+		var s link.Status
+		if err := json.Unmarshal(payload, &s); err != nil || (s.State != "online" && s.State != "offline") {
+			return fmt.Errorf("%w: %s status: %v", ErrMessage, id, orState(err, s.State))
+		}
+		d.Status = &s
+	case "update":
+		if len(payload) == 0 {
+			d.Update = nil
+			break
+		}
+		var s device.State
+		if err := json.Unmarshal(payload, &s); err != nil || s.Schema != device.StateSchema {
+			return fmt.Errorf("%w: %s update state: %v", ErrMessage, id, orSchema(err, s.Schema))
+		}
+		// The outbox delivers at least once and in order: an older
+		// sequence number is a duplicate of a state already seen.
+		if d.Update != nil && s.Seq != 0 && s.Seq < d.Update.Seq {
+			return nil
+		}
+		d.Update = &s
+	case "telemetry":
+		var s link.Snapshot
+		if err := json.Unmarshal(payload, &s); err != nil || s.Schema != link.TelemetrySchema {
+			return fmt.Errorf("%w: %s telemetry: %v", ErrMessage, id, orSchema(err, s.Schema))
+		}
+		d.Perf = perfOf(&s)
+	default:
+		return nil
+	}
+	d.LastSeen = now
+	return nil
+}
+
+func orState(err error, state string) any {
+	if err != nil {
+		return err
+	}
+	return fmt.Sprintf("state %q", state)
+}
+
+func orSchema(err error, schema string) any {
+	if err != nil {
+		return err
+	}
+	return fmt.Sprintf("schema %q", schema)
+}
+
+func perfOf(s *link.Snapshot) *Perf {
+	p := &Perf{Time: s.Time}
+	for _, r := range s.Requests {
+		p.GoodputTokS += r.GoodputTokS
+		for _, n := range r.Outcomes {
+			p.Requests += n
+		}
+		if r.TTFT.P99 != nil && (p.TTFTP99MS == nil || *r.TTFT.P99 > *p.TTFTP99MS) {
+			v := *r.TTFT.P99
+			p.TTFTP99MS = &v
+		}
+	}
+	return p
+}
+
+func (v *View) ingestFleet(kind, id string, payload []byte) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch kind {
+	case "rollout":
+		v.msgs["rollout"]++
+		if len(payload) == 0 {
+			delete(v.outs, id)
+			return nil
+		}
+		r, err := ParseRollout(payload)
+		if err != nil {
+			return err
+		}
+		if r.ID != id {
+			return fmt.Errorf("%w: rollout %q on the topic of %q", ErrRollout, r.ID, id)
+		}
+		// A retained record older than the one held (an instance that
+		// lost the lead writing late) does not win.
+		if old := v.outs[id]; old != nil && r.Updated.Before(old.Updated) {
+			return nil
+		}
+		v.outs[id] = r
+	case "control":
+		v.msgs["control"]++
+		if len(payload) == 0 {
+			delete(v.ctl, id)
+			return nil
+		}
+		var c Control
+		if err := json.Unmarshal(payload, &c); err != nil {
+			return fmt.Errorf("%w: control %s: %v", ErrRollout, id, err)
+		}
+		v.ctl[id] = c
+	}
+	return nil
+}
+
+// Devices returns copies of the devices' records.
+func (v *View) Devices() map[string]*Device {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make(map[string]*Device, len(v.devs))
+	for id, d := range v.devs {
+		c := *d
+		out[id] = &c
+	}
+	return out
+}
+
+// Rollouts returns copies of the rollouts, by id.
+func (v *View) Rollouts() []*Rollout {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]*Rollout, 0, len(v.outs))
+	for _, id := range slices.Sorted(maps.Keys(v.outs)) {
+		c := *v.outs[id]
+		c.Targets = slices.Clone(c.Targets)
+		c.RolledBack = slices.Clone(c.RolledBack)
+		out = append(out, &c)
+	}
+	return out
+}
+
+// Rollout returns a copy of rollout id, or nil.
+func (v *View) Rollout(id string) *Rollout {
+	for _, r := range v.Rollouts() {
+		if r.ID == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// Controls returns the retained controls, by rollout id.
+func (v *View) Controls() map[string]Control {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return maps.Clone(v.ctl)
+}
+
+// Instances returns the fleet serve instances whose status is online.
+func (v *View) Instances() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []string
+	for id, on := range v.inst {
+		if on {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Messages returns how many device messages were ingested, by kind.
+func (v *View) Messages() map[string]uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return maps.Clone(v.msgs)
+}
+
+// put records a rollout the leader just wrote (its own message comes back
+// later through the broker).
+func (v *View) put(r *Rollout) {
+	v.mu.Lock()
+	c := *r
+	v.outs[r.ID] = &c
+	v.mu.Unlock()
+}
