@@ -20,6 +20,7 @@
 package device
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,10 +50,18 @@ func StateTopic(t link.Topics) string { return t.Base() + "update" }
 func RequestName(topic string) string { return strings.ReplaceAll(topic, "/", "-") }
 
 // Requester carries update.MQTTSource's requests over a link.
-type Requester struct{ L *link.Link }
+type Requester struct {
+	L *link.Link
+	// Timeout bounds one request; 0 means 15 s. A request whose answer
+	// never comes (the fleet instance that took it died) fails, and the
+	// agent resumes the download later, fetching only what is missing.
+	Timeout time.Duration
+}
 
 // Request implements update.Requester.
 func (r Requester) Request(ctx context.Context, topic string, payload []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(r.Timeout, 15*time.Second))
+	defer cancel()
 	return r.L.Request(ctx, RequestName(topic), payload)
 }
 

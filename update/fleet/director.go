@@ -69,31 +69,31 @@ func (r *Repository) Assignments(model string) map[string][]string {
 		if !strings.HasPrefix(p, model+"/") {
 			continue
 		}
-		var a update.Assignment
-		if tf.Custom != nil {
-			_ = json.Unmarshal(*tf.Custom, &a)
-		}
-		out[strings.TrimPrefix(p, model+"/")] = a.Devices
+		out[strings.TrimPrefix(p, model+"/")] = devicesOf(tf)
 	}
 	return out
 }
 
+// sameAssignments compares targets by length, hashes and assigned
+// devices (the custom field as read back from disk is canonical JSON, so
+// its bytes are not compared).
 func sameAssignments(a, b map[string]*metadata.TargetFiles) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for p, x := range a {
 		y, ok := b[p]
-		if !ok || !x.Equal(*y) || string(rawOf(x.Custom)) != string(rawOf(y.Custom)) {
+		if !ok || !x.Equal(*y) || !slices.Equal(devicesOf(x), devicesOf(y)) {
 			return false
 		}
 	}
 	return true
 }
 
-func rawOf(m *json.RawMessage) []byte {
-	if m == nil {
-		return nil
+func devicesOf(tf *metadata.TargetFiles) []string {
+	var a update.Assignment
+	if tf.Custom != nil {
+		_ = json.Unmarshal(*tf.Custom, &a)
 	}
-	return *m
+	return a.Devices
 }

@@ -263,8 +263,8 @@ func countAssignedRolledBack(r *Rollout) int {
 
 func waveSize(percent, n int) int { return max(1, (percent*n+99)/100) }
 
-// selectTargets orders the matching devices by a hash of rollout id and
-// device name.
+// selectTargets orders the matching devices: online ones first, each
+// group by a hash of rollout id and device name.
 func selectTargets(id, model string, sel map[string]string, devices map[string]*Device) []string {
 	var ids []string
 	for name, d := range devices {
@@ -272,9 +272,16 @@ func selectTargets(id, model string, sel map[string]string, devices map[string]*
 			ids = append(ids, name)
 		}
 	}
+	// Online devices first: a canary that is away would hold its wave
+	// for the whole window. Offline targets come last and catch up when
+	// they return.
 	key := func(d string) string {
 		h := sha256.Sum256([]byte(id + "\x00" + d))
-		return string(h[:])
+		off := "0"
+		if !devices[d].Online() {
+			off = "1"
+		}
+		return off + string(h[:])
 	}
 	slices.SortFunc(ids, func(a, b string) int { return strings.Compare(key(a), key(b)) })
 	return ids

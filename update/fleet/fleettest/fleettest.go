@@ -112,7 +112,7 @@ func Start(ctx context.Context, opt Options, i int, id string) (_ *Device, err e
 	sink := device.Events()
 	if d.ag, err = update.New(update.Config{Model: opt.Model, Device: update.Device{ID: id, Board: opt.Board},
 		ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf")},
-		update.Deps{Store: d.st, Source: update.MQTTSource{R: device.Requester{L: d.l}},
+		update.Deps{Store: d.st, Source: update.MQTTSource{R: device.Requester{L: d.l, Timeout: 5 * time.Second}},
 			Activator: update.EngineActivator{Engine: d.eng, Store: d.st}, Events: sink}); err != nil {
 		return nil, err
 	}
