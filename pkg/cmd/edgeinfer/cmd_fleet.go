@@ -20,6 +20,7 @@ func init() {
 }
 
 const fleetUsage = `usage: edgeinfer fleet <keygen|publish|sign|assign> --repo DIR --keys DIR [flags]
+       edgeinfer fleet <serve|rollout|status> --fleet NAME [flags]   (see 'fleet serve --help')
 
   keygen   create the TUF repositories (image; --director too) with new keys
   publish  --bundle DIR | --from-store FILE --ref NAME@VERSION: sign a release,
@@ -32,6 +33,9 @@ DIR is laid out for any static HTTPS host; devices read it with
 'edgeinfer update --source https://host/DIR'. Keep --root-keys offline.`
 
 func runFleet(ctx context.Context, stdout io.Writer, args []string) error {
+	if len(args) > 0 && fleetOps[args[0]] != nil { // serve, rollout, status: cmd_fleet_ops.go
+		return fleetOps[args[0]](ctx, stdout, args[1:])
+	}
 	fs := newFlagSet("fleet")
 	repoDir := fs.String("repo", "", "repository `dir` (what the HTTPS host serves)")
 	keyDir := fs.String("keys", "", "online signing keys `dir` (targets, snapshot, timestamp)")
