@@ -126,3 +126,34 @@ func TestOutboxCap(t *testing.T) {
 	}
 	t.Logf("refused: %v", refused)
 }
+
+// TestOutboxReopenClean: metadata is not mistaken for a record on reopen.
+func TestOutboxReopenClean(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t, filepath.Join(t.TempDir(), "store.db"))
+	defer st.Close()
+	l, err := Open(ctx, Config{Broker: "tcp://127.0.0.1:1", Fleet: "f", Device: "d"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for round := 0; round < 2; round++ {
+		ob, err := OpenOutbox(ctx, st, l, OutboxConfig{MaxBytes: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 20; i++ {
+			_, _ = ob.Enqueue(ctx, "t", ClassTelemetry, func(s uint64) []byte { return seqPayload(s, 100) })
+		}
+		if err := ob.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := ob.Stats()
+		if s.Corrupt != 0 || s.Dropped == 0 || s.NextSeq != uint64(21+20*round) {
+			t.Fatalf("round %d: %+v", round, s)
+		}
+		if err := ob.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -124,7 +124,9 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-func openStore(t *testing.T, path string) *store.Store {
+func openStore(t *testing.T, path string) *store.Store { return openStoreB(t, path) }
+
+func openStoreB(t testing.TB, path string) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), path, store.Options{})
 	if err != nil {

@@ -86,6 +86,7 @@ type Link struct {
 	log    *slog.Logger
 	tls    *tls.Config
 	birth  func() Birth
+	hooks  Hooks
 
 	ctx    context.Context // the link's lifetime, cancelled by Close
 	cancel context.CancelFunc
@@ -122,10 +123,35 @@ type subscription struct {
 	queue  chan Message
 }
 
+// Hooks customise what a Link does on each connection; the zero value is
+// the edgeinfer status will and birth alone.
+type Hooks struct {
+	// Birth is called on every connection for the status payload; nil
+	// announces no versions.
+	Birth func() Birth
+	// Will, when set, replaces the status will, and is called before every
+	// connection attempt: Sparkplug's NDEATH carries a bdSeq that changes
+	// with each attempt. The status topic then gets no "offline" when the
+	// connection is lost (only on Close).
+	Will func() (topic string, payload []byte, qos byte, retained bool)
+	// OnConnect runs on every new connection after the subscriptions and
+	// before anything else is published (Sparkplug's NBIRTH must be the
+	// first message of a session). publish sends directly on the new
+	// connection and waits for it. An error drops the connection; the link
+	// tries again.
+	OnConnect func(ctx context.Context, publish func(topic string, qos byte, retained bool, payload []byte) error) error
+}
+
 // Open validates cfg, reads the TLS files and starts connecting in the
 // background; it does not wait for the broker (see WaitConnected). birth,
 // which may be nil, is called on every connection for the status payload.
 func Open(ctx context.Context, cfg Config, birth func() Birth) (*Link, error) {
+	return OpenWith(ctx, cfg, Hooks{Birth: birth})
+}
+
+// OpenWith is Open with hooks.
+func OpenWith(ctx context.Context, cfg Config, h Hooks) (*Link, error) {
+	birth := h.Birth
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -140,7 +166,7 @@ func Open(ctx context.Context, cfg Config, birth func() Birth) (*Link, error) {
 	if birth == nil {
 		birth = func() Birth { return Birth{} }
 	}
-	l := &Link{cfg: cfg, topics: NewTopics(cfg.Fleet, cfg.Device), log: cfg.Logger, tls: tlsCfg, birth: birth}
+	l := &Link{cfg: cfg, topics: NewTopics(cfg.Fleet, cfg.Device), log: cfg.Logger, tls: tlsCfg, birth: birth, hooks: h}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.mu.up = make(chan struct{})
 	l.mu.subs = map[string]*subscription{}
@@ -363,6 +389,10 @@ func (l *Link) connect() (*conn, error) {
 		SetWriteTimeout(l.cfg.ConnectTimeout).
 		SetBinaryWill(l.topics.Status(), will, 1, true).
 		SetConnectionLostHandler(func(mqtt.Client, error) { c.lost() })
+	if l.hooks.Will != nil {
+		topic, payload, qos, retained := l.hooks.Will()
+		opts.SetBinaryWill(topic, payload, qos, retained)
+	}
 	if l.tls != nil {
 		opts.SetTLSConfig(l.tls)
 	}
@@ -390,6 +420,23 @@ func (l *Link) connect() (*conn, error) {
 		if err := l.subscribe(ctx, c, s); err != nil {
 			l.log.Error("link: subscription refused", "filter", s.filter, "err", err)
 			subErr = errors.Join(subErr, err)
+		}
+	}
+	if l.hooks.OnConnect != nil {
+		publish := func(topic string, qos byte, retained bool, payload []byte) error {
+			tok := c.client.Publish(topic, qos, retained, payload)
+			select {
+			case <-tok.Done():
+				return tok.Error()
+			case <-c.down:
+				return ErrNotConnected
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err := l.hooks.OnConnect(ctx, publish); err != nil {
+			c.client.Disconnect(0)
+			return nil, fmt.Errorf("link: on connect: %w", err)
 		}
 	}
 	b := l.birth()

@@ -140,9 +140,11 @@ const (
 	recordCost    = 16
 )
 
+// Metadata keys: never 8 bytes long (the length of a seq key), and
+// starting with '~' so that they sort after every seq key.
 var (
-	metaDropped = []byte("~dropped")
-	metaNext    = []byte("~next")
+	metaDropped = []byte("~dropped_total")
+	metaNext    = []byte("~next_seq")
 )
 
 func (r *record) size() int64 { return int64(len(r.topic)+len(r.payload)) + recordCost }

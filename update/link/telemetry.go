@@ -113,6 +113,7 @@ type Telemetry struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	kick   chan struct{}
+	sinks  []func(context.Context, Snapshot) error
 
 	mu struct {
 		sync.Mutex
@@ -392,6 +393,11 @@ func (t *Telemetry) Publish(ctx context.Context) (Snapshot, error) {
 	return s, err
 }
 
+// AddSink has every periodic snapshot also handed to fn after it is
+// enqueued (the Sparkplug node publishes it as NDATA/DDATA). Call it
+// before Start.
+func (t *Telemetry) AddSink(fn func(context.Context, Snapshot) error) { t.sinks = append(t.sinks, fn) }
+
 // Start publishes a snapshot every interval until Close.
 func (t *Telemetry) Start() {
 	t.wg.Add(1)
@@ -410,8 +416,14 @@ func (t *Telemetry) Start() {
 				timer.Stop()
 				return
 			}
-			if _, err := t.Publish(t.ctx); err != nil && t.link != nil {
+			s, err := t.Publish(t.ctx)
+			if err != nil && t.link != nil {
 				t.link.log.Warn("link: telemetry not enqueued", "err", err)
+			}
+			for _, fn := range t.sinks {
+				if err := fn(t.ctx, s); err != nil && t.link != nil {
+					t.link.log.Debug("link: telemetry sink", "err", err)
+				}
 			}
 		}
 	}()

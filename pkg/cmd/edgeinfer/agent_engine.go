@@ -1,41 +1,41 @@
 package main
 
-// The agent's only contact with the engine's record and stats types: the
-// engine pushes each finished request's Record (a metrics.Timeline) to its
-// observers; this file turns it into the link's Record.
+// The agent's only contact with the engine's record and stats types:
+// finished requests arrive as engine records (metrics timelines) through
+// an engine observer and become link.Records; the stats become
+// link.EngineStats.
 
 import (
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/update/link"
 )
 
-// observeEngine feeds the engine's finished requests to o. It returns the
-// function that removes the observer.
+// observeEngine feeds every finished request of e to o; the returned
+// function stops it. The engine calls observers on a goroutine of its own,
+// off the device loop, and Telemetry.Observe only records into
+// histograms: it never waits on the network.
 func observeEngine(e *engine.Engine, o link.Observer) (stop func()) {
-	return e.Observe(recordObserver{o})
+	return e.Observe(timelineObserver{o})
 }
 
-// recordObserver adapts a link.Observer to the engine's Observer.
-type recordObserver struct{ o link.Observer }
+type timelineObserver struct{ o link.Observer }
 
-func (r recordObserver) ObserveTimeline(t *engine.Record) { r.o.Observe(recordOf(t)) }
+func (t timelineObserver) ObserveTimeline(tl *engine.Record) { t.o.Observe(recordOf(tl)) }
 
-func recordOf(t *engine.Record) link.Record {
+func recordOf(t *metrics.Timeline) link.Record {
 	class := t.Class
 	if class == "" {
-		class = engine.ClassInteractive.String()
+		class = metrics.ClassInteractive
 	}
-	var times []time.Time
-	if len(t.Tokens) > 0 {
-		times = make([]time.Time, len(t.Tokens))
-		for i, d := range t.Tokens {
-			times[i] = t.Arrived.Add(d)
-		}
+	times := make([]time.Time, len(t.Tokens))
+	for i, d := range t.Tokens {
+		times[i] = t.Arrived.Add(d)
 	}
-	return link.Record{Model: t.Model, Class: class, Outcome: string(t.Outcome),
-		Arrived: t.Arrived, FirstScheduled: t.FirstScheduled, FirstToken: t.FirstToken, Finished: t.Finished,
+	return link.Record{Model: t.Model, Class: class, Outcome: string(t.Outcome), Arrived: t.Arrived,
+		FirstScheduled: t.FirstScheduled, FirstToken: t.FirstToken, Finished: t.Finished,
 		TokenTimes: times, MetSLO: t.MetSLO()}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/update/link"
+	"github.com/edgeinfer/edgeinfer/update/link/sparkplug"
 )
 
 func init() {
@@ -41,7 +42,8 @@ agent.json (plain JSON; unknown fields are refused):
    "fleet": "plant-7", "device": "cam-12", "telemetry_interval": "10s"}
 fields: store, outbox, models, broker, fleet, device, client_id, username,
   password, ca_file, cert_file, key_file, server_name, telemetry_interval,
-  outbox_max_bytes, flush_timeout, log_level, board`
+  outbox_max_bytes, flush_timeout, log_level, board,
+  sparkplug ({"group": "plant-7"}: also a Sparkplug B edge node)`
 
 // agentConfig is agent.json: plain data, every field optional but store,
 // broker, fleet and device.
@@ -77,6 +79,11 @@ type agentConfig struct {
 	LogLevel string `json:"log_level"`
 	// Board overrides the detected board name in status and telemetry.
 	Board string `json:"board"`
+	// Sparkplug, when set, also publishes telemetry as a Sparkplug B edge
+	// node (the device id is the node id); its NDEATH becomes the will.
+	Sparkplug *struct {
+		Group string `json:"group"`
+	} `json:"sparkplug"`
 }
 
 // loadAgentConfig reads and validates agent.json; errors name the field.
@@ -126,6 +133,11 @@ func loadAgentConfig(path string) (agentConfig, link.Config, error) {
 		Password: c.Password, CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, ServerName: c.ServerName}
 	if err := lc.Validate(); err != nil {
 		return c, lc, fmt.Errorf("config %s: %w", path, err)
+	}
+	if c.Sparkplug != nil {
+		if err := (sparkplug.Config{Group: c.Sparkplug.Group, Node: c.Device}).Validate(); err != nil {
+			return c, lc, fmt.Errorf("config %s: sparkplug: %w", path, err)
+		}
 	}
 	return c, lc, nil
 }
@@ -178,7 +190,15 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 	defer func() { err = errors.Join(err, obStore.Close()) }()
 
 	birth := func() link.Birth { return link.Birth{SDKVersion: sdk, Board: board, Models: versions} }
-	l, err := link.Open(ctx, lcfg, birth)
+	hooks := link.Hooks{Birth: birth}
+	var node *sparkplug.Node
+	if cfg.Sparkplug != nil {
+		if node, err = sparkplug.NewNode(sparkplug.Config{Group: cfg.Sparkplug.Group, Node: lcfg.Device}); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		hooks = node.Hooks(birth)
+	}
+	l, err := link.OpenWith(ctx, lcfg, hooks)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -212,6 +232,12 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 		src.Engine = func() link.EngineStats { return engineStats(eng) }
 	}
 	tel := link.NewTelemetry(l, ob, link.TelemetryConfig{Interval: interval, SDKVersion: sdk, Board: board}, src)
+	if node != nil {
+		if err := node.Start(ctx, l); err != nil {
+			return fmt.Errorf("agent: sparkplug: %w", err)
+		}
+		tel.AddSink(node.Publish)
+	}
 	stopRecords := func() {}
 	if eng != nil {
 		stopRecords = observeEngine(eng, tel)

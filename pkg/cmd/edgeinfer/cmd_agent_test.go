@@ -108,7 +108,9 @@ func TestAgent(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	wait("offline status", func() bool { return has(top.Status(), `"state":"offline","fleet":"f","device":"d","reason":"shutdown"`) })
+	wait("offline status", func() bool {
+		return has(top.Status(), `"state":"offline","fleet":"f","device":"d","reason":"shutdown"`)
+	})
 	var snap link.Snapshot
 	mu.Lock()
 	_ = json.Unmarshal([]byte(seen[top.Telemetry()][0]), &snap)
