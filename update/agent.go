@@ -429,7 +429,13 @@ func (a *Agent) activate(ctx context.Context, rel *Release, j Journal) error {
 		}
 		return errors.Join(err, werr)
 	}
-	a.emit(ctx, Event{Kind: EventHealthOK, Model: rel.Name, Version: rel.Version, Counter: rel.Counter, Health: report})
+	if a.act != nil {
+		ev := Event{Kind: EventHealthOK, Model: rel.Name, Version: rel.Version, Counter: rel.Counter, Health: report}
+		if report == nil {
+			ev.Reason = "loaded; the release has no golden check"
+		}
+		a.emit(ctx, ev)
+	}
 	if err := a.st.Activate(ctx, ref.String()); err != nil {
 		return err
 	}
