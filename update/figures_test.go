@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +42,17 @@ func TestDeltaFigures(t *testing.T) {
 	e.src = update.HTTPSource{BaseURL: ng.URL, Client: ng.Client}
 	act := update.CheckActivator{Store: e.st, Engine: engine.Config{Session: ort.Options{IntraOpThreads: 2}}}
 	e.now = time.Now()
-	a, err := update.New(e.cfg, update.Deps{Store: e.st, Source: e.src, Activator: act})
+	var mu sync.Mutex
+	stamps := map[update.EventKind]time.Time{}
+	a, err := update.New(e.cfg, update.Deps{Store: e.st, Source: e.src, Activator: act,
+		Events: update.EventFunc(func(_ context.Context, ev update.Event) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := stamps[ev.Kind]; !ok || ev.Kind != update.EventDownloading {
+				stamps[ev.Kind] = ev.Time
+			}
+			return nil
+		})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,10 +92,19 @@ func TestDeltaFigures(t *testing.T) {
 			t.Fatal(err)
 		}
 		published := time.Since(start)
+		mu.Lock()
+		clear(stamps)
+		mu.Unlock()
 		if _, err := a.Apply(e.ctx); err != nil {
 			t.Fatal(err)
 		}
 		took = time.Since(start)
+		applyStart := start.Add(published)
+		gap := func(a, b update.EventKind) float64 { return stamps[b].Sub(stamps[a]).Seconds() }
+		// verified comes after every chunk landed and every file was re-hashed.
+		t.Logf("  device: metadata %.2f s, chunks in and verified %.2f s, staged %.2f s, health check (export, load, golden) %.2f s, activate %.2f s",
+			stamps[update.EventOffered].Sub(applyStart).Seconds(), gap(update.EventOffered, update.EventVerified),
+			gap(update.EventVerified, update.EventStaged), gap(update.EventStaged, update.EventHealthOK), gap(update.EventHealthOK, update.EventActive))
 		sent, _, err := ng.BytesSent()
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +192,6 @@ func BenchmarkMetadataRefresh(b *testing.B) {
 	}
 	ts, _ := os.ReadFile(filepath.Join(e.repoDir, "image", "timestamp.json"))
 	tg, _ := os.ReadFile(filepath.Join(e.repoDir, "image", "21.targets.json"))
-	b.ReportMetric(float64(len(ts)+len(tg)), "metadata-bytes")
 	e.cfg.Model = "nothing" // refresh, find nothing to install
 	ctx := context.Background()
 	for b.Loop() {
@@ -182,4 +201,5 @@ func BenchmarkMetadataRefresh(b *testing.B) {
 			b.Fatal("offered something")
 		}
 	}
+	b.ReportMetric(float64(len(ts)+len(tg)), "metadata-bytes")
 }

@@ -183,8 +183,16 @@ func (r *Repository) PublishFromStore(ctx context.Context, st *store.Store, ref 
 }
 
 func (r *Repository) addRelease(rel *update.Release, stats *PublishStats) error {
+	path := update.TargetPath(rel.Name, rel.Version)
 	if rel.Counter == 0 {
 		rel.Counter = r.highestCounter(rel.Name) + 1
+		// Publishing the same version again keeps its counter: devices
+		// that have it must not take it for a newer release.
+		if old, ok := r.image.targets.Signed.Targets[path]; ok && old.Custom != nil {
+			if prev, err := update.ParseRelease(*old.Custom); err == nil {
+				rel.Counter = prev.Counter
+			}
+		}
 	}
 	if err := rel.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrBundle, err)
@@ -199,7 +207,6 @@ func (r *Repository) addRelease(rel *update.Release, stats *PublishStats) error 
 	if err != nil {
 		return err
 	}
-	path := update.TargetPath(rel.Name, rel.Version)
 	if old, ok := r.image.targets.Signed.Targets[path]; ok {
 		if old.Length != mf.Size || string(old.Hashes["sha256"]) != string(mf.SHA256[:]) {
 			return fmt.Errorf("%w: %s is already published with other content: publish a new version", ErrBundle, path)

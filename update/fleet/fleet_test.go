@@ -79,12 +79,12 @@ func TestPublishDedup(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The same version again, from a store: same chunks, same target.
-	_, s3, err := r.PublishFromStore(ctx, st, "m@2", fleet.ReleaseOptions{Counter: 2})
+	rel3, s3, err := r.PublishFromStore(ctx, st, "m@2", fleet.ReleaseOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s3.NewBytes != 0 {
-		t.Fatalf("republishing from a store stored %d bytes", s3.NewBytes)
+	if s3.NewBytes != 0 || rel3.Counter != 2 {
+		t.Fatalf("republishing from a store stored %d bytes, counter %d (want 0 bytes, the same counter 2)", s3.NewBytes, rel3.Counter)
 	}
 	if err := r.RotateRoot(fleet.RotateOptions{Repo: "image", Roles: []string{"targets"}, KeyDir: keys}); !errors.Is(err, fleet.ErrKeys) {
 		t.Fatalf("root rotation without the offline root keys: %v", err)
