@@ -88,3 +88,36 @@ func TestRootRotation(t *testing.T) {
 		t.Fatalf("trusted root after rotation: %v, %v", root, err)
 	}
 }
+
+// TestDirector: the director decides which device installs which signed
+// release; a release assigned to other devices is not offered here, and
+// an assignment whose hashes differ from the image repository's is
+// refused.
+func TestDirector(t *testing.T) {
+	e := newEnv(t, fleet.InitOptions{Director: true})
+	e.publish("1", layers(1), fleet.ReleaseOptions{})
+	e.publish("2", layers(2), fleet.ReleaseOptions{})
+	a := e.agent()
+	if _, err := a.Apply(e.ctx); !errors.Is(err, update.ErrNoUpdate) {
+		t.Fatalf("nothing assigned: %v", err)
+	}
+	if err := e.repo.Assign("m", "1", []string{"dev-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(e.ctx); err != nil || e.active() != "1" {
+		t.Fatalf("assigned 1 to this device: %v, active %q (2 is newer but not assigned)", err, e.active())
+	}
+	if err := e.repo.Assign("m", "2", []string{"dev-7"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(e.ctx); !errors.Is(err, update.ErrNoUpdate) || e.active() != "1" {
+		t.Fatalf("2 assigned to another device: %v, active %q", err, e.active())
+	}
+	// A director that names a signed path with other hashes.
+	if err := e.repo.AssignUnsigned("m/2", 999, make([]byte, 32)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(e.ctx); !errors.Is(err, update.ErrNotSigned) || e.active() != "1" {
+		t.Fatalf("assignment with other hashes: %v, active %q", err, e.active())
+	}
+}
