@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
@@ -120,4 +121,24 @@ func TestDirector(t *testing.T) {
 	if _, err := a.Apply(e.ctx); !errors.Is(err, update.ErrNotSigned) || e.active() != "1" {
 		t.Fatalf("assignment with other hashes: %v, active %q", err, e.active())
 	}
+}
+
+// TestClockFromTheFuture: one check with a clock years ahead is refused
+// (everything looks expired), but does not poison the clock floor: once
+// the clock is right again and the timestamp refreshed, updates go on.
+func TestClockFromTheFuture(t *testing.T) {
+	e := newEnv(t, fleet.InitOptions{})
+	e.publish("1", layers(1), fleet.ReleaseOptions{})
+	e.applyOK(t, "1")
+	e.publish("2", layers(2), fleet.ReleaseOptions{})
+	right := e.now
+	e.now = right.AddDate(70, 0, 0)
+	if _, err := e.agent().Apply(e.ctx); !errors.Is(err, update.ErrFreeze) {
+		t.Fatalf("clock in 2096: %v", err)
+	}
+	e.now = right.Add(time.Hour)
+	if err := e.repo.RefreshTimestamp("image"); err != nil {
+		t.Fatal(err)
+	}
+	e.applyOK(t, "2")
 }
