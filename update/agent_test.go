@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
@@ -87,4 +88,57 @@ func TestRootRotation(t *testing.T) {
 	if err != nil || root.Signed.Version != 2 {
 		t.Fatalf("trusted root after rotation: %v, %v", root, err)
 	}
+}
+
+// TestDirector: the director decides which device installs which signed
+// release; a release assigned to other devices is not offered here, and
+// an assignment whose hashes differ from the image repository's is
+// refused.
+func TestDirector(t *testing.T) {
+	e := newEnv(t, fleet.InitOptions{Director: true})
+	e.publish("1", layers(1), fleet.ReleaseOptions{})
+	e.publish("2", layers(2), fleet.ReleaseOptions{})
+	a := e.agent()
+	if _, err := a.Apply(e.ctx); !errors.Is(err, update.ErrNoUpdate) {
+		t.Fatalf("nothing assigned: %v", err)
+	}
+	if err := e.repo.Assign("m", "1", []string{"dev-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(e.ctx); err != nil || e.active() != "1" {
+		t.Fatalf("assigned 1 to this device: %v, active %q (2 is newer but not assigned)", err, e.active())
+	}
+	if err := e.repo.Assign("m", "2", []string{"dev-7"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(e.ctx); !errors.Is(err, update.ErrNoUpdate) || e.active() != "1" {
+		t.Fatalf("2 assigned to another device: %v, active %q", err, e.active())
+	}
+	// A director that names a signed path with other hashes.
+	if err := e.repo.AssignUnsigned("m/2", 999, make([]byte, 32)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(e.ctx); !errors.Is(err, update.ErrNotSigned) || e.active() != "1" {
+		t.Fatalf("assignment with other hashes: %v, active %q", err, e.active())
+	}
+}
+
+// TestClockFromTheFuture: one check with a clock years ahead is refused
+// (everything looks expired), but does not poison the clock floor: once
+// the clock is right again and the timestamp refreshed, updates go on.
+func TestClockFromTheFuture(t *testing.T) {
+	e := newEnv(t, fleet.InitOptions{})
+	e.publish("1", layers(1), fleet.ReleaseOptions{})
+	e.applyOK(t, "1")
+	e.publish("2", layers(2), fleet.ReleaseOptions{})
+	right := e.now
+	e.now = right.AddDate(70, 0, 0)
+	if _, err := e.agent().Apply(e.ctx); !errors.Is(err, update.ErrFreeze) {
+		t.Fatalf("clock in 2096: %v", err)
+	}
+	e.now = right.Add(time.Hour)
+	if err := e.repo.RefreshTimestamp("image"); err != nil {
+		t.Fatal(err)
+	}
+	e.applyOK(t, "2")
 }

@@ -29,13 +29,26 @@ func (a *Agent) Check(ctx context.Context) (*Offer, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The clock floor rises with every reading, refused or not: a check
-	// that found metadata expired must not pass after the clock went back.
-	if err := a.raiseClockFloor(ctx, ref); err != nil {
+	// The clock floor rises with every reading, refused or not — a check
+	// that found metadata expired must not pass after the clock went
+	// back — but never past the expiry of the newest timestamp trusted,
+	// so one reading of a clock far in the future cannot make every later
+	// timestamp look expired.
+	if trusted, err := a.trustedExpiry(ctx); err != nil {
+		return nil, err
+	} else if !trusted.IsZero() {
+		if err := a.raiseClockFloor(ctx, minTime(ref, trusted.Add(time.Millisecond))); err != nil {
+			return nil, err
+		}
+	}
+	images, info, err := trustedTargets(ctx, a.src, RepoImage, a.imageRoot, a.cfg.MetadataDir, ref)
+	if err != nil {
 		return nil, err
 	}
-	images, _, err := trustedTargets(ctx, a.src, RepoImage, a.imageRoot, a.cfg.MetadataDir, ref)
-	if err != nil {
+	if err := a.setTrustedExpiry(ctx, info.Expires); err != nil {
+		return nil, err
+	}
+	if err := a.raiseClockFloor(ctx, minTime(ref, info.Expires)); err != nil {
 		return nil, err
 	}
 	candidates := images
@@ -178,10 +191,18 @@ func (a *Agent) assignedHere(tf *metadata.TargetFiles) bool {
 	return false
 }
 
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // refTime is the time expiry is checked against. Boards without a
 // real-time clock boot with a clock in 1970 (or wherever it stopped): then
-// the clock floor — the latest time this device has seen while its clock
-// was at least that late, kept in the journal — is used instead. This
+// the clock floor — the latest time this device's clock has shown at a
+// check, capped at the newest trusted timestamp's expiry, kept in the
+// journal — is used instead. This
 // policy never lets a clock that went back accept metadata that had
 // already expired when last checked; what it cannot do is notice metadata
 // that expired while the clock stood still. Boards without an RTC should

@@ -57,10 +57,13 @@
 // # Time on boards without a real-time clock
 //
 // Expiry is checked against max(clock, floor), the floor being the latest
-// time the device has read from its clock at any check (kept in the
-// journal). A board that boots in 1970 therefore still refuses metadata
-// that had expired when it last looked; it cannot notice metadata that
-// expired while its clock stood still. Such boards should set their clock
+// time the device has read from its clock at any check, capped at the
+// expiry of the newest timestamp it trusted (kept in the journal). A board
+// that boots in 1970 therefore still refuses metadata that had expired
+// when it last looked; one reading of a clock far in the future cannot
+// make every later timestamp look expired (TestClockFromTheFuture). What
+// the floor cannot do is notice metadata that expired while the clock
+// stood still. Such boards should set their clock
 // (NTP, GNSS, the link) before updating; the floor is the fallback.
 //
 // # Transfer and activation

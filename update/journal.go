@@ -15,7 +15,8 @@ import (
 //	current          the Journal of the latest update (JSON)
 //	installed/NAME   the counter of the release last activated
 //	failed/NAME      the counter of the last release that failed its check
-//	clock            the latest trusted time seen (RFC 3339), the clock floor
+//	clock            the clock floor (RFC 3339): see Agent.refTime
+//	trusted_expiry   the expiry of the newest image timestamp trusted
 //
 // Each write is one durable bbolt transaction, so after a kill the journal
 // says exactly which step last completed.
@@ -132,4 +133,23 @@ func (a *Agent) raiseClockFloor(ctx context.Context, t time.Time) error {
 		}
 		return tx.Put([]byte("clock"), b)
 	})
+}
+
+func (a *Agent) trustedExpiry(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	err := a.st.View(ctx, journalBucket, func(tx *store.Tx) error {
+		if b := tx.Get([]byte("trusted_expiry")); b != nil {
+			return t.UnmarshalText(b)
+		}
+		return nil
+	})
+	return t, err
+}
+
+func (a *Agent) setTrustedExpiry(ctx context.Context, t time.Time) error {
+	b, err := t.UTC().MarshalText()
+	if err != nil {
+		return err
+	}
+	return a.st.Update(ctx, journalBucket, func(tx *store.Tx) error { return tx.Put([]byte("trusted_expiry"), b) })
 }

@@ -101,7 +101,26 @@ func TestSwapWhileServing(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Wait for finished streams before and after the swap rather than a
+	// fixed time: on a loaded machine one stream can take seconds.
+	waitFor := func(ok func(r result) bool, n int) {
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			c := 0
+			for _, r := range results {
+				if ok(r) {
+					c++
+				}
+			}
+			mu.Unlock()
+			if c >= n {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor(func(result) bool { return true }, 4)
 	swapStart := time.Now()
 	if _, err := a.Apply(e.ctx); err != nil {
 		close(stop)
@@ -109,7 +128,7 @@ func TestSwapWhileServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	swapEnd := time.Now()
-	time.Sleep(300 * time.Millisecond)
+	waitFor(func(r result) bool { return r.start.After(swapEnd) }, 2)
 	close(stop)
 	wg.Wait()
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/store"
@@ -20,7 +21,6 @@ func init() {
 }
 
 const fleetUsage = `usage: edgeinfer fleet <keygen|publish|sign|assign> --repo DIR --keys DIR [flags]
-       edgeinfer fleet <serve|rollout|status> --fleet NAME [flags]   (see 'fleet serve --help')
 
   keygen   create the TUF repositories (image; --director too) with new keys
   publish  --bundle DIR | --from-store FILE --ref NAME@VERSION: sign a release,
@@ -32,9 +32,19 @@ const fleetUsage = `usage: edgeinfer fleet <keygen|publish|sign|assign> --repo D
 DIR is laid out for any static HTTPS host; devices read it with
 'edgeinfer update --source https://host/DIR'. Keep --root-keys offline.`
 
+// fleetCommands are the release-management subcommands handled here.
+var fleetCommands = map[string]bool{"keygen": true, "publish": true, "sign": true, "assign": true}
+
+// fleetSubcommands holds the fleet's other subcommands (serve, rollout,
+// status), registered from init in their own cmd_fleet_*.go files.
+var fleetSubcommands = map[string]func(ctx context.Context, stdout io.Writer, args []string) error{}
+
 func runFleet(ctx context.Context, stdout io.Writer, args []string) error {
-	if len(args) > 0 && fleetOps[args[0]] != nil { // serve, rollout, status: cmd_fleet_ops.go
-		return fleetOps[args[0]](ctx, stdout, args[1:])
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !fleetCommands[args[0]] {
+		if run, ok := fleetSubcommands[args[0]]; ok {
+			return run(ctx, stdout, args[1:])
+		}
+		return fmt.Errorf("%w: unknown fleet subcommand %q\n%s", errUsage, args[0], fleetUsage)
 	}
 	fs := newFlagSet("fleet")
 	repoDir := fs.String("repo", "", "repository `dir` (what the HTTPS host serves)")

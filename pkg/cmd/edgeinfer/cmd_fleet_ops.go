@@ -15,12 +15,12 @@ import (
 	"github.com/edgeinfer/edgeinfer/update/fleet"
 )
 
-// The fleet's operations on the broker: serve, rollout, status. runFleet
-// hands these subcommands here.
-var fleetOps = map[string]func(ctx context.Context, stdout io.Writer, args []string) error{
-	"serve":   runFleetServe,
-	"rollout": runFleetRollout,
-	"status":  runFleetStatus,
+// The fleet's operations on the broker: serve, rollout, status, handed
+// here by runFleet.
+func init() {
+	fleetSubcommands["serve"] = runFleetServe
+	fleetSubcommands["rollout"] = runFleetRollout
+	fleetSubcommands["status"] = runFleetStatus
 }
 
 // brokerFlags are the connection flags the three share.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,9 @@ const updateUsage = `usage: edgeinfer update <check|apply|status|rollback> --mod
 'edgeinfer fleet publish' writes (image/, director/, chunks/).`
 
 func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !slices.Contains([]string{"check", "apply", "status", "rollback"}, args[0]) {
+		return fmt.Errorf("%w: unknown update subcommand %q\n%s", errUsage, args[0], updateUsage)
+	}
 	fs := newFlagSet("update")
 	storePath := fs.String("store", defaultStorePath(), "model store `file`")
 	model := fs.String("model", "", "model `name` to keep up to date")
