@@ -289,11 +289,16 @@ func TestRolloutFleet(t *testing.T) {
 		if last.State != fleet.RolloutCompleted || !b.Stats().Leader {
 			t.Fatalf("r3 %s (%s), b leads: %v", last.State, last.Reason, b.Stats().Leader)
 		}
-		for _, d := range e.fleet.Devices[:n-1] {
-			if d.Active() != "3" {
-				t.Errorf("%s runs %q", d.ID, d.Active())
+		// Completed at 80 %: the rest of the online devices are assigned
+		// and finish on their own.
+		e.waitFor("every online device runs 3", 2*time.Minute, func() bool {
+			for _, d := range e.fleet.Devices[:n-1] {
+				if d.Active() != "3" {
+					return false
+				}
 			}
-		}
+			return true
+		})
 		if err := e.fleet.Restart(e.ctx, n-1); err != nil {
 			t.Fatal(err)
 		}
