@@ -143,6 +143,25 @@ func TestScaleSim(t *testing.T) {
 	if err := op.StartRollout(ctx, fleet.Rollout{ID: "r2", Model: "m", Version: "2", Waves: []int{1, 10, 50, 100}, SuccessPercent: 99, WindowMS: 30 * 60 * 1000}); err != nil {
 		t.Fatal(err)
 	}
+	progress := time.NewTicker(15 * time.Second)
+	defer progress.Stop()
+	go func() {
+		for range progress.C {
+			ro := op.View().Rollout("r2")
+			st, _ := lastStats.Load().(fleet.ServeStats)
+			var up, retries int64
+			for _, d := range devs {
+				if d.active.Load().(string) == "2" {
+					up++
+				}
+				retries += d.retries.Load()
+			}
+			if ro != nil {
+				t.Logf("%v: wave %d assigned %d, %d devices on 2, %d retries; serve %d meta %d chunk requests, %d response bytes",
+					time.Since(start).Round(time.Second), ro.Wave+1, ro.Assigned, up, retries, st.MetaRequests, st.ChunkRequests, st.ResponseBytes)
+			}
+		}
+	}()
 	waitUntil(t, "the rollout completes", 30*time.Minute, func() bool {
 		ro := op.View().Rollout("r2")
 		return ro != nil && ro.Done()
@@ -164,20 +183,22 @@ func TestScaleSim(t *testing.T) {
 		t.Fatalf("rollout %s: %s", ro.State, ro.Reason)
 	}
 	st, _ := lastStats.Load().(fleet.ServeStats)
-	var deltaBytes, fetched, metaBytes int64
+	var deltaBytes, fetched, metaBytes, retries int64
 	for _, c := range delta {
 		deltaBytes += c.Size
 	}
 	for _, d := range devs {
 		fetched += d.chunkBytes.Load()
 		metaBytes += d.metaBytes.Load()
+		retries += d.retries.Load()
 	}
 	dirSize := fileSize(repoDir, "director")
 	t.Logf("devices %d: connected in %v; operator view of %d retained records in %v (%.0f records/s)", n, connected.Round(time.Millisecond),
 		2*n, ingest.Round(time.Millisecond), float64(2*n)/ingest.Seconds())
 	t.Logf("rollout 1,10,50,100 %% of a %d-byte delta (one 256 KiB layer of 2.5 MiB): %v wall; last decision pass %v; %d director writes, director targets %d bytes",
 		deltaBytes, took.Round(time.Millisecond), st.DecisionTime, st.DirectorWrites, dirSize)
-	t.Logf("per device update: broker messages %.1f received, %.1f sent; broker bytes %.0f received, %.0f sent; chunk bytes %.0f, metadata bytes %.0f",
+	t.Logf("device retries after a failed or timed-out check: %d", retries)
+	t.Logf("per device update: broker messages (MQTT packets of any type, acknowledgements included) %.1f received, %.1f sent; broker bytes %.0f received, %.0f sent; chunk bytes %.0f, metadata bytes %.0f",
 		float64(recv1-recv0)/float64(n), float64(sent1-sent0)/float64(n), float64(brx1-brx0)/float64(n), float64(btx1-btx0)/float64(n),
 		float64(fetched)/float64(n), float64(metaBytes)/float64(n))
 	t.Logf("fleet serve: CPU %.1f s over %.1f s (%.0f %% of a core), peak RSS %d MiB; mosquitto: CPU %.1f s (%.0f %% of a core), peak RSS %d MiB; messages at the broker %.0f/s",
@@ -192,6 +213,7 @@ type simDevice struct {
 	delta                 []store.Chunk
 	active                atomic.Value
 	chunkBytes, metaBytes atomic.Int64
+	retries               atomic.Int64
 	kick                  chan struct{}
 }
 
@@ -239,11 +261,14 @@ func (d *simDevice) run(ctx context.Context) {
 			return
 		case <-d.kick:
 		}
-		for attempt := 0; attempt < 5 && ctx.Err() == nil; attempt++ {
+		// Retry until it works, backing off as a device's agent does: a
+		// saturated fleet shows as time, not as devices giving up.
+		for wait := time.Second; ctx.Err() == nil; wait = min(2*wait, 30*time.Second) {
 			if err := d.check(ctx); err == nil {
 				break
 			}
-			time.Sleep(time.Second)
+			d.retries.Add(1)
+			time.Sleep(wait)
 		}
 	}
 }
@@ -296,7 +321,7 @@ func (d *simDevice) check(ctx context.Context) error {
 
 func (d *simDevice) meta(ctx context.Context, name string, v any) error {
 	body, _ := json.Marshal(map[string]any{"name": name, "max": 64 << 20})
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	res, err := d.l.Request(rctx, device.RequestName(update.TopicMeta), body)
 	if err != nil {
