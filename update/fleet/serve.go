@@ -72,7 +72,7 @@ func (c ServeConfig) Validate() error {
 func (c ServeConfig) linkConfig() link.Config {
 	return link.Config{Broker: c.Broker, Fleet: c.Fleet, Device: instancePrefix + c.Instance, Username: c.Username,
 		Password: c.Password, CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
-		CleanSession: true, QueueLen: 4096, Logger: c.Logger}
+		CleanSession: true, QueueLen: 1 << 16, Logger: c.Logger}
 }
 
 // ServeStats counts what an instance did.
@@ -118,7 +118,16 @@ type Server struct {
 	leader                                                                   atomic.Bool
 	decisionNS                                                               atomic.Int64
 	lastStamp                                                                time.Time
+	// nudged is when the leader last sent each device the check command:
+	// a device assigned and still not updating is nudged again after
+	// renudge (a lost command, or one sent by an instance that died).
+	// Losing this map loses nothing: a new leader nudges again.
+	nudged map[string]time.Time
 }
+
+// renudge is how long an assigned device may stay idle before it is sent
+// the check command again.
+const renudge = 30 * time.Second
 
 // Serve starts an instance: it connects, subscribes and serves until
 // Close.
@@ -142,7 +151,7 @@ func Serve(ctx context.Context, cfg ServeConfig) (*Server, error) {
 		cfg.TimestampEvery = 6 * time.Hour
 	}
 	s := &Server{cfg: cfg, id: cfg.Instance, view: NewView(cfg.Fleet), src: update.FileSource{Dir: cfg.Repo},
-		log: cfg.Logger, jobs: make(chan link.Message, 4*cfg.Workers), lastStamp: time.Now()}
+		log: cfg.Logger, jobs: make(chan link.Message, 4*cfg.Workers), lastStamp: time.Now(), nudged: map[string]time.Time{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -363,6 +372,18 @@ func (s *Server) lead(ctx context.Context) error {
 			s.lastStamp = time.Now()
 		}
 	}
+	for _, r := range outs {
+		if r.State != RolloutRunning {
+			continue
+		}
+		for _, id := range r.Targets[:r.Assigned] {
+			if r.DeviceStep(id, devs[id]) == StepAssigned && devs[id] != nil && devs[id].Online() && start.Sub(s.nudged[id]) > renudge {
+				nudge = append(nudge, id)
+			}
+		}
+	}
+	slices.Sort(nudge)
+	nudge = slices.Compact(nudge)
 	s.decisionNS.Store(int64(time.Since(start)))
 	// The director is signed before the records say so: an instance
 	// taking over from here recomputes the same assignments.
@@ -375,6 +396,7 @@ func (s *Server) lead(ctx context.Context) error {
 		s.view.put(r)
 	}
 	for _, d := range nudge {
+		s.nudged[d] = start
 		errs = append(errs, s.command(ctx, d, "check"))
 	}
 	for _, d := range rollbacks {
