@@ -309,7 +309,9 @@ func (d *simDevice) check(ctx context.Context) error {
 	}
 	for _, c := range d.delta {
 		body, _ := json.Marshal(map[string]any{"sha256": c.SHA256, "size": c.Size})
-		res, err := d.l.Request(ctx, device.RequestName(update.TopicChunk), body)
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		res, err := d.l.Request(rctx, device.RequestName(update.TopicChunk), body)
+		cancel()
 		if err != nil || len(res) == 0 || res[0] != 0 || int64(len(res)-1) != c.Size {
 			return fmt.Errorf("%s: chunk: %v", d.id, err)
 		}

@@ -263,7 +263,7 @@ func (v *View) Rollouts() []*Rollout {
 	out := make([]*Rollout, 0, len(v.outs))
 	for _, id := range slices.Sorted(maps.Keys(v.outs)) {
 		c := *v.outs[id]
-		c.Targets = slices.Clone(c.Targets)
+		c.Targets, c.idx = slices.Clone(c.Targets), nil
 		c.RolledBack = slices.Clone(c.RolledBack)
 		out = append(out, &c)
 	}
@@ -313,6 +313,7 @@ func (v *View) Messages() map[string]uint64 {
 func (v *View) put(r *Rollout) {
 	v.mu.Lock()
 	c := *r
+	c.idx = nil
 	v.outs[r.ID] = &c
 	v.mu.Unlock()
 }
