@@ -359,8 +359,12 @@ func (s *Server) lead(ctx context.Context) error {
 			if ok {
 				s.dirWrites.Add(1)
 				for v, ds := range want {
+					had := make(map[string]bool, len(before[v]))
+					for _, d := range before[v] {
+						had[d] = true
+					}
 					for _, d := range ds {
-						if !slices.Contains(before[v], d) {
+						if !had[d] {
 							nudge = append(nudge, d)
 						}
 					}
