@@ -68,6 +68,14 @@ func TestScaleSim(t *testing.T) {
 	}
 	serve := exec.Command(bin, "fleet", "serve", "--broker", b.URL(), "--fleet", "f", "--repo", repoDir, "--keys", keys, "--instance", "a", "--stats-every", "1s")
 	stdout, _ := serve.StdoutPipe()
+	if p := os.Getenv("EDGEINFER_FLEET_SIM_STDERR"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		serve.Stderr = f
+	}
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
