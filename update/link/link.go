@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -292,14 +293,19 @@ func (l *Link) register(filter string, qos byte, h func(Message)) (*subscription
 	return s, nil
 }
 
-func (l *Link) subscribe(ctx context.Context, c *conn, s *subscription) error {
-	tok := c.client.Subscribe(s.filter, s.qos, func(_ mqtt.Client, m mqtt.Message) {
+// deliver is the paho callback of s: it queues without waiting.
+func (l *Link) deliver(s *subscription) mqtt.MessageHandler {
+	return func(_ mqtt.Client, m mqtt.Message) {
 		select {
 		case s.queue <- Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained()}:
 		default:
 			l.drops.Add(1)
 		}
-	})
+	}
+}
+
+func (l *Link) subscribe(ctx context.Context, c *conn, s *subscription) error {
+	tok := c.client.Subscribe(s.filter, s.qos, l.deliver(s))
 	select {
 	case <-tok.Done():
 	case <-c.down:
@@ -396,7 +402,30 @@ func (l *Link) connect() (*conn, error) {
 	if l.tls != nil {
 		opts.SetTLSConfig(l.tls)
 	}
+	// A persistent session's queued messages (commands sent while the
+	// device was away) arrive right after CONNACK, before SUBSCRIBE has
+	// registered a callback: route them to the subscriptions known before
+	// the connection, and by filter at delivery time for the others.
+	opts.SetDefaultPublishHandler(func(cl mqtt.Client, m mqtt.Message) {
+		l.mu.Lock()
+		var to *subscription
+		for _, s := range l.mu.subs {
+			if topicMatches(s.filter, m.Topic()) {
+				to = s
+				break
+			}
+		}
+		l.mu.Unlock()
+		if to != nil {
+			l.deliver(to)(cl, m)
+		}
+	})
 	c.client = mqtt.NewClient(opts)
+	l.mu.Lock()
+	for _, s := range l.mu.subs {
+		c.client.AddRoute(s.filter, l.deliver(s))
+	}
+	l.mu.Unlock()
 	tok := c.client.Connect()
 	select {
 	case <-tok.Done():
@@ -519,4 +548,21 @@ func tlsConfig(cfg Config) (*tls.Config, error) {
 		t.Certificates = []tls.Certificate{cert}
 	}
 	return t, nil
+}
+
+// topicMatches reports whether topic matches the MQTT filter (+ one
+// level, # the rest).
+func topicMatches(filter, topic string) bool {
+	f, t := strings.Split(filter, "/"), strings.Split(topic, "/")
+	for i, p := range f {
+		switch {
+		case p == "#":
+			return true
+		case i >= len(t):
+			return false
+		case p != "+" && p != t[i]:
+			return false
+		}
+	}
+	return len(f) == len(t)
 }

@@ -92,3 +92,65 @@ func TestResubscribe(t *testing.T) {
 		t.Fatal("the subscription was not restored after the broker restarted")
 	}
 }
+
+// TestOfflineCommands: commands published while the device is away are
+// kept by the broker for its persistent session and delivered when it
+// comes back, even before it has subscribed again.
+func TestOfflineCommands(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	ctx := context.Background()
+	first, err := Open(ctx, testConfig(b), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Subscribe(ctx, first.Topics().Cmd("+"), 1, func(Message) {}); err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // the session stays with the broker (clean session false)
+	c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID("cloud"))
+	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer c.Disconnect(50)
+	for i := 0; i < 3; i++ {
+		c.Publish(first.Topics().Cmd("ping"), 1, false, []byte{byte('0' + i)}).Wait()
+	}
+	got := make(chan string, 8)
+	second, err := Open(ctx, testConfig(b), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if err := second.Subscribe(ctx, second.Topics().Cmd("+"), 1, func(m Message) { got <- string(m.Payload) }); err != nil {
+		t.Fatal(err)
+	}
+	var all string
+	for len(all) < 3 {
+		select {
+		case p := <-got:
+			all += p
+		case <-time.After(5 * time.Second):
+			t.Fatalf("received %q of the 3 commands sent while offline", all)
+		}
+	}
+	if all != "012" {
+		t.Fatalf("commands %q, want 012 in order", all)
+	}
+}
+
+func TestTopicMatches(t *testing.T) {
+	for _, c := range []struct {
+		f, t string
+		ok   bool
+	}{
+		{"a/b/c", "a/b/c", true}, {"a/+/c", "a/x/c", true}, {"a/+", "a/x/c", false}, {"a/#", "a/x/c", true},
+		{"a/#", "a", true /* the parent level too (MQTT 3.1.1, 4.7.1.2) */}, {"#", "a/b", true}, {"a/b", "a/b/c", false}, {"a/+/+", "a/b", false},
+	} {
+		if got := topicMatches(c.f, c.t); got != c.ok {
+			t.Errorf("topicMatches(%q, %q) = %v", c.f, c.t, got)
+		}
+	}
+}
