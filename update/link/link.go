@@ -330,8 +330,8 @@ func (l *Link) supervise() {
 	for attempt := 0; ; {
 		c, err := l.connect()
 		if err != nil {
+			l.setErr(err) // before the count: a reader that sees the count sees the error
 			l.failures.Add(1)
-			l.setErr(err)
 			l.log.Warn("link: connect failed", "broker", l.cfg.Broker, "attempt", attempt+1, "err", err)
 			t := time.NewTimer(backoff(attempt, l.cfg.BackoffMin, l.cfg.BackoffMax, rand.Float64()))
 			attempt++
