@@ -250,6 +250,21 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 	if err := cmds.Start(ctx); err != nil {
 		return fmt.Errorf("agent: commands: %w", err)
 	}
+	event := func(what string, extra map[string]any) {
+		_, eerr := ob.Enqueue(context.Background(), l.Topics().Events(), link.ClassEvent, func(seq uint64) []byte {
+			e := map[string]any{"schema": "edgeinfer.event/1", "seq": seq, "event": what, "time": time.Now().UTC().Format(time.RFC3339Nano)}
+			for k, v := range extra {
+				e[k] = v
+			}
+			b, _ := json.Marshal(e)
+			return b
+		})
+		if eerr != nil {
+			log.Warn("agent: event not enqueued", "event", what, "err", eerr)
+		}
+	}
+	event("agent_started", map[string]any{"models": versions, "sdk_version": sdk})
+	defer event("agent_stopping", nil) // flushed with the outbox below
 	fmt.Fprintf(stdout, "agent: device %s/%s, %d model(s), broker %s, topics %s#\n", lcfg.Fleet, lcfg.Device, len(versions), lcfg.Broker, l.Topics().Base())
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if werr := l.WaitConnected(wctx); werr != nil && ctx.Err() == nil {
