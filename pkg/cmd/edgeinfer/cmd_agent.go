@@ -42,6 +42,7 @@ agent.json (plain JSON; unknown fields are refused):
    "fleet": "plant-7", "device": "cam-12", "telemetry_interval": "10s"}
 fields: store, outbox, models, broker, fleet, device, client_id, username,
   password, ca_file, cert_file, key_file, server_name, telemetry_interval,
+  telemetry_sketches,
   outbox_max_bytes, flush_timeout, log_level, board,
   sparkplug ({"group": "plant-7"}: also a Sparkplug B edge node)`
 
@@ -70,6 +71,9 @@ type agentConfig struct {
 	ServerName string `json:"server_name"`
 	// TelemetryInterval is a Go duration ("10s"); "" means 10 s.
 	TelemetryInterval string `json:"telemetry_interval"`
+	// TelemetrySketches adds each distribution's histogram to telemetry,
+	// for fleet-wide quantiles.
+	TelemetrySketches bool `json:"telemetry_sketches"`
 	// OutboxMaxBytes bounds the outbox; 0 means 64 MiB.
 	OutboxMaxBytes int64 `json:"outbox_max_bytes"`
 	// FlushTimeout bounds the outbox flush at shutdown; "" means 5 s.
@@ -231,7 +235,7 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 	if eng != nil {
 		src.Engine = func() link.EngineStats { return engineStats(eng) }
 	}
-	tel := link.NewTelemetry(l, ob, link.TelemetryConfig{Interval: interval, SDKVersion: sdk, Board: board}, src)
+	tel := link.NewTelemetry(l, ob, link.TelemetryConfig{Interval: interval, Sketches: cfg.TelemetrySketches, SDKVersion: sdk, Board: board}, src)
 	if node != nil {
 		if err := node.Start(ctx, l); err != nil {
 			return fmt.Errorf("agent: sparkplug: %w", err)
