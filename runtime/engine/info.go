@@ -28,6 +28,10 @@ type ModelInfo struct {
 	// WeightHugePageBytes is how much of ONNX Runtime's memory for the
 	// model was collapsed into transparent huge pages at load.
 	WeightHugePageBytes int64 `json:"weight_huge_page_bytes"`
+	// Inputs and Outputs are a one-shot model's tensors (names, element
+	// types, shapes with -1 for symbolic dimensions).
+	Inputs  []ort.ValueInfo `json:"inputs,omitempty"`
+	Outputs []ort.ValueInfo `json:"outputs,omitempty"`
 	// Attention is how a paged decoder graph computes attention, from its
 	// metadata: bundle.AttentionKernel or bundle.AttentionPortable; empty
 	// for other models.

@@ -209,6 +209,7 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 		}
 		m.one = newOneshot(m.name, s)
 		m.info.setSession(s)
+		m.info.Inputs, m.info.Outputs = s.Inputs(), s.Outputs()
 	}
 	m.info.LoadTime = time.Since(start)
 	m.key = e.keyFor(m.name)
@@ -224,6 +225,7 @@ func (e *Engine) openOnnx(ctx context.Context, spec ModelSpec, as string, start 
 	m := &model{name: name, drained: make(chan struct{}), one: newOneshot(name, s),
 		info: ModelInfo{Name: cmpOr(spec.Name, name), Kind: string(bundle.KindOneShot), Path: spec.Dir}}
 	m.info.setSession(s)
+	m.info.Inputs, m.info.Outputs = s.Inputs(), s.Outputs()
 	m.info.LoadTime = time.Since(start)
 	m.key = e.keyFor(name)
 	return m, nil

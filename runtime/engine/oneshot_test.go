@@ -3,9 +3,6 @@ package engine
 import (
 	"context"
 	"math"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,45 +10,15 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
-	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
 const (
-	visionIn  = 64
-	visionOut = 16
+	visionIn  = orttest.CameraIn
+	visionOut = orttest.CameraOut
 )
 
-// writeVisionModel writes a small one-shot model with a symbolic batch
-// dimension — y = relu(relu(x·W1)·W2), x [N, 64] → y [N, 16] — standing in
-// for a camera model, and returns its path.
-func writeVisionModel(t testing.TB) string {
-	t.Helper()
-	r := rand.New(rand.NewPCG(11, 13))
-	weights := func(n int) []float32 {
-		w := make([]float32, n)
-		for i := range w {
-			w[i] = float32(r.NormFloat64() / 8)
-		}
-		return w
-	}
-	b := onnx.NewBuilder("camera")
-	x := b.Input("x", onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(visionIn))
-	w1 := b.Float32("w1", []int64{visionIn, 256}, weights(visionIn*256))
-	w2 := b.Float32("w2", []int64{256, visionOut}, weights(256*visionOut))
-	h := b.Op("Relu", []string{b.Op("MatMul", []string{x, w1})})
-	b.Node(onnx.DomainONNX, "Relu", []string{b.Op("MatMul", []string{h, w2})}, []string{"y"})
-	b.Output("y", onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(visionOut))
-	data, err := b.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "camera.onnx")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+func writeVisionModel(t testing.TB) string { return orttest.CameraModel(t) }
 
 func frame(i int) []float32 {
 	x := make([]float32, visionIn)
