@@ -172,7 +172,7 @@ func OpenWith(ctx context.Context, cfg Config, h Hooks) (*Link, error) {
 	l.mu.up = make(chan struct{})
 	l.mu.subs = map[string]*subscription{}
 	l.mu.pending = map[string]chan []byte{}
-	if _, err := l.register(l.topics.Response("+", "+"), 1, l.onResponse); err != nil {
+	if _, err := l.register(l.topics.Base()+"res/#", 1, l.onResponse); err != nil {
 		return nil, err
 	}
 	l.wg.Add(1)
@@ -553,6 +553,9 @@ func tlsConfig(cfg Config) (*tls.Config, error) {
 // topicMatches reports whether topic matches the MQTT filter (+ one
 // level, # the rest).
 func topicMatches(filter, topic string) bool {
+	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
+		_, filter, _ = strings.Cut(rest, "/") // a shared subscription's group
+	}
 	f, t := strings.Split(filter, "/"), strings.Split(topic, "/")
 	for i, p := range f {
 		switch {
