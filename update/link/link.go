@@ -436,21 +436,35 @@ func (l *Link) connect() (*conn, error) {
 	if err := tok.Error(); err != nil {
 		return nil, classify(&l.cfg, err)
 	}
-	l.mu.Lock()
-	subs := make([]*subscription, 0, len(l.mu.subs))
-	for _, s := range l.mu.subs {
-		subs = append(subs, s)
-	}
-	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.ConnectTimeout)
 	defer cancel()
 	var subErr error
-	for _, s := range subs {
-		if err := l.subscribe(ctx, c, s); err != nil {
-			l.log.Error("link: subscription refused", "filter", s.filter, "err", err)
-			subErr = errors.Join(subErr, err)
+	subscribed := map[*subscription]bool{}
+	// pending lists the subscriptions registered and not yet made on c;
+	// it is checked again, under the lock, right before c is published, so
+	// a Subscribe racing with the connection is never left out.
+	pending := func() []*subscription {
+		var todo []*subscription
+		for _, s := range l.mu.subs {
+			if !subscribed[s] {
+				todo = append(todo, s)
+			}
+		}
+		return todo
+	}
+	subscribeAll := func(todo []*subscription) {
+		for _, s := range todo {
+			subscribed[s] = true
+			if err := l.subscribe(ctx, c, s); err != nil {
+				l.log.Error("link: subscription refused", "filter", s.filter, "err", err)
+				subErr = errors.Join(subErr, err)
+			}
 		}
 	}
+	l.mu.Lock()
+	todo := pending()
+	l.mu.Unlock()
+	subscribeAll(todo)
 	if l.hooks.OnConnect != nil {
 		publish := func(topic string, qos byte, retained bool, payload []byte) error {
 			tok := c.client.Publish(topic, qos, retained, payload)
@@ -480,8 +494,13 @@ func (l *Link) connect() (*conn, error) {
 		c.client.Disconnect(0)
 		return nil, fmt.Errorf("link: birth message: %w", errors.Join(err, ErrNotConnected))
 	}
-	l.connects.Add(1)
 	l.mu.Lock()
+	for todo := pending(); len(todo) > 0; todo = pending() {
+		l.mu.Unlock()
+		subscribeAll(todo)
+		l.mu.Lock()
+	}
+	l.connects.Add(1)
 	l.mu.conn = c
 	l.mu.lastErr = subErr // a refused subscription stays visible
 	close(l.mu.up)

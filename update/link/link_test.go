@@ -154,3 +154,46 @@ func TestTopicMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscribeWhileConnecting: subscriptions registered while the first
+// connection is being made are all made on it.
+func TestSubscribeWhileConnecting(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	ctx := context.Background()
+	for round := 0; round < 5; round++ {
+		cfg := testConfig(b)
+		cfg.ClientID = "race-" + string(rune('a'+round))
+		l, err := Open(ctx, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan string, 64)
+		for i := 0; i < 20; i++ {
+			if err := l.Subscribe(ctx, l.Topics().Cmd(string(rune('a'+i))), 1, func(m Message) { got <- m.Topic }); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(i%3) * time.Millisecond)
+		}
+		if err := l.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID("pub"))
+		if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatal(tok.Error())
+		}
+		for i := 0; i < 20; i++ {
+			c.Publish(l.Topics().Cmd(string(rune('a'+i))), 1, false, "x").Wait()
+		}
+		seen := map[string]bool{}
+		for len(seen) < 20 {
+			select {
+			case tp := <-got:
+				seen[tp] = true
+			case <-time.After(3 * time.Second):
+				t.Fatalf("round %d: %d of 20 subscriptions work", round, len(seen))
+			}
+		}
+		c.Disconnect(0)
+		l.Close()
+	}
+}
