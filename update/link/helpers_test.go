@@ -52,7 +52,7 @@ type receiver struct {
 	topics   map[uint64]string
 	order    []uint64 // first receptions in arrival order
 	ooo      int
-	firstRcv time.Time
+	dupFlag  int // duplicate receptions the broker marked as redeliveries (DUP)
 }
 
 func newReceiver(t *testing.T, b *mosquittotest.Broker, id, filter string) *receiver {
@@ -66,6 +66,9 @@ func newReceiver(t *testing.T, b *mosquittotest.Broker, id, filter string) *rece
 		dup, ooo := r.dedup.Seen("d", seq)
 		r.mu.Lock()
 		r.got[seq]++
+		if dup && m.Duplicate() {
+			r.dupFlag++
+		}
 		if !dup {
 			r.order = append(r.order, seq)
 			r.topics[seq] = m.Topic()
