@@ -47,12 +47,12 @@ type receiver struct {
 	client mqtt.Client
 	dedup  *Dedup
 
-	mu       sync.Mutex
-	got      map[uint64]int // seq -> times received
-	topics   map[uint64]string
-	order    []uint64 // first receptions in arrival order
-	ooo      int
-	dupFlag  int // duplicate receptions the broker marked as redeliveries (DUP)
+	mu      sync.Mutex
+	got     map[uint64]int // seq -> times received
+	topics  map[uint64]string
+	order   []uint64 // first receptions in arrival order
+	ooo     int
+	dupFlag int // duplicate receptions the broker marked as redeliveries (DUP)
 }
 
 func newReceiver(t *testing.T, b *mosquittotest.Broker, id, filter string) *receiver {
