@@ -24,7 +24,9 @@ type DecoderSpec struct {
 	Tokenizer string
 	// Generation defaults; nil takes bos/eos from Config.
 	Generation *Generation
-	CreatedBy  string
+	// Chat is the chat template to keep in the manifest, or nil.
+	Chat      *Chat
+	CreatedBy string
 }
 
 // BuildDecoder writes a decoder bundle into dir (created if needed): the
@@ -55,6 +57,7 @@ func BuildDecoder(ctx context.Context, dir string, spec DecoderSpec) (*Bundle, e
 			MaxPositions: c.MaxPositionEmbeddings, Logits: "all",
 		},
 		Generation: spec.Generation,
+		Chat:       spec.Chat,
 	}
 	if opts.Emitter != nil {
 		m.Quantization = opts.Emitter.Scheme()
