@@ -249,4 +249,3 @@ func parseNPY(b []byte) (Tensor, error) {
 	}
 	return Tensor{DType: dt, Shape: shape, Data: bytes.Clone(data)}, nil
 }
-

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 )
 
 // Server is the HTTP API over a Backend. It is safe for concurrent use.
@@ -97,7 +96,7 @@ type countingWriter struct {
 	status int
 }
 
-func (w *countingWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
+func (w *countingWriter) WriteHeader(code int)        { w.status = code; w.ResponseWriter.WriteHeader(code) }
 func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Handler is the API as an http.Handler (for tests and embedding).
