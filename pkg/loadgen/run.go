@@ -91,7 +91,10 @@ type Result struct {
 	// ClientErrors counts the errors requests ended with, by message
 	// (overload rejections, timeouts); each request is also in the records.
 	ClientErrors map[string]int
-	Notes        []string
+	// Target is what a remote server said about itself (an HTTPTarget
+	// run); nil in-process.
+	Target *TargetInfo
+	Notes  []string
 }
 
 // Run executes spec against e: warm-up, the phases in order, then the
@@ -184,6 +187,12 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	res := &Result{Spec: r.spec, Model: r.model, Models: r.e.Models(), Sched: r.e.SchedConfig(),
 		EngineConfig: r.opt.EngineConfig, PromptSource: r.work.source}
 	defer r.wg.Wait()
+	if t, ok := r.e.(interface{ Info() TargetInfo }); ok {
+		info := t.Info()
+		res.Target = &info
+		res.Notes = append(res.Notes, "remote target "+info.URL+": latencies are stamped on the client (they include the network and HTTP); "+
+			"the machine fields of the version matrix describe the machine running the harness")
+	}
 
 	fsys := r.opt.PowerFS
 	if fsys == nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/loadgen"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 func init() {
@@ -35,7 +36,10 @@ var benchIsTTY = func(w io.Writer) bool {
 
 func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("bench")
-	model := fs.String("model", "", "model bundle directory, or NAME[@VERSION] with --store (required)")
+	model := fs.String("model", "", "model bundle directory, or NAME[@VERSION] with --store, or the served model's name with --target (required)")
+	target := fs.String("target", "", "benchmark an OpenAI-compatible server at this URL (edgeinfer serve, llama-server, Ollama, vLLM) instead of an in-process engine")
+	token := fs.String("token", os.Getenv("EDGEINFER_TOKEN"), "bearer token for --target (default $EDGEINFER_TOKEN)")
+	tokPath := fs.String("tokenizer", "", "with --target: tokenizer.json to write prompts with (and to read --corpus); default: words of a fixed vocabulary")
 	storePath := fs.String("store", "", "offline model store (bbolt file) that --model names a model in")
 	profile := fs.String("profile", "", "built-in workload: "+strings.Join(loadgen.ProfileNames(), ", "))
 	specPath := fs.String("spec", "", "workload spec file (YAML or JSON; see go doc pkg/loadgen)")
@@ -66,6 +70,9 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
+	if *target != "" {
+		return benchTarget(ctx, stdout, spec, *target, *model, *token, *tokPath, *out)
+	}
 
 	mspec := engine.ModelSpec{Dir: *model}
 	if *storePath != "" {
@@ -84,6 +91,29 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 
+	return benchRun(ctx, stdout, eng, spec, loadgen.Options{EngineConfig: &cfg}, *out)
+}
+
+// benchTarget runs spec against a remote OpenAI-compatible server.
+func benchTarget(ctx context.Context, stdout io.Writer, spec loadgen.Spec, url, model, token, tokPath, out string) error {
+	opt := loadgen.HTTPOptions{Token: token}
+	if tokPath != "" {
+		tok, err := tokenizer.Load(tokPath)
+		if err != nil {
+			return err
+		}
+		opt.Tokenizer = tok
+	}
+	t, err := loadgen.NewHTTPTarget(ctx, url, model, opt)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "target %s, model %s (server %q)\n", url, model, t.Info().Server)
+	return benchRun(ctx, stdout, t, spec, loadgen.Options{}, out)
+}
+
+// benchRun runs spec with a progress display and writes the report.
+func benchRun(ctx context.Context, stdout io.Writer, e loadgen.Engine, spec loadgen.Spec, opt loadgen.Options, out string) error {
 	tty := benchIsTTY(stdout)
 	fmt.Fprintf(stdout, "bench %q: %d phases, %s planned", spec.Name, len(spec.Phases), planned(spec))
 	if spec.Sweep != nil {
@@ -91,17 +121,18 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	fmt.Fprintln(stdout)
 	prog := newBenchProgress(stdout, tty)
-	res, err := loadgen.Run(ctx, eng, spec, loadgen.Options{EngineConfig: &cfg, Progress: prog.update})
+	opt.Progress = prog.update
+	res, err := loadgen.Run(ctx, e, spec, opt)
 	prog.done()
 	if err != nil {
 		return err
 	}
 	rep := loadgen.BuildReport(res)
-	if err := rep.WriteDir(*out); err != nil {
+	if err := rep.WriteDir(out); err != nil {
 		return err
 	}
 	printBenchSummary(stdout, rep)
-	abs, _ := filepath.Abs(filepath.Join(*out, "report.html"))
+	abs, _ := filepath.Abs(filepath.Join(out, "report.html"))
 	fmt.Fprintf(stdout, "report: %s (and report.json, report.md beside it)\n", abs)
 	return nil
 }
