@@ -29,9 +29,13 @@ type Report struct {
 	// MaxStableConcurrency (or MaxStableRate, for a rate sweep) is the
 	// highest load at which the SLOs held; null when not swept or when
 	// no load was stable.
-	MaxStableConcurrency *int         `json:"max_stable_concurrency"`
-	MaxStableRate        *float64     `json:"max_stable_rate"`
-	Sweep                *SweepResult `json:"sweep"`
+	MaxStableConcurrency *int     `json:"max_stable_concurrency"`
+	MaxStableRate        *float64 `json:"max_stable_rate"`
+	// MaxStableIsLowerBound is set when the sweep stopped while still
+	// stable: the limit is at least the figure above, not the figure
+	// (sweep.stopped says why it stopped).
+	MaxStableIsLowerBound bool         `json:"max_stable_is_lower_bound"`
+	Sweep                 *SweepResult `json:"sweep"`
 	// The run-wide headline figures, repeated from Overall.
 	GoodputTokS   *float64        `json:"goodput_tok_s"`
 	SLOAttainment *float64        `json:"slo_attainment"`
@@ -131,8 +135,9 @@ func BuildReport(res *Result) *Report {
 				rep.MaxStableRate = sw.MaxStable
 			}
 		}
-		if sw.Bounded {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("the sweep was still stable at its max (%g): the true limit may be higher", s.Sweep.Max))
+		if sw.LowerBound {
+			rep.MaxStableIsLowerBound = true
+			rep.Notes = append(rep.Notes, "max stable load "+sw.MaxStableText()+": the sweep found no unstable load, so the limit is not known")
 		}
 	}
 	rep.Timeline = timelineOf(res)

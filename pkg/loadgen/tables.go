@@ -47,12 +47,8 @@ func maxStable(r *Report) string {
 	switch {
 	case r.Sweep == nil:
 		return "not swept"
-	case r.MaxStableConcurrency != nil:
-		return fmt.Sprint(*r.MaxStableConcurrency)
-	case r.MaxStableRate != nil:
-		return fmt.Sprintf("%.2f req/s", *r.MaxStableRate)
 	}
-	return "none: even the lowest load failed"
+	return r.Sweep.MaxStableText()
 }
 
 func powerLine(r *Report) string {

@@ -259,9 +259,9 @@ func printBenchSummary(w io.Writer, r *loadgen.Report) {
 	case r.Sweep == nil:
 		fmt.Fprintf(w, "max stable    not swept (use --sweep)\n")
 	case r.MaxStableConcurrency != nil:
-		fmt.Fprintf(w, "max stable    concurrency %d (%d sweep trials)\n", *r.MaxStableConcurrency, len(r.Sweep.Points))
+		fmt.Fprintf(w, "max stable    concurrency %s (%d sweep trials)\n", r.Sweep.MaxStableText(), len(r.Sweep.Points))
 	case r.MaxStableRate != nil:
-		fmt.Fprintf(w, "max stable    rate %.2f req/s\n", *r.MaxStableRate)
+		fmt.Fprintf(w, "max stable    rate %s\n", r.Sweep.MaxStableText())
 	default:
 		fmt.Fprintf(w, "max stable    none: the lowest load already failed the SLOs\n")
 	}
