@@ -52,6 +52,10 @@ type HTTPTarget struct {
 	id       uint64
 	inflight atomic.Int64
 	tokens   atomic.Uint64
+
+	resMu sync.Mutex
+	resAt time.Time
+	res   Resources
 }
 
 // HTTPOptions configures an HTTPTarget.
@@ -370,3 +374,62 @@ little long day night water away still down before good white head round here wa
 deep last well such those same said seemed three two first world under see let say came come
 go know thought thing things made make own every never through again being might ever while
 should while same each because captain whaling sailor harpoon deck mast ocean wind voyage island`)
+
+// Resources scrapes the server's /metrics (at most once a second) for its
+// own resident memory, goroutines and KV blocks in use, as edgeinfer serve
+// exposes them (process_resident_memory_bytes, go_goroutines,
+// edgeinfer_engine_kv_blocks_used); Known is false for servers that do
+// not.
+func (h *HTTPTarget) Resources() Resources {
+	h.resMu.Lock()
+	defer h.resMu.Unlock()
+	if time.Since(h.resAt) < time.Second {
+		return h.res
+	}
+	h.resAt = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, body, err := h.get(ctx, "/metrics")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		h.res = Resources{}
+		return h.res
+	}
+	h.res = parseResources(string(body))
+	return h.res
+}
+
+// parseResources reads the three series from Prometheus text.
+func parseResources(text string) Resources {
+	var r Resources
+	var rss, gor bool
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, val, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		if i := strings.IndexByte(name, '{'); i >= 0 {
+			name = name[:i]
+		}
+		f := strings.Fields(val)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "process_resident_memory_bytes":
+			r.RSSBytes, rss = int64(v), true
+		case "go_goroutines":
+			r.Goroutines, gor = int(v), true
+		case "edgeinfer_engine_kv_blocks_used":
+			r.KVBlocksUsed += int(v)
+		}
+	}
+	r.Known = rss && gor
+	return r
+}

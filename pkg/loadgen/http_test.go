@@ -99,3 +99,14 @@ func TestHTTPTargetOverload(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+func TestParseResources(t *testing.T) {
+	r := parseResources("# HELP go_goroutines x\ngo_goroutines 12\nprocess_resident_memory_bytes 1.048576e+08\n" +
+		"edgeinfer_engine_kv_blocks_used{model=\"a\"} 3\nedgeinfer_engine_kv_blocks_used{model=\"b\"} 4\nbroken\nx \n")
+	if !r.Known || r.Goroutines != 12 || r.RSSBytes != 100<<20 || r.KVBlocksUsed != 7 {
+		t.Fatalf("%+v", r)
+	}
+	if r := parseResources("llamacpp:tokens_predicted_total 5\n"); r.Known {
+		t.Fatalf("a server without them: %+v", r)
+	}
+}

@@ -22,6 +22,36 @@ import (
 // board raise the concurrencies and rates.
 var Profiles = map[string]func() Spec{
 	"demo": DemoSpec,
+	"soak": SoakSpec,
+}
+
+// SoakSpec is the "soak" profile: a closed loop of 4 clients for 10
+// minutes on the interactive-chat preset, in 60 s windows, to show drift
+// and leaks — latency per window, and the engine's resident memory,
+// goroutines and KV blocks per window with the RSS trend in MiB/h (the
+// harness's own memory stays bounded: its figures are accumulated and its
+// timelines streamed to a file). For a 24-hour acceptance run, copy it
+// into a spec with a longer duration.
+func SoakSpec() Spec {
+	return Spec{
+		Name:   "soak",
+		Seed:   1,
+		Input:  Dist{Kind: "uniform", Min: 16, Max: 96},
+		Output: Dist{Kind: "uniform", Min: 16, Max: 48},
+		SLO:    SLOSpec{Preset: "interactive-chat"},
+		Thresholds: []Threshold{
+			{Metric: "ttft_ms.p99", Max: limit(300)},
+			{Metric: "itl_ms.p99", Max: limit(50)},
+			{Metric: "failure_rate", Max: limit(0.001)},
+		},
+		Warmup: Duration(3 * time.Second),
+		Idle:   Duration(time.Second),
+		Drain:  Duration(5 * time.Second),
+		Window: Duration(time.Minute),
+		Phases: []Phase{
+			{Name: "soak", Kind: "custom", Duration: Duration(10 * time.Minute), Arrival: Arrival{Mode: "closed", Concurrency: 4}},
+		},
+	}
 }
 
 // DemoSpec is the "demo" profile.

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +39,10 @@ type Options struct {
 	Progress func(Progress)
 	// Logger receives the run's logs; nil discards them.
 	Logger *slog.Logger
+	// TimelineFile is where every phase request's timeline is streamed
+	// as JSON lines (the report reads it back for its request chart); ""
+	// means a temporary file, removed by Result.Close.
+	TimelineFile string
 }
 
 // Progress is a snapshot for a progress display.
@@ -58,7 +61,8 @@ type Progress struct {
 type PhaseRun struct {
 	Phase      Phase
 	Start, End time.Time
-	Timelines  []*metrics.Timeline
+	// Requests accumulates the requests that arrived during the phase.
+	Requests *metrics.Accumulator
 }
 
 // SeriesPoint is one sample of the engine's state during the run.
@@ -67,18 +71,42 @@ type SeriesPoint struct {
 	Queued       int
 	Running      int
 	DecodeTokens uint64
+	// Resources: the engine's resident memory, goroutines and KV blocks
+	// in use (summed over decoders); Known is false where they cannot be
+	// read (a remote server that does not expose them).
+	Resources Resources
 }
+
+// Resources is the engine process's footprint at one moment.
+type Resources struct {
+	Known        bool
+	RSSBytes     int64
+	Goroutines   int
+	KVBlocksUsed int
+}
+
+// maxSeries bounds the samples kept: past it, every other one is dropped
+// (the token counter is cumulative, so rates over the kept ones stay
+// right) and the period doubles in effect.
+const maxSeries = 2000
 
 // Result is everything a run observed; BuildReport digests it.
 type Result struct {
 	Spec       Spec
 	Model      string
 	Start, End time.Time
-	Warmup     []*metrics.Timeline
-	Phases     []PhaseRun
-	Series     []SeriesPoint
-	Sweep      *SweepResult
-	Power      power.Report
+	// Warmup, each phase and Overall (every phase's requests) are
+	// accumulated as they finish; the timelines themselves are in
+	// TimelineFile (Requests of them).
+	Warmup       *metrics.Accumulator
+	Phases       []PhaseRun
+	Overall      *metrics.Accumulator
+	TimelineFile string
+	Requests     int
+	tempFile     bool
+	Series       []SeriesPoint
+	Sweep        *SweepResult
+	Power        power.Report
 	// PowerTrace (W, primary source) and TempTrace (°C, hottest zone)
 	// are the sampler's series over the run; empty without a sensor.
 	PowerTrace   []power.TracePoint
@@ -95,6 +123,14 @@ type Result struct {
 	// run); nil in-process.
 	Target *TargetInfo
 	Notes  []string
+}
+
+// Close removes the timeline file when Run made a temporary one.
+func (r *Result) Close() error {
+	if r.tempFile && r.TimelineFile != "" {
+		return os.Remove(r.TimelineFile)
+	}
+	return nil
 }
 
 // Run executes spec against e: warm-up, the phases in order, then the
@@ -124,6 +160,7 @@ type runner struct {
 	genOpts engine.GenerateOptions
 
 	wg       sync.WaitGroup // request goroutines
+	col      *collector
 	sent     atomic.Int64
 	finished atomic.Int64
 	errMu    sync.Mutex
@@ -204,6 +241,17 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("loadgen: power sampler: %w", err)
 	}
 	_ = r.e.Records() // earlier requests are not this run's
+	col, err := newCollector(r.e, r.opt.TimelineFile)
+	if err != nil {
+		return nil, err
+	}
+	r.col = col
+	res.TimelineFile, res.tempFile = col.file.Name(), r.opt.TimelineFile == ""
+	defer func() {
+		if cerr := col.close(); cerr != nil && res != nil {
+			res.Notes = append(res.Notes, cerr.Error())
+		}
+	}()
 	var idleBefore, idleAfter power.Span
 	if r.spec.Idle > 0 {
 		idleBefore.Start = time.Now()
@@ -219,7 +267,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	seriesOut := make(chan []SeriesPoint, 1)
 	go r.series(seriesDone, seriesOut)
 
-	err := r.runPhases(ctx, res)
+	err = r.runPhases(ctx, res)
 	if err == nil && r.spec.Sweep != nil {
 		r.stage.Store("sweep")
 		res.Sweep, err = r.sweep(ctx)
@@ -228,11 +276,13 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	close(seriesDone)
 	res.Series = <-seriesOut
 	if err != nil {
+		_ = res.Close()
 		return nil, err
 	}
 	if r.spec.Idle > 0 {
 		idleAfter.Start = time.Now()
 		if err := sleepCtx(ctx, r.spec.Idle.D()); err != nil {
+			_ = res.Close()
 			return nil, err
 		}
 		idleAfter.End = time.Now()
@@ -259,41 +309,51 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 func (r *runner) runPhases(ctx context.Context, res *Result) error {
 	if r.spec.Warmup > 0 {
 		r.stage.Store("warmup")
+		res.Warmup = metrics.NewAccumulator(metrics.SummaryOptions{})
 		wctx, cancel := context.WithCancel(ctx)
-		r.closed(ctx, wctx, time.Now(), r.spec.Warmup.D(), 1, 1)
+		start := time.Now()
+		r.col.add(sink{start: start, acc: res.Warmup, phase: -1})
+		r.closed(ctx, wctx, start, r.spec.Warmup.D(), 1, 1)
 		err := r.drain(ctx, cancel)
 		if err != nil {
 			return err
 		}
-		for _, t := range r.e.Records() {
-			res.Warmup = append(res.Warmup, toMetrics(t))
-		}
+		r.col.collect()
 	}
 	// Requests get a context of their own so that the drain can cancel
 	// stragglers without cancelling the run.
 	reqCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, p := range r.spec.Phases {
+	opts := metrics.SummaryOptions{Window: r.spec.window(), MinWindowSamples: 5}
+	for i, p := range r.spec.Phases {
 		r.stage.Store(p.Name)
 		start := time.Now()
+		if i == 0 {
+			o := opts
+			o.Start = start
+			res.Overall = metrics.NewAccumulator(o)
+			r.col.mu.Lock()
+			r.col.overall = res.Overall
+			r.col.mu.Unlock()
+		}
+		o := opts
+		o.Start = start
+		res.Phases = append(res.Phases, PhaseRun{Phase: p, Start: start, Requests: metrics.NewAccumulator(o)})
+		r.col.add(sink{start: start, acc: res.Phases[i].Requests, phase: i})
 		if err := r.phase(ctx, reqCtx, start, p, &res.Notes); err != nil {
 			return err
 		}
-		res.Phases = append(res.Phases, PhaseRun{Phase: p, Start: start, End: time.Now()})
+		res.Phases[i].End = time.Now()
 	}
 	r.stage.Store("drain")
 	if err := r.drain(ctx, cancel); err != nil {
 		return err
 	}
-	recs := r.e.Records()
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Arrived.Before(recs[j].Arrived) })
-	for _, t := range recs {
-		i := sort.Search(len(res.Phases), func(i int) bool { return res.Phases[i].End.After(t.Arrived) })
-		if i == len(res.Phases) {
-			i--
-		}
-		res.Phases[i].Timelines = append(res.Phases[i].Timelines, toMetrics(t))
-	}
+	r.col.collect()
+	r.col.mu.Lock()
+	r.col.overall = nil
+	res.Requests = r.col.n
+	r.col.mu.Unlock()
 	return nil
 }
 
@@ -471,10 +531,19 @@ func (r *runner) series(done <-chan struct{}, out chan<- []SeriesPoint) {
 	defer tick.Stop()
 	var pts []SeriesPoint
 	for {
-		st := r.e.Stats().Sched
-		p := SeriesPoint{At: time.Now(), Running: st.Running, DecodeTokens: st.DecodeTokens}
+		r.col.collect()
+		est := r.e.Stats()
+		st := est.Sched
+		p := SeriesPoint{At: time.Now(), Running: st.Running, DecodeTokens: st.DecodeTokens, Resources: r.resources(est)}
 		for _, q := range st.Queued {
 			p.Queued += q
+		}
+		if len(pts) >= maxSeries {
+			kept := pts[:0]
+			for i := 0; i < len(pts); i += 2 {
+				kept = append(kept, pts[i])
+			}
+			pts = kept
 		}
 		pts = append(pts, p)
 		if r.opt.Progress != nil {

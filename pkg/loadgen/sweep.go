@@ -162,6 +162,8 @@ func (r *runner) trial(ctx context.Context, w Sweep, load, minAtt float64) (Swee
 	r.stage.Store(fmt.Sprintf("sweep %s=%g", w.Mode, load))
 	tctx, cancel := context.WithCancel(ctx)
 	start := time.Now()
+	acc := metrics.NewAccumulator(metrics.SummaryOptions{})
+	r.col.add(sink{start: start, acc: acc, phase: -1})
 	if w.Mode == "concurrency" {
 		r.closed(ctx, tctx, start, w.Trial.D(), int(load), int(load))
 	} else {
@@ -170,11 +172,8 @@ func (r *runner) trial(ctx context.Context, w Sweep, load, minAtt float64) (Swee
 	if err := r.drain(ctx, cancel); err != nil {
 		return SweepPoint{}, err
 	}
-	var tls []*metrics.Timeline
-	for _, t := range r.e.Records() {
-		tls = append(tls, toMetrics(t))
-	}
-	sum := metrics.Summarize(tls, metrics.SummaryOptions{})
+	r.col.collect()
+	sum := acc.Summary()
 	p := SweepPoint{Load: load, Requests: sum.Requests, ThroughputTokS: sum.ThroughputTokS,
 		GoodputTokS: sum.GoodputTokS, SLOAttainment: sum.SLOAttainment,
 		TTFTP50: sum.TTFTMs.P50, TTFTP99: sum.TTFTMs.P99, TPOTP99: sum.TPOTMs.P99, ITLP99: sum.ITLMs.P99, Stable: true,

@@ -355,3 +355,7 @@ func spreadOf(v []float64) Spread {
 	s.P99OverP50 = ratio(rank(0.99), rank(0.5))
 	return s
 }
+
+// SetMemory sets the memory gauges the summary carries (known only at the
+// end of a run).
+func (a *Accumulator) SetMemory(m *Memory) { a.opt.Memory = m }

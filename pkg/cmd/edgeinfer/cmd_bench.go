@@ -120,8 +120,12 @@ func benchRun(ctx context.Context, stdout io.Writer, e loadgen.Engine, spec load
 		fmt.Fprintf(stdout, " + sweep (≤ %d trials of %s)", max(spec.Sweep.MaxTrials, 1), spec.Sweep.Trial.D())
 	}
 	fmt.Fprintln(stdout)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
 	prog := newBenchProgress(stdout, tty)
 	opt.Progress = prog.update
+	opt.TimelineFile = filepath.Join(out, "timelines.jsonl")
 	res, err := loadgen.Run(ctx, e, spec, opt)
 	prog.done()
 	if err != nil {
@@ -133,7 +137,7 @@ func benchRun(ctx context.Context, stdout io.Writer, e loadgen.Engine, spec load
 	}
 	printBenchSummary(stdout, rep)
 	abs, _ := filepath.Abs(filepath.Join(out, "report.html"))
-	fmt.Fprintf(stdout, "report: %s (and report.json, report.md beside it)\n", abs)
+	fmt.Fprintf(stdout, "report: %s (and report.json, report.md, timelines.jsonl beside it)\n", abs)
 	return nil
 }
 
@@ -264,6 +268,15 @@ func printBenchSummary(w io.Writer, r *loadgen.Report) {
 		fmt.Fprintf(w, "max stable    rate %s\n", r.Sweep.MaxStableText())
 	default:
 		fmt.Fprintf(w, "max stable    none: the lowest load already failed the SLOs\n")
+	}
+	if rr := r.Resources; rr != nil && rr.Known && len(rr.Windows) > 0 {
+		maxRSS, maxG := 0.0, 0
+		for _, win := range rr.Windows {
+			maxRSS, maxG = max(maxRSS, win.RSSMiB), max(maxG, win.Goroutines)
+		}
+		fmt.Fprintf(w, "engine        RSS max %.1f MiB (trend %s MiB/h), goroutines max %d, %d windows\n", maxRSS, f(rr.RSSGrowthMiBPerHour, 1), maxG, len(rr.Windows))
+	} else if rr != nil {
+		fmt.Fprintf(w, "engine        resources unknown: %s\n", rr.Reason)
 	}
 	if r.Power.EnergyJ == nil {
 		fmt.Fprintf(w, "power         unavailable (energy_j null):\n")
