@@ -48,6 +48,9 @@ type Model struct {
 	Inputs, Outputs []string
 	// Created is when the model was loaded (the API's "created").
 	Created time.Time
+	// Version, Quantization, Provider and Runtime describe the build
+	// for GET /version (what a benchmark's version matrix records).
+	Version, Quantization, Provider, Runtime string
 }
 
 // GenerateRequest is one generation as the server asks it of the engine.

@@ -47,7 +47,8 @@ func NewEngineBackend(e *engine.Engine) (*EngineBackend, error) {
 	b := &EngineBackend{e: e, obs: map[int]func(*metrics.Timeline){}, stop: make(chan struct{}), done: make(chan struct{})}
 	now := time.Now()
 	for _, info := range e.Models() {
-		m := Model{Name: info.Name, Kind: info.Kind, Created: now.Add(-info.LoadTime)}
+		m := Model{Name: info.Name, Kind: info.Kind, Created: now.Add(-info.LoadTime), Version: info.Version,
+			Quantization: info.Quantization, Provider: info.Provider, Runtime: "onnxruntime " + info.ORTVersion}
 		if info.Geometry != nil {
 			m.Context = info.Geometry.MaxPositions
 		}

@@ -326,7 +326,7 @@ func TestModelsAndProbes(t *testing.T) {
 	if list.Object != "list" || len(list.Data) != 3 || list.Data[1].ID != "tinychat" || !list.Data[1].Chat || list.Data[2].Context != 256 {
 		t.Fatalf("%+v", list)
 	}
-	for path, want := range map[string]int{"/ready": 200, "/health": 200, "/v1/models/tinylm": 200, "/v1/models/nope": 404, "/v2/x": 404} {
+	for path, want := range map[string]int{"/ready": 200, "/health": 200, "/version": 200, "/v1/models/tinylm": 200, "/v1/models/nope": 404, "/v2/x": 404} {
 		r, err := http.Get(f.ts.URL + path)
 		if err != nil || r.StatusCode != want {
 			t.Errorf("%s: %v %v, want %d", path, r.StatusCode, err, want)

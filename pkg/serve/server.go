@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -51,6 +53,7 @@ func New(b Backend, cfg Config, logger *slog.Logger) (*Server, error) {
 	s.route("GET /health", s.health)
 	s.route("GET /ready", s.ready)
 	s.route("GET /metrics", s.metrics.serveHTTP)
+	s.route("GET /version", s.version)
 	s.route("GET /v1/models", s.listModels)
 	s.route("GET /v1/models/{model}", s.getModel)
 	s.route("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.text(w, r, true) })
@@ -70,6 +73,7 @@ func (s *Server) route(pattern string, h http.HandlerFunc) {
 	open := path == "/health" || path == "/ready"
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cw := &countingWriter{ResponseWriter: w, status: http.StatusOK}
+		cw.Header().Set("Server", "edgeinfer/"+sdkVersion())
 		defer func() { s.metrics.request(path, cw.status) }()
 		if !open && !s.authorized(r) {
 			cw.Header().Set("WWW-Authenticate", `Bearer realm="edgeinfer"`)
@@ -233,6 +237,50 @@ func (s *Server) findModel(name, kind string) (*Model, *apiError) {
 	sort.Strings(names)
 	return nil, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: strp("model"), Code: strp("model_not_found"),
 		Message: fmt.Sprintf("model %q is not served here: use one of %s", name, strings.Join(names, ", "))}
+}
+
+// version serves GET /version: the server's build and each model's, for
+// benchmark reports (bench --target records it).
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	type model struct {
+		ID           string `json:"id"`
+		Kind         string `json:"kind"`
+		Version      string `json:"version,omitempty"`
+		Quantization string `json:"quantization,omitempty"`
+		Provider     string `json:"provider,omitempty"`
+		Runtime      string `json:"runtime,omitempty"`
+		Context      int    `json:"context_length,omitempty"`
+	}
+	ms := []model{}
+	for _, m := range s.b.Models() {
+		ms = append(ms, model{m.Name, m.Kind, m.Version, m.Quantization, m.Provider, m.Runtime, m.Context})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
+	writeJSON(w, http.StatusOK, map[string]any{"server": "edgeinfer", "version": sdkVersion(), "go": runtime.Version(),
+		"os": runtime.GOOS, "arch": runtime.GOARCH, "models": ms})
+}
+
+// sdkVersion is the module version (or VCS revision) of this build.
+func sdkVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, d := range bi.Deps {
+		if d.Path == "github.com/edgeinfer/edgeinfer" {
+			v = d.Version
+		}
+	}
+	for _, st := range bi.Settings {
+		if st.Key == "vcs.revision" && (v == "" || v == "(devel)") {
+			v = "devel-" + st.Value[:min(12, len(st.Value))]
+		}
+	}
+	if v == "" {
+		v = "unknown"
+	}
+	return v
 }
 
 // now is the clock for "created" fields.

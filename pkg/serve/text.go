@@ -73,25 +73,15 @@ func (s *Server) promptOf(m *Model, v *validated, chat bool) ([]int32, *apiError
 				return nil, badRequest(fmt.Sprintf("prompt[%d]", i), "token id %d is outside the vocabulary [0, %d)", id, m.Tokenizer.VocabSize())
 			}
 		}
-	case chat && m.Chat != nil:
+	case chat:
 		msgs := make([]tokenizer.ChatMessage, len(v.messages))
 		for i, x := range v.messages {
 			msgs[i] = tokenizer.ChatMessage{Role: x.Role, Content: x.Content}
 		}
-		text, err := m.Chat.Render(msgs, true)
-		if err != nil {
+		var err error
+		if ids, err = chatIDs(m, msgs); err != nil {
 			return nil, withCode(badRequest("messages", "the model's chat template refused the conversation: %v", err), "chat_template")
 		}
-		// The template writes its own special tokens (BOS included).
-		ids = m.Tokenizer.EncodeWith(text, tokenizer.EncodeOptions{SplitSpecialTokens: true})
-	case chat:
-		// No chat template (a model trained on plain text): the turns'
-		// contents, one paragraph each, continued as text.
-		parts := make([]string, len(v.messages))
-		for i, x := range v.messages {
-			parts[i] = x.Content
-		}
-		ids = m.Tokenizer.EncodeWith(strings.Join(parts, "\n\n"), tokenizer.EncodeOptions{AddSpecialTokens: true, SplitSpecialTokens: true})
 	default:
 		ids = m.Tokenizer.EncodeWith(v.prompt, tokenizer.EncodeOptions{AddSpecialTokens: true, SplitSpecialTokens: true})
 	}
@@ -118,6 +108,42 @@ func (s *Server) promptOf(m *Model, v *validated, chat bool) ([]int32, *apiError
 			m.Context, len(prompt)+max(v.maxTokens, 1), len(prompt), out), "context_length_exceeded")
 	}
 	return prompt, nil
+}
+
+// ChatPrompt is the prompt a chat request to m becomes: msgs rendered by
+// the model's chat template with the generation prompt, encoded as
+// Hugging Face does (the template writes its own special tokens). A model
+// without a template (trained on plain text) gets the turns' contents,
+// one paragraph each, encoded as plain text. Generation should also stop
+// at m.Stop. `edgeinfer generate --chat` uses it too.
+func ChatPrompt(m *Model, msgs []tokenizer.ChatMessage) ([]int32, error) {
+	if m.Tokenizer == nil {
+		return nil, fmt.Errorf("serve: model %q has no tokenizer", m.Name)
+	}
+	ids, err := chatIDs(m, msgs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out, nil
+}
+
+func chatIDs(m *Model, msgs []tokenizer.ChatMessage) ([]int, error) {
+	if m.Chat == nil {
+		parts := make([]string, len(msgs))
+		for i, x := range msgs {
+			parts[i] = x.Content
+		}
+		return m.Tokenizer.EncodeWith(strings.Join(parts, "\n\n"), tokenizer.EncodeOptions{AddSpecialTokens: true, SplitSpecialTokens: true}), nil
+	}
+	text, err := m.Chat.Render(msgs, true)
+	if err != nil {
+		return nil, err
+	}
+	return m.Tokenizer.EncodeWith(text, tokenizer.EncodeOptions{SplitSpecialTokens: true}), nil
 }
 
 func newID(prefix string) string {
