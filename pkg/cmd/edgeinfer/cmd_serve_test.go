@@ -23,8 +23,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestServeAndBenchTarget runs `edgeinfer serve` on the tiny model and
 // points `edgeinfer bench --target` at it: the report's records come from
@@ -48,7 +52,9 @@ func TestServeAndBenchTarget(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
 	done := make(chan error, 1)
-	go func() { done <- runServe(ctx, &out, []string{"--model", model, "--addr", addr, "--threads", "1", "--kv-budget", "16777216"}) }()
+	go func() {
+		done <- runServe(ctx, &out, []string{"--model", model, "--addr", addr, "--threads", "1", "--kv-budget", "16777216"})
+	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
