@@ -12,11 +12,11 @@ import (
 )
 
 // The harness keeps its memory bounded whatever the run's length: the
-// engine's records are drained every series tick into accumulators
-// (counts and mergeable histograms per phase, per window, overall) and
-// streamed as JSON lines to a timeline file, which the report reads back
-// for its per-request chart. Nothing per request stays in memory
-// (TestRunMemoryBounded).
+// engine's records, as it reports them to its observers, go into
+// accumulators (counts and mergeable histograms per phase, per window,
+// overall) and are streamed as JSON lines to a timeline file, which the
+// report reads back for its per-request chart. Nothing per request stays
+// in memory (TestRunMemoryBounded).
 
 // sink receives the records of requests that arrived from start on
 // (until the next sink's start).
@@ -28,12 +28,12 @@ type sink struct {
 	phase int
 }
 
-// collector routes drained records to sinks. It is safe for concurrent
-// use (the series ticker and the run goroutine both collect).
+// collector is the run's observer: it routes each record to its sink. It
+// is safe for concurrent use.
 type collector struct {
 	mu      sync.Mutex
-	e       Engine
 	sinks   []sink
+	total   int // records observed
 	overall *metrics.Accumulator
 	file    *os.File
 	w       *bufio.Writer
@@ -48,8 +48,8 @@ type timelineLine struct {
 	Timeline *metrics.Timeline `json:"timeline"`
 }
 
-func newCollector(e Engine, path string) (*collector, error) {
-	c := &collector{e: e}
+func newCollector(path string) (*collector, error) {
+	c := &collector{}
 	var err error
 	if path == "" {
 		c.file, err = os.CreateTemp("", "edgeinfer-timelines-*.jsonl")
@@ -68,41 +68,49 @@ func newCollector(e Engine, path string) (*collector, error) {
 func (c *collector) add(s sink) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.collectLocked()
 	c.sinks = append(c.sinks, s)
 }
 
-// collect drains the engine's finished records into their sinks.
-func (c *collector) collect() {
+// ObserveTimeline routes one finished request's record (the engine's
+// observer goroutine calls it; the record is shared: read only).
+func (c *collector) ObserveTimeline(t *metrics.Timeline) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.collectLocked()
+	c.total++
+	var s *sink
+	for i := len(c.sinks) - 1; i >= 0; i-- {
+		if !t.Arrived.Before(c.sinks[i].start) {
+			s = &c.sinks[i]
+			break
+		}
+	}
+	if s == nil {
+		return // arrived before this run's first stage
+	}
+	s.acc.Add(t)
+	if s.phase < 0 {
+		return
+	}
+	if c.overall != nil {
+		c.overall.Add(t)
+	}
+	if err := c.enc.Encode(timelineLine{Phase: s.phase, Timeline: t}); err != nil && c.err == nil {
+		c.err = fmt.Errorf("loadgen: timeline file: %w", err)
+	}
+	c.n++
 }
 
-func (c *collector) collectLocked() {
-	for _, rec := range c.e.Records() {
-		var s *sink
-		for i := len(c.sinks) - 1; i >= 0; i-- {
-			if !rec.Arrived.Before(c.sinks[i].start) {
-				s = &c.sinks[i]
-				break
-			}
+// wait returns once want records in all were observed, or after most.
+func (c *collector) wait(want int, most time.Duration) {
+	deadline := time.Now().Add(most)
+	for {
+		c.mu.Lock()
+		n := c.total
+		c.mu.Unlock()
+		if n >= want || time.Now().After(deadline) {
+			return
 		}
-		if s == nil {
-			continue // arrived before this run's first stage
-		}
-		t := toMetrics(rec)
-		s.acc.Add(t)
-		if s.phase < 0 {
-			continue
-		}
-		if c.overall != nil {
-			c.overall.Add(t)
-		}
-		if err := c.enc.Encode(timelineLine{Phase: s.phase, Timeline: t}); err != nil && c.err == nil {
-			c.err = fmt.Errorf("loadgen: timeline file: %w", err)
-		}
-		c.n++
+		time.Sleep(time.Millisecond)
 	}
 }
 

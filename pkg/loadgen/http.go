@@ -18,14 +18,14 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 // HTTPTarget drives any OpenAI-compatible server (edgeinfer serve,
 // llama-server, Ollama, vLLM) over HTTP, so one harness measures them
-// all the same way. It implements Engine: each request is a streamed
+// all the same way (RunTarget). Each request is a streamed
 // POST /v1/completions with stream_options.include_usage, and its
 // timeline is stamped on the client: arrived when the request is sent,
 // a token time at every server-sent event that carries text, finished at
@@ -48,7 +48,7 @@ type HTTPTarget struct {
 	info   TargetInfo
 
 	mu       sync.Mutex
-	recs     []sched.Timeline
+	obs      []engine.Observer
 	id       uint64
 	inflight atomic.Int64
 	tokens   atomic.Uint64
@@ -187,42 +187,50 @@ func (h *HTTPTarget) promptText(ids []int32) string {
 	return b.String()
 }
 
-// GenerateTokens sends one streamed completion and yields a token per
-// event that carries text.
-func (h *HTTPTarget) GenerateTokens(ctx context.Context, model string, prompt []int32, opts engine.GenerateOptions) iter.Seq2[engine.Token, error] {
+// generate sends one streamed completion and yields a token per event
+// that carries text; its record goes to the observers when it ends.
+func (h *HTTPTarget) generate(ctx context.Context, model string, prompt []int32, opts engine.GenerateOptions) iter.Seq2[engine.Token, error] {
 	return func(yield func(engine.Token, error) bool) {
 		h.mu.Lock()
 		h.id++
-		tl := sched.Timeline{ID: h.id, Model: model, Class: opts.Class, SLO: opts.SLO, PromptTokens: len(prompt)}
+		id := h.id
 		h.mu.Unlock()
+		tl := metrics.NewTimeline(id, opts.Class.String(), time.Time{}, 0)
+		tl.Model, tl.Kind, tl.PromptTokens = model, engine.KindGenerate.String(), len(prompt)
+		tl.SLO = metrics.SLO{TTFT: opts.SLO.TTFT, TPOT: opts.SLO.TPOT, E2E: opts.SLO.Deadline}
 		h.inflight.Add(1)
 		defer h.inflight.Add(-1)
-		n, usageOut, err := h.stream(ctx, &tl, prompt, opts, yield)
-		tl.Finished = time.Now()
+		usageOut, err := h.stream(ctx, tl, prompt, opts, yield)
 		// Tokens that arrived in one event share its time.
-		for len(tl.TokenTimes) < usageOut && len(tl.TokenTimes) > 0 {
-			tl.TokenTimes = append(tl.TokenTimes, tl.TokenTimes[len(tl.TokenTimes)-1])
+		for n := len(tl.Tokens); n > 0 && n < usageOut; n++ {
+			tl.Token(tl.Arrived.Add(tl.Tokens[n-1]))
 		}
-		_ = n
-		var oe *sched.OverloadError
+		var oe *engine.OverloadError
+		outcome := metrics.Completed
 		switch {
 		case err == nil:
-			tl.Outcome = sched.OutcomeCompleted
 		case errors.As(err, &oe):
-			tl.Outcome = sched.OutcomeRejected
+			outcome = metrics.Rejected
 		case errors.Is(err, context.DeadlineExceeded):
-			tl.Outcome = sched.OutcomeTimedOut
+			outcome = metrics.TimedOut
 		case errors.Is(err, context.Canceled), errors.Is(err, errStopped):
-			tl.Outcome = sched.OutcomeCancelled
+			outcome = metrics.Cancelled
 		default:
-			tl.Outcome = sched.OutcomeFailed
+			outcome = metrics.Failed
 		}
 		if err != nil {
 			tl.Err = err.Error()
 		}
+		if tl.Arrived.IsZero() {
+			tl.Arrived = time.Now()
+		}
+		tl.Finish(time.Now(), outcome)
 		h.mu.Lock()
-		h.recs = append(h.recs, tl)
+		obs := h.obs
 		h.mu.Unlock()
+		for _, o := range obs {
+			o.ObserveTimeline(tl)
+		}
 		if err != nil && !errors.Is(err, errStopped) {
 			yield(engine.Token{}, err)
 		}
@@ -232,9 +240,9 @@ func (h *HTTPTarget) GenerateTokens(ctx context.Context, model string, prompt []
 // errStopped is the caller breaking out of the token loop.
 var errStopped = errors.New("loadgen: stopped by the caller")
 
-// stream runs one request, stamping tl; it returns the events with text,
-// the server's completion token count, and how it ended.
-func (h *HTTPTarget) stream(ctx context.Context, tl *sched.Timeline, prompt []int32, opts engine.GenerateOptions, yield func(engine.Token, error) bool) (int, int, error) {
+// stream runs one request, stamping tl; it returns the server's
+// completion token count and how the request ended.
+func (h *HTTPTarget) stream(ctx context.Context, tl *metrics.Timeline, prompt []int32, opts engine.GenerateOptions, yield func(engine.Token, error) bool) (int, error) {
 	body := map[string]any{"model": h.model, "prompt": h.promptText(prompt), "stream": true,
 		"stream_options": map[string]bool{"include_usage": true}, "temperature": 0}
 	if opts.MaxTokens > 0 {
@@ -252,7 +260,7 @@ func (h *HTTPTarget) stream(ctx context.Context, tl *sched.Timeline, prompt []in
 	data, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.base.String()+"/v1/completions", bytes.NewReader(data))
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
@@ -260,16 +268,16 @@ func (h *HTTPTarget) stream(ctx context.Context, tl *sched.Timeline, prompt []in
 	tl.Arrived = time.Now()
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 			ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-			return 0, 0, &sched.OverloadError{Class: opts.Class, RetryAfter: time.Duration(ra) * time.Second, QueueFull: true}
+			return 0, &engine.OverloadError{Class: opts.Class, RetryAfter: time.Duration(ra) * time.Second, QueueFull: true}
 		}
-		return 0, 0, fmt.Errorf("loadgen: %s: %s: %.300s", req.URL, resp.Status, msg)
+		return 0, fmt.Errorf("loadgen: %s: %s: %.300s", req.URL, resp.Status, msg)
 	}
 	tl.Admitted = time.Now() // the server answered: the request is in
 	sc := bufio.NewScanner(resp.Body)
@@ -297,10 +305,10 @@ func (h *HTTPTarget) stream(ctx context.Context, tl *sched.Timeline, prompt []in
 			} `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
-			return events, completion, fmt.Errorf("loadgen: %s: an event that is not JSON: %.200s", req.URL, line)
+			return completion, fmt.Errorf("loadgen: %s: an event that is not JSON: %.200s", req.URL, line)
 		}
 		if ev.Error != nil {
-			return events, completion, fmt.Errorf("loadgen: %s: the stream ended with an error: %s", req.URL, ev.Error.Message)
+			return completion, fmt.Errorf("loadgen: %s: the stream ended with an error: %s", req.URL, ev.Error.Message)
 		}
 		if ev.Usage != nil {
 			tl.PromptTokens, completion = ev.Usage.PromptTokens, ev.Usage.CompletionTokens
@@ -309,40 +317,46 @@ func (h *HTTPTarget) stream(ctx context.Context, tl *sched.Timeline, prompt []in
 			continue
 		}
 		at := time.Now()
-		if tl.FirstToken.IsZero() {
-			tl.FirstToken = at
-		}
-		tl.TokenTimes = append(tl.TokenTimes, at)
+		tl.Token(at)
 		events++
 		h.tokens.Add(1)
 		if !yield(engine.Token{Text: ev.Choices[0].Text, Index: events - 1, Time: at}, nil) {
-			return events, completion, errStopped
+			return completion, errStopped
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return events, completion, err
+		return completion, err
 	}
 	if completion > events {
 		h.tokens.Add(uint64(completion - events))
 	}
-	return events, completion, ctx.Err()
+	return completion, ctx.Err()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }
 
-// Records drains the client-side timelines of finished requests.
-func (h *HTTPTarget) Records() []sched.Timeline {
+// Observe adds an observer of the client-side records, as the engine's
+// Observe does.
+func (h *HTTPTarget) Observe(o engine.Observer) (remove func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	r := h.recs
-	h.recs = nil
-	return r
+	h.obs = append(h.obs[:len(h.obs):len(h.obs)], o)
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for i, x := range h.obs {
+			if x == o {
+				h.obs = append(h.obs[:i:i], h.obs[i+1:]...)
+				return
+			}
+		}
+	}
 }
 
 // Stats reports what the client sees: requests in flight as running,
 // tokens received as decode tokens; the server's queue is unknown (0).
 func (h *HTTPTarget) Stats() engine.Stats {
-	return engine.Stats{Sched: sched.Stats{Running: int(h.inflight.Load()), DecodeTokens: h.tokens.Load()}}
+	return engine.Stats{Scheduler: engine.SchedStats{Running: int(h.inflight.Load()), DecodeTokens: h.tokens.Load()}}
 }
 
 // Models describes the served model as far as it is known: the
@@ -356,13 +370,13 @@ func (h *HTTPTarget) Models() []engine.ModelInfo {
 		ORTVersion: "unknown (remote server)", Quantization: "unknown (remote server)", Geometry: &bundle.Geometry{Vocab: vocab}}}
 }
 
-// SchedConfig is unknown for a remote server: the zero config.
-func (h *HTTPTarget) SchedConfig() sched.Config { return sched.Config{} }
+// Scheduler is unknown for a remote server: the zero config.
+func (h *HTTPTarget) Scheduler() engine.SchedulerConfig { return engine.SchedulerConfig{} }
 
 // Tokenizer is HTTPOptions.Tokenizer.
 func (h *HTTPTarget) Tokenizer(string) *tokenizer.Tokenizer { return h.tok }
 
-var _ Engine = (*HTTPTarget)(nil)
+var _ backend = (*HTTPTarget)(nil)
 
 // promptWords are the synthetic prompts' vocabulary: common English words
 // (one or two tokens each in most tokenizers).

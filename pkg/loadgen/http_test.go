@@ -10,9 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
+
+// records collects what an HTTPTarget reports.
+type records struct{ tls []*metrics.Timeline }
+
+func (r *records) ObserveTimeline(t *metrics.Timeline) { r.tls = append(r.tls, t) }
 
 // fakeOpenAI is a minimal OpenAI-compatible server for the client logic:
 // it streams `events` text events, packing two tokens into the last one
@@ -54,25 +59,30 @@ func TestHTTPTarget(t *testing.T) {
 	if i := h.Info(); i.Model != "m" || i.OwnedBy != "someone" || i.Server != "fake/1.0" || i.Reported["/version"] != `{"version":"0.9"}` || len(i.Unknown) == 0 {
 		t.Fatalf("%+v", i)
 	}
+	var recs records
+	remove := h.Observe(&recs)
 	var text strings.Builder
-	for tok, err := range h.GenerateTokens(context.Background(), "m", []int32{1, 2, 3}, engine.GenerateOptions{MaxTokens: 8}) {
+	for tok, err := range h.generate(context.Background(), "m", []int32{1, 2, 3}, engine.GenerateOptions{MaxTokens: 8}) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		text.WriteString(tok.Text)
 	}
-	recs := h.Records()
-	if text.String() != "w0 w1 w2 w3 w4 " || len(recs) != 1 {
-		t.Fatalf("text %q, %d records", text.String(), len(recs))
+	if text.String() != "w0 w1 w2 w3 w4 " || len(recs.tls) != 1 {
+		t.Fatalf("text %q, %d records", text.String(), len(recs.tls))
 	}
-	r := recs[0]
+	r := recs.tls[0]
 	// 6 tokens by usage over 5 events: the last event's two share its time.
-	if r.Outcome != sched.OutcomeCompleted || r.PromptTokens != 11 || len(r.TokenTimes) != 6 || !r.TokenTimes[5].Equal(r.TokenTimes[4]) ||
-		r.TTFT() <= 0 || r.FirstScheduled != (time.Time{}) {
+	ttft, ok := r.TTFT()
+	if r.Outcome != metrics.Completed || r.PromptTokens != 11 || r.OutputTokens != 6 || r.Tokens[5] != r.Tokens[4] ||
+		!ok || ttft <= 0 || !r.FirstScheduled.IsZero() {
 		t.Fatalf("%+v", r)
 	}
-	if len(h.Records()) != 0 {
-		t.Fatal("Records does not drain")
+	remove()
+	for range h.generate(context.Background(), "m", []int32{1}, engine.GenerateOptions{}) {
+	}
+	if len(recs.tls) != 1 {
+		t.Fatal("a removed observer is still told")
 	}
 	if _, err := NewHTTPTarget(context.Background(), ts.URL, "nope", HTTPOptions{}); !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), "other") {
 		t.Fatalf("unknown model: %v", err)
@@ -87,16 +97,18 @@ func TestHTTPTargetOverload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var recs records
+	h.Observe(&recs)
 	var got error
-	for _, err := range h.GenerateTokens(context.Background(), "other", []int32{1}, engine.GenerateOptions{}) {
+	for _, err := range h.generate(context.Background(), "other", []int32{1}, engine.GenerateOptions{}) {
 		got = err
 	}
-	var oe *sched.OverloadError
-	if !errors.As(got, &oe) || oe.RetryAfter != 2*time.Second {
+	var oe *engine.OverloadError
+	if !errors.As(got, &oe) || oe.RetryAfter != 2*time.Second || !errors.Is(got, engine.ErrOverloaded) {
 		t.Fatalf("%v", got)
 	}
-	if r := h.Records(); len(r) != 1 || r[0].Outcome != sched.OutcomeRejected {
-		t.Fatalf("%+v", r)
+	if len(recs.tls) != 1 || recs.tls[0].Outcome != metrics.Rejected {
+		t.Fatalf("%+v", recs.tls)
 	}
 }
 

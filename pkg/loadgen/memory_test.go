@@ -11,54 +11,56 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 // quickEngine answers every request at once with its max tokens, 1 ms
-// after it arrives, recording a timeline as the scheduler would: a pure
-// stand-in for measuring the harness's own memory.
+// after it arrives, reporting a record as the engine would: a pure
+// stand-in (a backend) for measuring the harness's own memory.
 type quickEngine struct {
-	mu   sync.Mutex
-	recs []sched.Timeline
-	id   uint64
+	mu  sync.Mutex
+	obs []engine.Observer
+	id  uint64
 }
 
-func (q *quickEngine) GenerateTokens(ctx context.Context, model string, prompt []int32, opts engine.GenerateOptions) iter.Seq2[engine.Token, error] {
+func (q *quickEngine) generate(ctx context.Context, model string, prompt []int32, opts engine.GenerateOptions) iter.Seq2[engine.Token, error] {
 	return func(yield func(engine.Token, error) bool) {
-		tl := sched.Timeline{Model: model, Class: opts.Class, PromptTokens: len(prompt), Arrived: time.Now(), Outcome: sched.OutcomeCompleted}
+		q.mu.Lock()
+		q.id++
+		tl := metrics.NewTimeline(q.id, opts.Class.String(), time.Now(), opts.MaxTokens)
+		obs := q.obs
+		q.mu.Unlock()
+		tl.Model, tl.PromptTokens = model, len(prompt)
 		time.Sleep(time.Millisecond)
 		tl.Admitted, tl.FirstScheduled = time.Now(), time.Now()
 		for i := range opts.MaxTokens {
-			tl.TokenTimes = append(tl.TokenTimes, time.Now())
+			tl.Token(time.Now())
 			if !yield(engine.Token{ID: int32(i), Index: i, Time: time.Now()}, nil) {
 				break
 			}
 		}
-		tl.FirstToken, tl.Finished = tl.TokenTimes[0], time.Now()
-		q.mu.Lock()
-		q.id++
-		tl.ID = q.id
-		q.recs = append(q.recs, tl)
-		q.mu.Unlock()
+		tl.Finish(time.Now(), metrics.Completed)
+		for _, o := range obs {
+			o.ObserveTimeline(tl)
+		}
 	}
 }
 
-func (q *quickEngine) Records() []sched.Timeline {
+func (q *quickEngine) Observe(o engine.Observer) func() {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	r := q.recs
-	q.recs = nil
-	return r
+	q.obs = append(q.obs, o)
+	q.mu.Unlock()
+	return func() {}
 }
 
-func (q *quickEngine) Stats() engine.Stats       { return engine.Stats{} }
-func (q *quickEngine) SchedConfig() sched.Config { return sched.Config{} }
+func (q *quickEngine) Stats() engine.Stats                   { return engine.Stats{} }
+func (q *quickEngine) Scheduler() engine.SchedulerConfig     { return engine.SchedulerConfig{} }
+func (q *quickEngine) Tokenizer(string) *tokenizer.Tokenizer { return nil }
 func (q *quickEngine) Models() []engine.ModelInfo {
 	return []engine.ModelInfo{{Name: "q", Kind: "decoder", Geometry: &bundle.Geometry{Vocab: 100}}}
 }
-func (q *quickEngine) Tokenizer(string) *tokenizer.Tokenizer { return nil }
 
 // TestRunMemoryBounded: what a run keeps does not grow with its number of
 // requests (the timelines go to the file, the figures are accumulated).
@@ -71,7 +73,7 @@ func TestRunMemoryBounded(t *testing.T) {
 		if err := spec.Resolve(); err != nil {
 			t.Fatal(err)
 		}
-		res, err := Run(context.Background(), &quickEngine{}, spec, Options{PowerFS: fstest.MapFS{}, SeriesPeriod: time.Second})
+		res, err := run(context.Background(), &quickEngine{}, spec, Options{PowerFS: fstest.MapFS{}, SeriesPeriod: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

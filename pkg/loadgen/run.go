@@ -14,8 +14,6 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/pkg/power"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
 
 // Options configures Run beyond the spec: what is not plain data, or
@@ -112,9 +110,9 @@ type Result struct {
 	PowerTrace   []power.TracePoint
 	TempTrace    []power.TracePoint
 	Models       []engine.ModelInfo
-	Sched        sched.Config
+	Sched        engine.SchedulerConfig
 	EngineConfig *engine.Config
-	KV           map[string]kvcache.Stats
+	KV           map[string]engine.KVStats
 	PromptSource string
 	// ClientErrors counts the errors requests ended with, by message
 	// (overload rejections, timeouts); each request is also in the records.
@@ -138,10 +136,20 @@ func (r *Result) Close() error {
 // and an idle baseline before and after. It returns when every request it
 // started has finished; cancelling ctx ends the run early with ctx's error.
 func Run(ctx context.Context, e Engine, spec Spec, opt Options) (*Result, error) {
+	return run(ctx, inProcess{e}, spec, opt)
+}
+
+// RunTarget is Run against a remote server: the same phases, sweep and
+// verdicts, with the timelines stamped on the client (see HTTPTarget).
+func RunTarget(ctx context.Context, t *HTTPTarget, spec Spec, opt Options) (*Result, error) {
+	return run(ctx, t, spec, opt)
+}
+
+func run(ctx context.Context, b backend, spec Spec, opt Options) (*Result, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	r, err := newRunner(e, spec, opt)
+	r, err := newRunner(b, spec, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +159,7 @@ func Run(ctx context.Context, e Engine, spec Spec, opt Options) (*Result, error)
 // runner holds one run's state. Its counters are atomics because request
 // goroutines update them; everything else is owned by the run goroutine.
 type runner struct {
-	e       Engine
+	e       backend
 	spec    Spec
 	opt     Options
 	log     *slog.Logger
@@ -171,7 +179,7 @@ type runner struct {
 	plannedDur time.Duration
 }
 
-func newRunner(e Engine, spec Spec, opt Options) (*runner, error) {
+func newRunner(e backend, spec Spec, opt Options) (*runner, error) {
 	model, vocab, err := pickModel(e.Models(), spec.Model)
 	if err != nil {
 		return nil, err
@@ -186,7 +194,7 @@ func newRunner(e Engine, spec Spec, opt Options) (*runner, error) {
 		errs: map[string]int{},
 		genOpts: engine.GenerateOptions{
 			Class: classOf(spec.Class),
-			SLO:   sched.SLO{TTFT: spec.SLO.TTFT.D(), TPOT: spec.SLO.TPOT.D(), Deadline: spec.SLO.E2E.D()},
+			SLO:   engine.SLO{TTFT: spec.SLO.TTFT.D(), TPOT: spec.SLO.TPOT.D(), Deadline: spec.SLO.E2E.D()},
 		},
 	}
 	if r.log == nil {
@@ -221,7 +229,7 @@ func pickModel(models []engine.ModelInfo, name string) (string, int, error) {
 }
 
 func (r *runner) run(ctx context.Context) (*Result, error) {
-	res := &Result{Spec: r.spec, Model: r.model, Models: r.e.Models(), Sched: r.e.SchedConfig(),
+	res := &Result{Spec: r.spec, Model: r.model, Models: r.e.Models(), Sched: r.e.Scheduler(),
 		EngineConfig: r.opt.EngineConfig, PromptSource: r.work.source}
 	defer r.wg.Wait()
 	if t, ok := r.e.(interface{ Info() TargetInfo }); ok {
@@ -240,8 +248,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if err := sampler.Start(ctx); err != nil {
 		return nil, fmt.Errorf("loadgen: power sampler: %w", err)
 	}
-	_ = r.e.Records() // earlier requests are not this run's
-	col, err := newCollector(r.e, r.opt.TimelineFile)
+	col, err := newCollector(r.opt.TimelineFile)
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +259,8 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 			res.Notes = append(res.Notes, cerr.Error())
 		}
 	}()
+	// Records of this run's requests only: the observer starts now.
+	defer r.e.Observe(col)()
 	var idleBefore, idleAfter power.Span
 	if r.spec.Idle > 0 {
 		idleBefore.Start = time.Now()
@@ -292,15 +301,15 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	res.Power = sampler.Report(runSpan, idleBefore, idleAfter)
 	res.PowerTrace, res.TempTrace = sampler.PowerTrace(runSpan), sampler.TempTrace(runSpan)
 	st := r.e.Stats()
-	res.KV = map[string]kvcache.Stats{}
+	res.KV = map[string]engine.KVStats{}
 	for name, kv := range st.KV {
 		res.KV[name] = kv
 	}
 	r.errMu.Lock()
 	res.ClientErrors = r.errs
 	r.errMu.Unlock()
-	if st.Sched.RecordsDropped > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("the engine dropped %d records (MaxRecords): statistics miss those requests", st.Sched.RecordsDropped))
+	if st.Scheduler.RecordsDropped > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the engine dropped %d records (MaxRecords): statistics miss those requests", st.Scheduler.RecordsDropped))
 	}
 	return res, nil
 }
@@ -318,7 +327,7 @@ func (r *runner) runPhases(ctx context.Context, res *Result) error {
 		if err != nil {
 			return err
 		}
-		r.col.collect()
+		r.settle()
 	}
 	// Requests get a context of their own so that the drain can cancel
 	// stragglers without cancelling the run.
@@ -349,7 +358,7 @@ func (r *runner) runPhases(ctx context.Context, res *Result) error {
 	if err := r.drain(ctx, cancel); err != nil {
 		return err
 	}
-	r.col.collect()
+	r.settle()
 	r.col.mu.Lock()
 	r.col.overall = nil
 	res.Requests = r.col.n
@@ -501,10 +510,10 @@ func (r *runner) one(ctx context.Context) {
 	opts := r.genOpts
 	opts.MaxTokens = maxTokens
 	r.sent.Add(1)
-	for _, err := range r.e.GenerateTokens(ctx, r.model, prompt, opts) {
+	for _, err := range r.e.generate(ctx, r.model, prompt, opts) {
 		if err != nil {
 			msg := err.Error()
-			var oe *sched.OverloadError
+			var oe *engine.OverloadError
 			if errors.As(err, &oe) {
 				msg = "overloaded"
 				if oe.QueueFull {
@@ -531,9 +540,8 @@ func (r *runner) series(done <-chan struct{}, out chan<- []SeriesPoint) {
 	defer tick.Stop()
 	var pts []SeriesPoint
 	for {
-		r.col.collect()
 		est := r.e.Stats()
-		st := est.Sched
+		st := est.Scheduler
 		p := SeriesPoint{At: time.Now(), Running: st.Running, DecodeTokens: st.DecodeTokens, Resources: r.resources(est)}
 		for _, q := range st.Queued {
 			p.Queued += q
@@ -576,4 +584,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 func sleepUntil(ctx context.Context, at time.Time) error {
 	return sleepCtx(ctx, time.Until(at))
+}
+
+// settle waits until every request sent so far has reported its record
+// (or a few seconds: a request that never reached the scheduler has
+// none): the engine tells observers shortly after a request ends, on its
+// own goroutine.
+func (r *runner) settle() {
+	r.col.wait(int(r.sent.Load()), 5*time.Second)
 }

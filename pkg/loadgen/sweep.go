@@ -172,7 +172,7 @@ func (r *runner) trial(ctx context.Context, w Sweep, load, minAtt float64) (Swee
 	if err := r.drain(ctx, cancel); err != nil {
 		return SweepPoint{}, err
 	}
-	r.col.collect()
+	r.settle()
 	sum := acc.Summary()
 	p := SweepPoint{Load: load, Requests: sum.Requests, ThroughputTokS: sum.ThroughputTokS,
 		GoodputTokS: sum.GoodputTokS, SLOAttainment: sum.SLOAttainment,

@@ -23,10 +23,10 @@ type Backend interface {
 	Infer(ctx context.Context, model string, inputs map[string]Tensor, opts InferOptions) (map[string]Tensor, error)
 	// Stats is a cheap snapshot for /metrics and readiness.
 	Stats() Stats
-	// Observe calls fn with the timeline of every request that finishes
-	// from now on (from one goroutine; fn must not block) until remove is
-	// called.
-	Observe(fn func(*metrics.Timeline)) (remove func())
+	// Observe tells o of every request that finishes from now on (from
+	// one goroutine; o must not block) until remove is called; an o that
+	// is a metrics.MemoryObserver also gets the decoders' memory gauges.
+	Observe(o metrics.Observer) (remove func())
 }
 
 // Model is what the API shows and needs of an open model.
@@ -123,6 +123,7 @@ const (
 	FinishContextLength Finish = "context_length"
 	FinishCancelled     Finish = "cancelled"
 	FinishDeadline      Finish = "deadline"
+	FinishRejected      Finish = "rejected"
 	FinishError         Finish = "error"
 )
 

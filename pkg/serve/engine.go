@@ -7,50 +7,40 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 // This file is the server's only contact with runtime/engine.
 
-// EngineBackend serves an *engine.Engine. It is safe for concurrent use;
-// Close stops its record pump (the engine stays open: its owner closes it).
+// EngineBackend serves an *engine.Engine. It is safe for concurrent use.
+// The engine stays its owner's to close.
 type EngineBackend struct {
 	e      *engine.Engine
 	models []Model
-
-	obsMu sync.Mutex
-	obs   map[int]func(*metrics.Timeline)
-	obsN  int
-
-	stop      chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
 }
 
-// recordPoll is how often finished requests' records are drained from
-// the engine for observers (/metrics).
-const recordPoll = 100 * time.Millisecond
-
-// NewEngineBackend describes e's models (reading each bundle's chat
-// template from its manifest) and starts draining its records. The
-// server must be the engine's only reader of Records.
+// NewEngineBackend describes e's models, reading each bundle's chat
+// template from its manifest (and the template's turn-end marker).
 func NewEngineBackend(e *engine.Engine) (*EngineBackend, error) {
-	b := &EngineBackend{e: e, obs: map[int]func(*metrics.Timeline){}, stop: make(chan struct{}), done: make(chan struct{})}
+	b := &EngineBackend{e: e}
 	now := time.Now()
 	for _, info := range e.Models() {
 		m := Model{Name: info.Name, Kind: info.Kind, Created: now.Add(-info.LoadTime), Version: info.Version,
 			Quantization: info.Quantization, Provider: info.Provider, Runtime: "onnxruntime " + info.ORTVersion}
 		if info.Geometry != nil {
 			m.Context = info.Geometry.MaxPositions
+		}
+		for _, v := range info.Inputs {
+			m.Inputs = append(m.Inputs, v.Name)
+		}
+		for _, v := range info.Outputs {
+			m.Outputs = append(m.Outputs, v.Name)
 		}
 		m.Tokenizer = e.Tokenizer(info.Name)
 		if info.Kind == string(bundle.KindDecoder) {
@@ -71,7 +61,6 @@ func NewEngineBackend(e *engine.Engine) (*EngineBackend, error) {
 		}
 		b.models = append(b.models, m)
 	}
-	go b.pump()
 	return b, nil
 }
 
@@ -90,108 +79,66 @@ func chatOf(dir string) (*tokenizer.ChatTemplate, error) {
 		Template: man.Chat.Template, BOSToken: man.Chat.BOSToken, EOSToken: man.Chat.EOSToken})
 }
 
-// Close stops the record pump; it is idempotent.
-func (b *EngineBackend) Close() error {
-	b.closeOnce.Do(func() { close(b.stop) })
-	<-b.done
-	return nil
-}
+// Close is a no-op kept for symmetry: the engine tells observers itself.
+func (b *EngineBackend) Close() error { return nil }
 
 // Models implements Backend.
 func (b *EngineBackend) Models() []Model { return b.models }
 
-func (b *EngineBackend) model(name string) *Model {
-	for i := range b.models {
-		if b.models[i].Name == name {
-			return &b.models[i]
-		}
-	}
-	return nil
-}
-
 // Generate implements Backend.
 func (b *EngineBackend) Generate(ctx context.Context, req GenerateRequest) Stream {
 	opts := engine.GenerateOptions{MaxTokens: req.MaxTokens, Stop: req.Stop, Class: classOf(req.Class),
-		SLO: sched.SLO{TTFT: req.SLO.TTFT, TPOT: req.SLO.TPOT, Deadline: req.SLO.Deadline}, FailFast: req.FailFast}
+		SLO: engine.SLO{TTFT: req.SLO.TTFT, TPOT: req.SLO.TPOT, Deadline: req.SLO.Deadline}, FailFast: req.FailFast, ID: req.ID}
 	if s := req.Sampling; s != nil {
-		opts.Sampling = llm.SamplingParams{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed}
+		opts.Sampling = &engine.Sampling{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed}
 	}
-	ctxLen := 0
-	if m := b.model(req.Model); m != nil {
-		ctxLen = m.Context
-	}
-	return &engineStream{ctx: ctx, b: b, req: req, opts: opts, ctxLen: ctxLen}
+	return &engineStream{s: b.e.GenerateTokens(ctx, req.Model, req.Prompt, opts)}
 }
 
-// engineStream counts what the engine's token stream does not report yet
-// (tokens, why it ended) into a Summary.
-type engineStream struct {
-	ctx    context.Context
-	b      *EngineBackend
-	req    GenerateRequest
-	opts   engine.GenerateOptions
-	ctxLen int
-	sum    Summary
-}
+// engineStream is the engine's stream in the server's terms.
+type engineStream struct{ s *engine.Stream }
 
 func (s *engineStream) Tokens() iter.Seq2[Token, error] {
 	return func(yield func(Token, error) bool) {
-		s.sum = Summary{PromptTokens: len(s.req.Prompt)}
-		for t, err := range s.b.e.GenerateTokens(s.ctx, s.req.Model, s.req.Prompt, s.opts) {
+		for t, err := range s.s.Tokens() {
 			if err != nil {
-				s.sum.Err, s.sum.Finish = convertErr(err), finishOf(err)
-				yield(Token{}, s.sum.Err)
+				yield(Token{}, convertErr(err))
 				return
-			}
-			if t.Index >= 0 {
-				s.sum.OutputTokens++
 			}
 			if !yield(Token{Text: t.Text, Time: t.Time}, nil) {
-				s.sum.Finish = FinishCancelled
 				return
 			}
-		}
-		switch {
-		case s.ctx.Err() != nil:
-			s.sum.Finish = finishOf(s.ctx.Err())
-		case s.ctxLen > 0 && s.sum.PromptTokens+s.sum.OutputTokens >= s.ctxLen:
-			s.sum.Finish = FinishContextLength
-		case s.sum.OutputTokens >= s.opts.MaxTokens && s.opts.MaxTokens > 0:
-			s.sum.Finish = FinishLength
-		default:
-			s.sum.Finish = FinishStop
 		}
 	}
 }
 
-func (s *engineStream) Summary() Summary { return s.sum }
-
-func finishOf(err error) Finish {
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, sched.ErrCancelled):
-		return FinishCancelled
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, sched.ErrTimeout):
-		return FinishDeadline
-	}
-	return FinishError
+func (s *engineStream) Summary() Summary {
+	sum := s.s.Summary()
+	return Summary{Finish: Finish(sum.Finish.String()), PromptTokens: sum.PromptTokens, OutputTokens: sum.OutputTokens, Err: convertErr(sum.Err)}
 }
 
 func convertErr(err error) error {
-	var oe *sched.OverloadError
+	if err == nil {
+		return nil
+	}
+	var oe *engine.OverloadError
 	if errors.As(err, &oe) {
 		return &OverloadError{RetryAfter: oe.RetryAfter, Reason: err.Error()}
+	}
+	if errors.Is(err, engine.ErrInvalidRequest) || errors.Is(err, engine.ErrPromptTooLong) {
+		return &apiError{Status: 400, Type: "invalid_request_error", Message: err.Error()}
 	}
 	return err
 }
 
-func classOf(c Class) sched.Class {
+func classOf(c Class) engine.Class {
 	switch c {
 	case ClassRealtime:
-		return sched.ClassRealtime
+		return engine.ClassRealtime
 	case ClassBatch:
-		return sched.ClassBatch
+		return engine.ClassBatch
 	}
-	return sched.ClassInteractive
+	return engine.ClassInteractive
 }
 
 // Infer implements Backend.
@@ -209,11 +156,15 @@ func (b *EngineBackend) Infer(ctx context.Context, model string, inputs map[stri
 		}
 		in[name] = ot
 	}
-	out, err := b.e.Infer(ctx, model, in, classOf(opts.Class))
+	out, err := b.e.Infer(ctx, model, in, engine.InferOptions{Class: classOf(opts.Class),
+		SLO: engine.SLO{TTFT: opts.SLO.TTFT, TPOT: opts.SLO.TPOT, Deadline: opts.SLO.Deadline}, FailFast: opts.FailFast})
 	if err != nil {
+		if errors.Is(err, engine.ErrInvalidRequest) {
+			return nil, fmt.Errorf("%w: %v", errBadTensor, err)
+		}
 		return nil, convertErr(err)
 	}
-	defer func() { _ = ort.CloseAll(out) }()
+	defer func() { _ = out.Close() }()
 	res := map[string]Tensor{}
 	for name, t := range out {
 		res[name] = Tensor{DType: t.DType().String(), Shape: t.Shape(), Data: append([]byte(nil), t.Bytes()...)}
@@ -229,8 +180,8 @@ var dtypes = map[string]ort.DType{
 // Stats implements Backend.
 func (b *EngineBackend) Stats() Stats {
 	st := b.e.Stats()
-	out := Stats{Running: st.Sched.Running, KV: map[string]KVStats{}}
-	for _, q := range st.Sched.Queued {
+	out := Stats{Running: st.Scheduler.Running, KV: map[string]KVStats{}}
+	for _, q := range st.Scheduler.Queued {
 		out.Queued += q
 	}
 	for name, kv := range st.KV {
@@ -239,78 +190,8 @@ func (b *EngineBackend) Stats() Stats {
 	return out
 }
 
-// Observe implements Backend.
-func (b *EngineBackend) Observe(fn func(*metrics.Timeline)) (remove func()) {
-	b.obsMu.Lock()
-	defer b.obsMu.Unlock()
-	id := b.obsN
-	b.obsN++
-	b.obs[id] = fn
-	return func() {
-		b.obsMu.Lock()
-		delete(b.obs, id)
-		b.obsMu.Unlock()
-	}
-}
-
-// pump drains the engine's records and hands them to the observers.
-func (b *EngineBackend) pump() {
-	defer close(b.done)
-	t := time.NewTicker(recordPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			b.deliver()
-			return
-		case <-t.C:
-			b.deliver()
-		}
-	}
-}
-
-func (b *EngineBackend) deliver() {
-	recs := b.e.Records()
-	if len(recs) == 0 {
-		return
-	}
-	b.obsMu.Lock()
-	fns := make([]func(*metrics.Timeline), 0, len(b.obs))
-	for _, fn := range b.obs {
-		fns = append(fns, fn)
-	}
-	b.obsMu.Unlock()
-	for _, r := range recs {
-		tl := timelineOf(r)
-		for _, fn := range fns {
-			fn(tl)
-		}
-	}
-}
-
-func timelineOf(t sched.Timeline) *metrics.Timeline {
-	class := t.Class
-	if class == sched.ClassUnset {
-		class = sched.ClassInteractive
-	}
-	m := metrics.NewTimeline(t.ID, class.String(), t.Arrived, len(t.TokenTimes))
-	m.Admitted, m.FirstScheduled = t.Admitted, t.FirstScheduled
-	for _, at := range t.TokenTimes {
-		m.Token(at)
-	}
-	m.Preempted, m.PromptTokens = t.Preemptions, t.PromptTokens
-	m.SLO = metrics.SLO{TTFT: t.SLO.TTFT, TPOT: t.SLO.TPOT, E2E: t.SLO.Deadline}
-	o := metrics.Failed
-	switch t.Outcome {
-	case sched.OutcomeCompleted:
-		o = metrics.Completed
-	case sched.OutcomeCancelled:
-		o = metrics.Cancelled
-	case sched.OutcomeRejected:
-		o = metrics.Rejected
-	case sched.OutcomeTimedOut:
-		o = metrics.TimedOut
-	}
-	m.Finish(t.Finished, o)
-	return m
+// Observe implements Backend: the engine's records are pkg/metrics
+// timelines, told to its observers as requests finish.
+func (b *EngineBackend) Observe(o metrics.Observer) (remove func()) {
+	return b.e.Observe(o)
 }

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
@@ -44,7 +44,7 @@ func buildModels(t testing.TB) {
 		}
 		src := filepath.Join("..", "..", "examples", "tinylm")
 		bundleDir = filepath.Join(root, "tinylm")
-		if _, bundleErr = bundle.ImportHF(context.Background(), src, bundleDir, bundle.ImportOptions{}); bundleErr != nil {
+		if _, bundleErr = build.ImportHF(context.Background(), src, bundleDir, build.ImportOptions{}); bundleErr != nil {
 			return
 		}
 		// A copy of the checkpoint with a chat template.
@@ -59,7 +59,7 @@ func buildModels(t testing.TB) {
 		cfg, _ := json.Marshal(map[string]any{"chat_template": testChatTemplate, "eos_token": "<|endoftext|>"})
 		os.WriteFile(filepath.Join(hf, "tokenizer_config.json"), cfg, 0o644)
 		chatDir = filepath.Join(root, "tinychat")
-		if _, bundleErr = bundle.ImportHF(context.Background(), hf, chatDir, bundle.ImportOptions{Name: "tinychat"}); bundleErr != nil {
+		if _, bundleErr = build.ImportHF(context.Background(), hf, chatDir, build.ImportOptions{Name: "tinychat"}); bundleErr != nil {
 			return
 		}
 		b := onnx.NewBuilder("addone")
@@ -109,7 +109,7 @@ func openFixture(t testing.TB, cfg Config) *fixture {
 	orttest.Need(t)
 	buildModels(t)
 	ecfg := engine.Config{Models: []engine.ModelSpec{{Dir: bundleDir}, {Dir: chatDir}, {Dir: addModel}},
-		KVBudgetBytes: 16 << 20, DisablePrefixCache: true}
+		KV: engine.KVOptions{BudgetBytes: 16 << 20, DisablePrefixCache: true}}
 	ecfg.Session.IntraOpThreads = 1
 	eng, err := engine.Open(context.Background(), ecfg)
 	if err != nil {

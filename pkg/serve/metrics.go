@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/pkg/metrics/prom"
 )
 
@@ -39,8 +38,6 @@ func newServerMetrics(b Backend) (*serverMetrics, error) {
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m, nil
 }
-
-func (m *serverMetrics) observe(t *metrics.Timeline) { m.timeline.ObserveTimeline(t) }
 
 func (m *serverMetrics) request(path string, code int) {
 	m.requests.WithLabelValues(path, strconv.Itoa(code)).Inc()

@@ -217,7 +217,7 @@ func TestConcurrentClients(t *testing.T) {
 	f := openFixture(t, Config{})
 	var mu sync.Mutex
 	var tls []*metrics.Timeline
-	remove := f.b.Observe(func(tl *metrics.Timeline) { mu.Lock(); tls = append(tls, tl); mu.Unlock() })
+	remove := f.b.Observe(observerFunc(func(tl *metrics.Timeline) { mu.Lock(); tls = append(tls, tl); mu.Unlock() }))
 	defer remove()
 	const clients = 32
 	var wg sync.WaitGroup
@@ -382,7 +382,7 @@ func TestInfer(t *testing.T) {
 func TestMetricsPromtool(t *testing.T) {
 	f := openFixture(t, Config{})
 	f.post(t, "/v1/completions", `{"model":"tinylm","prompt":"Call me","max_tokens":4}`)
-	time.Sleep(3 * recordPoll) // the record reaches the collector
+	time.Sleep(300 * time.Millisecond) // the record reaches the collector
 	r, err := http.Get(f.ts.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -390,7 +390,7 @@ func TestMetricsPromtool(t *testing.T) {
 	var buf bytes.Buffer
 	buf.ReadFrom(r.Body)
 	r.Body.Close()
-	for _, want := range []string{`edgeinfer_requests_total{class="interactive",outcome="completed"} 1`, "edgeinfer_engine_kv_blocks{model=\"tinylm\"}",
+	for _, want := range []string{`edgeinfer_requests_total{class="interactive",model="tinylm",outcome="completed"} 1`, "edgeinfer_engine_kv_blocks{model=\"tinylm\"}",
 		`edgeinfer_http_requests_total{code="200",path="/v1/completions"} 1`, "go_goroutines", "edgeinfer_ttft_seconds_bucket"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -406,6 +406,10 @@ func TestMetricsPromtool(t *testing.T) {
 		t.Fatalf("promtool check metrics: %v\n%s", err, out)
 	}
 }
+
+type observerFunc func(*metrics.Timeline)
+
+func (f observerFunc) ObserveTimeline(t *metrics.Timeline) { f(t) }
 
 // TestShutdownDrains starts a stream, then shuts the server down: the
 // stream finishes with [DONE], new requests are refused, Serve returns

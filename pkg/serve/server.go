@@ -49,7 +49,7 @@ func New(b Backend, cfg Config, logger *slog.Logger) (*Server, error) {
 	if s.metrics, err = newServerMetrics(b); err != nil {
 		return nil, err
 	}
-	s.removeObs = b.Observe(s.metrics.observe)
+	s.removeObs = b.Observe(s.metrics.timeline)
 	s.route("GET /health", s.health)
 	s.route("GET /ready", s.ready)
 	s.route("GET /metrics", s.metrics.serveHTTP)

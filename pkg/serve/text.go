@@ -185,7 +185,7 @@ func finishReason(f Finish) string {
 
 // failed reports whether a finish is an error rather than an answer.
 func failed(sum Summary) bool {
-	return sum.Err != nil || sum.Finish == FinishError || sum.Finish == FinishDeadline || sum.Finish == FinishCancelled
+	return sum.Err != nil || sum.Finish == FinishError || sum.Finish == FinishDeadline || sum.Finish == FinishCancelled || sum.Finish == FinishRejected
 }
 
 func (a *responder) summaryError(sum Summary) *apiError {

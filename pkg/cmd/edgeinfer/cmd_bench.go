@@ -78,7 +78,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if *storePath != "" {
 		mspec = engine.ModelSpec{Ref: *model}
 	}
-	cfg := engine.Config{Models: []engine.ModelSpec{mspec}, Store: *storePath, KVBudgetBytes: *kvBudget, KVPrefault: *kvPrefault}
+	cfg := engine.Config{Models: []engine.ModelSpec{mspec}, Store: *storePath, KV: engine.KVOptions{BudgetBytes: *kvBudget, Prefault: *kvPrefault}}
 	cfg.Session.IntraOpThreads = *threads
 	eng, err := engine.Open(ctx, cfg)
 	if err != nil {
@@ -91,7 +91,9 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 
-	return benchRun(ctx, stdout, eng, spec, loadgen.Options{EngineConfig: &cfg}, *out)
+	return benchRun(ctx, stdout, func(ctx context.Context, spec loadgen.Spec, opt loadgen.Options) (*loadgen.Result, error) {
+		return loadgen.Run(ctx, eng, spec, opt)
+	}, spec, loadgen.Options{EngineConfig: &cfg}, *out)
 }
 
 // benchTarget runs spec against a remote OpenAI-compatible server.
@@ -109,11 +111,13 @@ func benchTarget(ctx context.Context, stdout io.Writer, spec loadgen.Spec, url, 
 		return err
 	}
 	fmt.Fprintf(stdout, "target %s, model %s (server %q)\n", url, model, t.Info().Server)
-	return benchRun(ctx, stdout, t, spec, loadgen.Options{}, out)
+	return benchRun(ctx, stdout, func(ctx context.Context, spec loadgen.Spec, opt loadgen.Options) (*loadgen.Result, error) {
+		return loadgen.RunTarget(ctx, t, spec, opt)
+	}, spec, loadgen.Options{}, out)
 }
 
 // benchRun runs spec with a progress display and writes the report.
-func benchRun(ctx context.Context, stdout io.Writer, e loadgen.Engine, spec loadgen.Spec, opt loadgen.Options, out string) error {
+func benchRun(ctx context.Context, stdout io.Writer, run func(context.Context, loadgen.Spec, loadgen.Options) (*loadgen.Result, error), spec loadgen.Spec, opt loadgen.Options, out string) error {
 	tty := benchIsTTY(stdout)
 	fmt.Fprintf(stdout, "bench %q: %d phases, %s planned", spec.Name, len(spec.Phases), planned(spec))
 	if spec.Sweep != nil {
@@ -126,7 +130,7 @@ func benchRun(ctx context.Context, stdout io.Writer, e loadgen.Engine, spec load
 	prog := newBenchProgress(stdout, tty)
 	opt.Progress = prog.update
 	opt.TimelineFile = filepath.Join(out, "timelines.jsonl")
-	res, err := loadgen.Run(ctx, e, spec, opt)
+	res, err := run(ctx, spec, opt)
 	prog.done()
 	if err != nil {
 		return err
@@ -184,7 +188,7 @@ func streamSample(ctx context.Context, w io.Writer, eng *engine.Engine, prompt s
 	}
 	fmt.Fprintf(w, "%s", prompt)
 	count, start := 0, time.Now()
-	for tok, err := range eng.Generate(ctx, name, prompt, engine.GenerateOptions{MaxTokens: n}) {
+	for tok, err := range eng.Generate(ctx, name, prompt, engine.GenerateOptions{MaxTokens: n}).Tokens() {
 		if err != nil {
 			return err
 		}

@@ -51,7 +51,7 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	cfg := engine.Config{Models: specs, Store: *storePath, KVBudgetBytes: *kvBudget, Logger: logger}
+	cfg := engine.Config{Models: specs, Store: *storePath, KV: engine.KVOptions{BudgetBytes: *kvBudget}, Logger: logger}
 	cfg.Session.IntraOpThreads = *threads
 	eng, err := engine.Open(ctx, cfg)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
@@ -40,7 +40,7 @@ func TestServeAndBenchTarget(t *testing.T) {
 	orttest.Need(t)
 	dir := t.TempDir()
 	model := filepath.Join(dir, "tinylm")
-	if _, err := bundle.ImportHF(context.Background(), "../../../examples/tinylm", model, bundle.ImportOptions{}); err != nil {
+	if _, err := build.ImportHF(context.Background(), "../../../examples/tinylm", model, build.ImportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
