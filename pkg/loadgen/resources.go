@@ -59,7 +59,10 @@ type ResourceReport struct {
 	Scope   string           `json:"scope"`
 	Windows []ResourceWindow `json:"windows"`
 	// RSSGrowthMiBPerHour is the least-squares slope of resident memory
-	// over the run's samples.
+	// over the second half of the run's samples: the first half holds the
+	// first touches of KV pages (huge pages commit 2 MiB at a time) and of
+	// caches, which are growth but not a leak. Over a short run it is
+	// noise; a soak shows a leak as a steady positive slope.
 	RSSGrowthMiBPerHour *float64 `json:"rss_growth_mib_per_hour"`
 }
 
@@ -78,7 +81,8 @@ func resourceReport(res *Result, w float64, remote bool) *ResourceReport {
 		rr.Scope = "the target server's process, from its /metrics"
 	}
 	var n, sx, sy, sxx, sxy float64
-	for _, p := range res.Series {
+	half := len(res.Series) / 2
+	for k, p := range res.Series {
 		if !p.Resources.Known {
 			continue
 		}
@@ -93,8 +97,10 @@ func resourceReport(res *Result, w float64, remote bool) *ResourceReport {
 		win.RSSMiB = max(win.RSSMiB, mib)
 		win.Goroutines = max(win.Goroutines, p.Resources.Goroutines)
 		win.KVBlocksUsed = max(win.KVBlocksUsed, p.Resources.KVBlocksUsed)
-		n++
-		sx, sy, sxx, sxy = sx+t, sy+mib, sxx+t*t, sxy+t*mib
+		if k >= half {
+			n++
+			sx, sy, sxx, sxy = sx+t, sy+mib, sxx+t*t, sxy+t*mib
+		}
 	}
 	if !rr.Known {
 		rr.Reason = "the engine's resident memory, goroutines and KV use were not readable"
@@ -123,6 +129,6 @@ func resourceRows(r *Report) [][]string {
 	for _, w := range rr.Windows {
 		rows = append(rows, []string{fmt.Sprintf("%.0f", w.StartS), fmt.Sprintf("%.1f", w.RSSMiB), fmt.Sprint(w.Goroutines), fmt.Sprint(w.KVBlocksUsed)})
 	}
-	rows = append(rows, []string{"RSS trend", fmtPtr(rr.RSSGrowthMiBPerHour, 1) + " MiB/h", "", rr.Scope})
+	rows = append(rows, []string{"RSS trend (second half)", fmtPtr(rr.RSSGrowthMiBPerHour, 1) + " MiB/h", "", rr.Scope})
 	return rows
 }

@@ -144,6 +144,8 @@ func search(w Sweep, maxTrials int, res float64, out *SweepResult, run func(load
 		out.MaxStable = &lo
 	}
 	switch {
+	case math.IsNaN(lo) && !math.IsNaN(hi):
+		out.Stopped = fmt.Sprintf("the lowest load (%g) was already unstable", hi)
 	case !math.IsNaN(hi):
 		out.Stopped = fmt.Sprintf("bracketed between %g (stable) and %g (unstable) in %d trials", lo, hi, len(out.Points))
 	case out.Bounded:

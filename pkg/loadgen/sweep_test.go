@@ -35,6 +35,9 @@ func TestSweepSearch(t *testing.T) {
 			if got := out.MaxStableText(); !strings.HasPrefix(got, tt.want) || out.LowerBound != tt.lowerBound {
 				t.Fatalf("loads %v: %q lower bound %v, want %q %v", loads, got, out.LowerBound, tt.want, tt.lowerBound)
 			}
+			if tt.knee == 0 && out.Stopped != "the lowest load (1) was already unstable" {
+				t.Fatalf("stopped: %q", out.Stopped)
+			}
 			if len(loads) > tt.trials {
 				t.Fatalf("%d trials, max %d", len(loads), tt.trials)
 			}
