@@ -30,7 +30,8 @@ type inferRequest struct {
 
 // infer serves POST /v1/infer/<model>: a JSON body {"inputs": {name:
 // tensor}}, or one input as a NumPy .npy body (Content-Type
-// application/x-npy, the input named by ?input=NAME). Outputs come back
+// application/x-npy, the input named by ?input=NAME, or the model's only
+// input). Outputs come back
 // as JSON tensors with their values listed.
 func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	m, aerr := s.findModel(r.PathValue("model"), "oneshot")
@@ -48,8 +49,11 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 	var q inferRequest
 	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/x-npy") || strings.HasPrefix(ct, "application/octet-stream") {
 		name := r.URL.Query().Get("input")
+		if name == "" && len(m.Inputs) == 1 {
+			name = m.Inputs[0]
+		}
 		if name == "" {
-			writeError(w, badRequest("input", "a .npy body needs ?input=NAME naming the model input it feeds"))
+			writeError(w, badRequest("input", "a .npy body needs ?input=NAME naming the model input it feeds (one of %v)", m.Inputs))
 			return
 		}
 		t, err := parseNPY(body)

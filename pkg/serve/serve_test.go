@@ -357,7 +357,8 @@ func TestInfer(t *testing.T) {
 	for _, v := range []float32{0.5, -1, 10} {
 		binary.Write(&npy, binary.LittleEndian, math.Float32bits(v))
 	}
-	r, err := http.Post(f.ts.URL+"/v1/infer/addone?input=x", "application/x-npy", &npy)
+	r, err := http.Post(f.ts.URL+"/v1/infer/addone", "application/x-npy", &npy) // its only input
+
 	if err != nil {
 		t.Fatal(err)
 	}
