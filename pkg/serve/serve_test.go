@@ -41,6 +41,13 @@ func TestChatCompletion(t *testing.T) {
 		out.Usage.CompletionTokens != 8 || out.Usage.PromptTokens == 0 || out.Usage.TotalTokens != out.Usage.PromptTokens+8 {
 		t.Fatalf("%s", data)
 	}
+	// A stop string ends the answer there: finish_reason "stop".
+	_, data = f.post(t, "/v1/chat/completions", `{"model":"tinylm","max_tokens":40,"temperature":0,"stop":[" "],"messages":[{"role":"user","content":"Call me Ishmael"}]}`)
+	out.Choices = nil
+	json.Unmarshal(data, &out)
+	if c := out.Choices[0]; c.FinishReason != "stop" || strings.Contains(c.Message.Content, " ") || out.Usage.CompletionTokens >= 40 {
+		t.Fatalf("stop string: %s", data)
+	}
 	// The same seed and sampling give the same answer.
 	body := `{"model":"tinylm","max_tokens":12,"temperature":0.9,"top_p":0.9,"top_k":40,"seed":7,"messages":[{"role":"user","content":"The whale"}]}`
 	_, a := f.post(t, "/v1/chat/completions", body)
