@@ -43,6 +43,12 @@ func TestServeAndBenchTarget(t *testing.T) {
 	if _, err := build.ImportHF(context.Background(), "../../../examples/tinylm", model, build.ImportOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// generate --chat takes the path serve's chat completions take.
+	var gen, genErr bytes.Buffer
+	if code := runMain(context.Background(), &gen, &genErr, []string{"generate", "--model", model, "--chat", "--system", "Be brief.",
+		"--prompt", "Call me Ishmael", "--max-tokens", "4", "--threads", "1"}); code != 0 || !strings.Contains(gen.String(), "finish=length") {
+		t.Fatalf("generate --chat: exit %d\n%s\n%s", code, gen.String(), genErr.String())
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
