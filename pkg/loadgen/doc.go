@@ -1,5 +1,7 @@
 // Package loadgen is edgeinfer's acceptance benchmark: it drives an engine
-// in-process with a declared workload, collects every request's timeline
+// in-process (Run), or any OpenAI-compatible server over HTTP (RunTarget
+// with an HTTPTarget: edgeinfer serve, llama-server, Ollama, vLLM), with a
+// declared workload, collects every request's timeline
 // (rejected and timed-out requests included), samples power and thermal
 // sensors beside it, and writes a report — report.json (schema
 // "edgeinfer.bench/v1"), report.md and a self-contained report.html with

@@ -275,7 +275,8 @@ func (h *HTTPTarget) stream(ctx context.Context, tl *metrics.Timeline, prompt []
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 			ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-			return 0, &engine.OverloadError{Class: opts.Class, RetryAfter: time.Duration(ra) * time.Second, QueueFull: true}
+			// 429 (overloaded) or 503 (unavailable): counted as overload.
+			return 0, &engine.OverloadError{Class: opts.Class, RetryAfter: time.Duration(ra) * time.Second}
 		}
 		return 0, fmt.Errorf("loadgen: %s: %s: %.300s", req.URL, resp.Status, msg)
 	}
