@@ -9,11 +9,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,5 +69,48 @@ func TestTLS(t *testing.T) {
 	}
 	if _, err := New(f.b, Config{TLSCertFile: certFile}, nil); err == nil {
 		t.Fatal("a certificate without its key was accepted")
+	}
+}
+
+// TestLimits: a prompt over MaxPromptTokens is refused with the counts,
+// and a client that never finishes its headers is dropped after
+// ReadHeaderTimeout.
+func TestLimits(t *testing.T) {
+	f := openFixture(t, Config{})
+	srv, err := New(f.b, Config{MaxPromptTokens: 3, ReadHeaderTimeout: 300 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	defer func() { cancel(); <-done }()
+	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"tinylm","prompt":"Call me Ishmael, some years ago","max_tokens":2}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if e := apiErr(t, data); resp.StatusCode != 400 || e.Code == nil || *e.Code != "prompt_too_long" || !strings.Contains(e.Message, "limit of 3") {
+		t.Fatalf("%d %s", resp.StatusCode, data)
+	}
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n") // never ends its headers
+	start := time.Now()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Fatalf("the connection was not closed: %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("closed after %v, header timeout 300ms", d)
 	}
 }
