@@ -284,3 +284,29 @@ func jetPackFor(l4t string) string {
 	}
 	return ""
 }
+
+// simdFlags are the vector extensions ONNX Runtime's CPU kernels choose
+// between (x86 and ARM spellings of /proc/cpuinfo).
+var simdFlags = []string{"avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile",
+	"asimd", "asimddp", "asimdhp", "sve", "sve2", "i8mm", "bf16"}
+
+// SIMD returns the vector extensions of the first processor that ONNX
+// Runtime's kernels care about, in a fixed order.
+func (ci CPUInfo) SIMD() []string {
+	out := []string{}
+	for _, f := range simdFlags {
+		if slices.Contains(ci.Features, f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// CoreNames names the ARM cores by CPU part ("4×Cortex-A55, 4×Cortex-A76");
+// "" when the parts are not known.
+func (ci CPUInfo) CoreNames() string {
+	if len(ci.Parts) == 0 {
+		return ""
+	}
+	return partSummary(ci.Parts)
+}
