@@ -2,7 +2,6 @@ package platforms
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 
@@ -151,8 +150,8 @@ func buildPi(f *Facts, p *Plan, _ DetectOptions) {
 	if p.Board == "rpi4" {
 		p.Notes = append(p.Notes, "Cortex-A72 has no dot-product instructions (asimddp): int8 models gain less than on a Pi 5")
 	}
-	if f.arch() == "arm" || runtime.GOARCH == "arm" {
-		p.Warnings = append(p.Warnings, "32-bit (armv7) userland: npm ships no armv7 ONNX Runtime; use the 64-bit Raspberry Pi OS, or an ONNX Runtime built from source for armhf")
+	if f.arch() == "arm" {
+		p.Warnings = append(p.Warnings, "32-bit (armv7) kernel and userland: npm ships no armv7 ONNX Runtime; use the 64-bit Raspberry Pi OS, or an ONNX Runtime built from source for armhf")
 	}
 	p.Sensors = []SensorWant{
 		{Source: "thermal", Kind: "thermal", Expected: true, Why: "cpu-thermal: the firmware throttles the CPU from 80 °C (85 °C hard)"},

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -208,8 +209,11 @@ func (r *doctorReport) checkLibrary(root, explicit string) {
 	if err != nil {
 		l.Error = err.Error()
 		fix := "run `make setup` (ONNX Runtime " + ort.RuntimeVersion + " from npm) or set " + ort.LibraryEnv + " to a library built for this machine"
-		if errors.Is(err, ort.ErrLibraryArch) {
+		switch {
+		case errors.Is(err, ort.ErrLibraryArch):
 			fix = "the file is for another CPU: use the linux-" + hostArch() + " build"
+		case runtime.GOARCH == "arm":
+			fix = "npm ships no linux/arm (armv7) ONNX Runtime: build ONNX Runtime from source for armhf and set " + ort.LibraryEnv + ", or use a 64-bit OS and the arm64 build"
 		}
 		r.problem("onnxruntime", firstLine(l.Error), fix)
 		return
