@@ -19,6 +19,9 @@ type ELFInfo struct {
 	// Glibc is the highest GLIBC_ symbol version it needs ("2.28"); ""
 	// when it needs none (a static binary, musl).
 	Glibc string `json:"glibc_needed,omitempty"`
+	// GlibCXX is the highest GLIBCXX_ version it needs from libstdc++
+	// ("3.4.22" is GCC 6's); "" when it needs none.
+	GlibCXX string `json:"glibcxx_needed,omitempty"`
 	// Needed are its DT_NEEDED libraries.
 	Needed []string `json:"needed,omitempty"`
 }
@@ -45,13 +48,18 @@ func InspectELF(p string) (ELFInfo, error) {
 			if v, ok := strings.CutPrefix(d.Dep, "GLIBC_"); ok && compareVersions(v, info.Glibc) > 0 {
 				info.Glibc = v
 			}
+			if v, ok := strings.CutPrefix(d.Dep, "GLIBCXX_"); ok && compareVersions(v, info.GlibCXX) > 0 {
+				info.GlibCXX = v
+			}
 		}
 	}
 	return info, nil
 }
 
-// SystemGlibc returns the glibc version of the system under root: the
-// highest GLIBC_ version that its libc.so.6 defines, and the path read.
+// SystemGlibc returns the glibc version of the system under root, and the
+// libc.so.6 read: its release ("stable release version 2.31" in the file),
+// else the highest GLIBC_ version it defines (a release adds no version
+// node when it adds no symbols: 2.31 defines GLIBC_2.30 at most).
 func SystemGlibc(root string) (version, libc string, err error) {
 	if root == "" {
 		root = "/"
@@ -76,6 +84,11 @@ func SystemGlibc(root string) (version, libc string, err error) {
 }
 
 func definedGlibc(p string) (string, error) {
+	if data, err := os.ReadFile(p); err == nil {
+		if v := releaseVersion(data); v != "" {
+			return v, nil
+		}
+	}
 	f, err := elf.Open(p)
 	if err != nil {
 		return "", err
@@ -92,6 +105,21 @@ func definedGlibc(p string) (string, error) {
 		}
 	}
 	return best, nil
+}
+
+// releaseVersion finds glibc's banner, "release version 2.31.", in libc.
+func releaseVersion(data []byte) string {
+	const marker = "release version "
+	i := strings.Index(string(data), marker)
+	if i < 0 {
+		return ""
+	}
+	rest := data[i+len(marker):]
+	j := 0
+	for j < len(rest) && j < 12 && (rest[j] == '.' || rest[j] >= '0' && rest[j] <= '9') {
+		j++
+	}
+	return strings.TrimSuffix(string(rest[:j]), ".")
 }
 
 // compareVersions compares dotted numeric versions ("2.34" > "2.4");

@@ -153,7 +153,7 @@ var armParts = map[string]string{
 	"0xd03": "Cortex-A53", "0xd05": "Cortex-A55", "0xd08": "Cortex-A72", "0xd0b": "Cortex-A76",
 	"0xd0c": "Neoverse-N1", "0xd41": "Cortex-A78", "0xd42": "Cortex-A78AE", "0xd44": "Cortex-X1",
 	"0xd46": "Cortex-A510", "0xd47": "Cortex-A710", "0xd48": "Cortex-X2", "0xd4d": "Cortex-A715",
-	"0xd4e": "Cortex-X3", "0x001": "Oryon",
+	"0xd4e": "Cortex-X3", "0x001": "Oryon", "0x004": "Carmel",
 }
 
 // Meminfo is the two lines of /proc/meminfo the KV budget uses.

@@ -93,11 +93,13 @@ type doctorLibrary struct {
 	// the system's (this machine's; with --root also the tree's, if it has
 	// a libc).
 	GlibcNeeded string `json:"glibc_needed,omitempty"`
-	SystemGlibc string `json:"system_glibc,omitempty"`
-	SystemLibc  string `json:"system_libc,omitempty"`
-	GlibcOK     bool   `json:"glibc_ok"`
-	GlibcWhy    string `json:"glibc_why"`
-	RootGlibc   string `json:"root_glibc,omitempty"`
+	// GlibCXXNeeded is the highest GLIBCXX_ version needed from libstdc++.
+	GlibCXXNeeded string `json:"glibcxx_needed,omitempty"`
+	SystemGlibc   string `json:"system_glibc,omitempty"`
+	SystemLibc    string `json:"system_libc,omitempty"`
+	GlibcOK       bool   `json:"glibc_ok"`
+	GlibcWhy      string `json:"glibc_why"`
+	RootGlibc     string `json:"root_glibc,omitempty"`
 	// ProviderLibraries are the plug-in provider libraries beside it.
 	ProviderLibraries map[string]bool `json:"provider_libraries,omitempty"`
 }
@@ -225,7 +227,7 @@ func (r *doctorReport) checkLibrary(root, explicit string) {
 		r.problem("onnxruntime", l.Error, "point "+ort.LibraryEnv+" at libonnxruntime.so itself")
 		return
 	}
-	l.Machine, l.GOARCH, l.Needed, l.GlibcNeeded = info.Machine, info.GOARCH, info.Needed, info.Glibc
+	l.Machine, l.GOARCH, l.Needed, l.GlibcNeeded, l.GlibCXXNeeded = info.Machine, info.GOARCH, info.Needed, info.Glibc, info.GlibCXX
 	have, libc, gerr := platforms.SystemGlibc("/")
 	l.SystemGlibc, l.SystemLibc = have, libc
 	l.GlibcOK, l.GlibcWhy = platforms.GlibcCompatible(info.Glibc, have)
@@ -416,7 +418,7 @@ func printDoctor(w io.Writer, r doctorReport) {
 	l := r.Library
 	if l.Found {
 		p("onnxruntime %s %s (%s)", l.Path, cmp(l.Version, "version not loaded"), l.Machine)
-		p("           glibc: %s (system %s)", l.GlibcWhy, cmp(l.SystemLibc, "?"))
+		p("           glibc: %s (system %s); libstdc++ GLIBCXX_%s", l.GlibcWhy, cmp(l.SystemLibc, "?"), cmp(l.GlibCXXNeeded, "none"))
 		var have []string
 		for _, name := range slices.Sorted(maps.Keys(l.ProviderLibraries)) {
 			if l.ProviderLibraries[name] {
