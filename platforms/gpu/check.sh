@@ -23,6 +23,13 @@
 #            ratios against the CPU.
 #   all      (default) prepare, then run.
 #
+# What that pair can run (read from the libraries here): the 1.29 core is
+# built without CUDA and TensorRT ("not enabled in this build"); its CUDA
+# provider library exports CreateEpFactories, so runtime/ort registers it as
+# a plug-in provider (plugin_ep.go) and CUDA can run; its TensorRT library
+# is a provider bridge only (GetProvider), which needs a core built with
+# TensorRT: TensorRT is expected to be skipped, and the report says so.
+#
 # FORCE=1 runs every step even where the host lacks the GPU (a dry run).
 # Exit status: 0 all checks ran (each result says passed, skipped or failed);
 # 3 the host lacks what the providers need (the message says exactly what:
