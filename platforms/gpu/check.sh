@@ -147,9 +147,9 @@ ratio() { awk -v c="$1" -v g="$2" 'BEGIN{ if (c+0 > 0 && g+0 > 0) printf "%.2fx 
 run() {
   mkdir -p "$kit/out"
   : >"$kit/out/summary.txt"
+  host_report
   [[ -x $kit/edgeinfer ]] || { command -v go >/dev/null && (cd "$here" && go build -o "$kit/edgeinfer" ./pkg/cmd/edgeinfer); } ||
     die "no $kit/edgeinfer and no Go to build it: run '$0 prepare' first"
-  host_report
   ort_libs
   local lib=$kit/ort/libonnxruntime.so
   export LD_LIBRARY_PATH=$kit/ort${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
