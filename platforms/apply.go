@@ -27,7 +27,7 @@ type Choice struct {
 // Apply puts the plan onto an engine configuration. What cfg already sets
 // is kept, as an override: the provider chain (Session.Providers non-nil),
 // the thread count (Session.IntraOpThreads non-zero), the affinity entry
-// and the KV budget (KVBudgetBytes non-zero). The affinity is applied only
+// and the KV budget (KV.BudgetBytes non-zero). The affinity is applied only
 // with the profile's own thread count, since ONNX Runtime requires one
 // entry per pool thread. It returns each choice and where it came from.
 //
@@ -49,8 +49,8 @@ func Apply(p Plan, cfg *engine.Config) []Choice {
 			}
 		}
 	}
-	if cfg.KVBudgetBytes == 0 {
-		cfg.KVBudgetBytes = p.KV.Bytes
+	if cfg.KV.BudgetBytes == 0 {
+		cfg.KV.BudgetBytes = p.KV.Bytes
 	}
 	return Matrix(p, *cfg)
 }
@@ -64,7 +64,7 @@ func Matrix(p Plan, cfg engine.Config) []Choice {
 	if s.Providers == nil {
 		chain = ProviderNames(ort.DefaultProviders())
 	}
-	kv := cfg.KVBudgetBytes
+	kv := cfg.KV.BudgetBytes
 	kvStr := func(b int64) string {
 		if b == 0 {
 			return "engine default"

@@ -14,8 +14,8 @@ func TestApplyFillsOnlyWhatIsUnset(t *testing.T) {
 	}
 	var cfg engine.Config
 	choices := Apply(p, &cfg)
-	if cfg.Session.IntraOpThreads != 4 || cfg.Session.ConfigEntries[affinityKey] != "6;7;8" || cfg.KVBudgetBytes != p.KV.Bytes {
-		t.Fatalf("applied %+v kv %d", cfg.Session, cfg.KVBudgetBytes)
+	if cfg.Session.IntraOpThreads != 4 || cfg.Session.ConfigEntries[affinityKey] != "6;7;8" || cfg.KV.BudgetBytes != p.KV.Bytes {
+		t.Fatalf("applied %+v kv %d", cfg.Session, cfg.KV.BudgetBytes)
 	}
 	for _, c := range choices {
 		if c.Source != "profile" {
@@ -25,12 +25,12 @@ func TestApplyFillsOnlyWhatIsUnset(t *testing.T) {
 
 	// Overrides: explicit threads keep the pool unpinned (ONNX Runtime
 	// wants one affinity per pool thread), an explicit chain and budget stay.
-	cfg = engine.Config{KVBudgetBytes: 1 << 20}
+	cfg = engine.Config{KV: engine.KVOptions{BudgetBytes: 1 << 20}}
 	cfg.Session.IntraOpThreads = 2
 	cfg.Session.Providers = []ort.ProviderConfig{{Name: ort.XNNPACK}}
 	choices = Apply(p, &cfg)
-	if cfg.Session.IntraOpThreads != 2 || cfg.Session.ConfigEntries[affinityKey] != "" || cfg.KVBudgetBytes != 1<<20 || cfg.Session.Providers[0].Name != ort.XNNPACK {
-		t.Fatalf("overrides lost: %+v kv %d", cfg.Session, cfg.KVBudgetBytes)
+	if cfg.Session.IntraOpThreads != 2 || cfg.Session.ConfigEntries[affinityKey] != "" || cfg.KV.BudgetBytes != 1<<20 || cfg.Session.Providers[0].Name != ort.XNNPACK {
+		t.Fatalf("overrides lost: %+v kv %d", cfg.Session, cfg.KV.BudgetBytes)
 	}
 	src := map[string]string{}
 	for _, c := range choices {

@@ -19,7 +19,7 @@ func Example() {
 	fmt.Println("providers:", platforms.ProviderNames(p.Providers))
 	fmt.Println("threads:", p.Threads.IntraOp, "on CPUs", p.Threads.CPUs)
 
-	cfg := engine.Config{KVBudgetBytes: 512 << 20} // an explicit budget is kept
+	cfg := engine.Config{KV: engine.KVOptions{BudgetBytes: 512 << 20}} // an explicit budget is kept
 	for _, c := range platforms.Apply(p, &cfg) {
 		fmt.Println(c)
 	}

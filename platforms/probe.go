@@ -73,7 +73,7 @@ func CheckProviders(ctx context.Context, chain []ort.ProviderConfig, opts ort.Op
 		return nil, err
 	}
 	opts.Providers = []ort.ProviderConfig{{Name: ort.CPU}}
-	opts.NoHugePages = true
+	opts.DisableHugePages = true
 	ref, cpu, err := probeRun(ctx, model, in, opts)
 	if err != nil {
 		return nil, err
