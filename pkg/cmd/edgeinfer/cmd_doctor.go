@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/platforms"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"golang.org/x/sys/unix"
 )
@@ -488,4 +490,25 @@ func printDoctor(w io.Writer, r doctorReport) {
 			p("     → %s", pr.Fix)
 		}
 	}
+}
+
+// applyBoard puts a board profile onto cfg (bench --board): "auto" detects
+// the board; flags given explicitly stay as overrides, and the report's
+// version matrix shows which is which.
+func applyBoard(fs *flag.FlagSet, board string, cfg *engine.Config) error {
+	opts := platforms.DetectOptions{}
+	if board != "auto" {
+		opts.Board = board
+	}
+	plan, err := platforms.Detect(opts)
+	if err != nil {
+		return fmt.Errorf("%w: --board: %v", errUsage, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["threads"] {
+		cfg.Session.IntraOpThreads = 0 // the flag's default: let the profile choose
+	}
+	platforms.Apply(plan, cfg)
+	return nil
 }

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/platforms"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
@@ -115,5 +118,36 @@ func TestDoctorText(t *testing.T) {
 	}
 	if code := runMain(context.Background(), &stdout, &stderr, []string{"doctor", "--board", "vax"}); code != 2 {
 		t.Errorf("unknown board: exit %d", code)
+	}
+}
+
+func TestApplyBoard(t *testing.T) {
+	newFS := func(args ...string) *flag.FlagSet {
+		fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+		fs.Int("threads", 2, "")
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	plan, err := platforms.Detect(platforms.DetectOptions{Board: "rpi5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := engine.Config{}
+	cfg.Session.IntraOpThreads = 2 // the flag's default
+	if err := applyBoard(newFS(), "rpi5", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Session.IntraOpThreads != plan.Threads.IntraOp || platforms.ProviderNames(cfg.Session.Providers) != "XNNPACK → CPU" || cfg.KV.BudgetBytes != plan.KV.Bytes {
+		t.Errorf("profile not applied: %+v %+v", cfg.Session, cfg.KV)
+	}
+	cfg = engine.Config{}
+	cfg.Session.IntraOpThreads = 3
+	if err := applyBoard(newFS("-threads", "3"), "auto", &cfg); err != nil || cfg.Session.IntraOpThreads != 3 {
+		t.Errorf("explicit --threads lost: %v %d", err, cfg.Session.IntraOpThreads)
+	}
+	if err := applyBoard(newFS(), "amiga", &cfg); err == nil {
+		t.Error("unknown board accepted")
 	}
 }
