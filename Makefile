@@ -44,7 +44,7 @@ cross:
 	echo "built bin/linux-$(GOARCH)/: $$(ls bin/linux-$(GOARCH))"
 
 ## test-arm64: run the ORT layer and pkg/... tests under qemu-aarch64 against the arm64 library
-ARM64_PKGS ?= ./runtime/ort/... ./pkg/...
+ARM64_PKGS ?= ./runtime/ort/... ./pkg/... ./platforms
 test-arm64: setup
 	@command -v qemu-aarch64-static >/dev/null || { echo "make test-arm64: apt-get install qemu-user-static gcc-aarch64-linux-gnu"; exit 1; }
 	ONNXRUNTIME_LIB=$(ORT_CACHE)/linux-arm64/libonnxruntime.so.1 \
