@@ -87,13 +87,17 @@ int edgeinfer_ep_append(void* so, const char* ep_name, const char** keys, const 
   return st == NULL ? 0 : fail(st, err, errlen);
 }
 
+// edgeinfer_ep_release runs before the environment is destroyed: the
+// library may be unloaded after it, so its API table is forgotten too.
 void edgeinfer_ep_release(void) {
-  if (eenv == NULL) return;
-  for (int i = 0; i < nregistered; i++) {
-    OrtStatus* st = eapi->UnregisterExecutionProviderLibrary(eenv, registered[i]);
-    if (st != NULL) eapi->ReleaseStatus(st);
+  if (eenv != NULL) {
+    for (int i = 0; i < nregistered; i++) {
+      OrtStatus* st = eapi->UnregisterExecutionProviderLibrary(eenv, registered[i]);
+      if (st != NULL) eapi->ReleaseStatus(st);
+    }
+    eapi->ReleaseEnv(eenv);
+    eenv = NULL;
   }
   nregistered = 0;
-  eapi->ReleaseEnv(eenv);
-  eenv = NULL;
+  eapi = NULL;
 }
