@@ -56,6 +56,9 @@ type importRule struct {
 var importRules = []importRule{
 	{dep: "github.com/yalue/onnxruntime_go", allowed: []string{module + "/runtime/ort"}},
 	{dep: "go.etcd.io/bbolt", allowed: []string{module + "/pkg/store"}},
+	// One package owns the WebAssembly sandbox, so its limits (memory cap,
+	// deadlines, grants) cannot be bypassed by another caller of wazero.
+	{dep: "github.com/tetratelabs/wazero", allowed: []string{module + "/runtime/plugin"}},
 }
 
 // layer order: a package may import only packages of its own or a lower layer.
