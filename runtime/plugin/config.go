@@ -37,6 +37,16 @@ type Config struct {
 	MaxInstances int `json:"max_instances,omitempty"`
 	// MaxResultMB caps a response; 0 means 64 MiB.
 	MaxResultMB int `json:"max_result_mb,omitempty"`
+	// NoInterrupt compiles the module without wazero's cancellation
+	// checks. With them (the default) every loop iteration of the guest
+	// checks whether its call must stop, which is what bounds a call by
+	// CallTimeout and the request's deadline; Go guests pay dearly for it
+	// because the Go compiler routes every branch of a function through one
+	// dispatch loop (BenchmarkInterrupt: a tight loop runs ~7x slower with
+	// the checks than without). With NoInterrupt a call cannot be stopped
+	// once it runs: only for plugins the device trusts, never for a
+	// bundle's plugins by default.
+	NoInterrupt bool `json:"no_interrupt,omitempty"`
 	// Grants are what the sandbox lets the plugin reach; the zero value
 	// is nothing.
 	Grants Grants `json:"grants"`

@@ -133,7 +133,7 @@ func Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, e
 		}
 		rc = wazero.NewRuntimeConfigCompiler()
 	}
-	rc = rc.WithCloseOnContextDone(true).WithMemoryLimitPages(uint32(cfg.memoryBytes() / 65536))
+	rc = rc.WithCloseOnContextDone(!cfg.NoInterrupt).WithMemoryLimitPages(uint32(cfg.memoryBytes() / 65536))
 	dir, err := cacheDir(cfg)
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/plugintest"
 )
 
-func hostile(t *testing.T, cfg Config) *Plugin {
+func hostile(t testing.TB, cfg Config) *Plugin {
 	t.Helper()
 	path := plugintest.Build(t, "runtime/plugin/testdata/hostile")
 	p, err := LoadFile(context.Background(), path, cfg)
@@ -277,3 +277,40 @@ func TestNotAPlugin(t *testing.T) {
 		t.Errorf("engine jit: %v", err)
 	}
 }
+
+// BenchmarkInterrupt: a tight arithmetic loop in a Go guest with wazero's
+// cancellation checks (the sandbox default) and without (NoInterrupt),
+// beside the same loop compiled natively.
+func BenchmarkInterrupt(b *testing.B) {
+	arg := abi.Str("arg", "xxx") // 3 M iterations
+	b.Run("native", func(b *testing.B) {
+		for b.Loop() {
+			x := 1.0
+			for i := range 3 * 1000000 {
+				x = x*1.0000001 + float64(i&7)
+			}
+			sink = x
+		}
+	})
+	for _, off := range []bool{false, true} {
+		name := "checks"
+		if off {
+			name = "nointerrupt"
+		}
+		b.Run(name, func(b *testing.B) {
+			path := plugintest.Build(b, "runtime/plugin/testdata/hostile")
+			p, err := LoadFile(context.Background(), path, Config{NoInterrupt: off, CallTimeout: time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			for b.Loop() {
+				if _, err := p.Call(context.Background(), []abi.Tensor{abi.Str("mode", "spin"), arg}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+var sink float64

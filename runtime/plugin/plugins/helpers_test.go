@@ -50,6 +50,9 @@ func load(tb testing.TB, name string, cfg plugin.Config) *plugin.Plugin {
 	if len(cfg.Grants.Dirs) > 0 {
 		key += "+dirs"
 	}
+	if cfg.NoInterrupt {
+		key += "+nointerrupt"
+	}
 	if p, ok := plugins.Load(key); ok {
 		return p.(*plugin.Plugin)
 	}

@@ -47,6 +47,20 @@ func run(in []abi.Tensor) ([]abi.Tensor, error) {
 			return nil, err
 		}
 		return []abi.Tensor{abi.Bytes("data", data)}, nil
+	case "spin": // arithmetic only, for the overhead benchmark
+		n, _ := arg.Text()
+		x := 1.0
+		for i := range len(n) * 1000000 {
+			x = x*1.0000001 + float64(i&7)
+		}
+		return []abi.Tensor{abi.F64("x", nil, []float64{x})}, nil
+	case "alloc": // allocation only
+		n, _ := arg.Text()
+		var keep [][]byte
+		for range len(n) * 1000 {
+			keep = append(keep, make([]byte, 1000))
+		}
+		return []abi.Tensor{abi.I64("n", nil, []int64{int64(len(keep))})}, nil
 	case "clock":
 		return []abi.Tensor{abi.I64("unix_nano", nil, []int64{time.Now().UnixNano()})}, nil
 	case "random":
