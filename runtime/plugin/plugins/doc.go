@@ -7,7 +7,8 @@
 //
 //   - imageprep: JPEG/PNG (input "image") or raw RGB ("rgb" [H,W,3]) to a
 //     normalised float tensor; arg.spec blazeface | paddle-det, arg.output
-//     the tensor's name; also outputs src_size [h, w]
+//     the tensor's name, optional input "crop" [x,y,w,h]; also outputs
+//     src_size [h, w]
 //   - blazeface: BlazeFace scores and regressors (or "candidates" [N,5]) to
 //     "faces" [N,5] (score, xmin, ymin, xmax, ymax), weighted NMS
 //   - dbpost: PaddleOCR detector map [1,1,H,W] + src_size to "boxes" [N,4]

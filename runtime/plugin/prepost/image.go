@@ -168,3 +168,15 @@ func RGB(pix []byte, w, h int) (image.Image, error) {
 	}
 	return img, nil
 }
+
+// Crop returns the part r of img (r in pixels from the image's top left).
+func Crop(img image.Image, r image.Rectangle) (image.Image, error) {
+	sub, ok := img.(interface {
+		SubImage(image.Rectangle) image.Image
+	})
+	r = r.Add(img.Bounds().Min).Intersect(img.Bounds())
+	if !ok || r.Empty() {
+		return nil, fmt.Errorf("prepost: crop %v is outside the %v image", r, img.Bounds())
+	}
+	return sub.SubImage(r), nil
+}

@@ -42,6 +42,15 @@ func run(in []abi.Tensor) ([]abi.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c, ok := abi.Find(in, "crop"); ok { // x, y, w, h in pixels
+		v, err := c.Int64s()
+		if err != nil || len(v) != 4 {
+			return nil, fmt.Errorf("input crop is %v, want int64 [4] (x, y, w, h)", c)
+		}
+		if img, err = prepost.Crop(img, image.Rect(int(v[0]), int(v[1]), int(v[0]+v[2]), int(v[1]+v[3]))); err != nil {
+			return nil, err
+		}
+	}
 	data, w, h := prepost.Preprocess(img, spec)
 	shape := []int64{1, int64(h), int64(w), 3}
 	if spec.NCHW {
