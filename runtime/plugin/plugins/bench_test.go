@@ -155,4 +155,3 @@ func BenchmarkColdStart(b *testing.B) {
 		})
 	}
 }
-
