@@ -101,7 +101,7 @@ func MakeBundle(dir, model, pluginDir string, threshold float64) error {
 		return err
 	}
 	for src, dst := range map[string]string{
-		model:                                      "model.onnx",
+		model: "model.onnx",
 		filepath.Join(pluginDir, "imageprep.wasm"): "pre.wasm",
 		filepath.Join(pluginDir, "blazeface.wasm"): "post.wasm",
 	} {
@@ -142,15 +142,15 @@ type Config struct {
 
 // Result is what one Detect call measured and found.
 type Result struct {
-	Version   string
-	Provider  ort.Provider
-	Attempts  []ort.ProviderAttempt
-	Load      time.Duration
-	Plugins   map[string]plugin.Info
-	Pre       []time.Duration // sorted, per stage
-	Model     []time.Duration
-	Post      []time.Duration
-	Faces     []Face
+	Version  string
+	Provider ort.Provider
+	Attempts []ort.ProviderAttempt
+	Load     time.Duration
+	Plugins  map[string]plugin.Info
+	Pre      []time.Duration // sorted, per stage
+	Model    []time.Duration
+	Post     []time.Duration
+	Faces    []Face
 	// ImageW, ImageH are the searched rectangle's size.
 	ImageW, ImageH int
 }

@@ -92,7 +92,6 @@ func runPlugin(ctx context.Context, w io.Writer, args []string) error {
 	return nil
 }
 
-
 // printTensors writes each tensor's type, shape and first values.
 func printTensors(w io.Writer, label string, ts []abi.Tensor) {
 	for _, t := range ts {
