@@ -64,7 +64,7 @@ func (p *Plugins) validate(files map[string]File) error {
 			return bad("sha256 %s differs from the file's %s", r.SHA256, f.SHA256)
 		}
 		for _, d := range r.Dirs {
-			if !safePath(d.Dir) && d.Dir != "." {
+			if !SafePath(d.Dir) && d.Dir != "." {
 				return bad("dir %q must be relative, clean and inside the bundle", d.Dir)
 			}
 			if !path.IsAbs(d.Guest) || path.Clean(d.Guest) != d.Guest || d.Guest == "/" {
