@@ -68,6 +68,9 @@ type instance struct {
 	stack  [2]uint64
 }
 
+// startTimeout bounds an instance's start (see instantiate).
+const startTimeout = 10 * time.Second
+
 var (
 	cacheMu sync.Mutex
 	caches  = map[string]wazero.CompilationCache{}
@@ -160,10 +163,8 @@ func Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, e
 	}
 	p.modCfg = moduleConfig(cfg.Grants)
 
-	ictx, cancel := context.WithTimeout(ctx, cfg.callTimeout())
-	defer cancel()
 	start = time.Now()
-	in, err := p.instantiate(ictx)
+	in, err := p.instantiate(ctx)
 	p.info.Instantiate = time.Since(start)
 	if err != nil {
 		return nil, errors.Join(err, p.rt.Close(ctx))
@@ -231,7 +232,12 @@ func sameTypes(a, b []api.ValueType) bool {
 	return true
 }
 
+// instantiate starts an instance: the guest's _initialize runs under
+// startTimeout (a Go guest's runtime start takes milliseconds; the per-call
+// limit, which may be tighter, is for requests), within ctx.
 func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(p.cfg.callTimeout(), startTimeout))
+	defer cancel()
 	t := &tail{}
 	mod, err := p.rt.InstantiateModule(ctx, p.compiled, p.modCfg.WithStderr(t))
 	if err != nil {
@@ -285,17 +291,17 @@ func (p *Plugin) CallRaw(ctx context.Context, req []byte) ([]abi.Tensor, error) 
 	}
 	defer func() { <-p.slots }()
 
-	cctx, cancel := context.WithTimeout(ctx, p.cfg.callTimeout())
-	defer cancel()
 	var in *instance
 	select {
 	case in = <-p.idle:
 	default:
 		var err error
-		if in, err = p.instantiate(cctx); err != nil {
+		if in, err = p.instantiate(ctx); err != nil {
 			return nil, fmt.Errorf("plugin %s: %w", p.name, err)
 		}
 	}
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.callTimeout())
+	defer cancel()
 	out, keep, err := p.call(cctx, in, req)
 	if keep {
 		select {

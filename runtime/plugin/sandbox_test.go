@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func echoOK(t *testing.T, p *Plugin) {
 }
 
 func TestHostileGoPlugin(t *testing.T) {
-	p := hostile(t, Config{MemoryMB: 64, MaxInstances: 1})
+	p := hostile(t, Config{MemoryMB: 32, MaxInstances: 1, CallTimeout: time.Minute})
 	t.Logf("engine %s, compile %v, instantiate %v, memory %d KiB", p.Info().Engine, p.Info().Compile, p.Info().Instantiate, p.Info().InstanceMemory>>10)
 	for _, tc := range []struct {
 		mode string
@@ -233,7 +234,7 @@ func (p *Plugin) rawPages(t *testing.T) uint32 {
 // TestMemoryBombRSS: a Go plugin allocating without end is stopped at its
 // cap, and the host's resident memory stays bounded by about the cap.
 func TestMemoryBombRSS(t *testing.T) {
-	p := hostile(t, Config{MemoryMB: 32, MaxInstances: 1})
+	p := hostile(t, Config{MemoryMB: 32, MaxInstances: 1, CallTimeout: time.Minute})
 	base := rss(t)
 	for range 3 {
 		if _, err := p.Call(context.Background(), mode("bomb")); !errors.Is(err, ErrMemory) {
@@ -314,3 +315,33 @@ func BenchmarkInterrupt(b *testing.B) {
 }
 
 var sink float64
+
+// TestConcurrentCalls: calls beyond MaxInstances wait for an instance, a
+// failing call among them fails alone.
+func TestConcurrentCalls(t *testing.T) {
+	p := hostile(t, Config{MaxInstances: 2})
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			m := "echo"
+			if i == 3 {
+				m = "exit"
+			}
+			_, errs[i] = p.Call(context.Background(), mode(m, abi.F32("x", []int64{2}, []float32{1.5, -2})))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (i == 3) != (err != nil) {
+			t.Errorf("call %d: %v", i, err)
+		}
+	}
+	echoOK(t, p)
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Call(context.Background(), mode("echo")); !errors.Is(err, ErrClosed) {
+		t.Errorf("call after Close: %v", err)
+	}
+}
