@@ -33,3 +33,7 @@ func resolveEngine(e string) string {
 	}
 	return e
 }
+
+// Runtime describes what runs plugins in this build on this machine, for
+// version matrices: "wazero v1.12.0, compiler" (or ", interpreter").
+func Runtime() string { return "wazero " + wazeroVersion() + ", " + resolveEngine(EngineAuto) }

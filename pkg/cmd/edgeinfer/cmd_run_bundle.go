@@ -53,7 +53,12 @@ func runBundle(ctx context.Context, w io.Writer, dir string, inputs []string, op
 		return err
 	}
 	defer pl.Close(context.WithoutCancel(ctx))
-	for stage, info := range pl.Infos() {
+	infos := pl.Infos()
+	for _, stage := range []string{"pre", "post"} {
+		info, ok := infos[stage]
+		if !ok {
+			continue
+		}
 		fmt.Fprintf(w, "%s plugin: %s (wazero %s, %s, compile %.1f ms)\n", stage, info.Name, info.Wazero, info.Engine, ms(info.Compile))
 	}
 	s, err := ort.NewSessionFromFile(ctx, b.ModelPath(), opts)

@@ -19,9 +19,15 @@ func main() {}
 var hoard [][]byte
 
 func run(in []abi.Tensor) ([]abi.Tensor, error) {
-	m, _ := abi.Find(in, "mode")
+	m, ok := abi.Find(in, "mode")
+	if !ok {
+		m, _ = abi.Find(in, "arg.mode") // edgeinfer plugin run --arg mode=...
+	}
 	mode, _ := m.Text()
-	arg, _ := abi.Find(in, "arg")
+	arg, ok := abi.Find(in, "arg")
+	if !ok {
+		arg, _ = abi.Find(in, "arg.arg")
+	}
 	switch mode {
 	case "echo":
 		return in, nil
