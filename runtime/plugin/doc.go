@@ -33,14 +33,18 @@
 //
 // # Why this ABI and not Extism
 //
-// Extism (whose Go SDK also runs on wazero) moves bytes through a second
-// "kernel" module with its own allocator and host functions for input,
-// output, variables, HTTP and logs, and offers kits in many languages. The
-// SDK's plugins exchange tensors, need none of those host functions (each
-// would widen the sandbox), and a pipeline calls them once per request on
-// the hot path. The ABI here is three exports over the module's own memory,
-// with no imports beyond WASI preview 1 (which Go, Rust, C and Zig
-// toolchains target directly), and the request and response are one copy
-// each way with tensor data 8-byte aligned so both sides view it in place.
-// BenchmarkCallOverhead measures what a call costs.
+// Extism (whose Go SDK v1.7.1 also runs on wazero) moves bytes through a
+// second "kernel" module with its own allocator and host functions for
+// input, output, variables, HTTP and logs, and offers plugin kits in many
+// languages. The SDK's plugins exchange tensors, need none of those host
+// functions (each would widen the sandbox), and a pipeline calls them on
+// every request. The ABI here is three exports over the module's own
+// memory, with no imports beyond WASI preview 1 (which Go, Rust, C and Zig
+// toolchains target directly); a request and its response are one copy
+// each way, tensor data 8-byte aligned so both sides view it in place.
+// Measured in one run (testdata/extismbench, a separate module): a call
+// with 1 KiB of input to a plugin that does nothing took 17-29 us here
+// against 350-580 us through Extism; an Extism instance started in 5-13 ms
+// against 17-18 ms for ours (both Go reactors; ours includes the ABI
+// version check). BenchmarkCallOverhead measures a call on its own.
 package plugin
