@@ -182,6 +182,9 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 	}
 	m.info = infoOf(cmpOr(spec.Name, b.Manifest.Name), b)
 	if b.Manifest.Kind == bundle.KindDecoder {
+		if err := refuseDecoderPlugins(b); err != nil { // plugins.go
+			return nil, err
+		}
 		cfg := e.s.Config()
 		// The step buffers hold the scheduler's largest step: its batch of
 		// decode rows, or one prefill chunk (bounded by the chunk size and
