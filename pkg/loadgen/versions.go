@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin"
 )
 
 // Versions is the report's version matrix: everything that must match
@@ -34,8 +35,11 @@ type Versions struct {
 	// HugePages is the kernel's transparent huge page mode ("always",
 	// "madvise", "never") or why it is unknown: KV pools and model weights
 	// are put in huge pages only where it is not "never".
-	HugePages string         `json:"transparent_huge_pages"`
-	Models    []ModelVersion `json:"models"`
+	HugePages string `json:"transparent_huge_pages"`
+	// PluginRuntime runs bundles' pre/post plugins: wazero's version and
+	// whether its compiler or its interpreter runs here.
+	PluginRuntime string         `json:"plugin_runtime"`
+	Models        []ModelVersion `json:"models"`
 	// Threads are the ONNX Runtime session's intra- and inter-op threads
 	// (0 = ONNX Runtime's default); null when the engine config is unknown.
 	IntraOpThreads *int `json:"intra_op_threads"`
@@ -84,7 +88,8 @@ func modelVersion(m engine.ModelInfo) ModelVersion {
 // engine.
 func collectVersions(res *Result) Versions {
 	v := Versions{SDK: "(unknown)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Cores: runtime.NumCPU(), CPU: cpuModel(), SIMD: cpuSIMD(), HugePages: hugePageMode(), Sched: res.Sched, Target: res.Target}
+		Cores: runtime.NumCPU(), CPU: cpuModel(), SIMD: cpuSIMD(), HugePages: hugePageMode(), Sched: res.Sched, Target: res.Target,
+		PluginRuntime: plugin.Runtime()}
 	v.Board, v.Platform = detectPlatform(res.EngineConfig)
 	for _, m := range res.Models {
 		v.Models = append(v.Models, modelVersion(m))
