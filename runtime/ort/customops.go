@@ -1,10 +1,15 @@
 package ort
 
+// -Wno-unused-parameter only because cgo's generated wrappers of C functions
+// without parameters trip it; TestKernelCompilesCleanly builds our C files
+// with the full -Wall -Wextra -Werror.
+
 /*
-#cgo CFLAGS: -O3
+#cgo CFLAGS: -O3 -Wall -Wextra -Wno-unused-parameter
 #cgo LDFLAGS: -lm
 #cgo linux LDFLAGS: -ldl
 #include <stdlib.h>
+#include "ops.h"
 #include "paged_attention.h"
 */
 import "C"
@@ -13,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -20,7 +26,7 @@ import (
 )
 
 // OpDomain is the operator domain of edgeinfer's own ONNX Runtime kernels,
-// registered with every session. Its one operator, PagedAttention, is
+// registered with every session (ops.c binds them). PagedAttention is
 // attention over the paged KV cache read in place (paged_attention.c has
 // its contract); the SDK's paged decoder graphs use it unless built for
 // portability (pkg/onnx/llama Options.PortableAttention).
@@ -94,3 +100,33 @@ var optionsLayoutOK = sync.OnceValue(func() bool {
 	return t.Kind() == reflect.Struct && t.NumField() == 1 &&
 		t.Field(0).Type.Kind() == reflect.Pointer && t.Size() == unsafe.Sizeof(uintptr(0))
 })
+
+// The kernels' variants (instruction sets, see paged_attention.c) are picked
+// when the operators are bound; tests switch between them to run each one
+// the CPU supports against the others.
+
+// attentionVariants lists the attention kernel's variants this CPU runs,
+// best last; valid once the library is acquired.
+func attentionVariants() []string {
+	return strings.Split(C.GoString(C.ei_attention_variants()), ",")
+}
+
+// attentionCompiled lists every attention variant built for this
+// architecture, whether or not this CPU runs it.
+func attentionCompiled() []string {
+	return strings.Split(C.GoString(C.ei_attention_compiled()), ",")
+}
+
+// attentionVariant is the variant in use.
+func attentionVariant() string { return C.GoString(C.ei_attention_current()) }
+
+// useAttentionVariant switches every session's attention kernel to the
+// named variant, for tests: no session may be running.
+func useAttentionVariant(name string) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if C.ei_attention_use(cname) != 0 {
+		return fmt.Errorf("ort: attention variant %q is not one this CPU runs (%s)", name, strings.Join(attentionVariants(), ", "))
+	}
+	return nil
+}
