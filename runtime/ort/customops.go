@@ -9,6 +9,7 @@ package ort
 #cgo LDFLAGS: -lm
 #cgo linux LDFLAGS: -ldl
 #include <stdlib.h>
+#include "matmul_q4.h"
 #include "ops.h"
 #include "paged_attention.h"
 */
@@ -127,6 +128,21 @@ func useAttentionVariant(name string) error {
 	defer C.free(unsafe.Pointer(cname))
 	if C.ei_attention_use(cname) != 0 {
 		return fmt.Errorf("ort: attention variant %q is not one this CPU runs (%s)", name, strings.Join(attentionVariants(), ", "))
+	}
+	return nil
+}
+
+// q4Variants, q4Compiled, q4Variant and useQ4Variant are the same for the
+// int4 matrix kernel (matmul_q4.c).
+func q4Variants() []string { return strings.Split(C.GoString(C.ei_q4_variants()), ",") }
+func q4Compiled() []string { return strings.Split(C.GoString(C.ei_q4_compiled()), ",") }
+func q4Variant() string    { return C.GoString(C.ei_q4_current()) }
+
+func useQ4Variant(name string) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if C.ei_q4_use(cname) != 0 {
+		return fmt.Errorf("ort: int4 matmul variant %q is not one this CPU runs (%s)", name, strings.Join(q4Variants(), ", "))
 	}
 	return nil
 }

@@ -1,7 +1,7 @@
 // The ONNX Runtime side of edgeinfer's operators (domain ai.edgeinfer):
 // binding to the loaded library, the OrtCustomOp tables, and each
 // operator's checks of its tensors before it hands a job to its kernel
-// (paged_attention.c) and the kernel's work items to ONNX Runtime's
+// (paged_attention.c, matmul_q4.c) and the kernel's work items to ONNX Runtime's
 // intra-op thread pool, so the kernels use the session's threads and no
 // others.
 //
@@ -19,6 +19,7 @@
 
 #include "include/onnxruntime_c_api.h"
 
+#include "matmul_q4.h"
 #include "ops.h"
 #include "paged_attention.h"
 
@@ -192,6 +193,77 @@ static ONNXTensorElementDataType attention_input_type(size_t i) {
 }
 
 // ---------------------------------------------------------------------------
+// MatMulNBits (the contract is in matmul_q4.c): com.microsoft.MatMulNBits'
+// inputs and attributes, for bits 4, block_size 32 and no zero points.
+
+typedef struct {
+  int64_t K, N;
+} q4_node;
+
+static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
+  static const char* op = "MatMulNBits";
+  const q4_node* kn = node;
+  tensor in[4];
+  for (size_t i = 0; i < 4; i++) TRY(input(op, ctx, i, &in[i]));
+  if (in[3].v != NULL)
+    return fail("%s: zero_points are not supported (symmetric int4 only); build the bundle's weights "
+                "without -asym, or use com.microsoft.MatMulNBits", op);
+  ei_q4_job j = {0};
+  j.K = kn->K, j.N = kn->N, j.nb = (kn->K + EI_Q4_BLOCK - 1) / EI_Q4_BLOCK;
+  if (in[0].rank < 1 || in[0].dims[in[0].rank - 1] != j.K)
+    return fail("%s: A's last dimension is %lld, want K = %lld", op,
+                in[0].rank ? (long long)in[0].dims[in[0].rank - 1] : -1LL, (long long)j.K);
+  j.M = 1;
+  for (size_t d = 0; d + 1 < in[0].rank; d++) j.M *= in[0].dims[d];
+  TRY(check_shape(op, "B", &in[1], 3, (int64_t[]){j.N, j.nb, 16}));
+  int64_t ns = 1;
+  for (size_t d = 0; d < in[2].rank; d++) ns *= in[2].dims[d];
+  if (ns != j.N * j.nb)
+    return fail("%s: scales has %lld values, want N·ceil(K/32) = %lld", op, (long long)ns, (long long)(j.N * j.nb));
+  j.a = in[0].data, j.b = in[1].data, j.scales = in[2].data;
+
+  OrtValue* out;
+  int64_t odims[8];
+  memcpy(odims, in[0].dims, in[0].rank * sizeof odims[0]);
+  odims[in[0].rank - 1] = j.N;
+  TRY(api->KernelContext_GetOutput(ctx, 0, odims, in[0].rank, &out));
+  TRY(api->GetTensorMutableData(out, (void**)&j.y));
+  if (j.M == 0 || j.N == 0) return NULL;
+
+  void* scratch = malloc(ei_q4_scratch(j.M, j.nb));
+  if (scratch == NULL) return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for quantised activations");
+  ei_q4_bind(&j, scratch);
+  OrtStatus* st = api->KernelContext_ParallelFor(ctx, ei_q4_quantize, (size_t)j.M, 0, &j);
+  if (st == NULL) st = api->KernelContext_ParallelFor(ctx, ei_q4_work, ei_q4_items(&j), 0, &j);
+  free(scratch);
+  return st;
+}
+
+static OrtStatus* q4_create(const OrtKernelInfo* info, void** out) {
+  int64_t bits = 0, block = 0;
+  q4_node* k = calloc(1, sizeof *k);
+  if (k == NULL) return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory");
+  OrtStatus* st = api->KernelInfoGetAttribute_int64(info, "K", &k->K);
+  if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "N", &k->N);
+  if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "bits", &bits);
+  if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "block_size", &block);
+  if (st == NULL && (bits != 4 || block != EI_Q4_BLOCK || k->K <= 0 || k->N <= 0))
+    st = fail("MatMulNBits: bits %lld, block_size %lld, K %lld, N %lld: this kernel runs bits 4, block_size 32; "
+              "use com.microsoft.MatMulNBits for others", (long long)bits, (long long)block, (long long)k->K,
+              (long long)k->N);
+  if (st != NULL) {
+    free(k);
+    return st;
+  }
+  *out = k;
+  return NULL;
+}
+
+static ONNXTensorElementDataType q4_input_type(size_t i) {
+  return i == 1 || i == 3 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+}
+
+// ---------------------------------------------------------------------------
 // The operator tables. Each operator is an opdef whose first member is the
 // OrtCustomOp ONNX Runtime holds, so the callbacks find their opdef from
 // the pointer ONNX Runtime passes back.
@@ -237,6 +309,8 @@ static void free_node(void* node) { free(node); }
 static opdef ops[] = {
     {.name = "PagedAttention", .inputs = 9, .required = 7, .input_type = attention_input_type,
      .create = attention_create, .compute = attention_compute, .destroy = free_node},
+    {.name = "MatMulNBits", .inputs = 4, .required = 3, .input_type = q4_input_type, .create = q4_create,
+     .compute = q4_compute, .destroy = free_node},
 };
 #define N_OPS (sizeof ops / sizeof ops[0])
 
@@ -262,6 +336,7 @@ int edgeinfer_ops_init(const char* path, char* err, size_t errlen) {
     return -1;
   }
   ei_attention_init();
+  ei_q4_init();
   OrtStatus* st = api->CreateCustomOpDomain(EDGEINFER_OP_DOMAIN, &domain);
   for (size_t i = 0; st == NULL && i < N_OPS; i++) {
     ops[i].op = (OrtCustomOp){
