@@ -178,10 +178,10 @@ func TestKernelMatMulQ4Variants(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(3, 5))
 	type prepared struct {
-		c                                *q4Case
-		s                                *Session
+		c                                  *q4Case
+		s                                  *Session
 		exact, quantised, bound, magnitude []float64
-		first                            []float32
+		first                              []float32
 	}
 	var all []*prepared
 	for _, sh := range shapes {
