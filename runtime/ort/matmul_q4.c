@@ -34,6 +34,19 @@
 
 static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+// ei_q4_codes finds block blk's even and odd codes in a row of nb blocks
+// (the layout is described at ei_q4_quantize).
+static inline void ei_q4_codes(const int8_t* row, int64_t nb, int64_t blk, int8_t** even, int8_t** odd) {
+  const int8_t* pair = row + (blk & ~(int64_t)1) * EI_Q4_BLOCK;
+  if ((blk | 1) < nb) {
+    *even = (int8_t*)pair + (blk & 1) * 16;
+    *odd = *even + 32;
+  } else {
+    *even = (int8_t*)pair;
+    *odd = *even + 16;
+  }
+}
+
 size_t ei_q4_scratch(int64_t M, int64_t nb) {
   return align64((size_t)(M * nb * EI_Q4_BLOCK)) + 2 * align64((size_t)(M * nb) * sizeof(float)) + 64;
 }
@@ -50,12 +63,20 @@ void ei_q4_bind(ei_q4_job* j, void* scratch) {
 // Symmetric per block: the largest magnitude maps to ±127, rounding half
 // away from zero. A last partial block is padded with zero codes, which
 // meet the weights' padding and add nothing.
+//
+// Layout of a row's codes: blocks in pairs, 64 bytes a pair — the even
+// elements of both blocks, then the odd ones ([e0 e1 o0 o1], 16 bytes
+// each) — so that one 32-byte load of a weight row's two consecutive
+// blocks (MatMulNBits keeps a row's blocks adjacent) unpacks into the
+// nibbles that meet [e0 e1] and [o0 o1]. A last unpaired block is [e o].
 void ei_q4_quantize(void* p, size_t i) {
   const ei_q4_job* j = p;
   const int64_t K = j->K, nb = j->nb;
   const float* a = j->a + (int64_t)i * K;
-  int8_t* q = j->qa + (int64_t)i * nb * EI_Q4_BLOCK;
-  for (int64_t blk = 0; blk < nb; blk++, q += EI_Q4_BLOCK) {
+  int8_t* row = j->qa + (int64_t)i * nb * EI_Q4_BLOCK;
+  for (int64_t blk = 0; blk < nb; blk++) {
+    int8_t *even, *odd;
+    ei_q4_codes(row, nb, blk, &even, &odd);
     float x[EI_Q4_BLOCK] = {0};
     int64_t n = K - blk * EI_Q4_BLOCK < EI_Q4_BLOCK ? K - blk * EI_Q4_BLOCK : EI_Q4_BLOCK;
     memcpy(x, a + blk * EI_Q4_BLOCK, (size_t)n * sizeof(float));
@@ -67,7 +88,7 @@ void ei_q4_quantize(void* p, size_t i) {
       float v = x[e] * id;
       int c = (int)(v + (v >= 0 ? 0.5f : -0.5f));
       c = c > 127 ? 127 : c < -127 ? -127 : c;
-      q[(e & 1) * 16 + e / 2] = (int8_t)c;
+      (e & 1 ? odd : even)[e / 2] = (int8_t)c;
       sum += c;
     }
     j->sa[(int64_t)i * nb + blk] = d;
@@ -92,9 +113,10 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t n0, 
       float acc = 0;
       for (int64_t blk = 0; blk < nb; blk++) {
         const uint8_t* wb = w + blk * 16;
-        const int8_t* xb = x + blk * EI_Q4_BLOCK;
+        int8_t *xe, *xo;
+        ei_q4_codes(x, nb, blk, &xe, &xo);
         int32_t s = 0;
-        for (int e = 0; e < 16; e++) s += ((wb[e] & 15) - 8) * xb[e] + ((wb[e] >> 4) - 8) * xb[16 + e];
+        for (int e = 0; e < 16; e++) s += ((wb[e] & 15) - 8) * xe[e] + ((wb[e] >> 4) - 8) * xo[e];
         acc += sw[blk] * sa[blk] * (float)s;
       }
       j->y[(m0 + r) * j->N + n] = acc;
@@ -115,41 +137,77 @@ EI_AVX2 static inline float hsum_avx2(__m256 a) {
   return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
 }
 
-// zero_share is Σ_blk sw[blk]·za[blk], the zero point's part of one output.
-EI_AVX2 static inline float zero_share(const float* sw, const float* za, int64_t nb) {
+// zero_share is Σ_blk sw[blk]·za[blk], the zero point's part of one
+// output: as eight lanes still to be summed, and the blocks past the last
+// multiple of eight subtracted from *tail.
+EI_AVX2 static inline __m256 zero_share(const float* sw, const float* za, int64_t nb, float* tail) {
   __m256 acc = _mm256_setzero_ps();
   int64_t blk = 0;
   for (; blk + 8 <= nb; blk += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(sw + blk), _mm256_loadu_ps(za + blk), acc);
-  float s = hsum_avx2(acc);
-  for (; blk < nb; blk++) s += sw[blk] * za[blk];
-  return s;
+  for (; blk < nb; blk++) *tail -= sw[blk] * za[blk];
+  return acc;
 }
 
-// The AVX2 and VNNI tiles differ only in the block's integer dot product:
-// DOT(w, x) gives eight int32 partial sums of Σ w·x for unsigned codes w
-// and signed x.
-#define EI_Q4_TILE(NAME, ATTR, DOT)                                                                   \
+// hsum4 sums each of four vectors: one row's output each.
+EI_AVX2 static inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
+  __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+#define EI_Q4_STEP(DOT2, BLK, A)                                                                      \
+  do {                                                                                                 \
+    const int64_t blk = (BLK);                                                                         \
+    __m256i raw = _mm256_loadu_si256((const __m256i*)(w + blk * 16));                                  \
+    __m256i lo = _mm256_and_si256(raw, low), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);     \
+    __m128 s2 = _mm_castpd_ps(_mm_load_sd((const double*)(sw + blk)));                                 \
+    for (int r = 0; r < R; r++) {                                                                      \
+      const int64_t row = (m0 + r) * nb;                                                               \
+      const int8_t* x = j->qa + (row + blk) * EI_Q4_BLOCK;                                             \
+      __m256i p = DOT2(lo, _mm256_load_si256((const __m256i*)x), hi, _mm256_load_si256((const __m256i*)(x + 32))); \
+      __m128 sx = _mm_mul_ps(s2, _mm_castpd_ps(_mm_load_sd((const double*)(j->sa + row + blk))));     \
+      __m256 sc = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(sx), spread);                       \
+      acc[r][A] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[r][A]);                              \
+    }                                                                                                  \
+  } while (0)
+
+#define EI_Q4_TILE(NAME, ATTR, DOT2)                                                                  \
   ATTR static inline __attribute__((always_inline)) void NAME##_rows(                                \
       const ei_q4_job* j, int64_t m0, const int R, int64_t n0, int64_t n1) {                         \
-    const int64_t nb = j->nb;                                                                          \
-    const __m128i low = _mm_set1_epi8(0x0F);                                                           \
+    const int64_t nb = j->nb, pairs = nb / 2;                                                         \
+    const __m256i low = _mm256_set1_epi8(0x0F);                                                        \
+    const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);                                 \
     for (int64_t n = n0; n < n1; n++) {                                                                \
       const uint8_t* w = j->b + n * nb * 16;                                                           \
       const float* sw = j->scales + n * nb;                                                            \
-      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
-      for (int64_t blk = 0; blk < nb; blk++) {                                                         \
+      __m256 acc[4][2];                                                                                \
+      for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();                        \
+      int64_t pr = 0;                                                                                  \
+      for (; pr + 2 <= pairs; pr += 2) {                                                               \
+        EI_Q4_STEP(DOT2, 2 * pr, 0);                                                                   \
+        EI_Q4_STEP(DOT2, 2 * pr + 2, 1);                                                               \
+      }                                                                                                \
+      if (pr < pairs) EI_Q4_STEP(DOT2, 2 * pr, 0);                                                     \
+      float tail[4] = {0, 0, 0, 0};                                                                    \
+      if (nb & 1) { /* a last unpaired block: [e o] */                                                 \
+        const int64_t blk = nb - 1;                                                                    \
         __m128i raw = _mm_loadu_si128((const __m128i*)(w + blk * 16));                                 \
-        __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), low), _mm_and_si128(raw, low)); \
-        __m256 s = _mm256_broadcast_ss(sw + blk);                                                      \
+        __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low);             \
         for (int r = 0; r < R; r++) {                                                                  \
-          const int64_t row = (m0 + r) * nb + blk;                                                     \
-          __m256i x = _mm256_load_si256((const __m256i*)(j->qa + row * EI_Q4_BLOCK));                  \
-          __m256 p = _mm256_cvtepi32_ps(DOT(q, x));                                                    \
-          acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(p, s), _mm256_broadcast_ss(j->sa + row), acc[r]);    \
+          const int64_t row = (m0 + r) * nb;                                                           \
+          const int8_t* x = j->qa + (row + blk) * EI_Q4_BLOCK;                                         \
+          __m256i p = DOT2(q, _mm256_load_si256((const __m256i*)x), _mm256_setzero_si256(),            \
+                           _mm256_setzero_si256());                                                    \
+          tail[r] = sw[blk] * j->sa[row + blk] * hsum_avx2(_mm256_cvtepi32_ps(p));                     \
         }                                                                                              \
       }                                                                                                \
+      __m256 t[4];                                                                                     \
+      for (int r = 0; r < 4; r++) t[r] = _mm256_setzero_ps();                                          \
       for (int r = 0; r < R; r++)                                                                      \
-        j->y[(m0 + r) * j->N + n] = hsum_avx2(acc[r]) - zero_share(sw, j->za + (m0 + r) * nb, nb);    \
+        t[r] = _mm256_sub_ps(_mm256_add_ps(acc[r][0], acc[r][1]), zero_share(sw, j->za + (m0 + r) * nb, nb, &tail[r])); \
+      __m128 sums = hsum4(t[0], t[1], t[2], t[3]);                                                     \
+      float out[4];                                                                                    \
+      _mm_storeu_ps(out, sums);                                                                        \
+      for (int r = 0; r < R; r++) j->y[(m0 + r) * j->N + n] = out[r] + tail[r];                        \
     }                                                                                                  \
   }                                                                                                    \
   ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t n0, int64_t n1) {          \
@@ -161,11 +219,13 @@ EI_AVX2 static inline float zero_share(const float* sw, const float* za, int64_t
     }                                                                                                  \
   }
 
-EI_AVX2 static inline __m256i dot_avx2(__m256i q, __m256i x) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1));
+EI_AVX2 static inline __m256i dot_avx2(__m256i lo, __m256i xe, __m256i hi, __m256i xo) {
+  // each maddubs pair is at most 2·15·127, so the int16 sum cannot overflow
+  __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
+  return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
-EI_VNNI static inline __m256i dot_vnni(__m256i q, __m256i x) {
-  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x);
+EI_VNNI static inline __m256i dot_vnni(__m256i lo, __m256i xe, __m256i hi, __m256i xo) {
+  return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, xe), hi, xo);
 }
 
 EI_Q4_TILE(tile_avx2, EI_AVX2, dot_avx2)
@@ -202,8 +262,9 @@ EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, i
       int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), eight);
       for (int64_t r = 0; r < R; r++) {
         const int64_t row = (m0 + r) * nb + blk;
-        const int8_t* x = j->qa + row * EI_Q4_BLOCK;
-        int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, vld1q_s8(x)), hi, vld1q_s8(x + 16));
+        int8_t *xe, *xo;
+        ei_q4_codes(j->qa + (m0 + r) * nb * EI_Q4_BLOCK, nb, blk, &xe, &xo);
+        int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, vld1q_s8(xe)), hi, vld1q_s8(xo));
         acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(p), sw[blk] * j->sa[row]);
       }
     }
