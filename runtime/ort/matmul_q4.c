@@ -48,7 +48,8 @@ static inline void ei_q4_codes(const int8_t* row, int64_t nb, int64_t blk, int8_
 }
 
 size_t ei_q4_scratch(int64_t M, int64_t nb) {
-  return align64((size_t)(M * nb * EI_Q4_BLOCK)) + 2 * align64((size_t)(M * nb) * sizeof(float)) + 64;
+  return align64((size_t)(M * nb * EI_Q4_BLOCK)) + 2 * align64((size_t)(M * nb) * sizeof(float)) +
+         align64((size_t)(M * (nb / 2) * 8) * sizeof(float)) + 64;
 }
 
 void ei_q4_bind(ei_q4_job* j, void* scratch) {
@@ -58,6 +59,8 @@ void ei_q4_bind(ei_q4_job* j, void* scratch) {
   j->sa = (float*)p;
   p += align64((size_t)(j->M * j->nb) * sizeof(float));
   j->za = (float*)p;
+  p += align64((size_t)(j->M * j->nb) * sizeof(float));
+  j->sa8 = (float*)p;
 }
 
 // Symmetric per block: the largest magnitude maps to ±127, rounding half
@@ -93,6 +96,8 @@ void ei_q4_quantize(void* p, size_t i) {
     }
     j->sa[(int64_t)i * nb + blk] = d;
     j->za[(int64_t)i * nb + blk] = 8.0f * d * (float)sum;
+    if (blk % 2 == 1)
+      for (int l = 0; l < 8; l++) j->sa8[((int64_t)i * (nb / 2) + blk / 2) * 8 + l] = j->sa[(int64_t)i * nb + blk - 1 + l / 4];
   }
 }
 
@@ -160,12 +165,11 @@ EI_AVX2 static inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
     __m256i raw = _mm256_loadu_si256((const __m256i*)(w + blk * 16));                                  \
     __m256i lo = _mm256_and_si256(raw, low), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);     \
     __m128 s2 = _mm_castpd_ps(_mm_load_sd((const double*)(sw + blk)));                                 \
+    __m256 sw8 = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), spread);                        \
     for (int r = 0; r < R; r++) {                                                                      \
-      const int64_t row = (m0 + r) * nb;                                                               \
-      const int8_t* x = j->qa + (row + blk) * EI_Q4_BLOCK;                                             \
+      const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;                                   \
       __m256i p = DOT2(lo, _mm256_load_si256((const __m256i*)x), hi, _mm256_load_si256((const __m256i*)(x + 32))); \
-      __m128 sx = _mm_mul_ps(s2, _mm_castpd_ps(_mm_load_sd((const double*)(j->sa + row + blk))));     \
-      __m256 sc = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(sx), spread);                       \
+      __m256 sc = _mm256_mul_ps(sw8, _mm256_load_ps(j->sa8 + ((m0 + r) * pairs + blk / 2) * 8));      \
       acc[r][A] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[r][A]);                              \
     }                                                                                                  \
   } while (0)
@@ -184,7 +188,7 @@ EI_AVX2 static inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
       int64_t pr = 0;                                                                                  \
       for (; pr + 2 <= pairs; pr += 2) {                                                               \
         EI_Q4_STEP(DOT2, 2 * pr, 0);                                                                   \
-        EI_Q4_STEP(DOT2, 2 * pr + 2, 1);                                                               \
+        EI_Q4_STEP(DOT2, 2 * pr + 2, R == 1); /* a row of its own: a second accumulator */            \
       }                                                                                                \
       if (pr < pairs) EI_Q4_STEP(DOT2, 2 * pr, 0);                                                     \
       float tail[4] = {0, 0, 0, 0};                                                                    \

@@ -22,12 +22,13 @@ typedef struct {
   // the block's scale, and 8·scale·Σcodes, the zero point's share.
   int8_t* qa;  // [M, nb, 32]
   float *sa, *za;  // [M, nb]
+  float* sa8;      // [M, nb/2, 8]: a pair of blocks' scales, each over four lanes
   // Work split (ei_q4_items sets them).
   int64_t row_tiles, col_chunks, chunk;
 } ei_q4_job;
 
-// ei_q4_scratch is the bytes of scratch a job of M rows needs for qa, sa
-// and za; ei_q4_bind points them into scratch (64-byte aligned).
+// ei_q4_scratch is the bytes of scratch a job of M rows needs for qa, sa,
+// za and sa8; ei_q4_bind points them into scratch (64-byte aligned).
 size_t ei_q4_scratch(int64_t M, int64_t nb);
 void ei_q4_bind(ei_q4_job* j, void* scratch);
 // First pass: item i quantises row i of a (M items).
