@@ -30,7 +30,9 @@ import (
 // registered with every session (ops.c binds them). PagedAttention is
 // attention over the paged KV cache read in place (paged_attention.c has
 // its contract); the SDK's paged decoder graphs use it unless built for
-// portability (pkg/onnx/llama Options.PortableAttention).
+// portability (pkg/onnx/llama Options.PortableAttention). MatMulNBits is
+// int4 block-32 MatMulNBits (matmul_q4.c), used by graphs built with
+// pkg/onnx/llama Options.MatMulKernel.
 const OpDomain = C.EDGEINFER_OP_DOMAIN
 
 // ErrCustomOps reports that edgeinfer's operators could not be bound to the
@@ -63,7 +65,7 @@ func customOpsFor(info ModelInfo) error {
 	for _, o := range info.Opsets {
 		if o.Domain == OpDomain {
 			return fmt.Errorf("the model uses operators of %s that this ONNX Runtime cannot run (%w); "+
-				"use ONNX Runtime 1.17 or later, or rebuild the bundle with --portable-attention", OpDomain, why)
+				"use ONNX Runtime 1.17 or later, or rebuild the bundle with --portable-attention and without --matmul-kernel", OpDomain, why)
 		}
 	}
 	return nil

@@ -353,3 +353,47 @@ func median(x []float64) float64 {
 	slices.Sort(y)
 	return y[len(y)/2]
 }
+
+// TestKernelMatMulQ4WeightsAsInputs: weights that are graph inputs, not
+// constants (which the node copies when it loads), are read at each run
+// and give the same product.
+func TestKernelMatMulQ4WeightsAsInputs(t *testing.T) {
+	needLib(t)
+	c := newQ4Case(5, 24, 96, rand.New(rand.NewPCG(2, 2)))
+	nb := int64(c.nb())
+	m := tModel{
+		opsets: map[string]int64{"": 17, OpDomain: 1},
+		inputs: []tValue{{name: "a", dtype: Float32, dims: []any{"M", c.K}},
+			{name: "b", dtype: Uint8, dims: []any{c.N, nb, 16}}, {name: "scales", dtype: Float32, dims: []any{int64(c.N) * nb}}},
+		nodes: []tNode{{op: "MatMulNBits", domain: OpDomain, in: []string{"a", "b", "scales"}, out: []string{"y"},
+			attrs: [][]byte{attrInt("K", int64(c.K)), attrInt("N", int64(c.N)), attrInt("bits", 4), attrInt("block_size", 32)}}},
+		outs: []tValue{{name: "y", dtype: Float32, dims: []any{"M", c.N}}},
+	}
+	s, err := NewSession(context.Background(), m.encode(), Options{IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.Run(context.Background(), map[string]*Tensor{
+		"a":      mustCopy(t, []int64{int64(c.M), int64(c.K)}, c.a),
+		"b":      mustCopy(t, []int64{int64(c.N), nb, 16}, c.b),
+		"scales": mustCopy(t, []int64{int64(c.N) * nb}, c.scales),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer CloseAll(out)
+	got, err := Data[float32](out["y"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := NewSession(context.Background(), q4Model(c, "y"), Options{IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	want := c.run(t, cs)["y"]
+	if d := maxAbsDiff(got, want); d != 0 {
+		t.Errorf("weights as inputs differ from constant weights by %g", d)
+	}
+}

@@ -196,8 +196,15 @@ static ONNXTensorElementDataType attention_input_type(size_t i) {
 // MatMulNBits (the contract is in matmul_q4.c): com.microsoft.MatMulNBits'
 // inputs and attributes, for bits 4, block_size 32 and no zero points.
 
+// Constant weights are copied when the node loads into memory of the
+// node's own (packed): the initializers may be pages of the model's
+// external-data file, which stay in 4 KiB pages, where a copy on the heap
+// is collapsed into 2 MiB pages with the rest of the session's memory
+// (hugepages.go), and a decode step reads every weight once.
 typedef struct {
   int64_t K, N;
+  uint8_t* b;      // packed copies, or NULL: read the inputs
+  float* scales;
 } q4_node;
 
 static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
@@ -220,7 +227,7 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   for (size_t d = 0; d < in[2].rank; d++) ns *= in[2].dims[d];
   if (ns != j.N * j.nb)
     return fail("%s: scales has %lld values, want N·ceil(K/32) = %lld", op, (long long)ns, (long long)(j.N * j.nb));
-  j.a = in[0].data, j.b = in[1].data, j.scales = in[2].data;
+  j.a = in[0].data, j.b = kn->b ? kn->b : in[1].data, j.scales = kn->scales ? kn->scales : in[2].data;
 
   OrtValue* out;
   int64_t odims[8];
@@ -239,6 +246,38 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   return st;
 }
 
+static void q4_destroy(void* node) {
+  q4_node* k = node;
+  free(k->b);
+  free(k->scales);
+  free(k);
+}
+
+// q4_pack copies constant input i of `bytes` bytes into *out (left NULL
+// when the input is not a constant or not of that size: then the node reads
+// the input at each run, where compute checks it).
+static OrtStatus* q4_pack(const OrtKernelInfo* info, size_t i, size_t bytes, void** out) {
+  int constant = 0;
+  const OrtValue* v = NULL;
+  TRY(api->KernelInfoGetConstantInput_tensor(info, i, &constant, &v));
+  if (!constant || v == NULL) return NULL;
+  OrtTensorTypeAndShapeInfo* shape;
+  TRY(api->GetTensorTypeAndShape(v, &shape));
+  size_t count = 0;
+  OrtStatus* st = api->GetTensorShapeElementCount(shape, &count);
+  api->ReleaseTensorTypeAndShapeInfo(shape);
+  if (st != NULL) return st;
+  if (count * (i == 1 ? 1 : sizeof(float)) != bytes) return NULL;
+  void* data;
+  TRY(api->GetTensorMutableData((OrtValue*)v, &data));
+  if (posix_memalign(out, 64, bytes) != 0) {
+    *out = NULL;
+    return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for the weights");
+  }
+  memcpy(*out, data, bytes);
+  return NULL;
+}
+
 static OrtStatus* q4_create(const OrtKernelInfo* info, void** out) {
   int64_t bits = 0, block = 0;
   q4_node* k = calloc(1, sizeof *k);
@@ -251,8 +290,17 @@ static OrtStatus* q4_create(const OrtKernelInfo* info, void** out) {
     st = fail("MatMulNBits: bits %lld, block_size %lld, K %lld, N %lld: this kernel runs bits 4, block_size 32; "
               "use com.microsoft.MatMulNBits for others", (long long)bits, (long long)block, (long long)k->K,
               (long long)k->N);
+  if (st == NULL) {
+    size_t blocks = (size_t)(k->N * ((k->K + EI_Q4_BLOCK - 1) / EI_Q4_BLOCK));
+    st = q4_pack(info, 1, blocks * 16, (void**)&k->b);
+    if (st == NULL) st = q4_pack(info, 2, blocks * sizeof(float), (void**)&k->scales);
+    if (st == NULL && (k->b == NULL) != (k->scales == NULL)) {  // both or neither
+      free(k->b), free(k->scales);
+      k->b = NULL, k->scales = NULL;
+    }
+  }
   if (st != NULL) {
-    free(k);
+    q4_destroy(k);
     return st;
   }
   *out = k;
@@ -310,7 +358,7 @@ static opdef ops[] = {
     {.name = "PagedAttention", .inputs = 9, .required = 7, .input_type = attention_input_type,
      .create = attention_create, .compute = attention_compute, .destroy = free_node},
     {.name = "MatMulNBits", .inputs = 4, .required = 3, .input_type = q4_input_type, .create = q4_create,
-     .compute = q4_compute, .destroy = free_node},
+     .compute = q4_compute, .destroy = q4_destroy},
 };
 #define N_OPS (sizeof ops / sizeof ops[0])
 
