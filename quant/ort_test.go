@@ -8,9 +8,10 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
-	"github.com/edgeinfer/edgeinfer/runtime/llm"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
@@ -21,7 +22,7 @@ func tinyBundle(t testing.TB, em llama.WeightEmitter) *bundle.Bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bundle.BuildDecoder(context.Background(), t.TempDir(), bundle.DecoderSpec{
+	b, err := build.BuildDecoder(context.Background(), t.TempDir(), build.DecoderSpec{
 		Name: "tiny-test", Version: "1", Config: cfg, Weights: src,
 		Options: llama.Options{Emitter: em}, CreatedBy: "quant test",
 	})
@@ -33,7 +34,7 @@ func tinyBundle(t testing.TB, em llama.WeightEmitter) *bundle.Bundle {
 
 func meanNLL(t testing.TB, b *bundle.Bundle, tokens []int32) float64 {
 	t.Helper()
-	m, err := llm.Load(context.Background(), b, llm.Options{Session: ort.Options{IntraOpThreads: 1}, DisablePrefixCache: true})
+	m, err := engine.OpenScorer(context.Background(), engine.ModelSpec{Dir: b.Dir}, engine.ScorerOptions{Session: ort.Options{IntraOpThreads: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

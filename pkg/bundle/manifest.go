@@ -61,6 +61,46 @@ type Manifest struct {
 	// CreatedBy names the tool and the source: "edgeinfer model build
 	// --preset tiny-test".
 	CreatedBy string `json:"created_by"`
+	// Health is the check a device runs on this version, loaded beside
+	// the active one, before switching to it; nil: the version is only
+	// checked to load.
+	Health *Health `json:"health,omitempty"`
+}
+
+// Health is a bundle's golden check: a fixed input, the output the model
+// must give for it within a tolerance, and a latency bound. For decoders
+// the input is Prompt (or PromptTokens, for models without a tokenizer),
+// generated greedily (temperature 0) for len(ExpectTokens) tokens.
+type Health struct {
+	// Prompt is the decoder's golden input text.
+	Prompt string `json:"prompt,omitempty"`
+	// PromptTokens is the golden input as token ids, used when Prompt is "".
+	PromptTokens []int32 `json:"prompt_tokens,omitempty"`
+	// ExpectTokens are the token ids greedy decoding must produce.
+	ExpectTokens []int32 `json:"expect_tokens"`
+	// MinMatchPercent is the share of ExpectTokens that must match
+	// position by position (quantised variants may flip a near-tie); 0
+	// means 100: all. Integers only: the check travels inside TUF metadata,
+	// whose canonical JSON has no floating-point numbers.
+	MinMatchPercent int `json:"min_match_percent,omitempty"`
+	// MaxLatencyMS bounds the golden request's end-to-end time in
+	// milliseconds on the device; 0: no bound.
+	MaxLatencyMS int64 `json:"max_latency_ms,omitempty"`
+}
+
+// Validate checks the health check is usable.
+func (h *Health) Validate() error {
+	switch {
+	case (h.Prompt == "") == (len(h.PromptTokens) == 0) || len(h.ExpectTokens) == 0:
+		return fmt.Errorf("%w: health check needs one of prompt or prompt_tokens, and expect_tokens", ErrManifest)
+	case len(h.ExpectTokens) > 4096:
+		return fmt.Errorf("%w: health check expects %d tokens (at most 4096)", ErrManifest, len(h.ExpectTokens))
+	case h.MinMatchPercent < 0 || h.MinMatchPercent > 100:
+		return fmt.Errorf("%w: health min_match_percent %d (want 0..100)", ErrManifest, h.MinMatchPercent)
+	case h.MaxLatencyMS < 0:
+		return fmt.Errorf("%w: health max_latency_ms %v is negative", ErrManifest, h.MaxLatencyMS)
+	}
+	return nil
 }
 
 // Geometry is a decoder's shape as the runtime needs it.
@@ -146,7 +186,7 @@ func (m *Manifest) Validate() error {
 	}
 	files := map[string]bool{}
 	for _, f := range m.Files {
-		if !safePath(f.Path) {
+		if !SafePath(f.Path) {
 			return bad("file path %q must be relative, clean and inside the bundle", f.Path)
 		}
 		if f.Path == ManifestFile {
@@ -203,12 +243,21 @@ func (m *Manifest) Validate() error {
 	default:
 		return bad("kind %q (want decoder or oneshot)", m.Kind)
 	}
+	if m.Health != nil {
+		if m.Kind != KindDecoder {
+			return bad("a health check with a golden prompt needs a decoder")
+		}
+		if err := m.Health.Validate(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// safePath accepts clean, relative, slash-separated paths that stay inside
+// SafePath accepts clean, relative, slash-separated paths that stay inside
 // the bundle.
-func safePath(p string) bool {
+
+func SafePath(p string) bool {
 	return p != "" && p != "." && !strings.HasPrefix(p, "/") && !strings.Contains(p, `\`) &&
 		path.Clean(p) == p && p != ".." && !strings.HasPrefix(p, "../")
 }
@@ -221,3 +270,16 @@ func (m *Manifest) Marshal() ([]byte, error) {
 	}
 	return append(out, '\n'), nil
 }
+
+// MetadataAttention is the ONNX model metadata key that says how a paged
+// decoder graph computes attention: AttentionKernel or AttentionPortable. It
+// lives here, with the bundle format, so that the device side reads it
+// without linking the graph builder (pkg/onnx/llama writes it).
+const (
+	MetadataAttention = "edgeinfer.attention"
+	// AttentionKernel: one ai.edgeinfer.PagedAttention node per layer,
+	// edgeinfer's kernel (runtime/ort registers it with every session).
+	AttentionKernel = "ai.edgeinfer.PagedAttention"
+	// AttentionPortable: standard and com.microsoft operators only.
+	AttentionPortable = "portable"
+)

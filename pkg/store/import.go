@@ -80,7 +80,7 @@ func (s *Store) Import(ctx context.Context, dir string, progress Progress) (Ref,
 	if err := v.validate(); err != nil {
 		return Ref{}, fmt.Errorf("%w: %s: %v", ErrBadBundle, ref, err)
 	}
-	if err := s.publish(ctx, v); err != nil {
+	if err := s.publish(ctx, v, true); err != nil {
 		return Ref{}, fmt.Errorf("store: import %s: %w", ref, err)
 	}
 	s.log.Debug("store: imported", "ref", ref.String(), "bytes", total, "new_chunk_bytes", w.written)
@@ -228,7 +228,8 @@ func (w *chunkWriter) rollback() {
 
 // publish makes v visible in one transaction, after checking that every
 // chunk it names is present (GC cannot run during an import, so they are).
-func (s *Store) publish(ctx context.Context, v *Version) error {
+// With firstActive the first version of a name becomes its active one.
+func (s *Store) publish(ctx context.Context, v *Version, firstActive bool) error {
 	rec, err := encodeRecord(v)
 	if err != nil {
 		return err
@@ -258,7 +259,7 @@ func (s *Store) publish(ctx context.Context, v *Version) error {
 		if err != nil {
 			return err
 		}
-		if p.Active == "" {
+		if p.Active == "" && firstActive {
 			p.Active = v.Version
 			return putPointers(tx, v.Name, p)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 )
 
@@ -62,7 +62,7 @@ func TestBenchCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	model := filepath.Join(dir, "tiny")
-	if _, err := bundle.BuildDecoder(context.Background(), model, bundle.DecoderSpec{Name: "tiny-test", Version: "1", Config: cfg, Weights: src}); err != nil {
+	if _, err := build.BuildDecoder(context.Background(), model, build.DecoderSpec{Name: "tiny-test", Version: "1", Config: cfg, Weights: src}); err != nil {
 		t.Fatal(err)
 	}
 	spec := writeBenchFile(t, dir, "spec.yaml", benchSpecYAML)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
@@ -41,7 +42,7 @@ func TestQuantizeCommandReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := filepath.Join(t.TempDir(), "ref")
-	if _, err := bundle.BuildDecoder(context.Background(), ref, bundle.DecoderSpec{Name: "tiny-test", Version: "1", Config: cfg, Weights: src}); err != nil {
+	if _, err := build.BuildDecoder(context.Background(), ref, build.DecoderSpec{Name: "tiny-test", Version: "1", Config: cfg, Weights: src}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
