@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
@@ -73,7 +74,7 @@ func TestProfileDecodeAndPrefill(t *testing.T) {
 			if err := os.RemoveAll(dir); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := bundle.BuildDecoder(ctx, dir, bundle.DecoderSpec{Name: preset, Version: "1", Config: cfg,
+			if _, err := build.BuildDecoder(ctx, dir, build.DecoderSpec{Name: preset, Version: "1", Config: cfg,
 				Weights: src, Options: llama.Options{Emitter: em, MatMulKernel: kernel}, CreatedBy: "engine benchmark"}); err != nil {
 				t.Fatal(err)
 			}

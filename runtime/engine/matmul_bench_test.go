@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
 
 // BenchmarkDecodeRateMatMulKernel is BenchmarkDecodeRate's batch-1 and
@@ -34,10 +34,10 @@ func BenchmarkDecodeRateMatMulKernel(b *testing.B) {
 	for b.Loop() {
 		engines := map[bool]*Engine{}
 		for k, bd := range bundles {
-			engines[k] = openBench(b, bd, sched.Config{MaxBatch: 8, ChunkSize: 256})
+			engines[k] = openBench(b, bd, SchedulerConfig{MaxBatch: 8, ChunkSize: 256})
 			decodeRateLen(b, engines[k], 1, vocab, 1, 128, 16) // warm-up: binds the shapes
 			decodeRateLen(b, engines[k], 8, vocab, 1, 128, 16)
-			ttft(b, engines[k], vocab, 1)
+			firstTokenMS(b, engines[k], vocab, 1)
 		}
 		type figures struct{ b1, b8, ttft []float64 }
 		got := map[bool]*figures{false: {}, true: {}}
@@ -47,7 +47,7 @@ func BenchmarkDecodeRateMatMulKernel(b *testing.B) {
 				f := got[k]
 				f.b1 = append(f.b1, decodeRateLen(b, engines[k], 1, vocab, uint64(10+i), 128, 128))
 				f.b8 = append(f.b8, decodeRateLen(b, engines[k], 8, vocab, uint64(20+i), 128, 128))
-				f.ttft = append(f.ttft, ttft(b, engines[k], vocab, uint64(30+i)))
+				f.ttft = append(f.ttft, firstTokenMS(b, engines[k], vocab, uint64(30+i)))
 			}
 			r1 = append(r1, got[true].b1[i]/got[false].b1[i])
 			r8 = append(r8, got[true].b8[i]/got[false].b8[i])
@@ -74,8 +74,8 @@ func BenchmarkDecodeRateMatMulKernel(b *testing.B) {
 	}
 }
 
-// ttft is the milliseconds to the first token of one 256-token prompt.
-func ttft(b *testing.B, e *Engine, vocab int, seed uint64) float64 {
+// firstTokenMS is the milliseconds to the first token of one 256-token prompt.
+func firstTokenMS(b *testing.B, e *Engine, vocab int, seed uint64) float64 {
 	b.Helper()
 	p := randomPrompt(rand.New(rand.NewPCG(seed, 7)), 256, vocab)
 	start := time.Now()
@@ -113,7 +113,7 @@ func matmulBundle(b *testing.B, preset string, kernel bool) *bundle.Bundle {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bd, err := bundle.BuildDecoder(context.Background(), dir, bundle.DecoderSpec{
+	bd, err := build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
 		Name: preset, Version: "1", Config: cfg, Weights: src,
 		Options: llama.Options{Emitter: em, MatMulKernel: kernel}, CreatedBy: "engine benchmark",
 	})
