@@ -89,6 +89,14 @@ func (g *graphFlags) options() (llama.Options, error) {
 	} else if len(g.keep) > 0 {
 		return llama.Options{}, fmt.Errorf("%w: --keep needs --scheme", errUsage)
 	}
+	if g.matmul {
+		// the kernel runs int4 block 32 without zero points; anything else
+		// would build a graph with nothing on it
+		sc, err := quant.ParseScheme(g.scheme)
+		if err != nil || sc.Format != quant.FormatInt4 || sc.BlockSize != 32 || sc.Asymmetric {
+			return llama.Options{}, fmt.Errorf("%w: --matmul-kernel needs --scheme int4-b32 (symmetric), not %q", errUsage, g.scheme)
+		}
+	}
 	return opts, nil
 }
 

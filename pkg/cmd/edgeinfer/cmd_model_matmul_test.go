@@ -56,3 +56,16 @@ func TestMatMulKernelPerplexity(t *testing.T) {
 		t.Errorf("perplexity on the kernel is %.4f× the portable graph's, want within 0.1%%", ratio)
 	}
 }
+
+// TestMatMulKernelNeedsInt4B32: --matmul-kernel with weights the kernel
+// does not run is a usage error naming the scheme it needs.
+func TestMatMulKernelNeedsInt4B32(t *testing.T) {
+	for _, scheme := range []string{"fp32", "int8", "int4-b64", "int4-b32-asym"} {
+		var stdout, stderr bytes.Buffer
+		code := runMain(context.Background(), &stdout, &stderr, []string{"model", "build", "--preset", "tiny-test",
+			"--out", filepath.Join(t.TempDir(), "b"), "--scheme", scheme, "--matmul-kernel"})
+		if code != 2 || !bytes.Contains(stderr.Bytes(), []byte("--matmul-kernel needs --scheme int4-b32")) {
+			t.Errorf("--scheme %s --matmul-kernel: exit %d, stderr %q; want 2 naming int4-b32", scheme, code, stderr.String())
+		}
+	}
+}
