@@ -115,13 +115,20 @@ func TestMatMulKernelEitherWay(t *testing.T) {
 		p.feed(r)
 		logits[name] = r.run(s)["logits"].data
 	}
+	// Both quantise activations to int8 per block of 32, but ONNX Runtime's
+	// arm64 MatMulNBits rounds them differently from its x86 one (and from
+	// the kernel, which matches x86 to float rounding), so the bound is the
+	// noise of that quantisation: 2 % of the logits' range. A wrong nibble
+	// order or scale moves logits by their whole range.
+	scale := 0.0
+	for _, l := range logits["portable"] {
+		scale = max(scale, math.Abs(float64(l)))
+	}
 	for _, name := range []string{"kernel", "kernel→portable", "portable→kernel"} {
 		d := maxDiff(logits[name], logits["portable"])
-		t.Logf("%s vs portable: max |Δlogit| = %.2g", name, d)
-		// both quantise activations to int8 per block of 32; the order of
-		// float sums differs
-		if d > 1e-3 {
-			t.Errorf("%s: logits differ from the portable graph's by %g", name, d)
+		t.Logf("%s vs portable: max |Δlogit| = %.2g (logits up to %.3g)", name, d, scale)
+		if d > 0.02*scale {
+			t.Errorf("%s: logits differ from the portable graph's by %g, more than 2%% of %g", name, d, scale)
 		}
 	}
 }
