@@ -179,7 +179,7 @@ func (c *q4Case) run(t testing.TB, s *Session) map[string][]float32 {
 func TestKernelMatMulQ4Variants(t *testing.T) {
 	needLib(t)
 	shapes := []struct{ M, N, K int }{
-		{1, 2048, 768}, {1, 33, 100}, {3, 40, 288}, {4, 17, 32}, {7, 70, 1000}, {9, 5, 31}, {64, 96, 544},
+		{1, 2048, 768}, {1, 33, 100}, {1, 19, 448}, {1, 7, 992}, {3, 40, 288}, {4, 17, 32}, {7, 70, 1000}, {9, 5, 31}, {64, 96, 544},
 	}
 	r := rand.New(rand.NewPCG(3, 5))
 	type prepared struct {
