@@ -48,7 +48,11 @@ func TestSwapWhileServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close(context.Background())
-	a, err := update.New(e.cfg, update.Deps{Store: e.st, Source: e.src, Activator: update.EngineActivator{Engine: eng, Store: e.st}, Events: e.events, Now: e.clock})
+	a, err := update.New(e.cfg, update.Deps{Store: e.st, Source: e.src, Activator: update.EngineActivator{Engine: eng, Store: e.st},
+		Events: update.EventFunc(func(ctx context.Context, ev update.Event) error {
+			ev.Time = time.Now() // the real time of each step, for the log below
+			return e.events.Emit(ctx, ev)
+		}), Now: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +63,7 @@ func TestSwapWhileServing(t *testing.T) {
 	type result struct {
 		start, end time.Time
 		gaps       []time.Duration
+		gapEnds    []time.Time
 		version    string
 		err        error
 	}
@@ -86,6 +91,7 @@ func TestSwapWhileServing(t *testing.T) {
 					}
 					if !last.IsZero() {
 						r.gaps = append(r.gaps, tok.Time.Sub(last))
+						r.gapEnds = append(r.gapEnds, tok.Time)
 					}
 					last = tok.Time
 				}
@@ -134,6 +140,8 @@ func TestSwapWhileServing(t *testing.T) {
 
 	var before, across []time.Duration
 	var after int
+	var worst time.Duration
+	var worstAt time.Time
 	for _, r := range results {
 		if r.err != nil {
 			t.Fatalf("a request failed during the swap: %v", r.err)
@@ -151,6 +159,11 @@ func TestSwapWhileServing(t *testing.T) {
 			}
 		default:
 			across = append(across, r.gaps...)
+			for i, g := range r.gaps {
+				if g > worst {
+					worst, worstAt = g, r.gapEnds[i]
+				}
+			}
 		}
 	}
 	if len(before) == 0 || after == 0 || len(across) == 0 {
@@ -163,4 +176,8 @@ func TestSwapWhileServing(t *testing.T) {
 	if ev, ok := e.events.last(update.EventActive); !ok || ev.Version != "2" {
 		t.Fatalf("no active event for 2")
 	}
+	staged, _ := e.events.last(update.EventStaged)
+	checked, _ := e.events.last(update.EventHealthOK)
+	t.Logf("the longest gap ended %v after the swap began (staged at %v, health check passed at %v; loading and checking happen between)",
+		worstAt.Sub(swapStart).Round(time.Millisecond), staged.Time.Sub(swapStart).Round(time.Millisecond), checked.Time.Sub(swapStart).Round(time.Millisecond))
 }

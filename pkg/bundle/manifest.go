@@ -54,10 +54,15 @@ type Manifest struct {
 	Architecture string      `json:"architecture,omitempty"`
 	Geometry     *Geometry   `json:"geometry,omitempty"`
 	Generation   *Generation `json:"generation,omitempty"`
+	// Chat is the chat template (Hugging Face tokenizer_config.json's
+	// chat_template), nil when the model has none.
+	Chat *Chat `json:"chat,omitempty"`
 	// Quantization is the weight format: "fp32", "int4-b32", …
 	Quantization string `json:"quantization"`
 	// Files lists every file of the bundle but the manifest.
 	Files []File `json:"files"`
+	// Plugins are the model's pre/post-processing modules, or nil.
+	Plugins *Plugins `json:"plugins,omitempty"`
 	// CreatedBy names the tool and the source: "edgeinfer model build
 	// --preset tiny-test".
 	CreatedBy string `json:"created_by"`
@@ -145,6 +150,15 @@ type Generation struct {
 	MaxNewTokens      int     `json:"max_new_tokens,omitempty"`
 }
 
+// Chat is a model's chat template: the Jinja text that formats a
+// conversation (rendered by runtime/tokenizer.ChatTemplate) and the
+// bos_token/eos_token texts it refers to.
+type Chat struct {
+	Template string `json:"template"`
+	BOSToken string `json:"bos_token,omitempty"`
+	EOSToken string `json:"eos_token,omitempty"`
+}
+
 // File is one bundle file with its size and lowercase hex sha256.
 type File struct {
 	Path   string `json:"path"`
@@ -185,6 +199,7 @@ func (m *Manifest) Validate() error {
 		return bad("no name")
 	}
 	files := map[string]bool{}
+	byPath := map[string]File{}
 	for _, f := range m.Files {
 		if !SafePath(f.Path) {
 			return bad("file path %q must be relative, clean and inside the bundle", f.Path)
@@ -199,6 +214,12 @@ func (m *Manifest) Validate() error {
 			return bad("file %q: size %d, sha256 %q", f.Path, f.Size, f.SHA256)
 		}
 		files[f.Path] = true
+		byPath[f.Path] = f
+	}
+	if m.Plugins != nil {
+		if err := m.Plugins.validate(byPath); err != nil {
+			return err
+		}
 	}
 	if !files[m.Model] {
 		return bad("model file %q is not among the files", m.Model)

@@ -22,6 +22,10 @@ const (
 	DefaultTimestampExpiry = 24 * time.Hour
 )
 
+// maxTargetsBytes is go-tuf's default limit on targets.json, which the
+// device keeps: a repository larger than that could not be read.
+const maxTargetsBytes = 5_000_000
+
 // repo is one TUF repository (image or director) in <dir>/<name>/: the
 // files a device fetches, and the keys at hand to sign them.
 type repo struct {
@@ -190,6 +194,10 @@ func (r *repo) signWrite(role string) error {
 		}
 		b, err = r.targets.ToBytes(true)
 		file = fmt.Sprintf("%d.targets.json", r.targets.Signed.Version)
+		if err == nil && len(b) > maxTargetsBytes {
+			return fmt.Errorf("%w: %s targets metadata would be %d bytes; devices read at most %d: withdraw old releases",
+				ErrRepo, r.name, len(b), maxTargetsBytes)
+		}
 	case metadata.SNAPSHOT:
 		r.snapshot.ClearSignatures()
 		if err = r.sign(role); err != nil {

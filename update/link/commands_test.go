@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,7 +104,8 @@ func TestCommands(t *testing.T) {
 }
 
 // TestRequest exercises the request/response helper the OTA transport
-// uses: the cloud answers on res/<name>/<id>.
+// uses (update.MQTTSource over Link.Request), against the cloud side
+// (ServeRequests) run by two fleet servers sharing the load.
 func TestRequest(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{})
 	ctx := context.Background()
@@ -111,29 +114,68 @@ func TestRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	served := [2]int{}
+	var mu sync.Mutex
+	for i := 0; i < 2; i++ {
+		cfg := testConfig(b)
+		cfg.Device = "fleet-server-" + string(rune('a'+i))
+		srv, err := Open(ctx, cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		if err := srv.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		// an echo server for tuf/chunk: answers with the body reversed
+		err = srv.ServeRequests(ctx, "f", "servers", func(_ context.Context, device, topic string, p []byte) []byte {
+			mu.Lock()
+			served[i]++
+			mu.Unlock()
+			if device != "d" || topic != "tuf/chunk" {
+				return []byte("bad " + device + " " + topic)
+			}
+			out := append([]byte(nil), p...)
+			slices.Reverse(out)
+			return out
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := l.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	cloud := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID("cloud"))
-	if tok := cloud.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatal(tok.Error())
-	}
-	defer cloud.Disconnect(50)
-	// an echo server for "chunk" requests: answers with the body reversed
-	cloud.Subscribe("edgeinfer/v1/+/+/req/chunk/+", 1, func(c mqtt.Client, m mqtt.Message) {
-		b := append([]byte(nil), m.Payload()...)
-		for i, j := 0, len(b)-1; i < j; i, j = i+1, j-1 {
-			b[i], b[j] = b[j], b[i]
+	for i := 0; i < 20; i++ {
+		got, err := l.Request(withTimeout(t, 5*time.Second), "tuf/chunk", []byte{1, 2, 3, byte(i)})
+		if err != nil || string(got) != string([]byte{byte(i), 3, 2, 1}) {
+			t.Fatalf("Request %d: %v %v", i, got, err)
 		}
-		resp := m.Topic()[:len(m.Topic())-len("req/chunk/")-24] + "res/chunk/" + m.Topic()[len(m.Topic())-24:]
-		c.Publish(resp, 1, false, b)
-	}).Wait()
-	got, err := l.Request(withTimeout(t, 5*time.Second), "chunk", []byte{1, 2, 3, 0})
-	if err != nil || string(got) != string([]byte{0, 3, 2, 1}) {
-		t.Fatalf("Request: %v %v", got, err)
 	}
-	_, err = l.Request(withTimeout(t, 300*time.Millisecond), "nobody", []byte("x"))
-	if !errors.Is(err, context.DeadlineExceeded) {
+	mu.Lock()
+	t.Logf("requests served: %v (shared subscription)", served)
+	if served[0]+served[1] != 20 || served[0] == 0 || served[1] == 0 {
+		t.Errorf("served %v: want 20 split between both servers", served)
+	}
+	mu.Unlock()
+	if got, err := l.Request(withTimeout(t, 5*time.Second), "tuf/meta", nil); err != nil || string(got) != "bad d tuf/meta" {
+		t.Fatalf("tuf/meta: %q %v", got, err)
+	}
+	// with no server for the fleet, the request ends with its context
+	other := testConfig(b)
+	other.Fleet = "nobody-serves"
+	lo, err := Open(ctx, other, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lo.Close()
+	if err := lo.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lo.Request(withTimeout(t, 300*time.Millisecond), "tuf/chunk", []byte("x")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("unanswered request: %v", err)
+	}
+	if _, err := l.Request(ctx, "tuf/+", nil); err == nil {
+		t.Fatal("a wildcard request topic was accepted")
 	}
 }

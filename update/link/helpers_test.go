@@ -47,12 +47,12 @@ type receiver struct {
 	client mqtt.Client
 	dedup  *Dedup
 
-	mu       sync.Mutex
-	got      map[uint64]int // seq -> times received
-	topics   map[uint64]string
-	order    []uint64 // first receptions in arrival order
-	ooo      int
-	firstRcv time.Time
+	mu      sync.Mutex
+	got     map[uint64]int // seq -> times received
+	topics  map[uint64]string
+	order   []uint64 // first receptions in arrival order
+	ooo     int
+	dupFlag int // duplicate receptions the broker marked as redeliveries (DUP)
 }
 
 func newReceiver(t *testing.T, b *mosquittotest.Broker, id, filter string) *receiver {
@@ -66,6 +66,9 @@ func newReceiver(t *testing.T, b *mosquittotest.Broker, id, filter string) *rece
 		dup, ooo := r.dedup.Seen("d", seq)
 		r.mu.Lock()
 		r.got[seq]++
+		if dup && m.Duplicate() {
+			r.dupFlag++
+		}
 		if !dup {
 			r.order = append(r.order, seq)
 			r.topics[seq] = m.Topic()

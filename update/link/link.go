@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,7 +172,7 @@ func OpenWith(ctx context.Context, cfg Config, h Hooks) (*Link, error) {
 	l.mu.up = make(chan struct{})
 	l.mu.subs = map[string]*subscription{}
 	l.mu.pending = map[string]chan []byte{}
-	if _, err := l.register(l.topics.Response("+", "+"), 1, l.onResponse); err != nil {
+	if _, err := l.register(l.topics.Base()+"res/#", 1, l.onResponse); err != nil {
 		return nil, err
 	}
 	l.wg.Add(1)
@@ -292,14 +293,19 @@ func (l *Link) register(filter string, qos byte, h func(Message)) (*subscription
 	return s, nil
 }
 
-func (l *Link) subscribe(ctx context.Context, c *conn, s *subscription) error {
-	tok := c.client.Subscribe(s.filter, s.qos, func(_ mqtt.Client, m mqtt.Message) {
+// deliver is the paho callback of s: it queues without waiting.
+func (l *Link) deliver(s *subscription) mqtt.MessageHandler {
+	return func(_ mqtt.Client, m mqtt.Message) {
 		select {
 		case s.queue <- Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained()}:
 		default:
 			l.drops.Add(1)
 		}
-	})
+	}
+}
+
+func (l *Link) subscribe(ctx context.Context, c *conn, s *subscription) error {
+	tok := c.client.Subscribe(s.filter, s.qos, l.deliver(s))
 	select {
 	case <-tok.Done():
 	case <-c.down:
@@ -324,8 +330,8 @@ func (l *Link) supervise() {
 	for attempt := 0; ; {
 		c, err := l.connect()
 		if err != nil {
+			l.setErr(err) // before the count: a reader that sees the count sees the error
 			l.failures.Add(1)
-			l.setErr(err)
 			l.log.Warn("link: connect failed", "broker", l.cfg.Broker, "attempt", attempt+1, "err", err)
 			t := time.NewTimer(backoff(attempt, l.cfg.BackoffMin, l.cfg.BackoffMax, rand.Float64()))
 			attempt++
@@ -396,7 +402,30 @@ func (l *Link) connect() (*conn, error) {
 	if l.tls != nil {
 		opts.SetTLSConfig(l.tls)
 	}
+	// A persistent session's queued messages (commands sent while the
+	// device was away) arrive right after CONNACK, before SUBSCRIBE has
+	// registered a callback: route them to the subscriptions known before
+	// the connection, and by filter at delivery time for the others.
+	opts.SetDefaultPublishHandler(func(cl mqtt.Client, m mqtt.Message) {
+		l.mu.Lock()
+		var to *subscription
+		for _, s := range l.mu.subs {
+			if topicMatches(s.filter, m.Topic()) {
+				to = s
+				break
+			}
+		}
+		l.mu.Unlock()
+		if to != nil {
+			l.deliver(to)(cl, m)
+		}
+	})
 	c.client = mqtt.NewClient(opts)
+	l.mu.Lock()
+	for _, s := range l.mu.subs {
+		c.client.AddRoute(s.filter, l.deliver(s))
+	}
+	l.mu.Unlock()
 	tok := c.client.Connect()
 	select {
 	case <-tok.Done():
@@ -407,21 +436,35 @@ func (l *Link) connect() (*conn, error) {
 	if err := tok.Error(); err != nil {
 		return nil, classify(&l.cfg, err)
 	}
-	l.mu.Lock()
-	subs := make([]*subscription, 0, len(l.mu.subs))
-	for _, s := range l.mu.subs {
-		subs = append(subs, s)
-	}
-	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.ConnectTimeout)
 	defer cancel()
 	var subErr error
-	for _, s := range subs {
-		if err := l.subscribe(ctx, c, s); err != nil {
-			l.log.Error("link: subscription refused", "filter", s.filter, "err", err)
-			subErr = errors.Join(subErr, err)
+	subscribed := map[*subscription]bool{}
+	// pending lists the subscriptions registered and not yet made on c;
+	// it is checked again, under the lock, right before c is published, so
+	// a Subscribe racing with the connection is never left out.
+	pending := func() []*subscription {
+		var todo []*subscription
+		for _, s := range l.mu.subs {
+			if !subscribed[s] {
+				todo = append(todo, s)
+			}
+		}
+		return todo
+	}
+	subscribeAll := func(todo []*subscription) {
+		for _, s := range todo {
+			subscribed[s] = true
+			if err := l.subscribe(ctx, c, s); err != nil {
+				l.log.Error("link: subscription refused", "filter", s.filter, "err", err)
+				subErr = errors.Join(subErr, err)
+			}
 		}
 	}
+	l.mu.Lock()
+	todo := pending()
+	l.mu.Unlock()
+	subscribeAll(todo)
 	if l.hooks.OnConnect != nil {
 		publish := func(topic string, qos byte, retained bool, payload []byte) error {
 			tok := c.client.Publish(topic, qos, retained, payload)
@@ -451,8 +494,13 @@ func (l *Link) connect() (*conn, error) {
 		c.client.Disconnect(0)
 		return nil, fmt.Errorf("link: birth message: %w", errors.Join(err, ErrNotConnected))
 	}
-	l.connects.Add(1)
 	l.mu.Lock()
+	for todo := pending(); len(todo) > 0; todo = pending() {
+		l.mu.Unlock()
+		subscribeAll(todo)
+		l.mu.Lock()
+	}
+	l.connects.Add(1)
 	l.mu.conn = c
 	l.mu.lastErr = subErr // a refused subscription stays visible
 	close(l.mu.up)
@@ -519,4 +567,24 @@ func tlsConfig(cfg Config) (*tls.Config, error) {
 		t.Certificates = []tls.Certificate{cert}
 	}
 	return t, nil
+}
+
+// topicMatches reports whether topic matches the MQTT filter (+ one
+// level, # the rest).
+func topicMatches(filter, topic string) bool {
+	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
+		_, filter, _ = strings.Cut(rest, "/") // a shared subscription's group
+	}
+	f, t := strings.Split(filter, "/"), strings.Split(topic, "/")
+	for i, p := range f {
+		switch {
+		case p == "#":
+			return true
+		case i >= len(t):
+			return false
+		case p != "+" && p != t[i]:
+			return false
+		}
+	}
+	return len(f) == len(t)
 }

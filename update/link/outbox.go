@@ -55,6 +55,7 @@ type OutboxStats struct {
 	InFlight int    `json:"in_flight"` // published, waiting for PUBACK
 	Dropped  uint64 `json:"dropped"`   // telemetry messages dropped, ever (durable)
 	Acked    uint64 `json:"acked"`     // acknowledged since Open
+	Resent   uint64 `json:"resent"`    // published again on a new connection since Open
 	NextSeq  uint64 `json:"next_seq"`  // the sequence number the next message gets
 	Corrupt  uint64 `json:"corrupt"`   // undecodable records removed at Open
 }
@@ -104,6 +105,7 @@ type Outbox struct {
 		deletes   []uint64
 		dropped   uint64
 		acked     uint64
+		resent    uint64
 		corrupt   uint64
 		commitErr error
 		commits   uint64        // finished commit attempts
@@ -433,7 +435,7 @@ func (o *Outbox) Stats() OutboxStats {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return OutboxStats{Depth: o.mu.count, Bytes: o.mu.bytes, InFlight: len(o.mu.inflight), Dropped: o.mu.dropped,
-		Acked: o.mu.acked, NextSeq: o.mu.next, Corrupt: o.mu.corrupt}
+		Acked: o.mu.acked, Resent: o.mu.resent, NextSeq: o.mu.next, Corrupt: o.mu.corrupt}
 }
 
 // commitLoop is the group committer: it writes everything enqueued,
@@ -541,6 +543,7 @@ func (o *Outbox) sendLoop() {
 			for s := range o.mu.inflight {
 				o.mu.resend = append(o.mu.resend, s)
 			}
+			o.mu.resent += uint64(len(o.mu.inflight))
 			clear(o.mu.inflight)
 			slices.Sort(o.mu.resend)
 			last = c

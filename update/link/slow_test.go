@@ -75,4 +75,21 @@ func TestSlowHandler(t *testing.T) {
 	if st2.HandlerDrops == 0 || !st2.Connected || st2.Connects != 1 {
 		t.Fatalf("stats %+v: want drops counted and the one connection kept", st2)
 	}
+
+	// a cloud subscriber that never reads: its handler blocks, so paho
+	// stops reading its socket and the broker has to queue for it; the
+	// device's publishing does not wait for it
+	stuck := make(chan struct{})
+	defer close(stuck)
+	sleeper := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID("sleeper"))
+	if tok := sleeper.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer sleeper.Disconnect(0)
+	sleeper.Subscribe(l.Topics().Telemetry(), 1, func(mqtt.Client, mqtt.Message) { <-stuck }).Wait()
+	slow := send(5000)
+	t.Logf("5000 messages with a subscriber that never reads: %v (%.2fx alone)", slow.Round(time.Millisecond), float64(slow)/float64(quiet))
+	if slow > 10*quiet+5*time.Second {
+		t.Errorf("a subscriber that never reads slowed the device %v -> %v", quiet, slow)
+	}
 }

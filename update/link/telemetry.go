@@ -91,6 +91,10 @@ type Sources struct {
 type TelemetryConfig struct {
 	// Interval between snapshots; 0 means 10 s. SetInterval changes it.
 	Interval time.Duration `json:"interval,omitempty"`
+	// Sketches adds each distribution's histogram (metrics.Sketch) to the
+	// snapshot, so the cloud can merge devices and intervals into exact
+	// fleet-wide quantiles; it costs about 1–2 KB per distribution.
+	Sketches bool `json:"sketches,omitempty"`
 	// SDKVersion and Board are repeated in every snapshot.
 	SDKVersion string `json:"-"`
 	Board      string `json:"-"`
@@ -246,6 +250,8 @@ type Dist struct {
 	P95 *float64 `json:"p95"`
 	P99 *float64 `json:"p99"`
 	Max *float64 `json:"max"`
+	// Sketch is the interval's histogram when TelemetryConfig.Sketches.
+	Sketch *metrics.Sketch `json:"sketch,omitempty"`
 }
 
 // OutboxTelemetry reports the outbox; DroppedInterval counts telemetry
@@ -310,8 +316,16 @@ func (t *Telemetry) Snapshot() Snapshot {
 	})
 	for _, k := range keys {
 		a := accs[k]
+		d := func(h *metrics.Histogram) Dist {
+			out := dist(h)
+			if t.cfg.Sketches && h.Count() > 0 {
+				sk := h.Sketch()
+				out.Sketch = &sk
+			}
+			return out
+		}
 		rs := RequestStats{Model: k.model, Class: k.class, Outcomes: a.outcomes, OutputTokens: a.tokens,
-			TTFT: dist(a.ttft), TPOT: dist(a.tpot), ITL: dist(a.itl), E2E: dist(a.e2e), Queue: dist(a.queue)}
+			TTFT: d(a.ttft), TPOT: d(a.tpot), ITL: d(a.itl), E2E: d(a.e2e), Queue: d(a.queue)}
 		if secs > 0 {
 			rs.GoodputTokS = float64(a.goodTokens) / secs
 		}

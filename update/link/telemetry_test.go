@@ -49,3 +49,37 @@ func TestTelemetrySnapshot(t *testing.T) {
 	b, _ := json.Marshal(s)
 	t.Logf("%d bytes: %.300s", len(b), b)
 }
+
+// TestTelemetrySketches: with sketches on, two devices' intervals merge
+// in the cloud into the quantiles one histogram of both would give.
+func TestTelemetrySketches(t *testing.T) {
+	t0 := time.Now()
+	var snaps []Snapshot
+	for dev := 0; dev < 2; dev++ {
+		tel := NewTelemetry(nil, nil, TelemetryConfig{Sketches: true}, Sources{})
+		for i := 0; i < 100; i++ {
+			tel.Observe(Record{Model: "m", Class: "interactive", Outcome: "completed", Arrived: t0,
+				FirstToken: t0.Add(time.Duration(1+i+100*dev) * time.Millisecond), Finished: t0.Add(time.Second)})
+		}
+		b, _ := json.Marshal(tel.Snapshot())
+		var s Snapshot
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		snaps = append(snaps, s)
+	}
+	h, err := snaps[0].Requests[0].TTFT.Sketch.Histogram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := snaps[1].Requests[0].TTFT.Sketch.Histogram()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Merge(o); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := h.Quantile(0.99); p < 197 || p > 200 {
+		t.Errorf("fleet ttft p99 %.2f ms, want ~198 (1..200 ms)", p)
+	}
+}

@@ -15,8 +15,9 @@ const Root = "edgeinfer/v1"
 //	events                 things that happened (outbox, QoS 1, never dropped)
 //	cmd/<name>             commands to the device (the fleet publishes)
 //	cmdres/<name>          the device's answers, carrying the request id
-//	req/<name>/<id>        the device's requests to the cloud (OTA transport)
-//	res/<name>/<id>        the cloud's answers to them
+//	req/<topic>/<id>       the device's requests to the cloud (OTA transport;
+//	                       topic may have levels: tuf/meta, tuf/chunk)
+//	res/<topic>/<id>       the cloud's answers to them
 //
 // Topics is plain data, safe for concurrent use.
 type Topics struct{ base string }
@@ -47,8 +48,7 @@ func (t Topics) CmdResponse(name string) string { return t.base + "cmdres/" + na
 // Request is the topic of the device's request name with correlation id.
 func (t Topics) Request(name, id string) string { return t.base + "req/" + name + "/" + id }
 
-// Response is the topic the cloud answers request name/id on;
-// Response("+", "+") is the device's filter for all of them.
+// Response is the topic the cloud answers request name/id on.
 func (t Topics) Response(name, id string) string { return t.base + "res/" + name + "/" + id }
 
 // Under returns the part of topic after the device's base and true, or

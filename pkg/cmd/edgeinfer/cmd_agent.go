@@ -42,6 +42,7 @@ agent.json (plain JSON; unknown fields are refused):
    "fleet": "plant-7", "device": "cam-12", "telemetry_interval": "10s"}
 fields: store, outbox, models, broker, fleet, device, client_id, username,
   password, ca_file, cert_file, key_file, server_name, telemetry_interval,
+  telemetry_sketches,
   outbox_max_bytes, flush_timeout, log_level, board,
   sparkplug ({"group": "plant-7"}: also a Sparkplug B edge node)`
 
@@ -70,6 +71,9 @@ type agentConfig struct {
 	ServerName string `json:"server_name"`
 	// TelemetryInterval is a Go duration ("10s"); "" means 10 s.
 	TelemetryInterval string `json:"telemetry_interval"`
+	// TelemetrySketches adds each distribution's histogram to telemetry,
+	// for fleet-wide quantiles.
+	TelemetrySketches bool `json:"telemetry_sketches"`
 	// OutboxMaxBytes bounds the outbox; 0 means 64 MiB.
 	OutboxMaxBytes int64 `json:"outbox_max_bytes"`
 	// FlushTimeout bounds the outbox flush at shutdown; "" means 5 s.
@@ -231,7 +235,7 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 	if eng != nil {
 		src.Engine = func() link.EngineStats { return engineStats(eng) }
 	}
-	tel := link.NewTelemetry(l, ob, link.TelemetryConfig{Interval: interval, SDKVersion: sdk, Board: board}, src)
+	tel := link.NewTelemetry(l, ob, link.TelemetryConfig{Interval: interval, Sketches: cfg.TelemetrySketches, SDKVersion: sdk, Board: board}, src)
 	if node != nil {
 		if err := node.Start(ctx, l); err != nil {
 			return fmt.Errorf("agent: sparkplug: %w", err)
@@ -250,6 +254,21 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 	if err := cmds.Start(ctx); err != nil {
 		return fmt.Errorf("agent: commands: %w", err)
 	}
+	event := func(what string, extra map[string]any) {
+		_, eerr := ob.Enqueue(context.Background(), l.Topics().Events(), link.ClassEvent, func(seq uint64) []byte {
+			e := map[string]any{"schema": "edgeinfer.event/1", "seq": seq, "event": what, "time": time.Now().UTC().Format(time.RFC3339Nano)}
+			for k, v := range extra {
+				e[k] = v
+			}
+			b, _ := json.Marshal(e)
+			return b
+		})
+		if eerr != nil {
+			log.Warn("agent: event not enqueued", "event", what, "err", eerr)
+		}
+	}
+	event("agent_started", map[string]any{"models": versions, "sdk_version": sdk})
+	defer event("agent_stopping", nil) // flushed with the outbox below
 	fmt.Fprintf(stdout, "agent: device %s/%s, %d model(s), broker %s, topics %s#\n", lcfg.Fleet, lcfg.Device, len(versions), lcfg.Broker, l.Topics().Base())
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if werr := l.WaitConnected(wctx); werr != nil && ctx.Err() == nil {

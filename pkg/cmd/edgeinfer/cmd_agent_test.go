@@ -111,6 +111,9 @@ func TestAgent(t *testing.T) {
 	wait("offline status", func() bool {
 		return has(top.Status(), `"state":"offline","fleet":"f","device":"d","reason":"shutdown"`)
 	})
+	wait("start and stop events", func() bool {
+		return has(top.Events(), `"event":"agent_started"`) && has(top.Events(), `"event":"agent_stopping"`)
+	})
 	var snap link.Snapshot
 	mu.Lock()
 	_ = json.Unmarshal([]byte(seen[top.Telemetry()][0]), &snap)

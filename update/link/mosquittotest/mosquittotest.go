@@ -170,7 +170,10 @@ func Start(t testing.TB, opt Options) *Broker {
 	// user root: a broker started as root otherwise switches to the
 	// mosquitto user, who cannot read the test's temporary directory.
 	fmt.Fprintf(&c, "user root\nlistener %d 127.0.0.1\n", b.Port)
-	fmt.Fprintf(&c, "max_queued_messages 0\nmax_queued_bytes 0\nmax_inflight_messages 0\n")
+	// unbounded queues for offline persistent sessions (the default, 1000
+	// messages, would drop part of an outage test); in-flight stays at its
+	// default (20), which bounds the broker's own redeliveries
+	fmt.Fprintf(&c, "max_queued_messages 0\nmax_queued_bytes 0\n")
 	if opt.Persistence {
 		fmt.Fprintf(&c, "persistence true\npersistence_location %s/\nautosave_interval 1\n", b.dir)
 	}
