@@ -14,8 +14,9 @@
 //	<owner>         whatever Store.Update/View callers keep (not "store.*")
 //
 // A file is an ordered chunk list plus its size and SHA-256; a Version is
-// the bundle's edgeinfer.json, kept verbatim (the store reads only "name"
-// and "version"), plus the import time, total size and files. Each chunk has
+// the bundle's edgeinfer.json, kept verbatim (the store reads only "name",
+// "version" and the "files" list), plus the import time, total size and
+// files. Each chunk has
 // its own sub-bucket so that its value sits alone on its pages: in a flat
 // bucket bbolt keeps at least two values per leaf and rewrites neighbouring
 // megabyte values on every insert. Records carry their own SHA-256 because
@@ -41,6 +42,17 @@
 // 37.5 MiB changed: 1.14x, within the 1.2x bar.
 //
 // # Operations and their guarantees
+//
+// Import keeps only what the bundle's manifest vouches for: every file in
+// the directory must be listed in edgeinfer.json's "files" with its size
+// and sha256, and every listed file must be there. Sizes are compared
+// before anything is stored and digests while each file streams; a
+// mismatch is ErrMismatch naming the file, the expected and the found
+// value, nothing is published or activated, and the chunks the import had
+// written are deleted again (TestImportRefusesBundleThatContradictsManifest
+// compares versions, pointers, chunks and Verify before and after). An
+// update agent can therefore feed the store without it ever holding a
+// version that contradicts its own manifest.
 //
 // Import streams: one 4 MiB chunk buffer, chunks committed in transactions
 // of at most Options.TxBytes (8 MiB), never a whole file in memory. Importing
