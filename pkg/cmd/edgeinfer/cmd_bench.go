@@ -67,6 +67,14 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 
+	check := func() error { return needBundleDir(*model) }
+	if *storePath != "" {
+		check = func() error { return needStore(*storePath) }
+	}
+	if err := check(); err != nil {
+		return err
+	}
+
 	mspec := engine.ModelSpec{Dir: *model}
 	if *storePath != "" {
 		mspec = engine.ModelSpec{Ref: *model}

@@ -73,19 +73,21 @@ func runRun(ctx context.Context, w io.Writer, args []string) error {
 	}
 	opts.ProbeDims = dimSizes
 
-	s, err := ort.NewSessionFromFile(ctx, pos[0], opts)
+	model, err := oneShotModel(pos[0])
+	if err != nil {
+		return err
+	}
+	s, err := ort.NewSessionFromFile(ctx, model, opts)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	fmt.Fprintf(w, "model: %s\nonnx runtime: %s (%s)\nprovider: %s\n", pos[0], ort.Version(), ort.LibraryPath(), s.Provider())
-	for _, a := range s.ProviderAttempts() {
-		if !a.Chosen {
-			fmt.Fprintf(w, "  skipped %s\n", a)
-		}
+	if isDecoder(s.Info()) {
+		return errDecoder(model)
 	}
-	fmt.Fprintf(w, "load: %.1f ms\n", float64(s.LoadTime())/1e6)
-
+	if err := checkDims(s.Inputs(), dimSizes); err != nil {
+		return err
+	}
 	files := map[string]string{}
 	for i, in := range inputs {
 		name, file, ok := strings.Cut(in, "=")
@@ -95,8 +97,19 @@ func runRun(ctx context.Context, w io.Writer, args []string) error {
 			}
 			name, file = s.Inputs()[i].Name, in
 		}
+		if !hasInput(s.Inputs(), name) {
+			return fmt.Errorf("%w: --input %q: the model has no input %q; its inputs are %s", errUsage, in, name, describeInputs(s.Inputs()))
+		}
 		files[name] = file
 	}
+	fmt.Fprintf(w, "model: %s\nonnx runtime: %s (%s)\nprovider: %s\n", model, ort.Version(), ort.LibraryPath(), s.Provider())
+	for _, a := range s.ProviderAttempts() {
+		if !a.Chosen {
+			fmt.Fprintf(w, "  skipped %s\n", a)
+		}
+	}
+	fmt.Fprintf(w, "load: %.1f ms\n", float64(s.LoadTime())/1e6)
+
 	lo, hi, err := parseRange(*imageRange)
 	if err != nil {
 		return err
