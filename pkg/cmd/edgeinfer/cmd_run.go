@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"image"
 	_ "image/jpeg"
@@ -18,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/npy"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"google.golang.org/protobuf/proto"
@@ -225,80 +225,24 @@ func loadInput(path string, v ort.ValueInfo, shape []int64, lo, hi float64) (*or
 	return nil, fmt.Errorf("%s: unknown input format (want .npy, .pb, .jpg or .png)", path)
 }
 
+// npyTypes maps the .npy dtypes pkg/npy reads to tensor element types.
 var npyTypes = map[string]ort.DType{
 	"<f4": ort.Float32, "<f8": ort.Float64, "<f2": ort.Float16, "<i8": ort.Int64, "<i4": ort.Int32,
 	"<i2": ort.Int16, "|i1": ort.Int8, "|u1": ort.Uint8, "<u2": ort.Uint16, "<u4": ort.Uint32,
 	"<u8": ort.Uint64, "|b1": ort.Bool,
 }
 
-// loadNPY reads a NumPy .npy file (versions 1-3, C order, little-endian).
+// loadNPY reads a NumPy .npy file as a tensor of its own dtype and shape.
 func loadNPY(path string) (*ort.Tensor, error) {
-	b, err := os.ReadFile(path)
+	a, err := npy.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	dt, shape, data, err := parseNPY(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return ort.CopyBytes(dt, shape, data)
-}
-
-func parseNPY(b []byte) (ort.DType, []int64, []byte, error) {
-	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
-		return 0, nil, nil, errors.New("not a .npy file")
-	}
-	var hlen, off int
-	switch b[6] {
-	case 1:
-		hlen, off = int(binary.LittleEndian.Uint16(b[8:])), 10
-	case 2, 3:
-		if len(b) < 12 {
-			return 0, nil, nil, errors.New("truncated .npy header")
-		}
-		hlen, off = int(binary.LittleEndian.Uint32(b[8:])), 12
-	default:
-		return 0, nil, nil, fmt.Errorf(".npy version %d", b[6])
-	}
-	if off+hlen > len(b) {
-		return 0, nil, nil, errors.New("truncated .npy header")
-	}
-	h := string(b[off : off+hlen])
-	field := func(key string) string {
-		i := strings.Index(h, "'"+key+"'")
-		if i < 0 {
-			return ""
-		}
-		rest := strings.TrimLeft(h[i+len(key)+2:], " :")
-		if strings.HasPrefix(rest, "(") {
-			if j := strings.Index(rest, ")"); j >= 0 {
-				return rest[1:j]
-			}
-		}
-		if j := strings.IndexAny(rest, ",}"); j >= 0 {
-			return strings.Trim(strings.TrimSpace(rest[:j]), "'")
-		}
-		return ""
-	}
-	dt, ok := npyTypes[field("descr")]
+	dt, ok := npyTypes[a.Descr]
 	if !ok {
-		return 0, nil, nil, fmt.Errorf("unsupported .npy dtype %q", field("descr"))
+		return nil, fmt.Errorf("%s: dtype %q has no tensor type", path, a.Descr)
 	}
-	if field("fortran_order") == "True" {
-		return 0, nil, nil, errors.New("fortran-order .npy not supported")
-	}
-	var shape []int64
-	for d := range strings.SplitSeq(field("shape"), ",") {
-		if d = strings.TrimSpace(d); d == "" {
-			continue
-		}
-		n, err := strconv.ParseInt(d, 10, 64)
-		if err != nil || n < 0 {
-			return 0, nil, nil, fmt.Errorf("bad .npy shape %q", field("shape"))
-		}
-		shape = append(shape, n)
-	}
-	return dt, shape, b[off+hlen:], nil
+	return ort.CopyBytes(dt, a.Shape, a.Data)
 }
 
 // loadImage resizes an image (bilinear) to the input's spatial size: NHWC
