@@ -19,6 +19,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/npy"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/pkg/resize"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"google.golang.org/protobuf/proto"
 )
@@ -260,6 +261,9 @@ func loadImage(path string, v ort.ValueInfo, shape []int64, lo, hi float64) (*or
 	if nhwc {
 		h, wd = shape[1], shape[2]
 	}
+	if h <= 0 || wd <= 0 {
+		return nil, fmt.Errorf("image input needs a height and width above 0, model has %s (set them with --dim)", v)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -274,34 +278,14 @@ func loadImage(path string, v ort.ValueInfo, shape []int64, lo, hi float64) (*or
 		return nil, err
 	}
 	dst, _ := ort.Data[float32](t)
-	bnd := img.Bounds()
-	sx, sy := float64(bnd.Dx())/float64(wd), float64(bnd.Dy())/float64(h)
-	px := func(x, y int) [3]float64 {
-		x, y = min(max(x, 0), bnd.Dx()-1), min(max(y, 0), bnd.Dy()-1)
-		r, g, b, _ := img.At(bnd.Min.X+x, bnd.Min.Y+y).RGBA()
-		return [3]float64{float64(r) / 65535, float64(g) / 65535, float64(b) / 65535}
+	layout := resize.CHW
+	if nhwc {
+		layout = resize.HWC
 	}
-	plane := int(h * wd)
+	px := resize.Bilinear(img, int(wd), int(h), layout)
 	for n := range int(shape[0]) { // every batch entry gets the image
-		for y := range int(h) {
-			fy := (float64(y)+0.5)*sy - 0.5
-			y0 := int(math.Floor(fy))
-			wy := fy - float64(y0)
-			for x := range int(wd) {
-				fx := (float64(x)+0.5)*sx - 0.5
-				x0 := int(math.Floor(fx))
-				wx := fx - float64(x0)
-				p00, p10, p01, p11 := px(x0, y0), px(x0+1, y0), px(x0, y0+1), px(x0+1, y0+1)
-				for c := range 3 {
-					val := (p00[c]*(1-wx)+p10[c]*wx)*(1-wy) + (p01[c]*(1-wx)+p11[c]*wx)*wy
-					val = lo + val*(hi-lo)
-					i := n*3*plane + c*plane + y*int(wd) + x
-					if nhwc {
-						i = n*3*plane + (y*int(wd)+x)*3 + c
-					}
-					dst[i] = float32(val)
-				}
-			}
+		for i, v := range px {
+			dst[n*len(px)+i] = float32(lo + float64(v)*(hi-lo))
 		}
 	}
 	return t, nil

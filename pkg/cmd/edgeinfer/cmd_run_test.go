@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"image"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,5 +72,32 @@ func TestRunNPYInput(t *testing.T) {
 	os.WriteFile(bad, []byte("not numpy"), 0o644)
 	if code, _, errOut := cli(t, "run", testAdd+"/model.onnx", "--input", "x="+bad, "--runs", "1"); code == 0 || !strings.Contains(errOut, "bad.npy: npy:") {
 		t.Fatalf("bad .npy: exit %d %q", code, errOut)
+	}
+}
+
+// An image input is resized by pkg/resize and scaled to --image-range:
+// a uniform image's per-channel mean (GlobalAveragePool) is its colour.
+func TestRunImageInput(t *testing.T) {
+	const pool = "/usr/share/libonnx-testdata/data/node/test_globalaveragepool/model.onnx"
+	if _, err := os.Stat(pool); err != nil {
+		t.Skip("libonnx-testdata not installed (.ci/run installs it)")
+	}
+	orttest.Need(t)
+	img := image.NewRGBA(image.Rect(0, 0, 17, 11))
+	for i := 0; i < len(img.Pix); i += 4 {
+		copy(img.Pix[i:], []byte{51, 102, 204, 255})
+	}
+	p := filepath.Join(t.TempDir(), "c.png")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	png.Encode(f, img)
+	f.Close()
+	for rng, want := range map[string]string{"0,1": "[0.2 0.4 0.8]", "0,255": "[51 102 204]"} {
+		code, out, errOut := cli(t, "run", pool, "--input", "x="+p, "--image-range", rng, "--runs", "1", "--threads", "1")
+		if code != 0 || !strings.Contains(out, "output y: float32[1 3 1 1] "+want) {
+			t.Errorf("--image-range %s: exit %d, want y %s\n%s%s", rng, code, want, out, errOut)
+		}
 	}
 }
