@@ -11,9 +11,10 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
-	"github.com/edgeinfer/edgeinfer/runtime/llm"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
@@ -35,7 +36,7 @@ func maxRSSMiB() float64 {
 
 // TestSynthetic110m (opt-in: EDGEINFER_QUANT_BENCH=1) builds synthetic-110m
 // in fp32, quantises it with the graph pass to int4-b32 and int8 (time, peak
-// RSS, bytes), and measures batch-1 greedy decode through llm.Generate for
+// RSS, bytes), and measures batch-1 greedy decode through engine.Scorer.Greedy for
 // each, 2 threads, in one run so the ratios are comparable.
 func TestSynthetic110m(t *testing.T) {
 	if os.Getenv("EDGEINFER_QUANT_BENCH") == "" {
@@ -48,7 +49,7 @@ func TestSynthetic110m(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	ref, err := bundle.BuildDecoder(ctx, filepath.Join(root, "fp32"), bundle.DecoderSpec{Name: "synthetic-110m", Version: "1", Config: cfg, Weights: src})
+	ref, err := build.BuildDecoder(ctx, filepath.Join(root, "fp32"), build.DecoderSpec{Name: "synthetic-110m", Version: "1", Config: cfg, Weights: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestSynthetic110m(t *testing.T) {
 	}
 	fpBytes := dirBytes(t, ref.Dir)
 	for _, s := range []string{"fp32", "int8", "int4-b32"} {
-		m, err := llm.Load(ctx, dirs[s], llm.Options{Session: ort.Options{IntraOpThreads: 2}, DisablePrefixCache: true})
+		m, err := engine.OpenScorer(ctx, engine.ModelSpec{Dir: dirs[s].Dir}, engine.ScorerOptions{Session: ort.Options{IntraOpThreads: 2}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func TestSynthetic110m(t *testing.T) {
 		got := 0
 		start := time.Now()
 		var first time.Time
-		for _, err := range m.Generate(ctx, prompt, llm.GenerateOptions{MaxTokens: n, StopTokens: nil}) {
+		for _, err := range m.Greedy(ctx, prompt, n) {
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,7 +11,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/bundletest"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
-	"github.com/edgeinfer/edgeinfer/runtime/llm"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
@@ -23,7 +23,7 @@ func tinyBundle(t testing.TB, em llama.WeightEmitter) *bundle.Bundle {
 
 func meanNLL(t testing.TB, b *bundle.Bundle, tokens []int32) float64 {
 	t.Helper()
-	m, err := llm.Load(context.Background(), b, llm.Options{Session: ort.Options{IntraOpThreads: 1}, DisablePrefixCache: true})
+	m, err := engine.OpenScorer(context.Background(), engine.ModelSpec{Dir: b.Dir}, engine.ScorerOptions{Session: ort.Options{IntraOpThreads: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,8 +54,56 @@ type importRule struct {
 }
 
 var importRules = []importRule{
+	// one cgo boundary: everything native goes through runtime/ort
 	{dep: "github.com/yalue/onnxruntime_go", allowed: []string{module + "/runtime/ort"}},
+	// one owner of the database file format
 	{dep: "go.etcd.io/bbolt", allowed: []string{module + "/pkg/store"}},
+	// one MQTT connection per device, owned by the link
+	{dep: "github.com/eclipse/paho.mqtt.golang", allowed: []string{module + "/update/link"}},
+	// one sandbox host
+	{dep: "github.com/tetratelabs/wazero", allowed: []string{module + "/runtime/plugin"}},
+}
+
+// linkRule: pkg must not depend, even indirectly, on anything under deps.
+type linkRule struct {
+	pkg    string
+	deps   []string
+	reason string
+}
+
+var linkRules = []linkRule{
+	{module + "/runtime/engine", []string{"google.golang.org/protobuf", module + "/pkg/onnx"},
+		"the device links no protobuf runtime or graph builder: model metadata is read by runtime/ort's own wire reader, bundles by pkg/bundle (builders live in pkg/bundle/build)"},
+	{module + "/runtime/engine", []string{module + "/quant", module + "/pkg/loadgen"},
+		"quantisation and the benchmark harness are offline and test tools built on the engine, never under it"},
+	{module + "/runtime/engine", []string{"github.com/theupdateframework/go-tuf", "github.com/eclipse/paho.mqtt.golang"},
+		"TUF metadata (sigstore, protobuf: megabytes) and MQTT are the update agent's: an app that only infers does not carry them"},
+	{module + "/runtime/internal/sched", []string{module + "/runtime/ort", "github.com/yalue/"},
+		"the scheduler is pure Go: it drives Decoder and Oneshot interfaces, so it is tested with fakes and never waits on cgo"},
+	{module + "/pkg/bundle", []string{module + "/pkg/onnx", "google.golang.org/protobuf"},
+		"the bundle reader is what a device links; building bundles (ONNX graphs, Hugging Face imports) is pkg/bundle/build's"},
+}
+
+func TestLinks(t *testing.T) {
+	pkgs := listPackages(t)
+	byPath := map[string]goPackage{}
+	for _, p := range pkgs {
+		byPath[p.ImportPath] = p
+	}
+	for _, r := range linkRules {
+		p, ok := byPath[r.pkg]
+		if !ok {
+			t.Errorf("rule for %s: no such package", r.pkg)
+			continue
+		}
+		for _, d := range p.Deps {
+			for _, bad := range r.deps {
+				if strings.HasPrefix(d, bad) {
+					t.Errorf("%s depends on %s: %s", r.pkg, d, r.reason)
+				}
+			}
+		}
+	}
 }
 
 // layer order: a package may import only packages of its own or a lower layer.
@@ -104,14 +152,6 @@ func TestDeps(t *testing.T) {
 			if strings.HasPrefix(imp, module+"/") && layer(imp) > layer(p.ImportPath) {
 				t.Errorf("%s (layer %d) imports %s (layer %d): imports must point down",
 					p.ImportPath, layer(p.ImportPath), imp, layer(imp))
-			}
-		}
-		// sched is pure Go: it must not reach ORT even indirectly.
-		if strings.HasSuffix(p.ImportPath, "/runtime/sched") {
-			for _, d := range p.Deps {
-				if d == module+"/runtime/ort" || strings.HasPrefix(d, "github.com/yalue/") {
-					t.Errorf("runtime/sched depends on %s; it must drive an Executor interface instead", d)
-				}
 			}
 		}
 	}

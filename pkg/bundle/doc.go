@@ -5,9 +5,7 @@
 // defaults, weight format, and the sha256 and size of every file.
 //
 // Load reads a bundle and verifies every file against the manifest;
-// Write seals a directory by hashing its files into a manifest;
-// Recognise makes a manifest for a directory holding an ONNX decoder
-// exported by Hugging Face Optimum or the onnxruntime-genai builder,
-// identified by its input and output names (and genai_config.json when
-// present), so it runs through the compatible contract.
+// Write seals a directory by hashing its files into a manifest. The
+// builders of the offline side (graphs, Hugging Face imports) are in
+// pkg/bundle/build, so that a device links only this reader.
 package bundle

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 )
 
@@ -14,7 +15,7 @@ func Example() {
 	dir, _ := os.MkdirTemp("", "bundle")
 	defer os.RemoveAll(dir)
 	cfg, weights, _ := llama.Preset("tiny-test")
-	_, err := bundle.BuildDecoder(context.Background(), dir, bundle.DecoderSpec{
+	_, err := build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
 		Name: "tiny", Version: "1", Config: cfg, Weights: weights, CreatedBy: "example",
 	})
 	if err != nil {

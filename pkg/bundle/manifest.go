@@ -146,7 +146,7 @@ func (m *Manifest) Validate() error {
 	}
 	files := map[string]bool{}
 	for _, f := range m.Files {
-		if !safePath(f.Path) {
+		if !SafePath(f.Path) {
 			return bad("file path %q must be relative, clean and inside the bundle", f.Path)
 		}
 		if f.Path == ManifestFile {
@@ -206,9 +206,10 @@ func (m *Manifest) Validate() error {
 	return nil
 }
 
-// safePath accepts clean, relative, slash-separated paths that stay inside
+// SafePath accepts clean, relative, slash-separated paths that stay inside
 // the bundle.
-func safePath(p string) bool {
+
+func SafePath(p string) bool {
 	return p != "" && p != "." && !strings.HasPrefix(p, "/") && !strings.Contains(p, `\`) &&
 		path.Clean(p) == p && p != ".." && !strings.HasPrefix(p, "../")
 }
@@ -221,3 +222,16 @@ func (m *Manifest) Marshal() ([]byte, error) {
 	}
 	return append(out, '\n'), nil
 }
+
+// MetadataAttention is the ONNX model metadata key that says how a paged
+// decoder graph computes attention: AttentionKernel or AttentionPortable. It
+// lives here, with the bundle format, so that the device side reads it
+// without linking the graph builder (pkg/onnx/llama writes it).
+const (
+	MetadataAttention = "edgeinfer.attention"
+	// AttentionKernel: one ai.edgeinfer.PagedAttention node per layer,
+	// edgeinfer's kernel (runtime/ort registers it with every session).
+	AttentionKernel = "ai.edgeinfer.PagedAttention"
+	// AttentionPortable: standard and com.microsoft operators only.
+	AttentionPortable = "portable"
+)

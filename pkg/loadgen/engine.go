@@ -2,68 +2,64 @@ package loadgen
 
 import (
 	"context"
-	"iter"
+	"sync"
+	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 // Engine is what the harness needs of an engine; *engine.Engine implements
 // it. The harness runs in-process, so what it measures is the SDK's own
-// timeline, stamped on the device loop.
+// timeline, stamped on the device loop, which it receives as an observer.
 type Engine interface {
-	GenerateTokens(ctx context.Context, model string, prompt []int32, opts engine.GenerateOptions) iter.Seq2[engine.Token, error]
-	Records() []sched.Timeline
+	GenerateTokens(ctx context.Context, model string, prompt []int32, opts engine.GenerateOptions) *engine.Stream
+	Observe(o engine.Observer) (remove func())
 	Stats() engine.Stats
 	Models() []engine.ModelInfo
-	SchedConfig() sched.Config
+	Scheduler() engine.SchedulerConfig
 	Tokenizer(model string) *tokenizer.Tokenizer
 }
 
 var _ Engine = (*engine.Engine)(nil)
 
-// toMetrics converts the scheduler's record of a request into the metrics
-// package's timeline (token times become offsets from arrival).
-func toMetrics(t sched.Timeline) *metrics.Timeline {
-	class := t.Class
-	if class == sched.ClassUnset {
-		class = sched.ClassInteractive
-	}
-	m := metrics.NewTimeline(t.ID, class.String(), t.Arrived, len(t.TokenTimes))
-	m.Admitted = t.Admitted
-	m.FirstScheduled = t.FirstScheduled
-	for _, at := range t.TokenTimes {
-		m.Token(at)
-	}
-	m.Preempted = t.Preemptions
-	m.PromptTokens = t.PromptTokens
-	m.SLO = metrics.SLO{TTFT: t.SLO.TTFT, TPOT: t.SLO.TPOT, E2E: t.SLO.Deadline}
-	m.Finish(t.Finished, outcomeOf(t.Outcome))
-	return m
+// collector keeps the records the engine reports during a run.
+type collector struct {
+	mu    sync.Mutex
+	recs  []*metrics.Timeline
+	total int
 }
 
-func outcomeOf(o sched.Outcome) metrics.Outcome {
-	switch o {
-	case sched.OutcomeCompleted:
-		return metrics.Completed
-	case sched.OutcomeCancelled:
-		return metrics.Cancelled
-	case sched.OutcomeRejected:
-		return metrics.Rejected
-	case sched.OutcomeTimedOut:
-		return metrics.TimedOut
-	}
-	return metrics.Failed
+func (c *collector) ObserveTimeline(t *metrics.Timeline) {
+	c.mu.Lock()
+	c.recs = append(c.recs, t)
+	c.total++
+	c.mu.Unlock()
 }
 
-func classOf(s string) sched.Class {
-	switch s {
-	case "batch":
-		return sched.ClassBatch
-	case "realtime":
-		return sched.ClassRealtime
+// take returns and forgets the records so far, after waiting (up to wait)
+// until want records in all have arrived: the engine tells observers
+// shortly after a request ends, on its own goroutine.
+func (c *collector) take(want int, wait time.Duration) []*metrics.Timeline {
+	deadline := time.Now().Add(wait)
+	for {
+		c.mu.Lock()
+		if c.total >= want || time.Now().After(deadline) {
+			r := c.recs
+			c.recs = nil
+			c.mu.Unlock()
+			return r
+		}
+		c.mu.Unlock()
+		time.Sleep(time.Millisecond)
 	}
-	return sched.ClassInteractive
+}
+
+func classOf(s string) engine.Class {
+	c, err := engine.ParseClass(s)
+	if err != nil {
+		return engine.ClassInteractive
+	}
+	return c
 }

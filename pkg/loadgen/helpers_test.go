@@ -8,7 +8,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 )
@@ -34,7 +34,7 @@ func tinyBundle(t testing.TB) string {
 			return
 		}
 		tinyDir = dir
-		_, tinyErr = bundle.BuildDecoder(context.Background(), dir, bundle.DecoderSpec{
+		_, tinyErr = build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
 			Name: "tiny-test", Version: "1", Config: cfg, Weights: src, CreatedBy: "loadgen test",
 		})
 	})
@@ -48,7 +48,7 @@ func tinyBundle(t testing.TB) string {
 func openTiny(t testing.TB) (*engine.Engine, *engine.Config) {
 	t.Helper()
 	orttest.Need(t)
-	cfg := engine.Config{Models: []engine.ModelSpec{{Dir: tinyBundle(t)}}, KVBudgetBytes: 8 << 20}
+	cfg := engine.Config{Models: []engine.ModelSpec{{Dir: tinyBundle(t)}}, KV: engine.KVOptions{BudgetBytes: 8 << 20}}
 	cfg.Session.IntraOpThreads = 1
 	e, err := engine.Open(context.Background(), cfg)
 	if err != nil {

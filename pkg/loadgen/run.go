@@ -15,8 +15,6 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/pkg/power"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
 
 // Options configures Run beyond the spec: what is not plain data, or
@@ -84,9 +82,9 @@ type Result struct {
 	PowerTrace   []power.TracePoint
 	TempTrace    []power.TracePoint
 	Models       []engine.ModelInfo
-	Sched        sched.Config
+	Sched        engine.SchedulerConfig
 	EngineConfig *engine.Config
-	KV           map[string]kvcache.Stats
+	KV           map[string]engine.KVStats
 	PromptSource string
 	// ClientErrors counts the errors requests ended with, by message
 	// (overload rejections, timeouts); each request is also in the records.
@@ -126,6 +124,7 @@ type runner struct {
 	errMu    sync.Mutex
 	errs     map[string]int
 
+	recs       *collector
 	stage      atomic.Value // string
 	start      time.Time
 	plannedDur time.Duration
@@ -141,12 +140,12 @@ func newRunner(e Engine, spec Spec, opt Options) (*runner, error) {
 		return nil, err
 	}
 	r := &runner{
-		e: e, spec: spec, opt: opt, model: model, work: w,
+		e: e, spec: spec, opt: opt, model: model, work: w, recs: &collector{},
 		log:  opt.Logger,
 		errs: map[string]int{},
 		genOpts: engine.GenerateOptions{
 			Class: classOf(spec.Class),
-			SLO:   sched.SLO{TTFT: spec.SLO.TTFT.D(), TPOT: spec.SLO.TPOT.D(), Deadline: spec.SLO.E2E.D()},
+			SLO:   engine.SLO{TTFT: spec.SLO.TTFT.D(), TPOT: spec.SLO.TPOT.D(), Deadline: spec.SLO.E2E.D()},
 		},
 	}
 	if r.log == nil {
@@ -181,7 +180,7 @@ func pickModel(models []engine.ModelInfo, name string) (string, int, error) {
 }
 
 func (r *runner) run(ctx context.Context) (*Result, error) {
-	res := &Result{Spec: r.spec, Model: r.model, Models: r.e.Models(), Sched: r.e.SchedConfig(),
+	res := &Result{Spec: r.spec, Model: r.model, Models: r.e.Models(), Sched: r.e.Scheduler(),
 		EngineConfig: r.opt.EngineConfig, PromptSource: r.work.source}
 	defer r.wg.Wait()
 
@@ -194,7 +193,8 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if err := sampler.Start(ctx); err != nil {
 		return nil, fmt.Errorf("loadgen: power sampler: %w", err)
 	}
-	_ = r.e.Records() // earlier requests are not this run's
+	// Records of this run's requests only: the observer starts now.
+	defer r.e.Observe(r.recs)()
 	var idleBefore, idleAfter power.Span
 	if r.spec.Idle > 0 {
 		idleBefore.Start = time.Now()
@@ -233,15 +233,15 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	res.Power = sampler.Report(runSpan, idleBefore, idleAfter)
 	res.PowerTrace, res.TempTrace = sampler.PowerTrace(runSpan), sampler.TempTrace(runSpan)
 	st := r.e.Stats()
-	res.KV = map[string]kvcache.Stats{}
+	res.KV = map[string]engine.KVStats{}
 	for name, kv := range st.KV {
 		res.KV[name] = kv
 	}
 	r.errMu.Lock()
 	res.ClientErrors = r.errs
 	r.errMu.Unlock()
-	if st.Sched.RecordsDropped > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("the engine dropped %d records (MaxRecords): statistics miss those requests", st.Sched.RecordsDropped))
+	if st.Scheduler.RecordsDropped > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the engine dropped %d records (MaxRecords): statistics miss those requests", st.Scheduler.RecordsDropped))
 	}
 	return res, nil
 }
@@ -256,9 +256,7 @@ func (r *runner) runPhases(ctx context.Context, res *Result) error {
 		if err != nil {
 			return err
 		}
-		for _, t := range r.e.Records() {
-			res.Warmup = append(res.Warmup, toMetrics(t))
-		}
+		res.Warmup = append(res.Warmup, r.records()...)
 	}
 	// Requests get a context of their own so that the drain can cancel
 	// stragglers without cancelling the run.
@@ -276,14 +274,14 @@ func (r *runner) runPhases(ctx context.Context, res *Result) error {
 	if err := r.drain(ctx, cancel); err != nil {
 		return err
 	}
-	recs := r.e.Records()
+	recs := r.records()
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Arrived.Before(recs[j].Arrived) })
 	for _, t := range recs {
 		i := sort.Search(len(res.Phases), func(i int) bool { return res.Phases[i].End.After(t.Arrived) })
 		if i == len(res.Phases) {
 			i--
 		}
-		res.Phases[i].Timelines = append(res.Phases[i].Timelines, toMetrics(t))
+		res.Phases[i].Timelines = append(res.Phases[i].Timelines, t)
 	}
 	return nil
 }
@@ -432,10 +430,10 @@ func (r *runner) one(ctx context.Context) {
 	opts := r.genOpts
 	opts.MaxTokens = maxTokens
 	r.sent.Add(1)
-	for _, err := range r.e.GenerateTokens(ctx, r.model, prompt, opts) {
+	for _, err := range r.e.GenerateTokens(ctx, r.model, prompt, opts).Tokens() {
 		if err != nil {
 			msg := err.Error()
-			var oe *sched.OverloadError
+			var oe *engine.OverloadError
 			if errors.As(err, &oe) {
 				msg = "overloaded"
 				if oe.QueueFull {
@@ -462,7 +460,7 @@ func (r *runner) series(done <-chan struct{}, out chan<- []SeriesPoint) {
 	defer tick.Stop()
 	var pts []SeriesPoint
 	for {
-		st := r.e.Stats().Sched
+		st := r.e.Stats().Scheduler
 		p := SeriesPoint{At: time.Now(), Running: st.Running, DecodeTokens: st.DecodeTokens}
 		for _, q := range st.Queued {
 			p.Queued += q
@@ -498,4 +496,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 func sleepUntil(ctx context.Context, at time.Time) error {
 	return sleepCtx(ctx, time.Until(at))
+}
+
+// records returns the records of the requests sent since the last call,
+// once every one of them has reported (or after a few seconds: a request
+// that never reached the scheduler has no record).
+func (r *runner) records() []*metrics.Timeline {
+	return r.recs.take(int(r.sent.Load()), 5*time.Second)
 }

@@ -128,10 +128,7 @@ func (r *runner) trial(ctx context.Context, w Sweep, load, minAtt float64) (Swee
 	if err := r.drain(ctx, cancel); err != nil {
 		return SweepPoint{}, err
 	}
-	var tls []*metrics.Timeline
-	for _, t := range r.e.Records() {
-		tls = append(tls, toMetrics(t))
-	}
+	tls := r.records()
 	sum := metrics.Summarize(tls, metrics.SummaryOptions{})
 	p := SweepPoint{Load: load, Requests: sum.Requests, ThroughputTokS: sum.ThroughputTokS,
 		GoodputTokS: sum.GoodputTokS, SLOAttainment: sum.SLOAttainment,

@@ -164,10 +164,10 @@ func versionRows(r *Report) [][]string {
 		}
 		if k := m.KV; k != nil {
 			pages := "huge pages advised"
-			if k.DisableHugePages {
+			if !k.HugePages {
 				pages = "base pages"
 			}
-			rows = append(rows, []string{"KV cache", fmt.Sprintf("%d blocks × %d tokens, %d B/block, dtype %v, %s", k.NumBlocks(), k.BlockSize, k.BlockBytes(), k.DType, pages)})
+			rows = append(rows, []string{"KV cache", fmt.Sprintf("%d blocks × %d tokens, %d B/block, dtype %v, %s", k.Blocks, k.BlockSize, k.BytesPerToken*int64(k.BlockSize), k.DType, pages)})
 		}
 		rows = append(rows, []string{"weights in huge pages", fmt.Sprintf("%.1f MiB", float64(m.WeightHugePageBytes)/(1<<20))})
 		if m.Attention != "" {

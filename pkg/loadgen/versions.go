@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
 
 // Versions is the report's version matrix: everything that must match
@@ -39,9 +38,9 @@ type Versions struct {
 	IntraOpThreads *int `json:"intra_op_threads"`
 	InterOpThreads *int `json:"inter_op_threads"`
 	// KVBudgetBytes and PrefixCache are the engine's cache settings.
-	KVBudgetBytes *int64       `json:"kv_budget_bytes"`
-	PrefixCache   *bool        `json:"prefix_cache"`
-	Sched         sched.Config `json:"sched"`
+	KVBudgetBytes *int64                 `json:"kv_budget_bytes"`
+	PrefixCache   *bool                  `json:"prefix_cache"`
+	Sched         engine.SchedulerConfig `json:"sched"`
 }
 
 // ModelVersion is a model's row of the matrix: the engine's ModelInfo
@@ -114,11 +113,11 @@ func collectVersions(res *Result) Versions {
 	}
 	if c := res.EngineConfig; c != nil {
 		intra, inter := c.Session.IntraOpThreads, c.Session.InterOpThreads
-		budget := c.KVBudgetBytes
+		budget := c.KV.BudgetBytes
 		if budget == 0 {
 			budget = 256 << 20
 		}
-		prefix := !c.DisablePrefixCache
+		prefix := !c.KV.DisablePrefixCache
 		v.IntraOpThreads, v.InterOpThreads, v.KVBudgetBytes, v.PrefixCache = &intra, &inter, &budget, &prefix
 	}
 	return v

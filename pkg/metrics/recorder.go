@@ -5,9 +5,12 @@ import (
 	"time"
 )
 
-// Observer is told of every timeline a Recorder accepts (the Prometheus
-// collector is one). ObserveTimeline is called without the Recorder's lock
-// held, possibly from many goroutines, and must not keep or modify t.
+// Observer is told of every finished request's timeline: by a Recorder, of
+// each it accepts, and by the engine (its Config.Observers), of each
+// request. The Prometheus collector, the cloud link's telemetry and the
+// Recorder itself are observers. ObserveTimeline is called without any lock
+// of the caller held; t is shared between observers and never written again:
+// it may be kept, but must not be modified.
 type Observer interface {
 	ObserveTimeline(t *Timeline)
 }
@@ -106,4 +109,13 @@ func (r *Recorder) Since(t time.Time) []*Timeline {
 		}
 	}
 	return out
+}
+
+// ObserveTimeline makes a Recorder an Observer (of an engine, say).
+func (r *Recorder) ObserveTimeline(t *Timeline) { r.Record(t) }
+
+// MemoryObserver is told of each model's memory gauges (an engine calls it
+// after the records of every step that finished requests, and on Stats).
+type MemoryObserver interface {
+	ObserveMemory(model string, m Memory)
 }

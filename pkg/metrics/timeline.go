@@ -41,7 +41,10 @@ type SLO struct {
 // A Timeline is not safe for concurrent use: one goroutine (the scheduler
 // loop) stamps it, then hands it to a Recorder, which takes ownership.
 type Timeline struct {
-	ID             uint64    `json:"id"`
+	ID uint64 `json:"id"`
+	// Model is the model the request ran on, Kind "generate" or "infer".
+	Model          string    `json:"model,omitempty"`
+	Kind           string    `json:"kind,omitempty"`
 	Class          string    `json:"class"`
 	Arrived        time.Time `json:"arrived"`
 	Admitted       time.Time `json:"admitted"`
@@ -51,10 +54,19 @@ type Timeline struct {
 	// Tokens holds, for every output token in order, its emission time as
 	// an offset from Arrived. Durations from time.Time.Sub keep the
 	// monotonic clock reading, so offsets are immune to wall-clock steps.
-	Tokens       []time.Duration `json:"tokens"`
-	Outcome      Outcome         `json:"outcome"`
-	Preempted    int             `json:"preempted"`
-	PromptTokens int             `json:"prompt_tokens"`
+	Tokens  []time.Duration `json:"tokens"`
+	Outcome Outcome         `json:"outcome"`
+	// Finish says why a generation ended ("stop", "length",
+	// "context_length", …; see the engine's FinishReason); Err is the error
+	// text of a request that did not complete.
+	FinishReason string `json:"finish_reason,omitempty"`
+	Err          string `json:"error,omitempty"`
+	Preempted    int    `json:"preempted"`
+	PromptTokens int    `json:"prompt_tokens"`
+	// CachedTokens is the prompt prefix found in the KV cache (no prefill).
+	CachedTokens int `json:"cached_tokens,omitempty"`
+	// BatchSize is the one-shot batch the request ran in.
+	BatchSize int `json:"batch_size,omitempty"`
 	// OutputTokens counts generated tokens. Token keeps it equal to
 	// len(Tokens); a caller that does not stamp every token (a one-shot
 	// model) may set it directly.

@@ -27,11 +27,11 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
-	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
 
 const benchThreads = 2
@@ -77,7 +77,7 @@ func benchModel(b *testing.B) *bundle.Bundle {
 		opts.Emitter = em
 	}
 	start := time.Now()
-	bd, err := bundle.BuildDecoder(context.Background(), dir, bundle.DecoderSpec{
+	bd, err := build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
 		Name: preset, Version: "1", Config: cfg, Weights: src, Options: opts, CreatedBy: "engine benchmark",
 	})
 	if err != nil {
@@ -88,33 +88,28 @@ func benchModel(b *testing.B) *bundle.Bundle {
 	return bd
 }
 
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 func logPrecision(b *testing.B, bd *bundle.Bundle) {
 	b.Helper()
 	q := cmpOr(bd.Manifest.Quantization, "fp32")
 	b.Logf("model %s (%s), precision %s, %d intra-op threads", bd.Manifest.Name, bd.Dir, q, benchThreads)
 }
 
-func openBench(b *testing.B, bd *bundle.Bundle, sc sched.Config) *Engine {
+func openBench(b *testing.B, bd *bundle.Bundle, sc SchedulerConfig) *Engine {
 	b.Helper()
+	snk := &sink{}
 	e, err := Open(context.Background(), Config{
 		Models:  []ModelSpec{{Dir: bd.Dir, Name: "bench"}},
 		Session: ort.Options{IntraOpThreads: benchThreads},
-		// room for 8 sequences of 512+256 tokens without preemption
-		KVBudgetBytes: 384 << 20,
+		// room for 8 sequences of 512+256 tokens without preemption;
 		// random prompts share no prefix; keep both engines identical
-		DisablePrefixCache: true,
-		Sched:              sc,
+		KV:        KVOptions{BudgetBytes: 384 << 20, DisablePrefixCache: true},
+		Scheduler: sc,
+		Observers: []Observer{snk},
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
+	sinks.Store(e, snk)
 	for _, m := range e.Models() {
 		b.Logf("engine session: %.1f MiB of weights in huge pages", float64(m.WeightHugePageBytes)/(1<<20))
 	}
@@ -142,7 +137,7 @@ func randomPrompt(r *rand.Rand, n, vocab int) []int32 {
 // records, not from MaxTokens.
 func stream(ctx context.Context, e *Engine, prompt []int32, opts GenerateOptions) ([]time.Time, error) {
 	var times []time.Time
-	for tok, err := range e.GenerateTokens(ctx, "bench", prompt, opts) {
+	for tok, err := range e.GenerateTokens(ctx, "bench", prompt, opts).Tokens() {
 		if err != nil {
 			return times, err
 		}
@@ -189,9 +184,9 @@ func (g goodputResult) goodput() float64 { return float64(g.goodTokens) / g.wall
 // SLOs attached (no deadline, no fail-fast, so nobody is timed out or
 // refused): the FIFO baseline, one at a time, has nothing to do with them;
 // the batched engine sizes its batch so the TPOT objective holds.
-func runGoodput(b *testing.B, e *Engine, w goodputWorkload, slo sched.SLO) goodputResult {
+func runGoodput(b *testing.B, e *Engine, w goodputWorkload, slo SLO) goodputResult {
 	b.Helper()
-	_ = e.Records()
+	sinkOf(e).reset()
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, len(w.prompts))
@@ -212,14 +207,13 @@ func runGoodput(b *testing.B, e *Engine, w goodputWorkload, slo sched.SLO) goodp
 	}
 	res := goodputResult{n: len(w.prompts), wall: wall}
 	var ttfts, tpots []time.Duration
-	for _, t := range e.Records() {
-		t.SLO = slo
-		res.allTokens += t.OutputTokens()
-		ttfts = append(ttfts, t.TTFT())
-		tpots = append(tpots, t.TPOT())
+	for _, t := range sinkOf(e).take(b, len(w.prompts)) {
+		res.allTokens += t.OutputTokens
+		ttfts = append(ttfts, ttft(t))
+		tpots = append(tpots, tpot(t))
 		if t.MetSLO() {
 			res.good++
-			res.goodTokens += t.OutputTokens()
+			res.goodTokens += t.OutputTokens
 		}
 	}
 	res.ttftP50, res.tpotP50 = quantile(ttfts, 0.5), quantile(tpots, 0.5)
@@ -256,7 +250,7 @@ func BenchmarkGoodputVsFIFO(b *testing.B) {
 	vocab := bd.Manifest.Geometry.Vocab
 	requests := envInt("EDGEINFER_BENCH_REQUESTS", 24)
 	load := envFloat("EDGEINFER_BENCH_LOAD", 1.5)
-	batched := sched.Config{MaxBatch: 8, ChunkSize: 256}
+	batched := SchedulerConfig{MaxBatch: 8, ChunkSize: 256}
 	for b.Loop() {
 		fifo := openBench(b, bd, batched.FIFO())
 		// The isolated request: a mid-size one (320-token prompt, 64
@@ -270,13 +264,13 @@ func BenchmarkGoodputVsFIFO(b *testing.B) {
 			if _, err := stream(context.Background(), fifo, iso, GenerateOptions{MaxTokens: 64}); err != nil {
 				b.Fatal(err)
 			}
-			recs := fifo.Records()
+			recs := sinkOf(fifo).take(b, 1)
 			if i > 0 {
-				ttfts, tpots = append(ttfts, recs[len(recs)-1].TTFT()), append(tpots, recs[len(recs)-1].TPOT())
+				ttfts, tpots = append(ttfts, ttft(recs[len(recs)-1])), append(tpots, tpot(recs[len(recs)-1]))
 			}
 		}
 		isoTTFT, isoTPOT := quantile(ttfts, 0.5), quantile(tpots, 0.5)
-		slo := sched.SLO{TTFT: 5 * isoTTFT, TPOT: isoTPOT * 5 / 2}
+		slo := SLO{TTFT: 5 * isoTTFT, TPOT: isoTPOT * 5 / 2}
 		// Mean FIFO service time of the mix (mean prompt 320, mean output
 		// 160): arrivals at `load` times that rate saturate FIFO while the
 		// batched engine, several times FIFO's capacity, keeps up.
@@ -294,7 +288,7 @@ func BenchmarkGoodputVsFIFO(b *testing.B) {
 			b.Fatal(err)
 		}
 		c := runGoodput(b, eng, w, slo)
-		st := eng.Stats().Sched
+		st := eng.Stats().Scheduler
 		b.Logf("batched: %d admissions deferred by the TPOT rule; %.1f decode rows per step on average",
 			st.TPOTDeferred, float64(st.DecodeTokens)/float64(max(st.Steps, 1)))
 		closeBench(b, eng)
@@ -460,7 +454,7 @@ func newBareLoop(b *testing.B, bd *bundle.Bundle, B, ctxLen int) *bareLoop {
 	out := map[string]*ort.Tensor{"logits": logits}
 	// The pools are a kvcache.Cache's, mapped as the engine's are; the
 	// loop uses their memory, not the cache's block bookkeeping.
-	cfg := kvcache.Config{Layers: g.Layers, KVHeads: g.KVHeads, HeadDim: g.HeadDim, BlockSize: bs, DisablePrefixCache: true}
+	cfg := kvcache.Config{Layers: g.Layers, KVHeads: g.KVHeads, HeadDim: g.HeadDim, BlockSize: bs, Options: kvcache.Options{DisablePrefixCache: true}}
 	cfg.BudgetBytes = int64(nb) * cfg.BlockBytes()
 	if bl.cache, err = kvcache.New(cfg); err != nil {
 		b.Fatal(err)
@@ -524,7 +518,7 @@ func BenchmarkBatchScaling(b *testing.B) {
 	logPrecision(b, bd)
 	vocab := bd.Manifest.Geometry.Vocab
 	for b.Loop() {
-		e8 := openBench(b, bd, sched.Config{MaxBatch: 8, ChunkSize: 256})
+		e8 := openBench(b, bd, SchedulerConfig{MaxBatch: 8, ChunkSize: 256})
 		decodeRate(b, e8, 1, vocab, 1) // warm-up: binds the step shapes
 		var ones []float64             // one stream: the median of three
 		for i := range 3 {
@@ -584,7 +578,7 @@ func BenchmarkDecodeRate(b *testing.B) {
 	vocab := bd.Manifest.Geometry.Vocab
 	reps := envInt("EDGEINFER_BENCH_REPS", 3)
 	for b.Loop() {
-		e := openBench(b, bd, sched.Config{MaxBatch: 8, ChunkSize: 256})
+		e := openBench(b, bd, SchedulerConfig{MaxBatch: 8, ChunkSize: 256})
 		decodeRateLen(b, e, 1, vocab, 1, 128, 16) // warm-up: binds the shapes
 		decodeRateLen(b, e, 8, vocab, 1, 128, 16)
 		var ones, eights []float64
@@ -613,7 +607,7 @@ func BenchmarkSchedOverhead(b *testing.B) {
 	vocab := bd.Manifest.Geometry.Vocab
 	const n = 8
 	for b.Loop() {
-		e := openBench(b, bd, sched.Config{MaxBatch: n, ChunkSize: 256})
+		e := openBench(b, bd, SchedulerConfig{MaxBatch: n, ChunkSize: 256})
 		decodeRate(b, e, 1, vocab, 1) // warm-up
 		r := rand.New(rand.NewPCG(5, 5))
 		started := make(chan struct{}, n)
@@ -624,7 +618,7 @@ func BenchmarkSchedOverhead(b *testing.B) {
 			p := randomPrompt(r, scalePrompt, vocab)
 			wg.Go(func() {
 				k := 0
-				for _, err := range e.GenerateTokens(context.Background(), "bench", p, GenerateOptions{MaxTokens: scaleOutput}) {
+				for _, err := range e.GenerateTokens(context.Background(), "bench", p, GenerateOptions{MaxTokens: scaleOutput}).Tokens() {
 					if err != nil {
 						errs[i] = err
 						break
@@ -640,9 +634,9 @@ func BenchmarkSchedOverhead(b *testing.B) {
 		for range n {
 			<-started
 		}
-		s0 := e.Stats().Sched
+		s0 := e.Stats().Scheduler
 		<-ending
-		s1 := e.Stats().Sched
+		s1 := e.Stats().Scheduler
 		wg.Wait()
 		closeBench(b, e)
 		for _, err := range errs {

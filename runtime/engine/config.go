@@ -3,9 +3,11 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
+	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
 
 // ModelSpec names a model to open: either Dir, a bundle directory
@@ -19,60 +21,157 @@ type ModelSpec struct {
 	Ref  string `json:"ref,omitempty"`
 }
 
+func (m ModelSpec) validate(store string) error {
+	switch {
+	case m.Dir == "" && m.Ref == "":
+		return fmt.Errorf("%w: model has neither dir nor ref", ErrConfig)
+	case m.Dir != "" && m.Ref != "":
+		return fmt.Errorf("%w: model has both dir %q and ref %q", ErrConfig, m.Dir, m.Ref)
+	case m.Ref != "" && store == "":
+		return fmt.Errorf("%w: model ref %q needs a store path", ErrConfig, m.Ref)
+	}
+	return nil
+}
+
 // Config is the engine's configuration: plain data, with documented zero
-// values, so it can arrive in a file or over MQTT.
+// values, so it can arrive in a file or over MQTT (Observers and Logger
+// excepted: they are code).
 type Config struct {
-	// Models are opened by Open, in order.
+	// Models are opened by Open, in order; more can be loaded later (Load).
 	Models []ModelSpec `json:"models"`
 	// Store is the path of the offline model store (pkg/store) that
 	// ModelSpec.Ref names refer to; "" when every model has a Dir.
 	Store string `json:"store,omitempty"`
-	// Session configures every ONNX Runtime session (threads, providers).
+	// Session configures every ONNX Runtime session (threads, providers,
+	// huge pages for weights).
 	Session ort.Options `json:"session"`
-	// KVBudgetBytes is each decoder's KV cache; 0 means 256 MiB.
-	KVBudgetBytes int64 `json:"kv_budget_bytes,omitempty"`
-	// DisablePrefixCache turns off prompt-prefix sharing in the KV cache.
-	DisablePrefixCache bool `json:"disable_prefix_cache,omitempty"`
-	// KVPrefault commits each decoder's KV budget at Open instead of page
-	// by page on first use: the first requests pay no page faults (a fresh
-	// block costs one per layer, K/V and head) and memory use is the
-	// budget from the start.
-	KVPrefault bool `json:"kv_prefault,omitempty"`
-	// KVDisableHugePages maps the KV pools with base pages only. By
-	// default they are advised transparent huge pages: batched decode reads
-	// thousands of scattered blocks a step and measured ~5 % faster, at
-	// the price of resident memory growing in 2 MiB steps.
-	KVDisableHugePages bool `json:"kv_disable_huge_pages,omitempty"`
-	// Sched configures the scheduler (batch, chunk, queues); zero values
-	// are its defaults.
-	Sched sched.Config `json:"sched"`
-	// Logger receives the engine's logs; nil discards them.
+	// KV configures each decoder's KV cache.
+	KV KVOptions `json:"kv"`
+	// Scheduler configures the scheduler (batch, chunk, queues); zero
+	// values are its defaults. The decoders' step buffers are sized from
+	// it (its batch and its largest prefill chunk).
+	Scheduler SchedulerConfig `json:"scheduler"`
+	// Observers are told of every finished request (see Observer). More can
+	// be added while running with Engine.Observe.
+	Observers []Observer `json:"-"`
+	// Logger receives the engine's logs (scheduler and models included);
+	// nil discards them.
 	Logger *slog.Logger `json:"-"`
 }
 
-// Validate reports configuration errors before anything is loaded.
+// Validate reports configuration errors before anything is loaded. An
+// engine with no models is valid: models can be loaded later.
 func (c Config) Validate() error {
-	if len(c.Models) == 0 {
-		return fmt.Errorf("%w: no models", ErrConfig)
-	}
 	for i, m := range c.Models {
-		switch {
-		case m.Dir == "" && m.Ref == "":
-			return fmt.Errorf("%w: models[%d] has neither dir nor ref", ErrConfig, i)
-		case m.Dir != "" && m.Ref != "":
-			return fmt.Errorf("%w: models[%d] has both dir and ref", ErrConfig, i)
-		case m.Ref != "" && c.Store == "":
-			return fmt.Errorf("%w: models[%d] ref %q needs a store path", ErrConfig, i, m.Ref)
+		if err := m.validate(c.Store); err != nil {
+			return fmt.Errorf("models[%d]: %w", i, err)
 		}
 	}
-	if c.KVBudgetBytes < 0 {
-		return fmt.Errorf("%w: negative kv_budget_bytes", ErrConfig)
+	if c.KV.BudgetBytes < 0 {
+		return fmt.Errorf("%w: kv.budget_bytes %d is negative", ErrConfig, c.KV.BudgetBytes)
 	}
 	if err := c.Session.Validate(); err != nil {
 		return fmt.Errorf("%w: session: %w", ErrConfig, err)
 	}
-	if err := c.Sched.Validate(); err != nil {
-		return fmt.Errorf("%w: sched: %w", ErrConfig, err)
+	if err := sched.Config(c.Scheduler).Validate(); err != nil {
+		return fmt.Errorf("%w: scheduler: %w", ErrConfig, err)
 	}
 	return nil
 }
+
+// KVOptions configure a decoder's KV cache. A zero BudgetBytes means
+// 256 MiB.
+type KVOptions struct {
+	// BudgetBytes is the memory the pools may use, scales included. The
+	// cache holds as many whole blocks as fit.
+	BudgetBytes int64 `json:"budget_bytes,omitempty"`
+	// DisablePrefixCache turns off sharing of computed prompt blocks
+	// between sequences. Zero (false) keeps it on.
+	DisablePrefixCache bool `json:"disable_prefix_cache,omitempty"`
+
+	// Prefault commits the whole budget when the cache is built
+	// (MAP_POPULATE) instead of page by page on first use. Lazily, a block
+	// first written costs a page fault per (layer, K/V, head) — 96 for
+	// synthetic-110m, measured +6–12 ms on a batch-8 decode step whose rows
+	// all opened fresh blocks, and a long first prompt pays thousands.
+	// Prefaulted, that cost moves to New (measured 0.25 s for 384 MiB) and
+	// the process's memory is the budget from the start (no surprise
+	// later): the choice for a device serving latency objectives. Zero
+	// (false) maps lazily.
+	Prefault bool `json:"prefault,omitempty"`
+
+	// DisableHugePages maps the pools with base pages only. By default the
+	// pools are advised transparent huge pages (~5 % faster
+	// batched decode measured), which also means a first write commits
+	// 2 MiB rather than 4 KiB, so resident memory climbs towards the budget
+	// sooner; set this where an oversized budget must stay mostly
+	// unbacked.
+	DisableHugePages bool `json:"disable_huge_pages,omitempty"`
+}
+
+// kvOptions is the one conversion to the cache's own declaration (the
+// compiler keeps the two field for field equal).
+func (o KVOptions) internal() kvcache.Options { return kvcache.Options(o) }
+
+// SchedulerConfig configures the scheduler that shares the device between
+// requests.
+type SchedulerConfig struct {
+	// MaxBatch caps sequences admitted at once (decoding or prefilling), so
+	// also the decode rows of a step. Zero means 8.
+	MaxBatch int
+	// ChunkSize caps the tokens of one prefill chunk, which bounds how much a
+	// long prompt adds to a step and hence to the running streams' ITL.
+	// Zero means 256.
+	ChunkSize int
+	// TokenBudget caps the tokens of one step: decode rows first, prefill
+	// chunks spend the rest. Zero means MaxBatch + ChunkSize. A step always
+	// has room for at least one prefill token when a prompt waits.
+	TokenBudget int
+	// MaxPrefillChunks caps the prefill chunks (sequences) of one step. Zero
+	// means 1: the paged decoder runs a prefill chunk as its own 1×C run.
+	MaxPrefillChunks int
+	// AdmitReserve is the number of tokens beyond the prompt that must fit in
+	// the KV cache to admit a sequence. Zero means 16.
+	AdmitReserve int
+	// QueueLimit bounds each class queue (waiting generation and one-shot
+	// requests counted together); a full queue refuses with ErrQueueFull.
+	// Zero means 256.
+	QueueLimit int
+	// NoPriorityPreemption stops a higher-class arrival from preempting
+	// lower-class running sequences (KV exhaustion still preempts).
+	NoPriorityPreemption bool
+	// StrictFIFO keeps admission in arrival order within a class even when
+	// the head can no longer meet its TTFT objective. By default such a
+	// request yields to the first one behind it that still can (it has
+	// missed its objective either way; serving it first would make the next
+	// ones miss theirs too).
+	StrictFIFO bool
+	// NoTPOTAdmission turns off TPOT-aware batch sizing: by default a
+	// sequence is admitted beside running ones only while the predicted step
+	// (decode cost at one more row plus the prefill share, learnt from the
+	// steps run) stays within the tightest TPOT objective among them.
+	NoTPOTAdmission bool
+	// PrefillRateHint seeds the prefill throughput estimate (tokens/s) used
+	// to predict TTFT before any step was measured. Zero means no prediction
+	// until the first prefill step: fail-fast requests are then accepted.
+	PrefillRateHint float64
+	// EWMAAlpha weights each new measurement in the throughput and step-time
+	// estimates. Zero means 0.2.
+	EWMAAlpha float64
+	// InferMaxBatch caps a one-shot batch. Zero means 8.
+	InferMaxBatch int
+	// InferMaxDelay is how long the first queued one-shot request of a model
+	// may wait for others to join its batch. Zero means no waiting: it runs
+	// at the next step boundary with whatever has queued.
+	InferMaxDelay time.Duration
+	// MaxRecords bounds the finished records waiting for the observers
+	// them; beyond it the oldest are dropped and counted in
+	// Stats.RecordsDropped. Zero means 65536.
+	MaxRecords int
+}
+
+// FIFO returns c changed to behave as a one-at-a-time FIFO engine: one
+// sequence at a time, its whole prompt in one step, no priority preemption,
+// strictly first come first served. It is the baseline of the goodput
+// comparison (BenchmarkGoodputVsFIFO).
+func (c SchedulerConfig) FIFO() SchedulerConfig { return SchedulerConfig(sched.Config(c).FIFO()) }

@@ -3,17 +3,17 @@ package engine
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
 
 func buildPreset(t testing.TB, preset string) string {
@@ -23,7 +23,7 @@ func buildPreset(t testing.TB, preset string) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if _, err := bundle.BuildDecoder(context.Background(), dir, bundle.DecoderSpec{
+	if _, err := build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
 		Name: preset, Version: "1", Config: cfg, Weights: src, CreatedBy: "engine test",
 	}); err != nil {
 		t.Fatal(err)
@@ -31,17 +31,46 @@ func buildPreset(t testing.TB, preset string) string {
 	return dir
 }
 
-func openTiny(t *testing.T, cfg Config) *Engine {
+// tinyDir is one tiny-test bundle per test binary: building it is the
+// slow part of opening an engine.
+var tinyDir = sync.OnceValues(func() (string, error) {
+	cfg, src, err := llama.Preset("tiny-test")
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "engine-tiny-")
+	if err != nil {
+		return "", err
+	}
+	_, err = build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
+		Name: "tiny-test", Version: "1", Config: cfg, Weights: src, CreatedBy: "engine test",
+	})
+	return dir, err
+})
+
+func tinyBundle(t testing.TB) string {
 	t.Helper()
 	orttest.Need(t)
-	cfg.Models = []ModelSpec{{Dir: buildPreset(t, "tiny-test")}}
+	dir, err := tinyDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// openTiny opens an engine on the tiny-test decoder with a sink observer.
+func openTiny(t *testing.T, cfg Config) (*Engine, *sink) {
+	t.Helper()
+	cfg.Models = []ModelSpec{{Dir: tinyBundle(t)}}
 	cfg.Session.IntraOpThreads = 1
+	snk := &sink{}
+	cfg.Observers = append(cfg.Observers, snk)
 	e, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
-	return e
+	return e, snk
 }
 
 func ids(n, off int) []int32 {
@@ -55,7 +84,7 @@ func ids(n, off int) []int32 {
 func run(t *testing.T, e *Engine, p []int32, opts GenerateOptions) []int32 {
 	t.Helper()
 	var out []int32
-	for tok, err := range e.GenerateTokens(context.Background(), "tiny-test", p, opts) {
+	for tok, err := range e.GenerateTokens(context.Background(), "tiny-test", p, opts).Tokens() {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +96,7 @@ func run(t *testing.T, e *Engine, p []int32, opts GenerateOptions) []int32 {
 // Concurrent streams batched by the scheduler give exactly the tokens each
 // gives alone (greedy), and every request is recorded.
 func TestConcurrentEqualsAlone(t *testing.T) {
-	e := openTiny(t, Config{Sched: sched.Config{ChunkSize: 16}})
+	e, snk := openTiny(t, Config{Scheduler: SchedulerConfig{ChunkSize: 16}})
 	const n = 6
 	alone := make([][]int32, n)
 	for i := range n {
@@ -84,12 +113,12 @@ func TestConcurrentEqualsAlone(t *testing.T) {
 			t.Fatalf("stream %d: concurrent %v, alone %v", i, got[i], alone[i])
 		}
 	}
-	recs := e.Records()
+	recs := snk.take(t, 2*n)
 	if len(recs) != 2*n {
 		t.Fatalf("%d records, want %d", len(recs), 2*n)
 	}
 	for _, r := range recs {
-		if r.Outcome != sched.OutcomeCompleted || r.OutputTokens() != 12 {
+		if r.Outcome != metrics.Completed || r.OutputTokens != 12 || r.Model != "tiny-test" || r.FinishReason != "length" {
 			t.Fatalf("record %+v", r)
 		}
 	}
@@ -98,9 +127,7 @@ func TestConcurrentEqualsAlone(t *testing.T) {
 // A KV cache too small for every stream forces preemption; greedy output
 // must not change.
 func TestPreemptionKeepsGreedyOutput(t *testing.T) {
-	e := openTiny(t, Config{KVBudgetBytes: 0, Sched: sched.Config{ChunkSize: 32}})
-	kv := e.Stats().KV["tiny-test"]
-	_ = kv
+	e, _ := openTiny(t, Config{Scheduler: SchedulerConfig{ChunkSize: 32}})
 	const n = 4
 	alone := make([][]int32, n)
 	for i := range n {
@@ -119,7 +146,7 @@ func TestPreemptionKeepsGreedyOutput(t *testing.T) {
 			t.Fatalf("stream %d changed under preemption:\n got %v\nwant %v", i, got[i], alone[i])
 		}
 	}
-	if p := small.Stats().Sched.Preemptions; p == 0 {
+	if p := small.Stats().Scheduler.Preemptions; p == 0 {
 		t.Fatalf("no preemption happened; the test did not exercise it")
 	}
 }
@@ -127,7 +154,7 @@ func TestPreemptionKeepsGreedyOutput(t *testing.T) {
 func blockBytes(e *Engine) int64 {
 	for _, m := range e.Models() {
 		if m.KV != nil {
-			return m.KV.BlockBytes()
+			return m.KV.BytesPerToken * int64(m.KV.BlockSize)
 		}
 	}
 	return 0
@@ -135,16 +162,18 @@ func blockBytes(e *Engine) int64 {
 
 func openTinyBudget(t *testing.T, budget int64) *Engine {
 	t.Helper()
-	cfg := Config{KVBudgetBytes: budget, DisablePrefixCache: true, Sched: sched.Config{ChunkSize: 32, AdmitReserve: 1}}
-	return openTiny(t, cfg)
+	cfg := Config{KV: KVOptions{BudgetBytes: budget, DisablePrefixCache: true}, Scheduler: SchedulerConfig{ChunkSize: 32, AdmitReserve: 1}}
+	e, _ := openTiny(t, cfg)
+	return e
 }
 
 func TestCancelFreesKV(t *testing.T) {
-	e := openTiny(t, Config{})
+	e, _ := openTiny(t, Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n := 0
-	for _, err := range e.GenerateTokens(ctx, "tiny-test", ids(30, 1), GenerateOptions{MaxTokens: 200}) {
+	s := e.GenerateTokens(ctx, "tiny-test", ids(30, 1), GenerateOptions{MaxTokens: 200})
+	for _, err := range s.Tokens() {
 		if err != nil {
 			break
 		}
@@ -152,9 +181,9 @@ func TestCancelFreesKV(t *testing.T) {
 			cancel()
 		}
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for e.Stats().Sched.Running > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	// Summary waits until the scheduler let the request go.
+	if sum := s.Summary(); sum.Finish != FinishCancelled || !errors.Is(sum.Err, ErrCancelled) {
+		t.Fatalf("summary %+v, want cancelled", sum)
 	}
 	if kv := e.Stats().KV["tiny-test"]; kv.BlocksUsed != 0 {
 		t.Fatalf("cancelled request still holds %d blocks", kv.BlocksUsed)
@@ -162,19 +191,31 @@ func TestCancelFreesKV(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	e := openTiny(t, Config{})
-	for _, err := range e.GenerateTokens(context.Background(), "nope", ids(3, 0), GenerateOptions{}) {
-		if !errors.Is(err, ErrUnknownModel) {
-			t.Fatalf("unknown model: %v", err)
+	e, _ := openTiny(t, Config{})
+	for _, c := range []struct {
+		name string
+		s    *Stream
+		want error
+	}{
+		{"unknown model", e.GenerateTokens(context.Background(), "nope", ids(3, 0), GenerateOptions{}), ErrUnknownModel},
+		{"no tokenizer", e.Generate(context.Background(), "tiny-test", "hi", GenerateOptions{}), ErrNoTokenizer},
+		{"bad sampling", e.GenerateTokens(context.Background(), "tiny-test", ids(3, 0), GenerateOptions{Sampling: &Sampling{TopP: 2}}), ErrInvalidRequest},
+		{"bad class", e.GenerateTokens(context.Background(), "tiny-test", ids(3, 0), GenerateOptions{Class: 9}), ErrInvalidRequest},
+		{"prompt too long", e.GenerateTokens(context.Background(), "tiny-test", ids(5000, 0), GenerateOptions{}), ErrPromptTooLong},
+	} {
+		n := 0
+		for _, err := range c.s.Tokens() {
+			n++
+			if !errors.Is(err, c.want) {
+				t.Errorf("%s: %v, want %v", c.name, err, c.want)
+			}
+		}
+		if sum := c.s.Summary(); n != 1 || !errors.Is(sum.Err, c.want) || (sum.Finish != FinishRejected && sum.Finish != FinishError) {
+			t.Errorf("%s: %d yields, summary %+v", c.name, n, sum)
 		}
 	}
-	for _, err := range e.Generate(context.Background(), "tiny-test", "hi", GenerateOptions{}) {
-		if !errors.Is(err, ErrNoTokenizer) {
-			t.Fatalf("no tokenizer: %v", err)
-		}
-	}
-	if _, err := Open(context.Background(), Config{}); !errors.Is(err, ErrConfig) {
-		t.Fatalf("empty config: %v", err)
+	if _, err := Open(context.Background(), Config{Models: []ModelSpec{{}}}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("model without dir or ref: %v", err)
 	}
 }
 
@@ -213,7 +254,7 @@ func TestOpenFromStore(t *testing.T) {
 			t.Fatalf("open %s: %v", r, err)
 		}
 		n := 0
-		for _, err := range e.GenerateTokens(context.Background(), "tiny-test", ids(10, 0), GenerateOptions{MaxTokens: 4}) {
+		for _, err := range e.GenerateTokens(context.Background(), "tiny-test", ids(10, 0), GenerateOptions{MaxTokens: 4}).Tokens() {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -234,7 +275,7 @@ func TestOpenFromStore(t *testing.T) {
 // TestModelInfoAttention: the version matrix learns from the graph's
 // metadata that the decoder computes attention with edgeinfer's kernel.
 func TestModelInfoAttention(t *testing.T) {
-	e := openTiny(t, Config{})
+	e, _ := openTiny(t, Config{})
 	decoders := 0
 	for _, m := range e.Models() {
 		if m.Kind != "decoder" {

@@ -9,6 +9,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
@@ -22,11 +23,11 @@ func TestExportedDecoderRunsLikePaged(t *testing.T) {
 	orttest.Need(t)
 	const hf = "../../examples/tinylm"
 	ctx := context.Background()
-	paged, err := bundle.ImportHF(ctx, hf, t.TempDir(), bundle.ImportOptions{Name: "paged"})
+	paged, err := build.ImportHF(ctx, hf, t.TempDir(), build.ImportOptions{Name: "paged"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	compat, err := bundle.ImportHF(ctx, hf, t.TempDir(), bundle.ImportOptions{Name: "x", Options: llama.Options{Contract: llama.ContractCompatible}})
+	compat, err := build.ImportHF(ctx, hf, t.TempDir(), build.ImportOptions{Name: "x", Options: llama.Options{Contract: llama.ContractCompatible}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +36,7 @@ func TestExportedDecoderRunsLikePaged(t *testing.T) {
 		copyTo(t, compat.Path(f.Path), filepath.Join(export, f.Path))
 	}
 	copyTo(t, filepath.Join(hf, "config.json"), filepath.Join(export, "config.json"))
-	b, err := bundle.ImportExported(ctx, export, t.TempDir(), "exported", "")
+	b, err := build.ImportExported(ctx, export, t.TempDir(), "exported", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestExportedDecoderRunsLikePaged(t *testing.T) {
 	defer e.Close(ctx)
 	text := func(model string) string {
 		var s string
-		for tok, err := range e.Generate(ctx, model, "Call me Ishmael", GenerateOptions{MaxTokens: 24}) {
+		for tok, err := range e.Generate(ctx, model, "Call me Ishmael", GenerateOptions{MaxTokens: 24, Sampling: &Sampling{}}).Tokens() { // greedy: the bundle samples by default
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,8 +4,7 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
-	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
-	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
@@ -19,18 +18,48 @@ type ModelInfo struct {
 	Quantization string                `json:"quantization,omitempty"`
 	Contract     string                `json:"contract,omitempty"`
 	Geometry     *bundle.Geometry      `json:"geometry,omitempty"`
-	KV           *kvcache.Config       `json:"kv,omitempty"`
+	KV           *KVInfo               `json:"kv,omitempty"`
 	Provider     string                `json:"provider"`
 	Attempts     []ort.ProviderAttempt `json:"provider_attempts,omitempty"`
 	ORTVersion   string                `json:"onnxruntime_version"`
 	LoadTime     time.Duration         `json:"load_time_ns"`
+	// WeightBytes is the size of the model's weight files.
+	WeightBytes int64 `json:"weight_bytes,omitempty"`
 	// WeightHugePageBytes is how much of ONNX Runtime's memory for the
 	// model was collapsed into transparent huge pages at load.
 	WeightHugePageBytes int64 `json:"weight_huge_page_bytes"`
+	// Inputs and Outputs are a one-shot model's tensors (names, element
+	// types, shapes with -1 for symbolic dimensions).
+	Inputs  []ort.ValueInfo `json:"inputs,omitempty"`
+	Outputs []ort.ValueInfo `json:"outputs,omitempty"`
 	// Attention is how a paged decoder graph computes attention, from its
-	// metadata: llama.AttentionKernel or llama.AttentionPortable; empty for
-	// other models.
+	// metadata: bundle.AttentionKernel or bundle.AttentionPortable; empty
+	// for other models.
 	Attention string `json:"attention,omitempty"`
+}
+
+// KVInfo is a decoder's KV cache as built: geometry, element type, blocks
+// and the options it was built with.
+type KVInfo struct {
+	Layers        int    `json:"layers"`
+	KVHeads       int    `json:"kv_heads"`
+	HeadDim       int    `json:"head_dim"`
+	DType         string `json:"dtype"`
+	BlockSize     int    `json:"block_size"`
+	Blocks        int    `json:"blocks"`
+	BytesPerToken int64  `json:"bytes_per_token"`
+	// HugePages reports whether the pools were advised transparent huge
+	// pages.
+	HugePages bool      `json:"huge_pages"`
+	Options   KVOptions `json:"options"`
+}
+
+func kvInfoOf(c kvcache.Config, st kvcache.Stats) *KVInfo {
+	return &KVInfo{
+		Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, DType: c.DType.String(),
+		BlockSize: c.BlockSize, Blocks: st.BlocksTotal, BytesPerToken: c.BlockBytes() / int64(max(c.BlockSize, 1)),
+		HugePages: !c.DisableHugePages, Options: KVOptions(c.Options),
+	}
 }
 
 func infoOf(name string, b *bundle.Bundle) ModelInfo {
@@ -41,6 +70,9 @@ func infoOf(name string, b *bundle.Bundle) ModelInfo {
 		if f.Path == m.Model {
 			info.Digest = f.SHA256
 		}
+		if f.Path == m.Model || f.Path == m.Model+".data" {
+			info.WeightBytes += f.Size
+		}
 	}
 	return info
 }
@@ -50,5 +82,5 @@ func (i *ModelInfo) setSession(s *ort.Session) {
 	i.Attempts = s.ProviderAttempts()
 	i.ORTVersion = ort.Version()
 	i.WeightHugePageBytes = s.HugePageBytes()
-	i.Attention = s.Info().Metadata[llama.MetadataAttention]
+	i.Attention = s.Info().Metadata[bundle.MetadataAttention]
 }

@@ -3,25 +3,49 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 
-	"github.com/edgeinfer/edgeinfer/runtime/llm"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 )
 
-// mux is the scheduler's one Executor: it routes each call to the model a
-// sequence or batch belongs to. The scheduler calls it from its device loop
-// only, so it needs no lock.
+// mux is the scheduler's Decoder and Oneshot: it routes each call to the
+// model version a sequence or batch belongs to, by the version's key. The
+// scheduler calls it from its device loop only; the lock guards the set of
+// versions, which Load, Swap and retirement change from other goroutines.
 type mux struct {
-	decoders map[string]*llm.Model
-	oneshots map[string]*oneshot
-	owner    map[sched.SeqID]*llm.Model
+	mu     sync.RWMutex
+	models map[string]*model // by key, every version not yet freed
+
+	owner map[sched.SeqID]*model // device loop only
 }
 
-func (x *mux) decoder(name string) (*llm.Model, error) {
-	if m := x.decoders[name]; m != nil {
+func newMux() *mux {
+	return &mux{models: map[string]*model{}, owner: map[sched.SeqID]*model{}}
+}
+
+func (x *mux) add(m *model) {
+	x.mu.Lock()
+	x.models[m.key] = m
+	x.mu.Unlock()
+}
+
+func (x *mux) remove(m *model) {
+	x.mu.Lock()
+	delete(x.models, m.key)
+	x.mu.Unlock()
+}
+
+func (x *mux) get(key string) *model {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.models[key]
+}
+
+func (x *mux) decoder(key string) (*model, error) {
+	if m := x.get(key); m != nil && m.dec != nil {
 		return m, nil
 	}
-	return nil, fmt.Errorf("%w: %q is not an open decoder", ErrUnknownModel, name)
+	return nil, fmt.Errorf("%w: %q is not an open decoder", ErrUnknownModel, publicName(key))
 }
 
 func (x *mux) Admit(ctx context.Context, seq sched.Sequence) (int, error) {
@@ -29,7 +53,7 @@ func (x *mux) Admit(ctx context.Context, seq sched.Sequence) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cached, err := m.Admit(ctx, seq)
+	cached, err := m.dec.Admit(ctx, seq)
 	if err == nil {
 		x.owner[seq.ID] = m
 	}
@@ -41,12 +65,12 @@ func (x *mux) Extend(id sched.SeqID, n int) error {
 	if m == nil {
 		return fmt.Errorf("engine: extend unknown sequence %d", id)
 	}
-	return m.Extend(id, n)
+	return m.dec.Extend(id, n)
 }
 
 func (x *mux) Release(id sched.SeqID) {
 	if m := x.owner[id]; m != nil {
-		m.Release(id)
+		m.dec.Release(id)
 		delete(x.owner, id)
 	}
 }
@@ -56,13 +80,22 @@ func (x *mux) Step(ctx context.Context, b *sched.Batch) (sched.StepResult, error
 	if err != nil {
 		return sched.StepResult{}, err
 	}
-	return m.Step(ctx, b)
+	m.use.RLock()
+	defer m.use.RUnlock()
+	return m.dec.Step(ctx, b)
 }
 
-func (x *mux) Infer(ctx context.Context, model string, inputs []any) ([]any, error) {
-	o := x.oneshots[model]
-	if o == nil {
-		return nil, fmt.Errorf("%w: %q is not an open one-shot model", ErrUnknownModel, model)
+func (x *mux) Infer(ctx context.Context, key string, inputs []tensors) ([]tensors, error) {
+	m := x.get(key)
+	if m == nil || m.one == nil {
+		return nil, fmt.Errorf("%w: %q is not an open one-shot model", ErrUnknownModel, publicName(key))
 	}
-	return o.run(ctx, inputs)
+	m.use.RLock()
+	defer m.use.RUnlock()
+	return m.one.run(ctx, inputs)
 }
+
+var (
+	_ sched.Decoder          = (*mux)(nil)
+	_ sched.Oneshot[tensors] = (*mux)(nil)
+)

@@ -2,18 +2,55 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
 // Inputs are a one-shot model's named input tensors; the caller keeps
-// ownership and closes them. Outputs are fresh tensors the caller closes.
-type (
-	Inputs  = map[string]*ort.Tensor
-	Outputs = map[string]*ort.Tensor
-)
+// ownership and closes them.
+type Inputs map[string]*ort.Tensor
+
+// Outputs are a one-shot model's named output tensors: fresh tensors the
+// caller owns and frees with Close.
+type Outputs map[string]*ort.Tensor
+
+// Close frees every tensor.
+func (o Outputs) Close() error { return ort.CloseAll(o) }
+
+// InferOptions configure one one-shot request, like GenerateOptions.
+type InferOptions struct {
+	// Class is the priority class; the zero value is interactive.
+	Class Class
+	// SLO bounds the time to the result (TTFT) and ends the request at its
+	// Deadline; zero fields are unbounded.
+	SLO SLO
+	// FailFast refuses the request at once (an *OverloadError) when its
+	// TTFT SLO cannot be met.
+	FailFast bool
+}
+
+// Infer runs a one-shot model on inputs through the scheduler's dynamic
+// batching (requests of one model queued together run as one batch) and
+// returns its outputs, which the caller closes.
+func (e *Engine) Infer(ctx context.Context, model string, inputs Inputs, opts InferOptions) (Outputs, error) {
+	m, err := e.acquire(model)
+	if err != nil {
+		return nil, err
+	}
+	defer m.end()
+	if m.one == nil {
+		return nil, fmt.Errorf("%w: %q is a decoder (use Generate)", ErrInvalidRequest, model)
+	}
+	res, err := e.s.Infer(ctx, sched.InferRequest[tensors]{
+		Model: m.key, Class: opts.Class.sched(), Input: inputs, SLO: sched.SLO(opts.SLO), FailFast: opts.FailFast,
+	})
+	if err != nil {
+		return nil, public(err)
+	}
+	return res.Output, nil
+}
 
 // oneshot is a vision/audio model run by dynamic batching: requests queued
 // together are concatenated along the batch axis when every input's first
@@ -34,15 +71,7 @@ func newOneshot(name string, s *ort.Session) *oneshot {
 	return o
 }
 
-func (o *oneshot) run(ctx context.Context, items []any) ([]any, error) {
-	ins := make([]Inputs, len(items))
-	for i, it := range items {
-		in, ok := it.(Inputs)
-		if !ok {
-			return nil, fmt.Errorf("engine: %s: input is %T, want engine.Inputs", o.name, it)
-		}
-		ins[i] = in
-	}
+func (o *oneshot) run(ctx context.Context, ins []tensors) ([]tensors, error) {
 	if len(ins) == 1 || !o.batchable || !o.concatenable(ins) {
 		return o.runEach(ctx, ins)
 	}
@@ -50,22 +79,22 @@ func (o *oneshot) run(ctx context.Context, items []any) ([]any, error) {
 }
 
 // runEach runs the requests one after another.
-func (o *oneshot) runEach(ctx context.Context, ins []Inputs) ([]any, error) {
-	out := make([]any, len(ins))
+func (o *oneshot) runEach(ctx context.Context, ins []tensors) ([]tensors, error) {
+	out := make([]tensors, len(ins))
 	for i, in := range ins {
 		res, err := o.sess.Run(ctx, in)
 		if err != nil {
 			closeAll(out[:i])
 			return nil, err
 		}
-		out[i] = Outputs(res)
+		out[i] = res
 	}
 	return out, nil
 }
 
 // concatenable reports whether every request's inputs agree beyond the
 // batch axis, so they can be joined into one run.
-func (o *oneshot) concatenable(ins []Inputs) bool {
+func (o *oneshot) concatenable(ins []tensors) bool {
 	for _, v := range o.sess.Inputs() {
 		first := ins[0][v.Name]
 		for _, in := range ins {
@@ -78,8 +107,8 @@ func (o *oneshot) concatenable(ins []Inputs) bool {
 	return true
 }
 
-func (o *oneshot) runBatched(ctx context.Context, ins []Inputs) ([]any, error) {
-	joined := Inputs{}
+func (o *oneshot) runBatched(ctx context.Context, ins []tensors) ([]tensors, error) {
+	joined := tensors{}
 	defer func() { _ = ort.CloseAll(joined) }()
 	rows := make([]int64, len(ins))
 	for _, v := range o.sess.Inputs() {
@@ -110,9 +139,9 @@ func (o *oneshot) runBatched(ctx context.Context, ins []Inputs) ([]any, error) {
 		return nil, err
 	}
 	defer func() { _ = ort.CloseAll(res) }()
-	out := make([]any, len(ins))
+	out := make([]tensors, len(ins))
 	for i := range out {
-		out[i] = Outputs{}
+		out[i] = tensors{}
 	}
 	for name, t := range res {
 		s := t.Shape()
@@ -134,7 +163,7 @@ func (o *oneshot) runBatched(ctx context.Context, ins []Inputs) ([]any, error) {
 				return nil, err
 			}
 			off += per * int(r)
-			out[i].(Outputs)[name] = part
+			out[i][name] = part
 		}
 	}
 	return out, nil
@@ -152,12 +181,8 @@ func sameTail(a, b []int64) bool {
 	return true
 }
 
-func closeAll(outs []any) {
-	var errs []error
+func closeAll(outs []tensors) {
 	for _, o := range outs {
-		if m, ok := o.(Outputs); ok {
-			errs = append(errs, ort.CloseAll(m))
-		}
+		_ = ort.CloseAll(o) // freeing host memory: nothing to report
 	}
-	_ = errors.Join(errs...)
 }

@@ -3,55 +3,22 @@ package engine
 import (
 	"context"
 	"math"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
-	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
 
 const (
-	visionIn  = 64
-	visionOut = 16
+	visionIn  = orttest.CameraIn
+	visionOut = orttest.CameraOut
 )
 
-// writeVisionModel writes a small one-shot model with a symbolic batch
-// dimension — y = relu(relu(x·W1)·W2), x [N, 64] → y [N, 16] — standing in
-// for a camera model, and returns its path.
-func writeVisionModel(t testing.TB) string {
-	t.Helper()
-	r := rand.New(rand.NewPCG(11, 13))
-	weights := func(n int) []float32 {
-		w := make([]float32, n)
-		for i := range w {
-			w[i] = float32(r.NormFloat64() / 8)
-		}
-		return w
-	}
-	b := onnx.NewBuilder("camera")
-	x := b.Input("x", onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(visionIn))
-	w1 := b.Float32("w1", []int64{visionIn, 256}, weights(visionIn*256))
-	w2 := b.Float32("w2", []int64{256, visionOut}, weights(256*visionOut))
-	h := b.Op("Relu", []string{b.Op("MatMul", []string{x, w1})})
-	b.Node(onnx.DomainONNX, "Relu", []string{b.Op("MatMul", []string{h, w2})}, []string{"y"})
-	b.Output("y", onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(visionOut))
-	data, err := b.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "camera.onnx")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+func writeVisionModel(t testing.TB) string { return orttest.CameraModel(t) }
 
 func frame(i int) []float32 {
 	x := make([]float32, visionIn)
@@ -62,17 +29,17 @@ func frame(i int) []float32 {
 }
 
 // infer runs one frame and returns y.
-func infer(ctx context.Context, e *Engine, i int, class sched.Class) ([]float32, error) {
+func infer(ctx context.Context, e *Engine, i int, class Class) ([]float32, error) {
 	x, err := ort.CopyTensor([]int64{1, visionIn}, frame(i))
 	if err != nil {
 		return nil, err
 	}
 	defer x.Close()
-	out, err := e.Infer(ctx, "camera", Inputs{"x": x}, class)
+	out, err := e.Infer(ctx, "camera", Inputs{"x": x}, InferOptions{Class: class})
 	if err != nil {
 		return nil, err
 	}
-	defer ort.CloseAll(out)
+	defer out.Close()
 	y, err := ort.Data[float32](out["y"])
 	return append([]float32(nil), y...), err
 }
@@ -82,11 +49,13 @@ func infer(ctx context.Context, e *Engine, i int, class sched.Class) ([]float32,
 func TestInferDynamicBatching(t *testing.T) {
 	orttest.Need(t)
 	ctx := context.Background()
+	snk := &sink{}
 	e, err := Open(ctx, Config{
 		Models:  []ModelSpec{{Dir: writeVisionModel(t)}},
 		Session: ort.Options{IntraOpThreads: 1},
 		// the first request waits for others to join its batch
-		Sched: sched.Config{InferMaxBatch: 8, InferMaxDelay: 20 * time.Millisecond},
+		Scheduler: SchedulerConfig{InferMaxBatch: 8, InferMaxDelay: 20 * time.Millisecond},
+		Observers: []Observer{snk},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -99,17 +68,17 @@ func TestInferDynamicBatching(t *testing.T) {
 	const n = 16
 	alone := make([][]float32, n)
 	for i := range n {
-		if alone[i], err = infer(ctx, e, i, sched.ClassInteractive); err != nil {
+		if alone[i], err = infer(ctx, e, i, ClassInteractive); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before := e.Stats().Sched
-	_ = e.Records()
+	before := e.Stats().Scheduler
+	snk.take(t, n)
 	got := make([][]float32, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { got[i], errs[i] = infer(ctx, e, i, sched.ClassInteractive) })
+		wg.Go(func() { got[i], errs[i] = infer(ctx, e, i, ClassInteractive) })
 	}
 	wg.Wait()
 	for i := range n {
@@ -125,11 +94,11 @@ func TestInferDynamicBatching(t *testing.T) {
 			}
 		}
 	}
-	after := e.Stats().Sched
+	after := e.Stats().Scheduler
 	batches, items := after.InferBatches-before.InferBatches, after.InferItems-before.InferItems
 	maxBatch := 0
-	for _, r := range e.Records() {
-		if r.Kind != sched.KindInfer || r.Outcome != sched.OutcomeCompleted {
+	for _, r := range snk.take(t, n) {
+		if r.Kind != "infer" || r.Outcome != metrics.Completed || r.Model != "camera" {
 			t.Fatalf("record %+v", r)
 		}
 		maxBatch = max(maxBatch, r.BatchSize)
@@ -150,10 +119,12 @@ func TestCameraBesideChat(t *testing.T) {
 	}
 	orttest.Need(t)
 	ctx := context.Background()
+	snk := &sink{}
 	e, err := Open(ctx, Config{
-		Models:  []ModelSpec{{Dir: buildPreset(t, "tiny-test")}, {Dir: writeVisionModel(t)}},
-		Session: ort.Options{IntraOpThreads: 1},
-		Sched:   sched.Config{ChunkSize: 32},
+		Models:    []ModelSpec{{Dir: tinyBundle(t)}, {Dir: writeVisionModel(t)}},
+		Session:   ort.Options{IntraOpThreads: 1},
+		Scheduler: SchedulerConfig{ChunkSize: 32},
+		Observers: []Observer{snk},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -168,27 +139,35 @@ func TestCameraBesideChat(t *testing.T) {
 	// scheduler stamped (arrived → result), free of the test goroutine's
 	// own wake-up delays on a busy machine.
 	camera := func() []time.Duration {
-		_ = e.Records()
+		snk.reset()
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for i := range frames {
 			<-tick.C
-			if _, err := infer(ctx, e, i, sched.ClassRealtime); err != nil {
+			if _, err := infer(ctx, e, i, ClassRealtime); err != nil {
 				t.Fatal(err)
 			}
 		}
 		var lat []time.Duration
-		for _, r := range e.Records() {
-			if r.Kind == sched.KindInfer && r.Outcome == sched.OutcomeCompleted {
-				lat = append(lat, r.TTFT())
+		deadline := time.Now().Add(10 * time.Second)
+		for len(lat) < frames && time.Now().Before(deadline) {
+			snk.mu.Lock()
+			recs := snk.recs
+			snk.recs = nil
+			snk.mu.Unlock()
+			for _, r := range recs {
+				if r.Kind == "infer" && r.Outcome == metrics.Completed {
+					lat = append(lat, ttft(r))
+				}
 			}
+			time.Sleep(time.Millisecond)
 		}
 		if len(lat) != frames {
 			t.Fatalf("%d frame records, want %d", len(lat), frames)
 		}
 		return lat
 	}
-	if _, err := infer(ctx, e, 0, sched.ClassRealtime); err != nil { // warm-up
+	if _, err := infer(ctx, e, 0, ClassRealtime); err != nil { // warm-up
 		t.Fatal(err)
 	}
 	solo := camera()
@@ -200,7 +179,7 @@ func TestCameraBesideChat(t *testing.T) {
 	wg.Go(func() {
 		for k := 0; chatCtx.Err() == nil; k++ {
 			var times []time.Time
-			for tok, err := range e.GenerateTokens(chatCtx, "tiny-test", ids(40, k), GenerateOptions{MaxTokens: 400}) {
+			for tok, err := range e.GenerateTokens(chatCtx, "tiny-test", ids(40, k), GenerateOptions{MaxTokens: 400}).Tokens() {
 				if err != nil {
 					break
 				}

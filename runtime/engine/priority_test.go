@@ -9,10 +9,10 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
-	"github.com/edgeinfer/edgeinfer/runtime/sched"
 )
 
 // buildSmall builds a decoder between tiny-test and synthetic-110m (4
@@ -28,7 +28,7 @@ func buildSmall(t testing.TB) string {
 	cfg.HiddenSize, cfg.IntermediateSize, cfg.NumHiddenLayers = 256, 1024, 4
 	cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim = 4, 2, 64
 	dir := t.TempDir()
-	if _, err := bundle.BuildDecoder(context.Background(), dir, bundle.DecoderSpec{
+	if _, err := build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
 		Name: "small", Version: "1", Config: cfg, Weights: llama.SyntheticSource{C: cfg, Seed: 5}, CreatedBy: "engine test",
 	}); err != nil {
 		t.Fatal(err)
@@ -37,9 +37,9 @@ func buildSmall(t testing.TB) string {
 }
 
 // firstToken runs a one-token request of the given class to its end.
-func firstToken(t *testing.T, e *Engine, prompt []int32, class sched.Class) {
+func firstToken(t *testing.T, e *Engine, prompt []int32, class Class) {
 	t.Helper()
-	for _, err := range e.GenerateTokens(context.Background(), "small", prompt, GenerateOptions{MaxTokens: 1, Class: class}) {
+	for _, err := range e.GenerateTokens(context.Background(), "small", prompt, GenerateOptions{MaxTokens: 1, Class: class}).Tokens() {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,11 +49,11 @@ func firstToken(t *testing.T, e *Engine, prompt []int32, class sched.Class) {
 // ttftsOf returns the TTFTs the scheduler stamped (arrived → first token)
 // for the completed requests of class c among recs: the engine's latency,
 // without the test goroutines' own wake-up delays on a busy machine.
-func ttftsOf(recs []sched.Timeline, c sched.Class) []time.Duration {
+func ttftsOf(recs []*Record, c Class) []time.Duration {
 	var d []time.Duration
 	for _, r := range recs {
-		if r.Class == c && r.Outcome == sched.OutcomeCompleted {
-			d = append(d, r.TTFT())
+		if r.Class == c.String() && r.Outcome == metrics.Completed {
+			d = append(d, ttft(r))
 		}
 	}
 	return d
@@ -71,15 +71,17 @@ func TestPriorityIsolation(t *testing.T) {
 	}
 	orttest.Need(t)
 	ctx := context.Background()
+	snk := &sink{}
 	e, err := Open(ctx, Config{
 		Models:  []ModelSpec{{Dir: buildSmall(t)}},
 		Session: ort.Options{IntraOpThreads: 1},
 		// an interactive prompt is one chunk; batch prompts are short
-		Sched: sched.Config{MaxBatch: 8, ChunkSize: 128},
+		Scheduler: SchedulerConfig{MaxBatch: 8, ChunkSize: 128},
 		// Probes alone and under load must both prefill their whole prompt:
 		// with the prefix cache on, the repeated "alone" prompts would hit it
 		// and be compared with loaded probes that do not.
-		DisablePrefixCache: true,
+		KV:        KVOptions{DisablePrefixCache: true},
+		Observers: []Observer{snk},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -92,14 +94,19 @@ func TestPriorityIsolation(t *testing.T) {
 	const probes = 40
 	// probes 30 ms apart: each arrival finds the engine as the background
 	// keeps it, not still recomputing what the previous probe preempted
+	// probes wait for their own records; the background's arrive too and
+	// are skipped by class
 	probe := func(off int) []time.Duration {
-		_ = e.Records()
+		var d []time.Duration
 		for i := range probes {
-			firstToken(t, e, ids(96, off+i), sched.ClassInteractive)
+			firstToken(t, e, ids(96, off+i), ClassInteractive)
 			time.Sleep(30 * time.Millisecond)
 		}
-		recs := e.Records()
-		return ttftsOf(recs, sched.ClassInteractive)
+		for deadline := time.Now().Add(10 * time.Second); len(d) < probes && time.Now().Before(deadline); {
+			d = append(d, ttftsOf(snk.take(t, 0), ClassInteractive)...)
+			time.Sleep(time.Millisecond)
+		}
+		return d
 	}
 	probe(900) // warm-up: binds the shapes, grows the arenas
 	alone := probe(100)
@@ -109,7 +116,7 @@ func TestPriorityIsolation(t *testing.T) {
 	for g := range 12 {
 		wg.Go(func() {
 			for k := 0; bgCtx.Err() == nil; k++ {
-				for _, err := range e.GenerateTokens(bgCtx, "small", ids(16, 7*g+k), GenerateOptions{MaxTokens: 400, Class: sched.ClassBatch}) {
+				for _, err := range e.GenerateTokens(bgCtx, "small", ids(16, 7*g+k), GenerateOptions{MaxTokens: 400, Class: ClassBatch}).Tokens() {
 					if err != nil {
 						break
 					}
@@ -118,22 +125,23 @@ func TestPriorityIsolation(t *testing.T) {
 		})
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for st := e.Stats().Sched; st.Running < 8 || st.QueuedIn(sched.ClassBatch) == 0; st = e.Stats().Sched {
+	for st := e.Stats().Scheduler; st.Running < 8 || st.QueuedIn(ClassBatch) == 0; st = e.Stats().Scheduler {
 		if time.Now().After(deadline) {
 			t.Fatalf("background never saturated the engine: %+v", st)
 		}
 		time.Sleep(time.Millisecond)
 	}
 	for i := range 5 { // warm-up under load: the mixed step shapes get bound
-		firstToken(t, e, ids(96, 500+i), sched.ClassInteractive)
+		firstToken(t, e, ids(96, 500+i), ClassInteractive)
 	}
 	loaded := probe(200)
-	_ = e.Records()
-	firstToken(t, e, ids(96, 300), sched.ClassBatch)
+	firstToken(t, e, ids(96, 300), ClassBatch)
 	var control time.Duration
-	for _, r := range e.Records() {
-		if r.Class == sched.ClassBatch && r.PromptTokens == 96 { // not the background's 16
-			control = r.TTFT()
+	for deadline := time.Now().Add(10 * time.Second); control == 0 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for _, r := range snk.take(t, 0) {
+			if r.Class == "batch" && r.PromptTokens == 96 { // not the background's 16
+				control = ttft(r)
+			}
 		}
 	}
 	stop()
@@ -144,11 +152,11 @@ func TestPriorityIsolation(t *testing.T) {
 	// The step in flight when a request arrives cannot be interrupted: the
 	// bound adds one loaded step (the scheduler's own estimate) and a fixed
 	// slack for a shared machine to the goal of 1.5× alone.
-	step := e.Stats().Sched.StepTime
+	step := e.Stats().Scheduler.StepTime
 	const slack = 5 * time.Millisecond
 	bound := pa*3/2 + step + slack
 	t.Logf("interactive TTFT p50/p99 alone %v/%v, beside saturating batch work %v/%v (p99 %.2f×, goal ≤ 1.5×; bound 1.5×p99 + step %v + %v = %v); batch-class control %v; preemptions %d",
-		quantile(alone, 0.5), pa, quantile(loaded, 0.5), pl, float64(pl)/float64(pa), step, slack, bound, control, e.Stats().Sched.Preemptions)
+		quantile(alone, 0.5), pa, quantile(loaded, 0.5), pl, float64(pl)/float64(pa), step, slack, bound, control, e.Stats().Scheduler.Preemptions)
 	if len(alone) != 2*probes || len(loaded) != probes {
 		t.Fatalf("%d and %d interactive records, want %d and %d", len(alone), len(loaded), 2*probes, probes)
 	}

@@ -65,7 +65,7 @@ func FuzzParseAnonMaps(f *testing.F) {
 
 // TestSessionHugePages: a model with a 16 MiB initializer has its copy in
 // ONNX Runtime's memory collapsed into huge pages by default, not with
-// NoHugePages, and computes the same either way; a session created after
+// DisableHugePages, and computes the same either way; a session created after
 // another was closed gets its memory collapsed too (closing trims the C
 // heap: without it the third session here got 0 MiB, three runs of three).
 //
@@ -107,7 +107,7 @@ func TestSessionHugePages(t *testing.T) {
 		x[i] = 0.5
 	}
 	for i, off := range []bool{false, true, false} {
-		s, err := NewSession(context.Background(), model, Options{IntraOpThreads: 1, NoHugePages: off})
+		s, err := NewSession(context.Background(), model, Options{IntraOpThreads: 1, DisableHugePages: off})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,15 +126,15 @@ func TestSessionHugePages(t *testing.T) {
 		}
 		for _, i := range []int{0, 999, n / 2, n - 1} {
 			if y[i] != b[i]+0.5 {
-				t.Errorf("NoHugePages=%v: y[%d] = %v, want %v", off, i, y[i], b[i]+0.5)
+				t.Errorf("DisableHugePages=%v: y[%d] = %v, want %v", off, i, y[i], b[i]+0.5)
 			}
 		}
 		in.Close()
 		out["y"].Close()
 		s.Close()
-		t.Logf("session %d, NoHugePages=%v: %d MiB collapsed into huge pages", i, off, huge>>20)
+		t.Logf("session %d, DisableHugePages=%v: %d MiB collapsed into huge pages", i, off, huge>>20)
 		if off && huge != 0 {
-			t.Errorf("NoHugePages: %d bytes collapsed", huge)
+			t.Errorf("DisableHugePages: %d bytes collapsed", huge)
 		}
 		switch {
 		case !off && i > 0 && os.Getenv("EDGEINFER_EMULATED") != "":

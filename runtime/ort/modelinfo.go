@@ -1,11 +1,10 @@
 package ort
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
-
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // ValueInfo describes one graph input or output.
@@ -100,7 +99,7 @@ type ModelInfo struct {
 func ReadModelInfo(model []byte) (ModelInfo, error) {
 	var info ModelInfo
 	var graph []byte
-	err := walk(model, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
+	err := walk(model, func(num wireNumber, typ wireType, v uint64, b []byte) error {
 		switch num {
 		case 1:
 			info.IRVersion = int64(v)
@@ -118,7 +117,7 @@ func ReadModelInfo(model []byte) (ModelInfo, error) {
 			graph = b
 		case 8:
 			var op Opset
-			if err := walk(b, func(n protowire.Number, _ protowire.Type, v uint64, b []byte) error {
+			if err := walk(b, func(n wireNumber, _ wireType, v uint64, b []byte) error {
 				switch n {
 				case 1:
 					op.Domain = string(b)
@@ -132,7 +131,7 @@ func ReadModelInfo(model []byte) (ModelInfo, error) {
 			info.Opsets = append(info.Opsets, op)
 		case 14:
 			var k, val string
-			if err := walk(b, func(n protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+			if err := walk(b, func(n wireNumber, _ wireType, _ uint64, b []byte) error {
 				switch n {
 				case 1:
 					k = string(b)
@@ -158,12 +157,12 @@ func ReadModelInfo(model []byte) (ModelInfo, error) {
 	}
 	var inputs, outputs []ValueInfo
 	initializers := map[string]bool{}
-	err = walk(graph, func(num protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+	err = walk(graph, func(num wireNumber, _ wireType, _ uint64, b []byte) error {
 		switch num {
 		case 2:
 			info.GraphName = string(b)
 		case 5:
-			return walk(b, func(n protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+			return walk(b, func(n wireNumber, _ wireType, _ uint64, b []byte) error {
 				if n == 8 {
 					initializers[string(b)] = true
 				}
@@ -196,7 +195,7 @@ func ReadModelInfo(model []byte) (ModelInfo, error) {
 
 func parseValueInfo(b []byte) (ValueInfo, error) {
 	vi := ValueInfo{Kind: "unknown"}
-	err := walk(b, func(n protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+	err := walk(b, func(n wireNumber, _ wireType, _ uint64, b []byte) error {
 		switch n {
 		case 1:
 			vi.Name = string(b)
@@ -211,14 +210,14 @@ func parseValueInfo(b []byte) (ValueInfo, error) {
 // parseType reads a TypeProto: tensor_type (1), sequence_type (4),
 // map_type (5), sparse_tensor_type (8), optional_type (9).
 func parseType(b []byte, vi *ValueInfo) error {
-	return walk(b, func(n protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+	return walk(b, func(n wireNumber, _ wireType, _ uint64, b []byte) error {
 		switch n {
 		case 1, 8:
 			vi.Kind = "tensor"
 			if n == 8 {
 				vi.Kind = "sparse_tensor"
 			}
-			return walk(b, func(n protowire.Number, _ protowire.Type, v uint64, b []byte) error {
+			return walk(b, func(n wireNumber, _ wireType, v uint64, b []byte) error {
 				switch n {
 				case 1:
 					vi.DType = DType(v)
@@ -242,12 +241,12 @@ func parseShape(b []byte, vi *ValueInfo) error {
 	vi.Shape = []int64{}
 	named := false
 	var names []string
-	err := walk(b, func(n protowire.Number, _ protowire.Type, _ uint64, b []byte) error {
+	err := walk(b, func(n wireNumber, _ wireType, _ uint64, b []byte) error {
 		if n != 1 {
 			return nil
 		}
 		size, name := int64(-1), ""
-		if err := walk(b, func(n protowire.Number, _ protowire.Type, v uint64, b []byte) error {
+		if err := walk(b, func(n wireNumber, _ wireType, v uint64, b []byte) error {
 			switch n {
 			case 1:
 				size = int64(v)
@@ -270,32 +269,44 @@ func parseShape(b []byte, vi *ValueInfo) error {
 }
 
 // walk calls fn for each field of a protobuf message: v holds varint and
-// fixed values, b the bytes of length-delimited ones (aliasing msg).
-func walk(msg []byte, fn func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error) error {
+// fixed values, b the bytes of length-delimited ones (aliasing msg). The
+// wire format is read by hand (wire.go) so that the runtime does not link
+// the protobuf module for the few fields it reads.
+func walk(msg []byte, fn func(num wireNumber, typ wireType, v uint64, b []byte) error) error {
 	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
+		tag, n := consumeVarint(msg)
 		if n < 0 {
-			return protowire.ParseError(n)
+			return errWire
+		}
+		num, typ := wireNumber(tag>>3), wireType(tag&7)
+		if num <= 0 {
+			return fmt.Errorf("field number %d: %w", num, errWire)
 		}
 		msg = msg[n:]
 		var v uint64
 		var b []byte
 		switch typ {
-		case protowire.VarintType:
-			v, n = protowire.ConsumeVarint(msg)
-		case protowire.Fixed32Type:
-			var x uint32
-			x, n = protowire.ConsumeFixed32(msg)
-			v = uint64(x)
-		case protowire.Fixed64Type:
-			v, n = protowire.ConsumeFixed64(msg)
-		case protowire.BytesType:
-			b, n = protowire.ConsumeBytes(msg)
-		default:
-			n = protowire.ConsumeFieldValue(num, typ, msg)
+		case varintType:
+			v, n = consumeVarint(msg)
+		case fixed32Type:
+			if n = 4; len(msg) < 4 {
+				n = -1
+			} else {
+				v = uint64(binary.LittleEndian.Uint32(msg))
+			}
+		case fixed64Type:
+			if n = 8; len(msg) < 8 {
+				n = -1
+			} else {
+				v = binary.LittleEndian.Uint64(msg)
+			}
+		case bytesType:
+			b, n = consumeBytes(msg)
+		default: // groups are not used by ONNX
+			n = -1
 		}
 		if n < 0 {
-			return fmt.Errorf("field %d: %w", num, protowire.ParseError(n))
+			return fmt.Errorf("field %d: %w", num, errWire)
 		}
 		msg = msg[n:]
 		if err := fn(num, typ, v, b); err != nil {

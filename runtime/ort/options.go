@@ -59,12 +59,12 @@ type Options struct {
 	// they were measured 3-4x slower. It costs a little latency per run for
 	// a session that runs alone.
 	NoSpinning bool `json:"no_spinning,omitempty" yaml:"no_spinning,omitempty"`
-	// NoHugePages leaves the memory ONNX Runtime allocates for the model in
+	// DisableHugePages leaves the memory ONNX Runtime allocates for the model in
 	// base pages. By default, after the session is created, the anonymous
 	// memory that became resident while it was created is collapsed into
 	// 2 MiB transparent huge pages (Linux), so the weights a step reads
 	// cost a few hundred TLB entries instead of tens of thousands.
-	NoHugePages bool `json:"no_huge_pages,omitempty" yaml:"no_huge_pages,omitempty"`
+	DisableHugePages bool `json:"disable_huge_pages,omitempty" yaml:"disable_huge_pages,omitempty"`
 	// ConfigEntries are passed to AddSessionConfigEntry verbatim, e.g.
 	// "session.intra_op.allow_spinning": "0". They override NoSpinning.
 	ConfigEntries map[string]string `json:"config_entries,omitempty" yaml:"config_entries,omitempty"`

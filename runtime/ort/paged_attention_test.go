@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/edgeinfer/edgeinfer/runtime/kvcache"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
 )
 
 // pagedCase is one call of ai.edgeinfer.PagedAttention: B rows of T new
@@ -388,7 +388,7 @@ func benchPagedLayout(b *testing.B, layout string) {
 	defer s.Close()
 	// The pools are a kvcache.Cache's: one mapping, huge pages advised,
 	// laid out as the engine's are.
-	cfg := kvcache.Config{Layers: L, KVHeads: c.Hkv, HeadDim: c.D, BlockSize: c.bs, DisablePrefixCache: true}
+	cfg := kvcache.Config{Layers: L, KVHeads: c.Hkv, HeadDim: c.D, BlockSize: c.bs, Options: kvcache.Options{DisablePrefixCache: true}}
 	cfg.BudgetBytes = int64(c.N) * cfg.BlockBytes()
 	cache, err := kvcache.New(cfg)
 	if err != nil {

@@ -143,7 +143,7 @@ func newSession(ctx context.Context, info ModelInfo, opts Options, create create
 	}
 	start := time.Now()
 	var before residentSet
-	if !opts.NoHugePages {
+	if !opts.DisableHugePages {
 		before = anonResident()
 	}
 	if err := s.chooseProvider(ctx, opts, inNames, outNames, create); err != nil {
@@ -328,7 +328,7 @@ func (s *Session) LoadTime() time.Duration { return s.loadTime }
 
 // HugePageBytes is how much of the memory that became resident while the
 // session was created (its weights, prepacked kernels) was collapsed into
-// transparent huge pages; 0 with Options.NoHugePages, on kernels without
+// transparent huge pages; 0 with Options.DisableHugePages, on kernels without
 // them, or off Linux.
 func (s *Session) HugePageBytes() int64 { return s.huge }
 

@@ -22,7 +22,7 @@ func parseTensorProto(b []byte) (DType, []int64, []byte, error) {
 		hasString bool
 		external  bool
 	)
-	err := walk(b, func(num protowire.Number, typ protowire.Type, v uint64, val []byte) error {
+	err := walk(b, func(num wireNumber, typ wireType, v uint64, val []byte) error {
 		switch num {
 		case 1:
 			return eachVarint(typ, v, val, func(x uint64) { dims = append(dims, int64(x)) })
@@ -105,8 +105,8 @@ func parseTensorProto(b []byte) (DType, []int64, []byte, error) {
 	return dt, dims, out, nil
 }
 
-func eachVarint(typ protowire.Type, v uint64, packed []byte, fn func(uint64)) error {
-	if typ == protowire.VarintType {
+func eachVarint(typ wireType, v uint64, packed []byte, fn func(uint64)) error {
+	if typ == varintType {
 		fn(v)
 		return nil
 	}
@@ -121,8 +121,8 @@ func eachVarint(typ protowire.Type, v uint64, packed []byte, fn func(uint64)) er
 	return nil
 }
 
-func eachFixed32(typ protowire.Type, v uint64, packed []byte, fn func(uint32)) error {
-	if typ == protowire.Fixed32Type {
+func eachFixed32(typ wireType, v uint64, packed []byte, fn func(uint32)) error {
+	if typ == fixed32Type {
 		fn(uint32(v))
 		return nil
 	}
@@ -137,8 +137,8 @@ func eachFixed32(typ protowire.Type, v uint64, packed []byte, fn func(uint32)) e
 	return nil
 }
 
-func eachFixed64(typ protowire.Type, v uint64, packed []byte, fn func(uint64)) error {
-	if typ == protowire.Fixed64Type {
+func eachFixed64(typ wireType, v uint64, packed []byte, fn func(uint64)) error {
+	if typ == fixed64Type {
 		fn(v)
 		return nil
 	}

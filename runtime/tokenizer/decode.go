@@ -81,3 +81,7 @@ func (d *StreamDecoder) Flush() string {
 	d.pending, d.first, d.n = d.pending[:0], true, 0
 	return out
 }
+
+// Pending reports whether bytes of an incomplete character are held back,
+// waiting for the tokens that complete it.
+func (d *StreamDecoder) Pending() bool { return len(d.pending) > 0 }

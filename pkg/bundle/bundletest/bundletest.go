@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 )
 
@@ -28,7 +29,7 @@ func DecoderIn(t testing.TB, dir, preset string, opts llama.Options) *bundle.Bun
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bundle.BuildDecoder(context.Background(), dir, bundle.DecoderSpec{
+	b, err := build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
 		Name: preset, Version: "1", Config: cfg, Weights: src, Options: opts,
 		CreatedBy: "bundletest " + t.Name(),
 	})

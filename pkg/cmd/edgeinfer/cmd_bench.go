@@ -79,7 +79,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if *storePath != "" {
 		mspec = engine.ModelSpec{Ref: *model}
 	}
-	cfg := engine.Config{Models: []engine.ModelSpec{mspec}, Store: *storePath, KVBudgetBytes: *kvBudget, KVPrefault: *kvPrefault}
+	cfg := engine.Config{Models: []engine.ModelSpec{mspec}, Store: *storePath, KV: engine.KVOptions{BudgetBytes: *kvBudget, Prefault: *kvPrefault}}
 	cfg.Session.IntraOpThreads = *threads
 	eng, err := engine.Open(ctx, cfg)
 	if err != nil {
@@ -157,7 +157,7 @@ func streamSample(ctx context.Context, w io.Writer, eng *engine.Engine, prompt s
 	}
 	fmt.Fprintf(w, "%s", prompt)
 	count, start := 0, time.Now()
-	for tok, err := range eng.Generate(ctx, name, prompt, engine.GenerateOptions{MaxTokens: n}) {
+	for tok, err := range eng.Generate(ctx, name, prompt, engine.GenerateOptions{MaxTokens: n}).Tokens() {
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/runtime/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
@@ -65,9 +63,9 @@ func runGenerate(ctx context.Context, stdout io.Writer, args []string) error {
 	var mf modelFlags
 	mf.register(fs)
 	prompt := fs.String("prompt", "", "prompt text")
-	maxTokens := fs.Int("max-tokens", 128, "tokens to generate at most")
+	maxTokens := fs.Int("max-tokens", 128, "tokens to generate at most (0 = the bundle's max_new_tokens, else the context)")
 	seed := fs.Uint64("seed", 0, "sampling seed")
-	temp := fs.Float64("temperature", 0, "sampling temperature (0 = greedy)")
+	temp := fs.Float64("temperature", 0, "sampling temperature (0 = greedy); without any sampling flag the bundle's generation defaults apply")
 	topK := fs.Int("top-k", 0, "top-k filter (0 = off)")
 	topP := fs.Float64("top-p", 0, "top-p filter (0 = off)")
 	rep := fs.Float64("repetition-penalty", 0, "repetition penalty (1 = off)")
@@ -86,41 +84,44 @@ func runGenerate(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	defer e.Close(context.Background())
-	opts := engine.GenerateOptions{
-		MaxTokens: *maxTokens,
-		Sampling: llm.SamplingParams{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP),
-			RepetitionPenalty: float32(*rep), Seed: *seed},
-	}
+	opts := engine.GenerateOptions{MaxTokens: *maxTokens}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "seed", "temperature", "top-k", "top-p", "repetition-penalty":
+			opts.Sampling = &engine.Sampling{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP),
+				RepetitionPenalty: float32(*rep), Seed: *seed}
+		}
+	})
 	if *stop != "" {
 		opts.Stop = strings.Split(*stop, ",")
 	}
 	fmt.Fprint(stdout, *prompt)
-	for tok, err := range e.Generate(ctx, name, *prompt, opts) {
+	s := e.Generate(ctx, name, *prompt, opts)
+	for tok, err := range s.Tokens() {
 		if err != nil {
 			return err
 		}
 		fmt.Fprint(stdout, tok.Text)
 	}
 	fmt.Fprintln(stdout)
-	recs := e.Records()
-	if len(recs) == 0 {
-		return errors.New("no request record")
+	sum := s.Summary()
+	fmt.Fprintf(stdout, "ttft_ms=%.2f tpot_ms=%.2f tokens=%d prompt_tokens=%d finish=%s provider=%s\n",
+		ms(sum.TTFT), ms(sum.TPOT), sum.OutputTokens, sum.PromptTokens, sum.Finish, e.Models()[0].Provider)
+	return sum.Err
+}
+
+// spec names the model of the flags: a bundle directory, or a reference
+// into --store.
+func (m *modelFlags) spec() engine.ModelSpec {
+	if m.store != "" {
+		return engine.ModelSpec{Ref: m.model}
 	}
-	r := recs[len(recs)-1]
-	ttft := r.TTFT()
-	tpot := r.TPOT()
-	fmt.Fprintf(stdout, "ttft_ms=%.2f tpot_ms=%.2f tokens=%d prompt_tokens=%d outcome=%s provider=%s\n",
-		ms(ttft), ms(tpot), r.OutputTokens(), r.PromptTokens, r.Outcome, e.Models()[0].Provider)
-	return nil
+	return engine.ModelSpec{Dir: m.model}
 }
 
 func openEngine(ctx context.Context, mf modelFlags) (*engine.Engine, string, error) {
-	spec := engine.ModelSpec{Dir: mf.model}
-	if mf.store != "" {
-		spec = engine.ModelSpec{Ref: mf.model}
-	}
 	e, err := engine.Open(ctx, engine.Config{
-		Models:  []engine.ModelSpec{spec},
+		Models:  []engine.ModelSpec{mf.spec()},
 		Store:   mf.store,
 		Session: ort.Options{IntraOpThreads: mf.threads},
 	})

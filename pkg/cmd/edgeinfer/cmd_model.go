@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
 )
@@ -113,7 +114,7 @@ func runModelBuild(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	b, err := bundle.BuildDecoder(ctx, *out, bundle.DecoderSpec{
+	b, err := build.BuildDecoder(ctx, *out, build.DecoderSpec{
 		Name: *preset, Version: "1", Config: cfg, Weights: src, Options: opts,
 		CreatedBy: fmt.Sprintf("edgeinfer model build --preset %s --contract %s --scheme %s", *preset, opts.Contract, g.scheme),
 	})
@@ -144,7 +145,7 @@ func runModelImport(ctx context.Context, stdout io.Writer, args []string) error 
 		}
 	}
 	if *exported != "" && *out != "" && *hf == "" {
-		b, err := bundle.ImportExported(ctx, *exported, *out, *name, *version)
+		b, err := build.ImportExported(ctx, *exported, *out, *name, *version)
 		if err != nil {
 			return err
 		}
@@ -158,7 +159,7 @@ func runModelImport(ctx context.Context, stdout io.Writer, args []string) error 
 	if err != nil {
 		return err
 	}
-	b, err := bundle.ImportHF(ctx, *hf, *out, bundle.ImportOptions{Name: *name, Options: opts})
+	b, err := build.ImportHF(ctx, *hf, *out, build.ImportOptions{Name: *name, Options: opts})
 	if err != nil {
 		return err
 	}

@@ -8,9 +8,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/runtime/llm"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
-	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 // runPerplexity scores a text in non-overlapping windows: each window of
@@ -37,24 +36,21 @@ func runPerplexity(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := mf.bundle(ctx)
-	if err != nil {
-		return err
-	}
-	if b.TokenizerPath() == "" {
-		return fmt.Errorf("%s has no tokenizer.json", mf.model)
-	}
-	tok, err := tokenizer.Load(b.TokenizerPath())
-	if err != nil {
-		return err
-	}
-	m, err := llm.Load(ctx, b, llm.Options{Session: ort.Options{IntraOpThreads: mf.threads}, DisablePrefixCache: true})
+	m, err := engine.OpenScorer(ctx, mf.spec(), engine.ScorerOptions{
+		Session: ort.Options{IntraOpThreads: mf.threads},
+		KV:      engine.KVOptions{DisablePrefixCache: true}, // windows share no prefix
+		Store:   mf.store,
+	})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	tok := m.Tokenizer()
+	if tok == nil {
+		return fmt.Errorf("%s has no tokenizer.json", mf.model)
+	}
 	ids := tok.Encode(string(text))
-	w := min(*window, m.Geometry().MaxPositions)
+	w := min(*window, m.MaxPositions())
 	start := time.Now()
 	var nll float64
 	var n int

@@ -14,7 +14,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/quant"
-	"github.com/edgeinfer/edgeinfer/runtime/llm"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
@@ -284,7 +284,7 @@ func reportTokens(b *bundle.Bundle, textFile string, n int) ([]int32, string, er
 // the prefix cache keeps every full block, so a step recomputes at most one
 // block.
 func positionLogProbs(ctx context.Context, b *bundle.Bundle, toks []int32, threads int) ([][]float32, error) {
-	m, err := llm.Load(ctx, b, llm.Options{Session: ort.Options{IntraOpThreads: threads}})
+	m, err := engine.OpenScorer(ctx, engine.ModelSpec{Dir: b.Dir}, engine.ScorerOptions{Session: ort.Options{IntraOpThreads: threads}})
 	if err != nil {
 		return nil, err
 	}
@@ -293,12 +293,12 @@ func positionLogProbs(ctx context.Context, b *bundle.Bundle, toks []int32, threa
 	for p := 0; p+1 < len(toks); p++ {
 		// The step's logits stay readable after the loop (until the next
 		// step), also when the greedy token was EOS and nothing was yielded.
-		for _, err := range m.Generate(ctx, toks[:p+1], llm.GenerateOptions{MaxTokens: 1}) {
+		for _, err := range m.Greedy(ctx, toks[:p+1], 1) {
 			if err != nil {
 				return nil, err
 			}
 		}
-		logits := m.Logits(0)
+		logits := m.Logits()
 		if len(logits) != b.Manifest.Geometry.Vocab {
 			return nil, fmt.Errorf("%s: %d logits at position %d, want %d", b.Manifest.Name, len(logits), p, b.Manifest.Geometry.Vocab)
 		}

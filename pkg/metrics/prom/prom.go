@@ -16,24 +16,27 @@ type Options struct {
 	// Buckets are the latency histogram bounds in seconds; nil means 24
 	// exponential buckets from 1 ms to 60 s.
 	Buckets []float64
-	// ConstLabels are attached to every metric (model, board, …).
+	// ConstLabels are attached to every metric (board, site, …; the model is
+	// a label of its own).
 	ConstLabels prometheus.Labels
 }
 
 // Collector turns recorded timelines and memory gauges into Prometheus
-// metrics. It implements prometheus.Collector and metrics.Observer and is
-// safe for concurrent use.
+// metrics, labelled by model (and class). It implements
+// prometheus.Collector, metrics.Observer and metrics.MemoryObserver, so it
+// plugs straight into an engine's Config.Observers, and is safe for
+// concurrent use.
 type Collector struct {
 	ttft, tpot, e2e, queue *prometheus.HistogramVec
 	requests               *prometheus.CounterVec
 	outputTokens           *prometheus.CounterVec
-	preemptions            prometheus.Counter
-	kvBlocksUsed           prometheus.Gauge
-	kvBlocksTotal          prometheus.Gauge
-	kvBytesUsed            prometheus.Gauge
-	kvBytesPeak            prometheus.Gauge
-	kvBytesWaste           prometheus.Gauge
-	weightBytes            prometheus.Gauge
+	preemptions            *prometheus.CounterVec
+	kvBlocksUsed           *prometheus.GaugeVec
+	kvBlocksTotal          *prometheus.GaugeVec
+	kvBytesUsed            *prometheus.GaugeVec
+	kvBytesPeak            *prometheus.GaugeVec
+	kvBytesWaste           *prometheus.GaugeVec
+	weightBytes            *prometheus.GaugeVec
 }
 
 // New returns an unregistered Collector.
@@ -49,10 +52,10 @@ func New(opt Options) *Collector {
 	hist := func(name, help string) *prometheus.HistogramVec {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Name: name, Help: help, Buckets: buckets, ConstLabels: opt.ConstLabels,
-		}, []string{"class"})
+		}, []string{"model", "class"})
 	}
-	gauge := func(name, help string) prometheus.Gauge {
-		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help, ConstLabels: opt.ConstLabels})
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: name, Help: help, ConstLabels: opt.ConstLabels}, []string{"model"})
 	}
 	return &Collector{
 		ttft:  hist("ttft_seconds", "Time from arrival to first output token."),
@@ -60,14 +63,14 @@ func New(opt Options) *Collector {
 		e2e:   hist("e2e_seconds", "Time from arrival to the end of the request, any outcome."),
 		queue: hist("queue_seconds", "Time from arrival to first scheduling."),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "requests_total", Help: "Finished requests by class and outcome.", ConstLabels: opt.ConstLabels,
-		}, []string{"class", "outcome"}),
+			Namespace: ns, Name: "requests_total", Help: "Finished requests by model, class and outcome.", ConstLabels: opt.ConstLabels,
+		}, []string{"model", "class", "outcome"}),
 		outputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Name: "output_tokens_total", Help: "Generated tokens by class.", ConstLabels: opt.ConstLabels,
-		}, []string{"class"}),
-		preemptions: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Name: "output_tokens_total", Help: "Generated tokens by model and class.", ConstLabels: opt.ConstLabels,
+		}, []string{"model", "class"}),
+		preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Name: "preemptions_total", Help: "Times a running request was preempted.", ConstLabels: opt.ConstLabels,
-		}),
+		}, []string{"model"}),
 		kvBlocksUsed:  gauge("kv_blocks_used", "KV cache blocks in use."),
 		kvBlocksTotal: gauge("kv_blocks_capacity", "KV cache blocks in the pool."),
 		kvBytesUsed:   gauge("kv_used_bytes", "KV cache bytes in use."),
@@ -105,32 +108,36 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// ObserveTimeline implements metrics.Observer: pass the Collector in
-// metrics.RecorderOptions.Observers.
+// ObserveTimeline implements metrics.Observer: pass the Collector in an
+// engine's Config.Observers or metrics.RecorderOptions.Observers.
 func (c *Collector) ObserveTimeline(t *metrics.Timeline) {
-	c.requests.WithLabelValues(t.Class, string(t.Outcome)).Inc()
-	c.outputTokens.WithLabelValues(t.Class).Add(float64(t.OutputTokens))
-	c.preemptions.Add(float64(t.Preempted))
+	m, cl := t.Model, t.Class
+	c.requests.WithLabelValues(m, cl, string(t.Outcome)).Inc()
+	c.outputTokens.WithLabelValues(m, cl).Add(float64(t.OutputTokens))
+	if t.Preempted > 0 {
+		c.preemptions.WithLabelValues(m).Add(float64(t.Preempted))
+	}
 	if d, ok := t.TTFT(); ok {
-		c.ttft.WithLabelValues(t.Class).Observe(d.Seconds())
+		c.ttft.WithLabelValues(m, cl).Observe(d.Seconds())
 	}
 	if d, ok := t.TPOT(); ok {
-		c.tpot.WithLabelValues(t.Class).Observe(d.Seconds())
+		c.tpot.WithLabelValues(m, cl).Observe(d.Seconds())
 	}
 	if d, ok := t.E2E(); ok {
-		c.e2e.WithLabelValues(t.Class).Observe(d.Seconds())
+		c.e2e.WithLabelValues(m, cl).Observe(d.Seconds())
 	}
 	if d, ok := t.Queue(); ok {
-		c.queue.WithLabelValues(t.Class).Observe(d.Seconds())
+		c.queue.WithLabelValues(m, cl).Observe(d.Seconds())
 	}
 }
 
-// SetMemory updates the memory gauges.
-func (c *Collector) SetMemory(m metrics.Memory) {
-	c.kvBlocksUsed.Set(float64(m.KVBlocksUsed))
-	c.kvBlocksTotal.Set(float64(m.KVBlocksTotal))
-	c.kvBytesUsed.Set(float64(m.KVUsedBytes))
-	c.kvBytesPeak.Set(float64(m.KVPeakBytes))
-	c.kvBytesWaste.Set(float64(m.KVWasteBytes))
-	c.weightBytes.Set(float64(m.WeightBytes))
+// ObserveMemory implements metrics.MemoryObserver: it sets model's memory
+// gauges.
+func (c *Collector) ObserveMemory(model string, m metrics.Memory) {
+	c.kvBlocksUsed.WithLabelValues(model).Set(float64(m.KVBlocksUsed))
+	c.kvBlocksTotal.WithLabelValues(model).Set(float64(m.KVBlocksTotal))
+	c.kvBytesUsed.WithLabelValues(model).Set(float64(m.KVUsedBytes))
+	c.kvBytesPeak.WithLabelValues(model).Set(float64(m.KVPeakBytes))
+	c.kvBytesWaste.WithLabelValues(model).Set(float64(m.KVWasteBytes))
+	c.weightBytes.WithLabelValues(model).Set(float64(m.WeightBytes))
 }

@@ -20,6 +20,7 @@ func TestCollector(t *testing.T) {
 	rec := metrics.NewRecorder(metrics.RecorderOptions{Observers: []metrics.Observer{c}})
 	now := time.Now()
 	tl := metrics.NewTimeline(1, metrics.ClassInteractive, now, 3)
+	tl.Model = "assistant"
 	tl.FirstScheduled = now.Add(time.Millisecond)
 	for i := range 3 {
 		tl.Token(now.Add(time.Duration(50+10*i) * time.Millisecond))
@@ -27,22 +28,23 @@ func TestCollector(t *testing.T) {
 	tl.Finish(now.Add(80*time.Millisecond), metrics.Completed)
 	rec.Record(tl)
 	rej := metrics.NewTimeline(2, metrics.ClassBatch, now, 0)
+	rej.Model = "detector"
 	rej.Finish(now, metrics.Rejected)
 	rec.Record(rej)
-	c.SetMemory(metrics.Memory{KVBlocksUsed: 7, KVBlocksTotal: 64})
+	c.ObserveMemory("assistant", metrics.Memory{KVBlocksUsed: 7, KVBlocksTotal: 64})
 
 	want := `
-# HELP edgeinfer_requests_total Finished requests by class and outcome.
+# HELP edgeinfer_requests_total Finished requests by model, class and outcome.
 # TYPE edgeinfer_requests_total counter
-edgeinfer_requests_total{class="batch",outcome="rejected"} 1
-edgeinfer_requests_total{class="interactive",outcome="completed"} 1
-# HELP edgeinfer_output_tokens_total Generated tokens by class.
+edgeinfer_requests_total{class="batch",model="detector",outcome="rejected"} 1
+edgeinfer_requests_total{class="interactive",model="assistant",outcome="completed"} 1
+# HELP edgeinfer_output_tokens_total Generated tokens by model and class.
 # TYPE edgeinfer_output_tokens_total counter
-edgeinfer_output_tokens_total{class="batch"} 0
-edgeinfer_output_tokens_total{class="interactive"} 3
+edgeinfer_output_tokens_total{class="batch",model="detector"} 0
+edgeinfer_output_tokens_total{class="interactive",model="assistant"} 3
 # HELP edgeinfer_kv_blocks_used KV cache blocks in use.
 # TYPE edgeinfer_kv_blocks_used gauge
-edgeinfer_kv_blocks_used 7
+edgeinfer_kv_blocks_used{model="assistant"} 7
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"edgeinfer_requests_total", "edgeinfer_output_tokens_total", "edgeinfer_kv_blocks_used"); err != nil {

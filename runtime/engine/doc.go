@@ -1,0 +1,67 @@
+// Package engine is the one package an application imports to run models on
+// the device it sits on: language models that stream tokens (Generate) and
+// one-shot models such as detectors and classifiers (Infer), sharing one
+// device under one scheduler, with every request's timeline measured on the
+// device.
+//
+// # Opening
+//
+// Open takes a Config — plain data that can come from a file or over MQTT —
+// naming model bundles on disk (ModelSpec.Dir) or in the offline model store
+// (ModelSpec.Ref with Config.Store), the ONNX Runtime session options
+// (threads, execution providers with CPU fallback), the KV cache (KVOptions)
+// and the scheduler (SchedulerConfig). Nothing touches the network. Close
+// drains running requests until its context ends, then cancels the rest and
+// frees everything; after it, every call fails with ErrClosed.
+//
+// # Generating
+//
+// Generate returns a Stream. Ranging over Stream.Tokens submits the request
+// and yields tokens as the device samples them; breaking out of the loop or
+// cancelling the context ends the request within one step and frees its KV
+// blocks. Stream.Summary then says how it ended — the FinishReason (end
+// token, stop string, max tokens, context length, cancelled, deadline,
+// rejected, error), token counts, TTFT and TPOT — so a reply cut at the
+// context length is never mistaken for a complete one. Sampling left nil
+// takes the bundle's generation defaults.
+//
+// Requests carry a Class (realtime, interactive, batch) and an SLO. The
+// scheduler batches running streams continuously, spreads long prompts over
+// steps in chunks, serves higher classes first (preempting lower ones when
+// the KV cache runs out), and with FailFast refuses at once, with an
+// *OverloadError saying when to retry, a request whose TTFT objective it
+// cannot meet.
+//
+// # One-shot models
+//
+// Infer runs a one-shot model on named tensors (runtime/ort) with
+// InferOptions like Generate's. Requests for the same model that queue
+// together run as one batch; a realtime frame waits at most for the step in
+// flight.
+//
+// # Records and observers
+//
+// Every request — refused, cancelled and failed ones included — leaves a
+// Record (a pkg/metrics Timeline: arrival, admission, first scheduled, each
+// token, finish, outcome, finish reason, model, class). Observers in
+// Config.Observers (or added with Observe) are told of each one on an engine
+// goroutine, never on the device loop; the Prometheus collector of
+// pkg/metrics/prom and a metrics.Recorder are observers as they are. Stats
+// is a cheap snapshot of the scheduler's counters and each KV cache.
+//
+// # Changing models while running
+//
+// Load and Unload add and remove models. Swap replaces a model's version
+// atomically: the new version is loaded beside the old, a HealthCheck runs
+// against it, and only then do new requests go to it while running ones
+// finish on the old version. This is what over-the-air updates use.
+//
+// # Offline scoring
+//
+// OpenScorer loads one decoder without a scheduler for perplexity and
+// quantisation quality reports.
+//
+// The machinery behind this package — the scheduler, the decoder executor
+// and the paged KV cache — lives in runtime/internal and may change freely;
+// runtime/ort and runtime/tokenizer stay public for lower-level use.
+package engine

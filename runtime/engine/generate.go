@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
+	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
+)
+
+// GenerateOptions configures one generation request. The zero value uses
+// the bundle's generation defaults.
+type GenerateOptions struct {
+	// Sampling overrides the bundle's generation defaults (its
+	// generation_config: temperature, top-k, top-p, repetition penalty);
+	// nil takes them, and a bundle without defaults decodes greedily.
+	// &Sampling{} asks for greedy decoding whatever the bundle says.
+	Sampling *Sampling
+	// MaxTokens bounds the output (FinishLength). Zero takes the bundle's
+	// max_new_tokens; without one, generation runs until an end token or
+	// the end of the context (FinishContextLength).
+	MaxTokens int
+	// Stop strings end the output (FinishStopString); they are never
+	// emitted, even when they span tokens.
+	Stop []string
+	// Class is the priority class; the zero value is interactive.
+	Class Class
+	// SLO is what the request must meet; zero fields are unbounded.
+	SLO SLO
+	// FailFast refuses the request at once (an *OverloadError with a
+	// retry-after) when its TTFT SLO cannot be met, instead of queueing it.
+	FailFast bool
+	// ID is the caller's request id, carried into the Summary (the server
+	// uses it for its response id); "" gets the engine's number.
+	ID string
+}
+
+// Token is one generated token: its id, its text, its index in the output
+// and when it was sampled. Text is complete UTF-8: a character split over
+// tokens arrives with the token that completes it, and a token whose text
+// may begin a stop string is held until that is decided — so Text can be
+// empty, and one token can carry the text of the ones held before it.
+type Token struct {
+	ID    int32
+	Text  string
+	Index int
+	Time  time.Time
+}
+
+// Summary is how a generation ended, from the stream's own record.
+type Summary struct {
+	// ID is GenerateOptions.ID, or the engine's request number.
+	ID    string
+	Model string
+	// Version is the model version that served the request.
+	Version string
+	Finish  FinishReason
+	// Err is the error that ended the request (nil when it completed).
+	Err error
+	// PromptTokens and OutputTokens count tokens; CachedTokens the prompt
+	// prefix found in the KV cache.
+	PromptTokens, OutputTokens, CachedTokens int
+	// TTFT is arrival → first token; TPOT the mean time per token after
+	// the first; Queue arrival → first scheduled; E2E arrival → finish.
+	TTFT, TPOT, Queue, E2E time.Duration
+}
+
+// Stream is one generation request. Tokens runs it; Summary tells how it
+// ended. A Stream is used by one goroutine.
+type Stream struct {
+	e      *Engine
+	ctx    context.Context
+	model  string
+	prompt []int32
+	text   bool
+	opts   GenerateOptions
+	err    error // refused before submission
+
+	ver     *model
+	st      *sched.Stream
+	sum     Summary
+	summed  bool
+	started bool
+}
+
+// Generate encodes prompt with the model's tokenizer and returns the
+// request's stream. Nothing runs until Tokens is ranged over; breaking out
+// of that loop or cancelling ctx ends the request within one step and frees
+// its KV blocks.
+func (e *Engine) Generate(ctx context.Context, model, prompt string, opts GenerateOptions) *Stream {
+	s := &Stream{e: e, ctx: ctx, model: model, opts: opts, text: true}
+	m, err := e.model(model)
+	switch {
+	case err != nil:
+		s.err = err
+	case m.dec == nil:
+		s.err = fmt.Errorf("%w: %q is a one-shot model (use Infer)", ErrInvalidRequest, model)
+	case m.tok == nil:
+		s.err = fmt.Errorf("%w: %q (use GenerateTokens)", ErrNoTokenizer, model)
+	default:
+		ids := m.tok.EncodeWith(prompt, tokenizer.EncodeOptions{AddSpecialTokens: true, SplitSpecialTokens: true})
+		s.prompt = make([]int32, len(ids))
+		for i, id := range ids {
+			s.prompt[i] = int32(id)
+		}
+	}
+	return s
+}
+
+// GenerateTokens is Generate over token ids (Token.Text is filled when the
+// model has a tokenizer).
+func (e *Engine) GenerateTokens(ctx context.Context, model string, prompt []int32, opts GenerateOptions) *Stream {
+	return &Stream{e: e, ctx: ctx, model: model, prompt: prompt, opts: opts}
+}
+
+// Tokens submits the request and yields its tokens as they are sampled,
+// then ends; a refusal or failure is yielded as the last error. It may be
+// ranged over once.
+func (s *Stream) Tokens() iter.Seq2[Token, error] {
+	return func(yield func(Token, error) bool) {
+		if s.started {
+			yield(Token{}, fmt.Errorf("%w: a stream's tokens can be read once", ErrInvalidRequest))
+			return
+		}
+		s.started = true
+		if err := s.submit(); err != nil {
+			s.refused(err)
+			yield(Token{}, err)
+			return
+		}
+		defer s.st.Cancel() // a caller that leaves early cancels the request
+		s.relay(yield)
+	}
+}
+
+// Summary waits until the request has left the scheduler and says how it
+// ended. Called before Tokens, it runs the request to its end, discarding
+// the tokens.
+func (s *Stream) Summary() Summary {
+	if !s.started {
+		for range s.Tokens() {
+		}
+	}
+	if !s.summed && s.st != nil {
+		<-s.st.Done()
+		s.summarise(s.st.Timeline(), s.st.Err())
+	}
+	return s.sum
+}
+
+func (s *Stream) submit() error {
+	if s.err != nil {
+		return s.err
+	}
+	m, err := s.e.acquire(s.model)
+	if err != nil {
+		return err
+	}
+	if m.dec == nil {
+		m.end()
+		return fmt.Errorf("%w: %q is a one-shot model (use Infer)", ErrInvalidRequest, s.model)
+	}
+	s.ver = m
+	sp, err := samplingFor(s.opts.Sampling, m.gen)
+	if err != nil {
+		m.end()
+		return err
+	}
+	maxTok := s.opts.MaxTokens
+	if maxTok == 0 {
+		maxTok = m.gen.MaxNewTokens // 0: until an end token or the context's end
+	}
+	s.st, err = s.e.s.Submit(s.ctx, sched.Request{
+		Model: m.key, Class: s.opts.Class.sched(), Prompt: s.prompt, MaxTokens: maxTok,
+		SLO: sched.SLO(s.opts.SLO), FailFast: s.opts.FailFast, Sampling: sp, OnFinish: m.end,
+	})
+	if err != nil {
+		m.end()
+		return public(err)
+	}
+	return nil
+}
+
+// relay passes the scheduler's tokens on, decoded and stop-matched.
+func (s *Stream) relay(yield func(Token, error) bool) {
+	m := s.ver
+	var dec *tokenizer.StreamDecoder
+	if m.tok != nil {
+		dec = m.tok.NewStreamDecoder()
+	}
+	stop := llm.NewStopMatcher(s.opts.Stop)
+	var held []Token // tokens whose text is not decided yet
+	var heldText string
+	release := func(text string) bool {
+		text, heldText = heldText+text, ""
+		for i := range held {
+			if i == len(held)-1 {
+				held[i].Text = text
+			}
+			if !yield(held[i], nil) {
+				return false
+			}
+		}
+		held = held[:0]
+		return true
+	}
+	for t, err := range s.st.Tokens() {
+		if err != nil {
+			yield(Token{}, public(err))
+			return
+		}
+		tok := Token{ID: t.ID, Index: t.Index, Time: t.Time}
+		if dec == nil {
+			if !yield(tok, nil) {
+				return
+			}
+			continue
+		}
+		piece, err := dec.Add(int(t.ID))
+		if err != nil {
+			s.st.Cancel()
+			yield(Token{}, fmt.Errorf("%w: decode token %d: %w", ErrModel, t.ID, err))
+			return
+		}
+		text, stopped := stop.Push(piece)
+		held = append(held, tok)
+		if stopped {
+			s.st.Stop() // recorded as completed, finish reason stop_string
+			release(text)
+			return
+		}
+		if dec.Pending() || stop.Holding() {
+			heldText += text // goes out with the token that decides it
+			continue
+		}
+		if !release(text) {
+			return
+		}
+	}
+	if dec != nil && len(held) > 0 {
+		release(stop.Flush() + dec.Flush())
+	}
+}
+
+// refused fills the summary of a request that never reached the scheduler.
+func (s *Stream) refused(err error) {
+	s.summed = true
+	s.sum = Summary{ID: s.opts.ID, Model: s.model, Finish: FinishRejected, Err: err, PromptTokens: len(s.prompt)}
+}
+
+func (s *Stream) summarise(tl sched.Timeline, err error) {
+	s.summed = true
+	s.sum = Summary{
+		ID: s.opts.ID, Model: s.model, Version: s.ver.info.Version,
+		Finish: FinishReason(tl.Finish), Err: public(err),
+		PromptTokens: tl.PromptTokens, OutputTokens: tl.OutputTokens(), CachedTokens: tl.CachedTokens,
+		TTFT: tl.TTFT(), TPOT: tl.TPOT(), Queue: tl.QueueTime(), E2E: tl.E2E(),
+	}
+	if s.sum.ID == "" {
+		s.sum.ID = fmt.Sprint(tl.ID)
+	}
+}

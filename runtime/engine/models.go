@@ -1,0 +1,338 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
+)
+
+// model is one loaded version of a model: a decoder or a one-shot session.
+type model struct {
+	name string // public name
+	key  string // the scheduler's name for this version: name#load
+	info ModelInfo
+	dec  *llm.Model
+	one  *oneshot
+	tok  *tokenizer.Tokenizer
+	gen  bundle.Generation
+
+	// use is held shared by every call into the model (a step, a one-shot
+	// batch) and exclusively to close it, so a retired version is never
+	// freed under a running call.
+	use sync.RWMutex
+	// live counts the requests submitted to this version and not yet
+	// finished (queued or running); a retired version is freed when it
+	// reaches zero, so nothing queued on it is lost in a swap.
+	mu struct {
+		sync.Mutex
+		live    int
+		retired bool
+	}
+	drained  chan struct{} // closed when retired and no request is live
+	closeErr error
+}
+
+// Load opens a model while the engine runs and makes it available under
+// spec.Name (or its manifest's name). Loading a name already open is an
+// error: use Swap to replace a version.
+func (e *Engine) Load(ctx context.Context, spec ModelSpec) (ModelInfo, error) {
+	if err := spec.validate(e.cfg.Store); err != nil {
+		return ModelInfo{}, err
+	}
+	m, err := e.open(ctx, spec, "")
+	if err != nil {
+		return ModelInfo{}, err
+	}
+	e.mu.Lock()
+	switch {
+	case e.mu.closed:
+		err = ErrClosed
+	case e.mu.models[m.name] != nil:
+		err = fmt.Errorf("%w: model %q is already open (use Swap to replace it)", ErrConfig, m.name)
+	default:
+		e.mu.models[m.name] = m
+	}
+	e.mu.Unlock()
+	if err != nil {
+		return ModelInfo{}, errors.Join(err, m.close())
+	}
+	e.x.add(m)
+	e.log.Info("model loaded", "name", m.name, "version", m.info.Version, "kind", m.info.Kind, "provider", m.info.Provider, "load", m.info.LoadTime)
+	return m.info, nil
+}
+
+// Unload removes a model: new requests to it fail with ErrUnknownModel,
+// requests already running on it finish, and then its memory is freed.
+func (e *Engine) Unload(ctx context.Context, name string) error {
+	e.mu.Lock()
+	m := e.mu.models[name]
+	closed := e.mu.closed
+	delete(e.mu.models, name)
+	e.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case m == nil:
+		return fmt.Errorf("%w: %q", ErrUnknownModel, name)
+	}
+	e.retire(m)
+	select {
+	case <-m.drained:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx) // it is freed once its last request ends
+	}
+}
+
+// HealthCheck judges a staged model version before it takes traffic. It
+// runs requests against staged (a model name valid during the check, e.g.
+// with e.Generate or e.Infer) and returns nil to accept it.
+type HealthCheck func(ctx context.Context, e *Engine, staged string) error
+
+// Swap replaces the active version of model name with the one spec names:
+// the new version is loaded beside the old one under a staged name, check
+// runs against it (nil: no check), and then the switch is atomic —
+// requests already running finish on the old version, every later one goes
+// to the new, and the old one is freed when its last request ends. A failed
+// load or check leaves the old version active and returns an error wrapping
+// ErrHealthCheck (for the check) with the reason.
+func (e *Engine) Swap(ctx context.Context, name string, spec ModelSpec, check HealthCheck) (ModelInfo, error) {
+	if err := spec.validate(e.cfg.Store); err != nil {
+		return ModelInfo{}, err
+	}
+	if _, err := e.model(name); err != nil {
+		return ModelInfo{}, err
+	}
+	spec.Name = name
+	staged := name + "@staged"
+	m, err := e.open(ctx, spec, staged)
+	if err != nil {
+		return ModelInfo{}, err
+	}
+	e.mu.Lock()
+	if e.mu.closed || e.mu.models[staged] != nil {
+		e.mu.Unlock()
+		return ModelInfo{}, errors.Join(fmt.Errorf("%w: a swap of %q is already under way", ErrConfig, name), m.close())
+	}
+	e.mu.models[staged] = m
+	e.mu.Unlock()
+	e.x.add(m)
+
+	if check != nil {
+		err = check(ctx, e, staged)
+	}
+	e.mu.Lock()
+	delete(e.mu.models, staged)
+	old := e.mu.models[name]
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%w: %s %s: %w", ErrHealthCheck, name, m.info.Version, err)
+	case e.mu.closed:
+		err = ErrClosed
+	case old == nil:
+		err = fmt.Errorf("%w: %q was unloaded during the swap", ErrUnknownModel, name)
+	default:
+		m.info.Name = name
+		e.mu.models[name] = m
+	}
+	e.mu.Unlock()
+	if err != nil {
+		e.retire(m)
+		<-m.drained
+		return ModelInfo{}, err
+	}
+	e.retire(old)
+	e.log.Info("model swapped", "name", name, "from", old.info.Version, "to", m.info.Version)
+	return m.info, nil
+}
+
+// open loads spec as a new version. as overrides the public name (a staged
+// version answers to its staged name until the switch).
+func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, error) {
+	start := time.Now()
+	if fi, err := os.Stat(spec.Dir); spec.Ref == "" && err == nil && !fi.IsDir() && strings.HasSuffix(spec.Dir, ".onnx") {
+		return e.openOnnx(ctx, spec, as, start)
+	}
+	var b *bundle.Bundle
+	var err error
+	if spec.Ref != "" {
+		b, err = ModelBundle(ctx, e.cfg.Store, spec.Ref)
+	} else {
+		b, err = bundle.Load(spec.Dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: open %s%s: %w", spec.Dir, spec.Ref, err)
+	}
+	m := &model{name: cmpOr(as, spec.Name, b.Manifest.Name), drained: make(chan struct{})}
+	if g := b.Manifest.Generation; g != nil {
+		m.gen = *g
+	}
+	m.info = infoOf(cmpOr(spec.Name, b.Manifest.Name), b)
+	if b.Manifest.Kind == bundle.KindDecoder {
+		cfg := e.s.Config()
+		// The step buffers hold the scheduler's largest step: its batch of
+		// decode rows, or one prefill chunk (bounded by the chunk size and
+		// the step's token budget, and never longer than the context).
+		chunk := min(cfg.ChunkSize, cfg.TokenBudget)
+		if g := b.Manifest.Geometry; g != nil && g.MaxPositions > 0 {
+			chunk = min(chunk, g.MaxPositions)
+		}
+		m.dec, err = llm.Load(ctx, b, llm.Options{
+			Session: e.cfg.Session, KV: e.cfg.KV.internal(),
+			MaxBatch: cfg.MaxBatch, MaxChunk: chunk, Logger: e.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("engine: open %s: %w", m.name, err)
+		}
+		m.info.setSession(m.dec.Session())
+		m.info.KV = kvInfoOf(m.dec.Cache().Config(), m.dec.Cache().Stats())
+		if p := b.TokenizerPath(); p != "" {
+			if m.tok, err = tokenizer.Load(p); err != nil {
+				return nil, errors.Join(fmt.Errorf("engine: %s tokenizer: %w", m.name, err), m.close())
+			}
+		}
+	} else {
+		s, err := ort.NewSessionFromFile(ctx, b.ModelPath(), e.cfg.Session)
+		if err != nil {
+			return nil, fmt.Errorf("engine: open %s: %w", m.name, err)
+		}
+		m.one = newOneshot(m.name, s)
+		m.info.setSession(s)
+		m.info.Inputs, m.info.Outputs = s.Inputs(), s.Outputs()
+	}
+	m.info.LoadTime = time.Since(start)
+	m.key = e.keyFor(m.name)
+	return m, nil
+}
+
+func (e *Engine) openOnnx(ctx context.Context, spec ModelSpec, as string, start time.Time) (*model, error) {
+	name := cmpOr(as, spec.Name, strings.TrimSuffix(filepath.Base(spec.Dir), ".onnx"))
+	s, err := ort.NewSessionFromFile(ctx, spec.Dir, e.cfg.Session)
+	if err != nil {
+		return nil, fmt.Errorf("engine: open %s: %w", spec.Dir, err)
+	}
+	m := &model{name: name, drained: make(chan struct{}), one: newOneshot(name, s),
+		info: ModelInfo{Name: cmpOr(spec.Name, name), Kind: string(bundle.KindOneShot), Path: spec.Dir}}
+	m.info.setSession(s)
+	m.info.Inputs, m.info.Outputs = s.Inputs(), s.Outputs()
+	m.info.LoadTime = time.Since(start)
+	m.key = e.keyFor(name)
+	return m, nil
+}
+
+func (e *Engine) keyFor(name string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.mu.loads++
+	return name + "#" + strconv.FormatUint(e.mu.loads, 10)
+}
+
+// publicName is the model name a scheduler key stands for.
+func publicName(key string) string {
+	if i := strings.LastIndexByte(key, '#'); i >= 0 {
+		key = key[:i]
+	}
+	return strings.TrimSuffix(key, "@staged")
+}
+
+// retire takes m out of service: it is freed, in the background, once no
+// request is queued or running on it and no call is inside it.
+func (e *Engine) retire(m *model) {
+	m.mu.Lock()
+	m.mu.retired = true
+	idle := m.mu.live == 0
+	m.mu.Unlock()
+	if idle {
+		m.drain()
+	}
+	e.bg.Go(func() {
+		<-m.drained
+		m.use.Lock() // waits for a step or batch still inside the model
+		m.closeErr = m.close()
+		e.x.remove(m)
+		m.use.Unlock()
+	})
+}
+
+// begin counts a request on this version; the caller calls end when it
+// leaves the scheduler.
+func (m *model) begin() {
+	m.mu.Lock()
+	m.mu.live++
+	m.mu.Unlock()
+}
+
+func (m *model) end() {
+	m.mu.Lock()
+	m.mu.live--
+	idle := m.mu.retired && m.mu.live == 0
+	m.mu.Unlock()
+	if idle {
+		m.drain()
+	}
+}
+
+var closeDrained sync.Mutex // guards the close of drained channels
+
+func (m *model) drain() {
+	closeDrained.Lock()
+	defer closeDrained.Unlock()
+	select {
+	case <-m.drained:
+	default:
+		close(m.drained)
+	}
+}
+
+func (m *model) close() error {
+	if m.dec != nil {
+		return m.dec.Close()
+	}
+	return m.one.sess.Close()
+}
+
+func cmpOr(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// acquire looks up the active version of a model and counts a request on
+// it, atomically with respect to Swap and Unload (which retire a version
+// only after taking it out of the map), so a version is never freed under
+// a request that found it.
+func (e *Engine) acquire(name string) (*model, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
+		return nil, ErrClosed
+	}
+	m := e.mu.models[name]
+	if m == nil {
+		return nil, fmt.Errorf("%w: %q (open: %v)", ErrUnknownModel, name, e.namesLocked())
+	}
+	m.begin()
+	return m, nil
+}
+
+// Tokenizer returns a decoder's tokenizer, or nil.
+func (e *Engine) Tokenizer(model string) *tokenizer.Tokenizer {
+	if m, err := e.model(model); err == nil {
+		return m.tok
+	}
+	return nil
+}

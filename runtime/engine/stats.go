@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
+)
+
+// Stats is a snapshot of the engine: the scheduler's counters and each
+// decoder's KV cache. It is cheap to take, from any goroutine.
+type Stats struct {
+	Scheduler SchedStats         `json:"scheduler"`
+	KV        map[string]KVStats `json:"kv"`
+}
+
+// SchedStats are the scheduler's counters since Open. Queued and
+// QueuedInfer are indexed batch, interactive, realtime: read them with
+// QueuedIn.
+type SchedStats struct {
+	// Queued is the number of waiting generation requests per class
+	// (indexed by Class−1: batch, interactive, realtime); QueuedInfer the
+	// waiting one-shot requests per class.
+	Queued      [3]int
+	QueuedInfer [3]int
+	// Running is the number of admitted sequences (holding KV); Prefilling
+	// how many of them still have prompt to compute.
+	Running    int
+	Prefilling int
+	// Steps counts executor steps; DecodeTokens and PrefillTokens the tokens
+	// they computed; CachedTokens prompt tokens skipped by prefix hits.
+	Steps         uint64
+	DecodeTokens  uint64
+	PrefillTokens uint64
+	CachedTokens  uint64
+	// InferBatches and InferItems count one-shot batches and requests run.
+	InferBatches uint64
+	InferItems   uint64
+	// Preemptions counts sequences whose KV was taken back.
+	Preemptions uint64
+	// Outcome counters, one per finished request.
+	Completed, Cancelled, Rejected, TimedOut, Failed uint64
+	// ExecTime is the time spent inside Executor.Step and Executor.Infer
+	// during loop iterations that ran a step; LoopTime the whole of those
+	// iterations. Overhead() is the share outside the executor.
+	ExecTime time.Duration
+	LoopTime time.Duration
+	// LastOverhead is the scheduler's own time in the last step iteration.
+	LastOverhead time.Duration
+	// PrefillRate (tokens/s) and StepTime are the current estimates used by
+	// admission.
+	PrefillRate float64
+	StepTime    time.Duration
+	// PredictedTPOT is the learnt cost model's time per output token at the
+	// current number of running sequences (decode cost plus prefill share);
+	// TPOTDeferred counts admissions postponed because one more row would
+	// have put the running streams over their TPOT objective.
+	PredictedTPOT time.Duration
+	TPOTDeferred  uint64
+	// RecordsDropped counts records the observers fell too far behind to
+	// receive (SchedulerConfig.MaxRecords).
+	RecordsDropped uint64
+}
+
+// QueuedIn is the number of generation requests waiting in class c.
+func (s SchedStats) QueuedIn(c Class) int { return sched.Stats(s).QueuedIn(c.sched()) }
+
+// Overhead is the share of the device loop's time not spent in the models.
+func (s SchedStats) Overhead() float64 { return sched.Stats(s).Overhead() }
+
+// KVStats describe one decoder's KV cache.
+type KVStats struct {
+	BlockSize      int
+	BlockBytes     int64 // bytes of one block, all layers, keys and values
+	BlocksTotal    int
+	BlocksUsed     int // referenced by at least one sequence
+	BlocksCached   int // unreferenced, kept for the prefix cache, evictable
+	BlocksFree     int
+	PeakBlocksUsed int
+
+	BytesTotal int64 // BlocksTotal × BlockBytes
+	BytesUsed  int64 // BlocksUsed × BlockBytes
+
+	// SlotsAllocated is BlocksUsed × BlockSize; SlotsFilled those holding
+	// (or reserved for) a token. Waste is the empty share of allocated
+	// slots (internal fragmentation in sequences' last blocks).
+	SlotsAllocated int64
+	SlotsFilled    int64
+	Waste          float64
+
+	Sequences int // live sequences
+
+	// Prefix cache: prompt tokens and full prompt blocks looked up at
+	// NewSequence/Resume, and how many were found.
+	PrefixQueryTokens, PrefixHitTokens int64
+	PrefixQueryBlocks, PrefixHitBlocks int64
+	PrefixTokenHitRate                 float64
+	PrefixBlockHitRate                 float64
+
+	Evictions   int64 // cached blocks reused for new data
+	Preemptions int64
+}
+
+var (
+	_ = sched.Stats(SchedStats{})
+	_ = kvcache.Stats(KVStats{})
+)

@@ -1,0 +1,27 @@
+// Package llm runs decoder language models on ONNX Runtime for the engine:
+// it loads a bundle's decoder in either contract (the paged graph that
+// reads the KV cache in place through block tables, or the compatible
+// Optimum/genai layout through an adapter that gathers a padded past), owns
+// its KV cache (runtime/internal/kvcache) and its per-step tensors outside
+// the Go heap, and implements the scheduler's Decoder: Admit reserves KV
+// (reporting prefix-cache hits), Step runs the step's decode rows as one
+// batched run and each prefill chunk as a run of its own, scatters the new
+// keys and values into their pool slots and samples one token per row.
+//
+// # Sampling
+//
+// Each sequence has its own Sampler (penalties, temperature, top-k, top-p,
+// min-p in Hugging Face's order) with its own seeded random stream, so a
+// seeded request gives the same tokens whatever it is batched with. End of
+// sequence ends a sequence with FinishStop, a full context with
+// FinishContextLength.
+//
+// # Offline use
+//
+// Generate and Score drive one sequence from the calling goroutine, with no
+// scheduler: the engine's Scorer (perplexity, quantisation quality reports)
+// is built on them. They must not be used on a model a scheduler drives.
+//
+// The package is internal: applications use runtime/engine, whose
+// vocabulary (Sampling, FinishReason, KVOptions) mirrors what is here.
+package llm

@@ -1,0 +1,271 @@
+package llm
+
+import (
+	"context"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
+	"math"
+	"testing"
+
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+)
+
+// tinyBundle builds the tiny-test preset once per test binary.
+func tinyBundle(t testing.TB, opts llama.Options) *bundle.Bundle {
+	t.Helper()
+	cfg, src, err := llama.Preset("tiny-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := build.BuildDecoder(context.Background(), t.TempDir(), build.DecoderSpec{
+		Name: "tiny-test", Version: "1", Config: cfg, Weights: src, Options: opts, CreatedBy: "llm test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func loadTiny(t testing.TB, opts Options) *Model {
+	t.Helper()
+	orttest.Need(t)
+	opts.Session.IntraOpThreads = 1
+	m, err := Load(context.Background(), tinyBundle(t, llama.Options{}), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+func prompt(n int, vocab int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32((i*37 + 11) % vocab)
+	}
+	return p
+}
+
+func collect(t *testing.T, m *Model, p []int32, opts GenerateOptions) []int32 {
+	t.Helper()
+	var out []int32
+	for tok, err := range m.Generate(context.Background(), p, opts) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, tok)
+	}
+	return out
+}
+
+// Greedy decoding through the KV cache must pick the same tokens as
+// recomputing the whole sequence at every step, and the logits must agree.
+func TestCachedDecodeEqualsRecompute(t *testing.T) {
+	m := loadTiny(t, Options{KV: kvcache.Options{DisablePrefixCache: true}})
+	p := prompt(40, m.Geometry().Vocab)
+	got := collect(t, m, p, GenerateOptions{MaxTokens: 16})
+	if len(got) != 16 {
+		t.Fatalf("generated %d tokens, want 16", len(got))
+	}
+	seq := append([]int32(nil), p...)
+	for i, tok := range got {
+		// full recompute: prefill everything in one chunk
+		var want int32 = -1
+		for w, err := range m.Generate(context.Background(), seq, GenerateOptions{MaxTokens: 1}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = w
+		}
+		if tok != want {
+			t.Fatalf("step %d: cached decode chose %d, recompute chose %d", i, tok, want)
+		}
+		seq = append(seq, tok)
+	}
+}
+
+// A ragged batch of 4 decoded together equals each sequence alone.
+func TestRaggedBatchEqualsAlone(t *testing.T) {
+	m := loadTiny(t, Options{KV: kvcache.Options{DisablePrefixCache: true}})
+	V := m.Geometry().Vocab
+	lens := []int{5, 17, 33, 9}
+	alone := make([][]int32, len(lens))
+	for i, n := range lens {
+		alone[i] = collect(t, m, prompt(n+i, V)[i:], GenerateOptions{MaxTokens: 8})
+	}
+	ctx := context.Background()
+	var res sched.StepResult
+	last := make([]int32, len(lens))
+	for i, n := range lens {
+		p := prompt(n+i, V)[i:]
+		id := sched.SeqID(i + 1)
+		if _, err := m.Admit(ctx, sched.Sequence{ID: id, Tokens: p, PromptLen: len(p)}); err != nil {
+			t.Fatal(err)
+		}
+		defer m.Release(id)
+		res.Tokens = res.Tokens[:0]
+		if err := m.prefill(ctx, &sched.PrefillChunk{Seq: id, Tokens: p, Pos: 0, Last: true}, &res); err != nil {
+			t.Fatal(err)
+		}
+		last[i] = res.Tokens[0].Token
+	}
+	got := make([][]int32, len(lens))
+	for step := range 8 {
+		rows := make([]sched.DecodeRow, len(lens))
+		for i := range lens {
+			got[i] = append(got[i], last[i])
+			if err := m.Extend(sched.SeqID(i+1), 1); err != nil {
+				t.Fatal(err)
+			}
+			rows[i] = sched.DecodeRow{Seq: sched.SeqID(i + 1), Token: last[i], Pos: m.seqs[uint64(i+1)].kv.Computed()}
+		}
+		if step == 7 {
+			break
+		}
+		r, err := m.Step(ctx, &sched.Batch{Decode: rows})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range r.Tokens {
+			last[s.Seq-1] = s.Token
+		}
+	}
+	for i := range lens {
+		for j := range alone[i] {
+			if got[i][j] != alone[i][j] {
+				t.Fatalf("row %d token %d: batched %v, alone %v", i, j, got[i], alone[i])
+			}
+		}
+	}
+}
+
+func TestScoreMatchesGenerateLogits(t *testing.T) {
+	m := loadTiny(t, Options{})
+	p := prompt(20, m.Geometry().Vocab)
+	nll, n, err := m.Score(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(p)-1 || math.IsNaN(nll) || nll <= 0 {
+		t.Fatalf("score: nll %v over %d tokens", nll, n)
+	}
+	// random weights: perplexity should be near the vocabulary size, not 1 or inf
+	ppl := math.Exp(nll / float64(n))
+	if ppl < 2 || ppl > float64(10*m.Geometry().Vocab) {
+		t.Fatalf("perplexity %v implausible for a random tiny model", ppl)
+	}
+}
+
+func TestPromptTooLongAndCancel(t *testing.T) {
+	m := loadTiny(t, Options{})
+	long := prompt(m.Geometry().MaxPositions, m.Geometry().Vocab)
+	for _, err := range m.Generate(context.Background(), long, GenerateOptions{}) {
+		if err == nil {
+			t.Fatal("a prompt as long as the context was accepted")
+		}
+		break
+	}
+	free := m.Cache().FreeBlocks()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	for _, err := range m.Generate(ctx, prompt(30, m.Geometry().Vocab), GenerateOptions{MaxTokens: 100}) {
+		if err != nil {
+			break
+		}
+		if n++; n == 3 {
+			cancel()
+		}
+	}
+	if got := m.Cache().Stats(); m.Cache().FreeBlocks() != free {
+		t.Fatalf("cancelled generation leaked KV blocks: free %d, was %d (%+v)", m.Cache().FreeBlocks(), free, got)
+	}
+}
+
+// The same weights built in the compatible (Optimum) contract and run by
+// the compatible executor give the same logits and tokens as the paged one.
+func TestCompatibleContractMatchesPaged(t *testing.T) {
+	orttest.Need(t)
+	paged := loadTiny(t, Options{KV: kvcache.Options{DisablePrefixCache: true}})
+	cm, err := Load(context.Background(), tinyBundle(t, llama.Options{Contract: llama.ContractCompatible}), Options{Session: ort.Options{IntraOpThreads: 1}, KV: kvcache.Options{DisablePrefixCache: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	if !cm.compat {
+		t.Fatal("compatible bundle loaded as paged")
+	}
+	p := prompt(64, paged.Geometry().Vocab)
+	a := collect(t, paged, p, GenerateOptions{MaxTokens: 32})
+	b := collect(t, cm, p, GenerateOptions{MaxTokens: 32})
+	if len(a) != 32 || len(b) != 32 {
+		t.Fatalf("lengths %d, %d", len(a), len(b))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("token %d: paged %v, compatible %v", i, a, b)
+		}
+	}
+	// logits: score the same text on both
+	na, _, err := paged.Score(context.Background(), p[:24])
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb, _, err := cm.Score(context.Background(), p[:24])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(na-nb) > 1e-3 {
+		t.Fatalf("summed NLL paged %v, compatible %v", na, nb)
+	}
+	// a ragged decode batch through the compatible executor
+	ctx := context.Background()
+	for i := range 3 {
+		q := prompt(10+9*i, paged.Geometry().Vocab)
+		var res sched.StepResult
+		for _, mod := range []*Model{paged, cm} {
+			id := sched.SeqID(100 + i)
+			if _, err := mod.Admit(ctx, sched.Sequence{ID: id, Tokens: q, PromptLen: len(q)}); err != nil {
+				t.Fatal(err)
+			}
+			res.Tokens = res.Tokens[:0]
+			if err := mod.prefill(ctx, &sched.PrefillChunk{Seq: id, Tokens: q, Last: true}, &res); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res.Tokens[0].Token != paged.seqs[uint64(100+i)].kv.Tokens()[len(q)] {
+			t.Fatalf("prefill %d: compatible sampled %d", i, res.Tokens[0].Token)
+		}
+	}
+	for step := range 4 {
+		var got [2][]int32
+		for k, mod := range []*Model{paged, cm} {
+			rows := make([]sched.DecodeRow, 3)
+			for i := range 3 {
+				id := sched.SeqID(100 + i)
+				if err := mod.Extend(id, 1); err != nil {
+					t.Fatal(err)
+				}
+				kv := mod.seqs[uint64(id)].kv
+				rows[i] = sched.DecodeRow{Seq: id, Token: kv.Tokens()[kv.Computed()], Pos: kv.Computed()}
+			}
+			r, err := mod.Step(ctx, &sched.Batch{Decode: rows})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range r.Tokens {
+				got[k] = append(got[k], s.Token)
+			}
+		}
+		for i := range got[0] {
+			if got[0][i] != got[1][i] {
+				t.Fatalf("ragged step %d: paged %v, compatible %v", step, got[0], got[1])
+			}
+		}
+	}
+}

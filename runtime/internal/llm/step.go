@@ -1,0 +1,271 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
+)
+
+// seqState is what the executor keeps per admitted sequence.
+type seqState struct {
+	kv      *kvcache.Sequence
+	sampler *Sampler
+}
+
+// samplingOf reads the sampling parameters a request carries through the
+// scheduler (sched.Request.Sampling): SamplingParams, a pointer to them, or
+// nil for greedy.
+func samplingOf(v any) (SamplingParams, error) {
+	switch p := v.(type) {
+	case nil:
+		return SamplingParams{}, nil
+	case SamplingParams:
+		return p, nil
+	case *SamplingParams:
+		if p == nil {
+			return SamplingParams{}, nil
+		}
+		return *p, nil
+	default:
+		return SamplingParams{}, fmt.Errorf("%w: sampling is %T, want llm.SamplingParams", ErrBadSampling, v)
+	}
+}
+
+// noCapacity turns a KV shortage into the scheduler's "no room now" error.
+func noCapacity(op string, err error) error {
+	var oob *kvcache.OutOfBlocksError
+	if errors.As(err, &oob) || errors.Is(err, kvcache.ErrOutOfBlocks) {
+		return fmt.Errorf("llm: %s: %w (%w)", op, sched.ErrNoCapacity, err)
+	}
+	return fmt.Errorf("llm: %s: %w", op, err)
+}
+
+// Admit registers a sequence and reserves KV blocks for all its known
+// tokens, after checking that Reserve more tokens would fit too. It returns
+// how many leading tokens the prefix cache already holds.
+func (m *Model) Admit(_ context.Context, seq sched.Sequence) (int, error) {
+	if m.closed {
+		return 0, ErrClosed
+	}
+	n := len(seq.Tokens)
+	switch {
+	case n == 0:
+		return 0, fmt.Errorf("%w: empty prompt", ErrBatch)
+	case n >= m.geom.MaxPositions:
+		return 0, fmt.Errorf("%w: %d tokens, the model's context is %d positions (a prompt must leave room for one generated token)", ErrPromptTooLong, n, m.geom.MaxPositions)
+	}
+	if _, dup := m.seqs[uint64(seq.ID)]; dup {
+		return 0, fmt.Errorf("%w: sequence %d admitted twice", ErrBatch, seq.ID)
+	}
+	p, err := samplingOf(seq.Sampling)
+	if err != nil {
+		return 0, err
+	}
+	bs := m.geom.BlockSize
+	extra := (n+seq.Reserve+bs-1)/bs - (n+bs-1)/bs
+	if need, free := m.cache.AdmitBlocks(seq.Tokens)+extra, m.cache.FreeBlocks(); need > free {
+		return 0, fmt.Errorf("llm: admit %d: %w: needs %d blocks, %d free", seq.ID, sched.ErrNoCapacity, need, free)
+	}
+	kv, err := m.cache.NewSequence(seq.Tokens)
+	if err != nil {
+		return 0, fmt.Errorf("llm: admit %d: %w", seq.ID, err)
+	}
+	if err := kv.Reserve(kv.Len() - kv.Computed()); err != nil {
+		kv.Free()
+		return 0, noCapacity(fmt.Sprintf("admit %d", seq.ID), err)
+	}
+	sampler, err := NewSampler(p, seq.Tokens[:seq.PromptLen])
+	if err != nil {
+		kv.Free()
+		return 0, err
+	}
+	for _, t := range seq.Tokens[seq.PromptLen:] {
+		sampler.Observe(t) // a resumed sequence: penalties and draw index as before
+	}
+	m.seqs[uint64(seq.ID)] = &seqState{kv: kv, sampler: sampler}
+	return kv.Computed(), nil
+}
+
+// Extend allocates the KV slots of the sequence's known but uncomputed
+// tokens (the token sampled last step, which the next decode computes).
+// Blocks are allocated here, not only checked, so that several sequences
+// extended before one step cannot overcommit the cache.
+func (m *Model) Extend(id sched.SeqID, _ int) error {
+	st := m.seqs[uint64(id)]
+	if st == nil {
+		return fmt.Errorf("%w: extend unknown sequence %d", ErrBatch, id)
+	}
+	if err := st.kv.Reserve(st.kv.Len() - st.kv.Computed()); err != nil {
+		return noCapacity(fmt.Sprintf("extend %d", id), err)
+	}
+	return nil
+}
+
+// Release frees the sequence's KV blocks (its computed full blocks stay in
+// the prefix cache, so a preempted sequence often resumes cheaply).
+func (m *Model) Release(id sched.SeqID) {
+	if st := m.seqs[uint64(id)]; st != nil {
+		st.kv.Free()
+		delete(m.seqs, uint64(id))
+	}
+}
+
+// Step runs the decode rows as one batched run, then each prefill chunk as
+// a run of its own (the paged graph pads rows to one length, so mixing a
+// 1-token decode row with a long chunk would compute padding).
+func (m *Model) Step(ctx context.Context, b *sched.Batch) (sched.StepResult, error) {
+	if m.closed {
+		return sched.StepResult{}, ErrClosed
+	}
+	var res sched.StepResult
+	if len(b.Decode) > 0 {
+		if err := m.decode(ctx, b.Decode, &res); err != nil {
+			return sched.StepResult{}, err
+		}
+	}
+	for i := range b.Prefill {
+		if err := m.prefill(ctx, &b.Prefill[i], &res); err != nil {
+			return sched.StepResult{}, err
+		}
+	}
+	return res, nil
+}
+
+func (m *Model) decode(ctx context.Context, rows []sched.DecodeRow, res *sched.StepResult) error {
+	io := m.io
+	B := len(rows)
+	if B > io.maxRows {
+		return fmt.Errorf("%w: %d decode rows, the executor was sized for %d (Options.MaxBatch)", ErrBatch, B, io.maxRows)
+	}
+	seqs := make([]*kvcache.Sequence, B)
+	ids, pos, last := int64s(io.ids, B), int64s(io.pos, B), int64s(io.last, B)
+	io.slots = io.slots[:0]
+	for i, r := range rows {
+		st := m.seqs[uint64(r.Seq)]
+		if st == nil {
+			return fmt.Errorf("%w: decode unknown sequence %d", ErrBatch, r.Seq)
+		}
+		kv := st.kv
+		if kv.Computed() != r.Pos || kv.Len() != r.Pos+1 || kv.Tokens()[r.Pos] != r.Token {
+			return fmt.Errorf("%w: decode %d at %d (token %d), cache has %d of %d computed", ErrBatch, r.Seq, r.Pos, r.Token, kv.Computed(), kv.Len())
+		}
+		var err error
+		if io.slots, err = kv.Slots(io.slots, 1); err != nil {
+			return fmt.Errorf("llm: decode %d: %w", r.Seq, err)
+		}
+		seqs[i] = kv
+		ids[i], pos[i], last[i] = int64(r.Token), int64(r.Pos), 0
+	}
+	if err := m.runRows(ctx, seqs, 1); err != nil {
+		return err
+	}
+	for i, r := range rows {
+		m.sampleRow(r.Seq, i, res)
+	}
+	return nil
+}
+
+func (m *Model) prefill(ctx context.Context, c *sched.PrefillChunk, res *sched.StepResult) error {
+	io := m.io
+	st := m.seqs[uint64(c.Seq)]
+	if st == nil {
+		return fmt.Errorf("%w: prefill unknown sequence %d", ErrBatch, c.Seq)
+	}
+	kv, T := st.kv, len(c.Tokens)
+	if T == 0 || T > io.maxTokens {
+		return fmt.Errorf("%w: prefill chunk of %d tokens (the executor takes 1..%d: Options.MaxChunk)", ErrBatch, T, io.maxTokens)
+	}
+	if kv.Computed() != c.Pos || c.Pos+T > kv.Len() {
+		return fmt.Errorf("%w: prefill %d [%d,%d), cache has %d of %d computed", ErrBatch, c.Seq, c.Pos, c.Pos+T, kv.Computed(), kv.Len())
+	}
+	ids, pos := int64s(io.ids, T), int64s(io.pos, T)
+	for t, tok := range c.Tokens {
+		ids[t], pos[t] = int64(tok), int64(c.Pos+t)
+	}
+	int64s(io.last, 1)[0] = int64(T - 1)
+	var err error
+	if io.slots, err = kv.Slots(io.slots[:0], T); err != nil {
+		return fmt.Errorf("llm: prefill %d: %w", c.Seq, err)
+	}
+	if err := m.runRows(ctx, []*kvcache.Sequence{kv}, T); err != nil {
+		return err
+	}
+	if c.Last {
+		m.sampleRow(c.Seq, 0, res)
+	}
+	return nil
+}
+
+// runRows fills the block tables, runs the graph, scatters the new keys and
+// values into their slots and marks the tokens computed.
+func (m *Model) runRows(ctx context.Context, seqs []*kvcache.Sequence, T int) error {
+	if m.compat {
+		return m.runCompat(ctx, seqs, T)
+	}
+	io, g := m.io, m.geom
+	B := len(seqs)
+	M := max(kvcache.MaxBlocks(seqs), 1)
+	if err := m.cache.FillBlockTables(seqs, M, int64s(io.tables, B*M), int64s(io.ctxLens, B)); err != nil {
+		return fmt.Errorf("llm: block tables: %w", err)
+	}
+	if err := io.run(ctx, B, T, M); err != nil {
+		return fmt.Errorf("llm: run %s %d×%d: %w", m.name, B, T, err)
+	}
+	n := B * g.KVHeads * T * g.HeadDim
+	for l := range g.Layers {
+		io.newKs[l] = float32s(io.newK[l], n)
+		io.newVs[l] = float32s(io.newV[l], n)
+	}
+	return m.commit(seqs, B, T)
+}
+
+// commit scatters the step's new keys and values (io.newKs/newVs, [B, kvH,
+// T, D] per layer) into their slots and marks the tokens computed.
+func (m *Model) commit(seqs []*kvcache.Sequence, B, T int) error {
+	if err := m.cache.Scatter(m.io.newKs, m.io.newVs, B, T, m.io.slots); err != nil {
+		return fmt.Errorf("llm: scatter: %w", err)
+	}
+	for _, s := range seqs {
+		if err := s.MarkComputed(T); err != nil {
+			return fmt.Errorf("llm: mark computed: %w", err)
+		}
+	}
+	return nil
+}
+
+// sampleRow samples row i of the logits for seq and appends the token.
+// End of sequence, and a context with no room for another position, stop
+// the sequence (the token is then not emitted).
+func (m *Model) sampleRow(id sched.SeqID, i int, res *sched.StepResult) {
+	st := m.seqs[uint64(id)]
+	V := m.geom.Vocab
+	row := float32s(m.io.logits, (i+1)*V)[i*V:]
+	tok := st.sampler.Sample(row)
+	switch {
+	case m.eos[tok]:
+		res.Tokens = append(res.Tokens, sched.Sampled{Seq: id, Token: tok, Stop: sched.FinishStop})
+		return
+	case st.kv.Len() >= m.geom.MaxPositions:
+		res.Tokens = append(res.Tokens, sched.Sampled{Seq: id, Token: tok, Stop: sched.FinishContextLength})
+		return
+	}
+	st.sampler.Observe(tok)
+	if err := st.kv.Append(tok); err != nil {
+		// the cache refused the position: no room left in this sequence
+		res.Tokens = append(res.Tokens, sched.Sampled{Seq: id, Token: tok, Stop: sched.FinishContextLength})
+		return
+	}
+	res.Tokens = append(res.Tokens, sched.Sampled{Seq: id, Token: tok})
+}
+
+// Logits returns row i of the last step's logits (valid until the next
+// step); for tests and perplexity.
+func (m *Model) Logits(i int) []float32 {
+	V := m.geom.Vocab
+	return float32s(m.io.logits, (i+1)*V)[i*V:]
+}
+
+var _ sched.Decoder = (*Model)(nil)

@@ -1,0 +1,104 @@
+// Package sched shares one accelerator between every request of an
+// application: continuous batching with chunked prefill for decoder models,
+// dynamic batching for one-shot models, priority classes, SLO-aware
+// admission, preemption and cancellation. It is pure Go: it drives the
+// Decoder and Oneshot interfaces it declares (implemented over ONNX Runtime
+// by the engine) and never imports the runtime. It is the engine's
+// machinery (runtime/internal): applications use runtime/engine.
+//
+// # The device loop
+//
+// One goroutine owns the device. Each iteration it drops cancelled and
+// expired requests, admits waiting requests, runs one-shot batches that
+// outrank the generation work, runs one generation step, then at most one
+// lower-class one-shot batch. Arrivals join at the next iteration; finished
+// sequences leave at once.
+//
+// # Step composition
+//
+// A step serves one model: that of the highest-class, earliest-admitted
+// running sequence (sequences of other models wait for their turn). Every running sequence that is decoding gets a
+// row (B×1) first; the rest of Config.TokenBudget buys prefill chunks of at
+// most Config.ChunkSize tokens (at most Config.MaxPrefillChunks of them) for
+// admitted prompts, highest class first then admission order. So the time a
+// streaming user waits between two tokens is bounded by one step of at most
+// TokenBudget tokens, however long the prompts that arrive beside it: a
+// 4,000-token prompt is spread over many steps instead of stalling them.
+//
+// The paged decoder runs a decode batch (B×1) and a prefill chunk (1×C) as
+// separate ONNX Runtime runs; the Batch carries both and the Decoder runs
+// them back to back within Step, so the bound above holds with the step
+// meaning "both runs". The default MaxPrefillChunks of 1 matches that
+// (1×C); executors that pad rows together may raise it.
+//
+// Prefix-cache hits reported by Decoder.Admit skip their prefill (clamped
+// so the last prompt token still runs and yields logits).
+//
+// # Admission
+//
+// Requests wait in a bounded queue per class (Config.QueueLimit); a full
+// queue refuses with an *OverloadError wrapping ErrQueueFull. The head of
+// the highest non-empty class is admitted when fewer than MaxBatch sequences
+// run, Decoder.Admit finds KV room for its tokens plus
+// Config.AdmitReserve, and one more decode row keeps the predicted step
+// within the tightest SLO.TPOT among the running sequences of its model and
+// itself (TPOT-aware batch sizing, tpot.go: the step time per row count is
+// learnt from the steps run, plus the share prefill chunks add, and no
+// running stream's TPOT slack is overdrawn by the newcomer's prefill); if not, it
+// may preempt lower classes, otherwise it waits (and nothing behind it
+// overtakes it). The head is the first of its class that can still meet its
+// TTFT objective at the measured prefill rate: one that has missed it
+// already yields to the next that has not, so an overload does not make
+// every request late (Config.StrictFIFO turns this off; Config.FIFO sets it).
+//
+// The SLO check predicts a new request's time to first token from measured
+// figures:
+//
+//	TTFT ≈ (prefill backlog of its class and above + its prompt) / R + S
+//
+// where R is an EWMA of prefill tokens per second of step time, measured on
+// every step taken while prefill work waited (so it already accounts for the
+// decode rows sharing those steps and for steps where admission had to wait),
+// and S an EWMA of the step time (the step in flight). R does not model
+// attention growing with context, so RetryAfter is an estimate, not a
+// promise. SLO.TPOT bounds the batch as above; chunking bounds the single
+// step. A FailFast request whose prediction exceeds SLO.TTFT is refused at once with
+// an *OverloadError whose RetryAfter is the excess (at least one step):
+// refusing fast beats everyone waiting. Others are queued and time out at
+// SLO.Deadline (or their ctx deadline) with outcome timed out.
+//
+// # Preemption
+//
+// When a decoding sequence needs a KV block and there is none, the running
+// sequence of the lowest class that was admitted last is preempted: the
+// Decoder releases its KV, its tokens are kept, and it goes back to its
+// queue in arrival order. Re-admitted, its prompt and generated tokens are
+// recomputed as a prefill, so with greedy sampling its output continues
+// exactly as if never interrupted. A waiting request of a higher class
+// preempts lower-class sequences the same way when the batch is full or KV
+// is short (unless Config.NoPriorityPreemption).
+//
+// # One-shot models
+//
+// Infer requests queue per model, ordered by class then arrival, and run as
+// one Oneshot.Infer batch when Config.InferMaxBatch have gathered or the
+// first has waited Config.InferMaxDelay. A ready batch whose class is at
+// least that of the running generation work runs before the next step, so
+// a camera frame waits at most the step in flight.
+//
+// # Records
+//
+// Every request that passes validation gets a Timeline (arrived, admitted,
+// first scheduled, first token, every token, finished, outcome, finish
+// reason, preemptions), including rejected ones. Records drains them; its
+// one reader (the engine, which hands them to observers) waits on
+// Recorded, and at most Config.MaxRecords wait, so a slow reader costs
+// counted records, never unbounded memory. Stats is a cheap snapshot of queue depths, running
+// sequences, counters and the scheduler's own overhead per step.
+//
+// # Baseline
+//
+// Config.FIFO turns the same scheduler into a one-at-a-time FIFO engine
+// (MaxBatch 1, whole prompts, no priority preemption), the baseline of the
+// goodput comparison.
+package sched
