@@ -109,5 +109,10 @@
 // outbox whose sequence numbers never repeat. Names starting with "store."
 // are refused. bbolt types never appear in the API.
 //
+// Open creates the file (and its directory) unless Options.MustExist is
+// set: readers (the CLI's ls/verify/export, the engine opening a model by
+// name) set it, so a mistyped path is ErrNoStore rather than a new, empty
+// store in which every model looks missing.
+//
 // A Store is safe for concurrent use; one process at a time may open a file.
 package store
