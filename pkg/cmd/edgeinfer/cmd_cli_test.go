@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
@@ -220,6 +221,33 @@ func TestBuildVersion(t *testing.T) {
 	for _, tc := range tests {
 		if sdk, commit := buildVersion(tc.bi); sdk != tc.sdk || commit != tc.commit {
 			t.Errorf("buildVersion(%+v) = %q, %q; want %q, %q", tc.bi, sdk, commit, tc.sdk, tc.commit)
+		}
+	}
+}
+
+func TestCheckDims(t *testing.T) {
+	inputs := []ort.ValueInfo{
+		{Name: "images", Kind: "tensor", DType: ort.Float32, Shape: []int64{-1, 3, -1, -1}, DimNames: []string{"batch", "", "height", "width"}},
+		{Name: "scale", Kind: "tensor", DType: ort.Float32, Shape: []int64{1}},
+	}
+	if err := checkDims(inputs, map[string]int64{"batch": 2, "height": 480}); err != nil {
+		t.Fatal(err)
+	}
+	err := checkDims(inputs, map[string]int64{"seq": 8})
+	if err == nil || !strings.Contains(err.Error(), `no input has a dimension "seq"; symbolic dimensions: batch, height, width; inputs: images: float32[batch,3,height,width], scale: float32[1]`) {
+		t.Fatalf("unknown dim: %v", err)
+	}
+	for _, tc := range []struct {
+		info ort.ModelInfo
+		want bool
+	}{
+		{ort.ModelInfo{Inputs: inputs}, false},
+		{ort.ModelInfo{Metadata: map[string]string{"edgeinfer.contract": "paged"}}, true},
+		{ort.ModelInfo{Inputs: []ort.ValueInfo{{Name: "input_ids"}, {Name: "past_key_values.0.key"}}}, true},
+		{ort.ModelInfo{Inputs: []ort.ValueInfo{{Name: "input_ids"}, {Name: "block_tables"}}}, true},
+	} {
+		if got := isDecoder(tc.info); got != tc.want {
+			t.Errorf("isDecoder(%+v) = %v", tc.info, got)
 		}
 	}
 }
