@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // storeState is what a refused import must leave unchanged: every version
@@ -187,5 +189,42 @@ func TestOpenMustExist(t *testing.T) {
 	defer s.Close()
 	if _, err := s.Resolve(ctx, "m"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A version that contradicts its own manifest (stored by a build before
+// Import checked) is damage Verify names.
+func TestVerifyFindsVersionContradictingManifest(t *testing.T) {
+	ctx := context.Background()
+	s := openTestStore(t, filepath.Join(t.TempDir(), "models.db"))
+	ref := importFiles(t, s, "old", "1", map[string][]byte{"model.onnx": []byte("graph"), "model.onnx.data": []byte("weights")})
+	if _, err := s.Verify(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite the record as an older build would have stored a tampered
+	// bundle: the manifest's digest of model.onnx.data is not what is stored.
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(bucketVersions))
+		v, err := decodeVersion(b.Get(versionKey(ref)))
+		if err != nil {
+			return err
+		}
+		f, _ := v.File("model.onnx.data")
+		v.Manifest = []byte(strings.Replace(string(v.Manifest), f.SHA256.String(), strings.Repeat("0", 64), 1))
+		rec, err := encodeRecord(v)
+		if err != nil {
+			return err
+		}
+		return b.Put(versionKey(ref), rec)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Verify(ctx, nil)
+	if !errors.Is(err, ErrIntegrity) || len(rep.Damaged) != 1 {
+		t.Fatalf("verify: %v %+v", err, rep.Damaged)
+	}
+	if d := rep.Damaged[0].String(); !strings.Contains(d, "model old@1 file model.onnx.data: stored sha256") || !strings.Contains(d, "edgeinfer.json says 0000") {
+		t.Fatalf("damage %q", d)
 	}
 }

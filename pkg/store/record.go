@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -245,6 +246,10 @@ type manifestEntry struct {
 
 func (m *manifest) ref() Ref { return Ref{Name: m.Name, Version: m.Version} }
 
+// errNoFileList is a manifest without "files": refused by Import, and
+// nothing to check for Verify (versions stored before the list was needed).
+var errNoFileList = errors.New(`has no "files" list: the store keeps only files a manifest vouches for (seal the bundle with pkg/bundle or edgeinfer model build)`)
+
 // parseManifest decodes edgeinfer.json and checks what the store relies on:
 // a usable name and version, and a file list whose paths stay inside the
 // bundle, appear once and do not include the manifest itself.
@@ -270,7 +275,7 @@ func parseManifest(b []byte) (*manifest, error) {
 		return nil, bad("%v", err)
 	}
 	if raw.Files == nil {
-		return nil, bad(`has no "files" list: the store keeps only files a manifest vouches for (seal the bundle with pkg/bundle or edgeinfer model build)`)
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadBundle, ManifestFile, errNoFileList)
 	}
 	m.Files = *raw.Files
 	seen := make(map[string]bool, len(m.Files))
