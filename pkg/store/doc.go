@@ -77,7 +77,9 @@
 // model.onnx), each file hash-checked, synced and renamed into place.
 //
 // Verify re-hashes every chunk on all CPUs and names each model, version and
-// file a bad or missing chunk or a damaged record hits.
+// file a bad or missing chunk or a damaged record hits, and each stored file
+// that differs from its version's own manifest (a store written before
+// Import checked may hold one).
 //
 // A full disk is ErrNoSpace (wrapping syscall.ENOSPC): the failed
 // transaction rolls back, earlier versions read fine, and after GC frees the
