@@ -6,7 +6,10 @@ package bundletest
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
@@ -37,4 +40,47 @@ func DecoderIn(t testing.TB, dir, preset string, opts llama.Options) *bundle.Bun
 		t.Fatalf("bundletest: build %s: %v", preset, err)
 	}
 	return b
+}
+
+var shared sync.Map // preset -> func() (*bundle.Bundle, error)
+
+// Shared builds the preset (default graph options) once per test binary and
+// returns that bundle to every caller: for tests that only read it, where
+// building is the slow part. Callers must not change its files. Its
+// directory lives in the system temporary directory until RemoveShared,
+// which the package's TestMain calls after m.Run.
+func Shared(t testing.TB, preset string) *bundle.Bundle {
+	t.Helper()
+	f, _ := shared.LoadOrStore(preset, sync.OnceValues(func() (*bundle.Bundle, error) {
+		cfg, src, err := llama.Preset(preset)
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "bundletest-"+preset+"-")
+		if err != nil {
+			return nil, err
+		}
+		return build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
+			Name: preset, Version: "1", Config: cfg, Weights: src, CreatedBy: "bundletest (shared)",
+		})
+	}))
+	b, err := f.(func() (*bundle.Bundle, error))()
+	if err != nil {
+		t.Fatalf("bundletest: build %s: %v", preset, err)
+	}
+	return b
+}
+
+// RemoveShared deletes the directories Shared built (call it from TestMain
+// after m.Run; a later Shared builds afresh).
+func RemoveShared() error {
+	var errs []error
+	shared.Range(func(k, f any) bool {
+		shared.Delete(k)
+		if b, err := f.(func() (*bundle.Bundle, error))(); err == nil {
+			errs = append(errs, os.RemoveAll(b.Dir))
+		}
+		return true
+	})
+	return errors.Join(errs...)
 }

@@ -1,6 +1,8 @@
 package bundletest_test
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
@@ -17,4 +19,24 @@ func TestDecoder(t *testing.T) {
 	if _, err := bundle.Load(b.Dir); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestSharedIsBuiltOnce(t *testing.T) {
+	a := bundletest.Shared(t, "tiny-test")
+	b := bundletest.Shared(t, "tiny-test")
+	if a != b || a.Dir == "" {
+		t.Fatalf("two builds: %q %q", a.Dir, b.Dir)
+	}
+	if _, err := bundle.Load(a.Dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := bundletest.RemoveShared(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
 }
