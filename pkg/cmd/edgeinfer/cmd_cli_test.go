@@ -251,3 +251,23 @@ func TestCheckDims(t *testing.T) {
 		}
 	}
 }
+
+// run takes a one-shot bundle directory too: its manifest names the model.
+func TestRunOneShotBundleDir(t *testing.T) {
+	if _, err := os.Stat(testAdd); err != nil {
+		t.Skip("libonnx-testdata not installed (.ci/run installs it)")
+	}
+	orttest.Need(t)
+	b, err := os.ReadFile(testAdd + "/model.onnx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeTestBundle(t, "1", b)
+	code, out, errOut := cli(t, "run", dir, "--runs", "1", "--threads", "1")
+	if code != 0 || !strings.Contains(out, "model: "+filepath.Join(dir, "model.onnx")) || !strings.Contains(out, "output sum: float32[3 4 5]") {
+		t.Fatalf("run DIR: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := cli(t, "run", t.TempDir()); code == 0 || !strings.Contains(errOut, "without edgeinfer.json") {
+		t.Fatalf("run on a plain directory: exit %d %q", code, errOut)
+	}
+}
