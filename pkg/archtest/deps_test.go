@@ -58,6 +58,10 @@ var importRules = []importRule{
 	{dep: "github.com/yalue/onnxruntime_go", allowed: []string{module + "/runtime/ort"}},
 	// one owner of the database file format
 	{dep: "go.etcd.io/bbolt", allowed: []string{module + "/pkg/store"}},
+	// go-tuf pulls sigstore and protobuf (~7 MB of binary): only the update
+	// agent and the fleet side that signs releases may import it.
+	{dep: "github.com/theupdateframework/go-tuf", allowed: []string{module + "/update", module + "/update/fleet"}},
+	{dep: "github.com/sigstore/", allowed: []string{module + "/update/fleet"}},
 	// one MQTT connection per device, owned by the link
 	{dep: "github.com/eclipse/paho.mqtt.golang", allowed: []string{module + "/update/link"}},
 	// one sandbox host

@@ -61,6 +61,46 @@ type Manifest struct {
 	// CreatedBy names the tool and the source: "edgeinfer model build
 	// --preset tiny-test".
 	CreatedBy string `json:"created_by"`
+	// Health is the check a device runs on this version, loaded beside
+	// the active one, before switching to it; nil: the version is only
+	// checked to load.
+	Health *Health `json:"health,omitempty"`
+}
+
+// Health is a bundle's golden check: a fixed input, the output the model
+// must give for it within a tolerance, and a latency bound. For decoders
+// the input is Prompt (or PromptTokens, for models without a tokenizer),
+// generated greedily (temperature 0) for len(ExpectTokens) tokens.
+type Health struct {
+	// Prompt is the decoder's golden input text.
+	Prompt string `json:"prompt,omitempty"`
+	// PromptTokens is the golden input as token ids, used when Prompt is "".
+	PromptTokens []int32 `json:"prompt_tokens,omitempty"`
+	// ExpectTokens are the token ids greedy decoding must produce.
+	ExpectTokens []int32 `json:"expect_tokens"`
+	// MinMatchPercent is the share of ExpectTokens that must match
+	// position by position (quantised variants may flip a near-tie); 0
+	// means 100: all. Integers only: the check travels inside TUF metadata,
+	// whose canonical JSON has no floating-point numbers.
+	MinMatchPercent int `json:"min_match_percent,omitempty"`
+	// MaxLatencyMS bounds the golden request's end-to-end time in
+	// milliseconds on the device; 0: no bound.
+	MaxLatencyMS int64 `json:"max_latency_ms,omitempty"`
+}
+
+// Validate checks the health check is usable.
+func (h *Health) Validate() error {
+	switch {
+	case (h.Prompt == "") == (len(h.PromptTokens) == 0) || len(h.ExpectTokens) == 0:
+		return fmt.Errorf("%w: health check needs one of prompt or prompt_tokens, and expect_tokens", ErrManifest)
+	case len(h.ExpectTokens) > 4096:
+		return fmt.Errorf("%w: health check expects %d tokens (at most 4096)", ErrManifest, len(h.ExpectTokens))
+	case h.MinMatchPercent < 0 || h.MinMatchPercent > 100:
+		return fmt.Errorf("%w: health min_match_percent %d (want 0..100)", ErrManifest, h.MinMatchPercent)
+	case h.MaxLatencyMS < 0:
+		return fmt.Errorf("%w: health max_latency_ms %v is negative", ErrManifest, h.MaxLatencyMS)
+	}
+	return nil
 }
 
 // Geometry is a decoder's shape as the runtime needs it.
@@ -202,6 +242,14 @@ func (m *Manifest) Validate() error {
 		}
 	default:
 		return bad("kind %q (want decoder or oneshot)", m.Kind)
+	}
+	if m.Health != nil {
+		if m.Kind != KindDecoder {
+			return bad("a health check with a golden prompt needs a decoder")
+		}
+		if err := m.Health.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

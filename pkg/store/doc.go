@@ -102,6 +102,19 @@
 // a SHA-256 of every byte, which a plain os.ReadFile does not pay. Callers
 // that need paths rather than bytes use Export once and load from disk.
 //
+// # Versions that arrive chunk by chunk
+//
+// An over-the-air update brings a version as chunks, not as a directory.
+// Store.Stage returns a Stager: Missing lists the chunks of a file list the
+// store lacks, PutChunk stores one after checking its SHA-256 (each its own
+// durable transaction, so an interrupted transfer keeps what landed), and
+// Publish re-hashes every file from its chunks and publishes the version
+// without activating it — the caller activates after its health check.
+// Split cuts a stream exactly as Import does, for publishers off the
+// device; ReadChunk reads one chunk back, checked. While a Stager is open
+// GC waits; staged chunks are orphans until Publish, so a GC after a
+// restart may sweep them and Missing lists them again (TestStagePublish).
+//
 // # Other owners
 //
 // Store.Update(ctx, bucket, fn) and Store.View(ctx, bucket, fn) give fn a

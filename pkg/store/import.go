@@ -124,7 +124,7 @@ func (s *Store) importBundle(ctx context.Context, dir string, progress Progress)
 	if err := v.validate(); err != nil {
 		return Ref{}, w.created, fmt.Errorf("%w: %s: %v", ErrBadBundle, ref, err)
 	}
-	if err := s.publish(ctx, v); err != nil {
+	if err := s.publish(ctx, v, true); err != nil {
 		return Ref{}, w.created, fmt.Errorf("store: import %s: %w", ref, err)
 	}
 	s.log.Debug("store: imported", "ref", ref.String(), "bytes", total, "new_chunk_bytes", w.written)
@@ -215,6 +215,31 @@ func matchFiles(ref Ref, m *manifest, raw []byte, found []bundleFile) (map[strin
 	return want, nil
 }
 
+// matchManifest checks a staged version's files (already re-hashed from
+// their chunks) against its manifest: the same set, sizes and digests.
+func matchManifest(ref Ref, m *manifest, files []File) error {
+	stored := make(map[string]File, len(files))
+	for _, f := range files {
+		stored[f.Path] = f
+		if f.Path == ManifestFile {
+			continue
+		}
+		if !slices.ContainsFunc(m.Files, func(e manifestEntry) bool { return e.Path == f.Path }) {
+			return &mismatchError{ref: ref, path: f.Path, detail: "is staged but not listed in " + ManifestFile}
+		}
+	}
+	for _, e := range m.Files {
+		f, ok := stored[e.Path]
+		if !ok {
+			return &mismatchError{ref: ref, path: e.Path, detail: "is listed in " + ManifestFile + " but not staged"}
+		}
+		if err := (expect{path: e.Path, size: e.Size, sha256: e.SHA256}).check(ref, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // expect is what the manifest says one file is.
 type expect struct {
 	path   string
@@ -248,7 +273,7 @@ type mismatchError struct {
 }
 
 func (e *mismatchError) Error() string {
-	return fmt.Sprintf("store: import %s refused: %s %s (the bundle is damaged or changed after it was sealed; nothing was imported)", e.ref, e.path, e.detail)
+	return fmt.Sprintf("store: %s refused: %s %s (the bundle is damaged or was changed after it was sealed; no version was stored)", e.ref, e.path, e.detail)
 }
 
 func (e *mismatchError) Is(target error) bool { return target == ErrMismatch || target == ErrBadBundle }
@@ -352,7 +377,8 @@ func (w *chunkWriter) rollback() {
 
 // publish makes v visible in one transaction, after checking that every
 // chunk it names is present (GC cannot run during an import, so they are).
-func (s *Store) publish(ctx context.Context, v *Version) error {
+// With firstActive the first version of a name becomes its active one.
+func (s *Store) publish(ctx context.Context, v *Version, firstActive bool) error {
 	rec, err := encodeRecord(v)
 	if err != nil {
 		return err
@@ -382,7 +408,7 @@ func (s *Store) publish(ctx context.Context, v *Version) error {
 		if err != nil {
 			return err
 		}
-		if p.Active == "" {
+		if p.Active == "" && firstActive {
 			p.Active = v.Version
 			return putPointers(tx, v.Name, p)
 		}

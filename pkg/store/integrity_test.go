@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -226,5 +228,59 @@ func TestVerifyFindsVersionContradictingManifest(t *testing.T) {
 	}
 	if d := rep.Damaged[0].String(); !strings.Contains(d, "model old@1 file model.onnx.data: stored sha256") || !strings.Contains(d, "edgeinfer.json says 0000") {
 		t.Fatalf("damage %q", d)
+	}
+}
+
+// An update that arrives chunk by chunk is held to its manifest as an
+// import is: files whose chunks add up but contradict edgeinfer.json are
+// refused, and nothing is published.
+func TestStagedPublishRefusesFilesThatContradictManifest(t *testing.T) {
+	ctx := context.Background()
+	src := openTestStore(t, filepath.Join(t.TempDir(), "src.db"))
+	dst := openTestStore(t, filepath.Join(t.TempDir(), "dst.db"))
+	ref := importFiles(t, src, "m", "1", map[string][]byte{"w.bin": randBytes(5, 1<<20)})
+	v, err := src.Resolve(ctx, ref.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sender swaps w.bin for other bytes, consistently chunked and
+	// hashed, and keeps the manifest.
+	st := dst.Stage()
+	defer st.Close()
+	other, err := Split(bytes.NewReader(randBytes(6, 1<<20)), func(c Chunk, data []byte) error {
+		return st.PutChunk(ctx, c.SHA256, bytes.Clone(data))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := slices.Clone(v.Files)
+	for i := range files {
+		switch files[i].Path {
+		case "w.bin":
+			other.Path = "w.bin"
+			files[i] = other
+		case ManifestFile:
+			for _, c := range files[i].Chunks {
+				if err := st.PutChunk(ctx, c.SHA256, chunkBytes(t, src, c.SHA256)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	_, err = st.Publish(ctx, files)
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "w.bin has sha256") {
+		t.Fatalf("publish of files contradicting the manifest: %v", err)
+	}
+	if _, err := dst.Resolve(ctx, "m@1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("refused version is visible: %v", err)
+	}
+	// The honest file list publishes.
+	for _, c := range v.Files[slices.IndexFunc(v.Files, func(f File) bool { return f.Path == "w.bin" })].Chunks {
+		if err := st.PutChunk(ctx, c.SHA256, chunkBytes(t, src, c.SHA256)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Publish(ctx, v.Files); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/update"
+)
+
+func init() {
+	register(&command{
+		name:    "update",
+		summary: "signed model updates for this device: check, apply, status, rollback",
+		run:     runUpdate,
+	})
+}
+
+const updateUsage = `usage: edgeinfer update <check|apply|status|rollback> --model NAME --root ROOT.json --source URL|DIR [flags]
+
+  check     refresh the signed metadata and say what would be installed
+  apply     install it: fetch the chunks the store lacks, verify, stage,
+            health-check in an engine of its own, activate (an interrupted
+            update is resumed or abandoned first)
+  status    active and previous versions, and where the last update stands
+  rollback  switch back to the previous version
+
+--source is a directory or an http(s):// URL holding the repository that
+'edgeinfer fleet publish' writes (image/, director/, chunks/).`
+
+func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !slices.Contains([]string{"check", "apply", "status", "rollback"}, args[0]) {
+		return fmt.Errorf("%w: unknown update subcommand %q\n%s", errUsage, args[0], updateUsage)
+	}
+	fs := newFlagSet("update")
+	storePath := fs.String("store", defaultStorePath(), "model store `file`")
+	model := fs.String("model", "", "model `name` to keep up to date")
+	root := fs.String("root", "", "pinned image repository root.json (provisioned)")
+	director := fs.String("director-root", "", "pinned director root.json (install only what it assigns)")
+	source := fs.String("source", "", "repository directory or http(s) base URL")
+	ca := fs.String("ca", "", "PEM `file` of CA certificates for an https source (default: the system's)")
+	device := fs.String("device-id", "", "this device's id (director assignments)")
+	board := fs.String("board", "", "this device's board")
+	providers := fs.String("providers", "cpu", "execution providers this device has, comma separated")
+	sdk := fs.String("sdk", update.SDKVersion, "SDK version releases are checked against")
+	bps := fs.Int64("max-bytes-per-sec", 0, "download cap in bytes/s (0: none)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), updateUsage); fs.PrintDefaults() }
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fmt.Errorf("%w: one subcommand expected", errUsage)
+	}
+	if *model == "" || *root == "" || (*source == "" && pos[0] != "status" && pos[0] != "rollback") {
+		return fmt.Errorf("%w: --model, --root and --source are required", errUsage)
+	}
+	st, err := store.Open(ctx, *storePath, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	src, err := updateSource(*source, *ca)
+	if err != nil {
+		return err
+	}
+	cfg := update.Config{Model: *model, ImageRoot: *root, DirectorRoot: *director, MaxBytesPerSec: *bps,
+		Device: update.Device{ID: *device, Board: *board, Providers: splitList(*providers), SDKVersion: *sdk}}
+	print := func(v any, text string) error {
+		if *asJSON {
+			b, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(stdout, string(b))
+			return err
+		}
+		_, err := fmt.Fprintln(stdout, text)
+		return err
+	}
+	events := update.EventFunc(func(_ context.Context, e update.Event) error {
+		if *asJSON {
+			b, _ := json.Marshal(e)
+			_, err := fmt.Fprintln(stdout, string(b))
+			return err
+		}
+		line := fmt.Sprintf("%s %s@%s", e.Kind, e.Model, e.Version)
+		switch {
+		case e.Kind == update.EventDownloading:
+			line += fmt.Sprintf(" %.0f%% (%d of %d bytes)", e.Percent, e.Done, e.Total)
+		case e.Health != nil:
+			line += fmt.Sprintf(" matched %d/%d tokens, %.1f ms", e.Health.Matched, e.Health.Expected, e.Health.LatencyMS)
+		}
+		if e.Reason != "" {
+			line += ": " + e.Reason
+		}
+		_, err := fmt.Fprintln(stdout, line)
+		return err
+	})
+	agent, err := update.New(cfg, update.Deps{Store: st, Source: src, Events: events,
+		Activator: update.CheckActivator{Store: st}})
+	if err != nil {
+		return err
+	}
+	switch pos[0] {
+	case "check":
+		o, err := agent.Check(ctx)
+		if errors.Is(err, update.ErrNoUpdate) {
+			return print(map[string]string{"status": "up to date", "reason": err.Error()}, "up to date: "+err.Error())
+		}
+		if err != nil {
+			return err
+		}
+		return print(o, fmt.Sprintf("offered %s@%s (counter %d): %d bytes, %d of them missing here",
+			o.Release.Name, o.Release.Version, o.Release.Counter, o.Release.Size(), o.Missing))
+	case "apply":
+		start := time.Now()
+		if _, err := agent.Resume(ctx); err != nil && !errors.Is(err, update.ErrNoUpdate) {
+			return err
+		}
+		ref, err := agent.Apply(ctx)
+		if errors.Is(err, update.ErrNoUpdate) {
+			return print(map[string]string{"status": "up to date"}, "up to date: "+err.Error())
+		}
+		if err != nil {
+			return err
+		}
+		return print(map[string]any{"active": ref.String(), "seconds": time.Since(start).Seconds(), "bytes_fetched": agent.BytesFetched()},
+			fmt.Sprintf("active %s after %.2f s, %d bytes fetched", ref, time.Since(start).Seconds(), agent.BytesFetched()))
+	case "status":
+		s, err := agent.Status(ctx)
+		if err != nil {
+			return err
+		}
+		text := fmt.Sprintf("model %s: active %s, previous %s, installed counter %d\nlast update: %s %s@%s %s",
+			s.Model, orNone(s.Active), orNone(s.Previous), s.Installed, orNone(string(s.Journal.Phase)), s.Journal.Model, s.Journal.Version, s.Journal.Reason)
+		return print(s, strings.TrimSpace(text))
+	case "rollback":
+		ref, err := agent.Rollback(ctx)
+		if err != nil {
+			return err
+		}
+		return print(map[string]string{"active": ref.String()}, "active "+ref.String())
+	}
+	return fmt.Errorf("%w: unknown update subcommand %q", errUsage, pos[0])
+}
+
+func updateSource(source, caFile string) (update.Source, error) {
+	if !strings.HasPrefix(source, "http://") && !strings.HasPrefix(source, "https://") {
+		return update.FileSource{Dir: source}, nil
+	}
+	client := &http.Client{Timeout: 5 * time.Minute}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: --ca %s holds no PEM certificate", errUsage, caFile)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	return update.HTTPSource{BaseURL: source, Client: client}, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

@@ -1,0 +1,146 @@
+package update
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/edgeinfer/edgeinfer/pkg/store"
+)
+
+// Requester sends one request and waits for its response: the device's
+// MQTT link implements it with request/response topics (topic is relative:
+// the link prefixes edgeinfer/v1/<fleet>/<device>/ and picks the response
+// topic and correlation). It must be safe for concurrent use.
+type Requester interface {
+	Request(ctx context.Context, topic string, payload []byte) ([]byte, error)
+}
+
+// Request topics of MQTTSource, relative to the link's prefix.
+const (
+	TopicMeta  = "tuf/meta"
+	TopicChunk = "tuf/chunk"
+)
+
+// The wire format, one request and one response per file:
+//
+//	tuf/meta  request  {"name":"image/timestamp.json","max":16384}
+//	tuf/chunk request  {"sha256":"<hex>","size":1048576}
+//	response           one status byte, then the file's bytes (status 0),
+//	                   or a UTF-8 reason (1 not found, 2 error)
+//
+// Chunks travel raw (no base64 or JSON around 4 MiB of weights); the
+// request carries the limit so a server never sends more than the device
+// will read, and the device checks it again.
+type (
+	metaRequest struct {
+		Name string `json:"name"`
+		Max  int64  `json:"max"`
+	}
+	chunkRequest struct {
+		SHA256 store.Digest `json:"sha256"`
+		Size   int64        `json:"size"`
+	}
+)
+
+const (
+	statusOK       = 0
+	statusNotFound = 1
+	statusError    = 2
+)
+
+// MQTTSource fetches releases over the device's MQTT link.
+type MQTTSource struct {
+	R Requester
+}
+
+// FetchMeta implements Source.
+func (s MQTTSource) FetchMeta(ctx context.Context, name string, maxLen int64) ([]byte, error) {
+	if err := validMetaName(name); err != nil {
+		return nil, err
+	}
+	req, _ := json.Marshal(metaRequest{Name: name, Max: maxLen})
+	return s.do(ctx, TopicMeta, req, name, maxLen)
+}
+
+// FetchChunk implements Source.
+func (s MQTTSource) FetchChunk(ctx context.Context, d store.Digest, size int64) (io.ReadCloser, error) {
+	req, _ := json.Marshal(chunkRequest{SHA256: d, Size: size})
+	b, err := s.do(ctx, TopicChunk, req, "chunk "+d.String(), size)
+	if err != nil {
+		return nil, err
+	}
+	return nopCloser(b), nil
+}
+
+func (s MQTTSource) do(ctx context.Context, topic string, req []byte, what string, max int64) ([]byte, error) {
+	res, err := s.R.Request(ctx, topic, req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s over MQTT: %w", ErrSource, what, err)
+	}
+	if len(res) == 0 {
+		return nil, fmt.Errorf("%w: %s: empty response", ErrSource, what)
+	}
+	switch res[0] {
+	case statusOK:
+		if int64(len(res)-1) > max {
+			return nil, fmt.Errorf("%w: %s: response of %d bytes, at most %d allowed", ErrTooLarge, what, len(res)-1, max)
+		}
+		return res[1:], nil
+	case statusNotFound:
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, what)
+	default:
+		return nil, fmt.Errorf("%w: %s: server says %q", ErrSource, what, truncate(string(res[1:]), 200))
+	}
+}
+
+// ServeRequest answers one MQTTSource request from src: what a fleet
+// server runs for each message on the request topics. The response is
+// always well formed; a bad request gets an error status.
+func ServeRequest(ctx context.Context, src Source, topic string, payload []byte) []byte {
+	fail := func(err error) []byte {
+		st := byte(statusError)
+		if errors.Is(err, ErrNotFound) {
+			st = statusNotFound
+		}
+		return append([]byte{st}, err.Error()...)
+	}
+	switch topic {
+	case TopicMeta:
+		var r metaRequest
+		if err := json.Unmarshal(payload, &r); err != nil || r.Max <= 0 {
+			return fail(fmt.Errorf("%w: meta request %q", ErrBadMetadata, truncate(string(payload), 100)))
+		}
+		b, err := src.FetchMeta(ctx, r.Name, r.Max)
+		if err != nil {
+			return fail(err)
+		}
+		return append([]byte{statusOK}, b...)
+	case TopicChunk:
+		var r chunkRequest
+		if err := json.Unmarshal(payload, &r); err != nil || r.Size <= 0 || r.Size > store.MaxChunk {
+			return fail(fmt.Errorf("%w: chunk request %q", ErrBadMetadata, truncate(string(payload), 100)))
+		}
+		rc, err := src.FetchChunk(ctx, r.SHA256, r.Size)
+		if err != nil {
+			return fail(err)
+		}
+		defer rc.Close()
+		b, err := readLimited(rc, r.Size, "chunk "+r.SHA256.String())
+		if err != nil {
+			return fail(err)
+		}
+		return append([]byte{statusOK}, b...)
+	default:
+		return fail(fmt.Errorf("%w: unknown request topic %q", ErrBadMetadata, topic))
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
