@@ -108,8 +108,11 @@
 // Store.Stage returns a Stager: Missing lists the chunks of a file list the
 // store lacks, PutChunk stores one after checking its SHA-256 (each its own
 // durable transaction, so an interrupted transfer keeps what landed), and
-// Publish re-hashes every file from its chunks and publishes the version
-// without activating it — the caller activates after its health check.
+// Publish re-hashes every file from its chunks, holds the files to the
+// edgeinfer.json among them as Import does (ErrMismatch otherwise;
+// TestStagedPublishRefusesFilesThatContradictManifest), and publishes the
+// version without activating it — the caller activates after its health
+// check.
 // Split cuts a stream exactly as Import does, for publishers off the
 // device; ReadChunk reads one chunk back, checked. While a Stager is open
 // GC waits; staged chunks are orphans until Publish, so a GC after a
