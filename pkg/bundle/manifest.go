@@ -54,6 +54,9 @@ type Manifest struct {
 	Architecture string      `json:"architecture,omitempty"`
 	Geometry     *Geometry   `json:"geometry,omitempty"`
 	Generation   *Generation `json:"generation,omitempty"`
+	// Chat is the chat template (Hugging Face tokenizer_config.json's
+	// chat_template), nil when the model has none.
+	Chat *Chat `json:"chat,omitempty"`
 	// Quantization is the weight format: "fp32", "int4-b32", …
 	Quantization string `json:"quantization"`
 	// Files lists every file of the bundle but the manifest.
@@ -143,6 +146,15 @@ type Generation struct {
 	TopP              float64 `json:"top_p,omitempty"`
 	RepetitionPenalty float64 `json:"repetition_penalty,omitempty"`
 	MaxNewTokens      int     `json:"max_new_tokens,omitempty"`
+}
+
+// Chat is a model's chat template: the Jinja text that formats a
+// conversation (rendered by runtime/tokenizer.ChatTemplate) and the
+// bos_token/eos_token texts it refers to.
+type Chat struct {
+	Template string `json:"template"`
+	BOSToken string `json:"bos_token,omitempty"`
+	EOSToken string `json:"eos_token,omitempty"`
 }
 
 // File is one bundle file with its size and lowercase hex sha256.

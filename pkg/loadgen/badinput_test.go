@@ -33,6 +33,7 @@ phases:
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { res.Close() })
 	rep := BuildReport(res)
 	v := rep.Verdicts[0]
 	if v.Status != Block || !strings.Contains(v.Reason, "no load can meet") {
@@ -94,6 +95,7 @@ phases:
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { res.Close() })
 	rep := BuildReport(res)
 	if len(rep.Power.Sources) != 1 {
 		t.Fatalf("sources %+v unavailable %+v", rep.Power.Sources, rep.Power.UnavailableReasons)

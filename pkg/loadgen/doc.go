@@ -1,5 +1,7 @@
 // Package loadgen is edgeinfer's acceptance benchmark: it drives an engine
-// in-process with a declared workload, collects every request's timeline
+// in-process (Run), or any OpenAI-compatible server over HTTP (RunTarget
+// with an HTTPTarget: edgeinfer serve, llama-server, Ollama, vLLM), with a
+// declared workload, collects every request's timeline
 // (rejected and timed-out requests included), samples power and thermal
 // sensors beside it, and writes a report — report.json (schema
 // "edgeinfer.bench/v1"), report.md and a self-contained report.html with
@@ -63,9 +65,13 @@
 // reached, then bisects; each trial is a closed loop (or Poisson rate) of
 // `trial` length judged on the run-wide thresholds and min_attainment. Its
 // points are the throughput–latency curve; the highest stable load is
-// max_stable_concurrency (or max_stable_rate).
+// max_stable_concurrency (or max_stable_rate). When no trial failed —
+// the search reached max or ran out of max_trials — that figure is only a
+// lower bound: the report says "≥ N" with why the search stopped
+// (sweep.lower_bound, sweep.stopped, max_stable_is_lower_bound).
 //
 // The built-in "demo" profile (DemoSpec) is sized for a 2-core VM and the
-// tiny trained model: about 70 s including warm-up, idle baselines and a
-// coarse sweep.
+// tiny trained model: about 70 s including warm-up and idle baselines;
+// --sweep adds DefaultSweep (doubling 1 … 128 past the engine's batch to
+// the knee, at most 8 trials of 3 s).
 package loadgen

@@ -2,10 +2,8 @@ package loadgen
 
 import (
 	"context"
-	"sync"
-	"time"
+	"iter"
 
-	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
@@ -24,36 +22,22 @@ type Engine interface {
 
 var _ Engine = (*engine.Engine)(nil)
 
-// collector keeps the records the engine reports during a run.
-type collector struct {
-	mu    sync.Mutex
-	recs  []*metrics.Timeline
-	total int
+// backend is what a run drives: an in-process Engine, or an HTTPTarget
+// (a remote server, whose records it stamps itself).
+type backend interface {
+	generate(ctx context.Context, model string, prompt []int32, opts engine.GenerateOptions) iter.Seq2[engine.Token, error]
+	Observe(o engine.Observer) (remove func())
+	Stats() engine.Stats
+	Models() []engine.ModelInfo
+	Scheduler() engine.SchedulerConfig
+	Tokenizer(model string) *tokenizer.Tokenizer
 }
 
-func (c *collector) ObserveTimeline(t *metrics.Timeline) {
-	c.mu.Lock()
-	c.recs = append(c.recs, t)
-	c.total++
-	c.mu.Unlock()
-}
+// inProcess runs requests on an Engine.
+type inProcess struct{ Engine }
 
-// take returns and forgets the records so far, after waiting (up to wait)
-// until want records in all have arrived: the engine tells observers
-// shortly after a request ends, on its own goroutine.
-func (c *collector) take(want int, wait time.Duration) []*metrics.Timeline {
-	deadline := time.Now().Add(wait)
-	for {
-		c.mu.Lock()
-		if c.total >= want || time.Now().After(deadline) {
-			r := c.recs
-			c.recs = nil
-			c.mu.Unlock()
-			return r
-		}
-		c.mu.Unlock()
-		time.Sleep(time.Millisecond)
-	}
+func (p inProcess) generate(ctx context.Context, model string, prompt []int32, opts engine.GenerateOptions) iter.Seq2[engine.Token, error] {
+	return p.GenerateTokens(ctx, model, prompt, opts).Tokens()
 }
 
 func classOf(s string) engine.Class {

@@ -18,3 +18,7 @@ var (
 	// ErrNoRequests reports a run in which no request finished at all.
 	ErrNoRequests = errors.New("loadgen: no request finished")
 )
+
+// ErrTarget reports a --target server that cannot be used: a bad URL, no
+// answer, or no OpenAI model list.
+var ErrTarget = errors.New("loadgen: target server")

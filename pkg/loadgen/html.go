@@ -32,6 +32,8 @@ code{background:#f4f4f4;padding:0 3px}</style></head><body>
 	writeHTMLTable(&b, verdictRows(r, true))
 	b.WriteString("<h2>Phases</h2>\n")
 	writeHTMLTable(&b, phaseRows(r))
+	b.WriteString("<h2>Resources per window</h2>\n")
+	writeHTMLTable(&b, resourceRows(r))
 
 	b.WriteString("<h2>Latency CDFs</h2>\n")
 	b.WriteString(cdfChart(r, "TTFT", func(p RequestPoint) *float64 { return p.TTFTMs }))

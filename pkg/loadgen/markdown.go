@@ -15,7 +15,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	for _, sec := range []struct {
 		title string
 		rows  [][]string
-	}{{"Summary", summaryRows(r)}, {"Verdicts", verdictRows(r, true)}, {"Phases", phaseRows(r)}, {"Power", powerRows(r)}, {"Version matrix", versionRows(r)}} {
+	}{{"Summary", summaryRows(r)}, {"Verdicts", verdictRows(r, true)}, {"Phases", phaseRows(r)}, {"Resources per window", resourceRows(r)}, {"Power", powerRows(r)}, {"Version matrix", versionRows(r)}} {
 		fmt.Fprintf(&b, "## %s\n\n", sec.title)
 		writeMDTable(&b, sec.rows)
 	}

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/pkg/power"
 	"github.com/edgeinfer/edgeinfer/pkg/power/powertest"
 )
@@ -56,7 +55,7 @@ func sampledResult(t *testing.T, fsys fs.FS, d time.Duration, step func(i int)) 
 	span := power.Span{Start: start, End: end}
 	spec := Spec{Name: "trace", Phases: []Phase{{Name: "baseline", Kind: "baseline", Duration: Duration(d), Arrival: Arrival{Mode: "closed", Concurrency: 1}}}}
 	return &Result{Spec: spec, Model: "none", Start: start, End: end,
-		Phases:     []PhaseRun{{Phase: spec.Phases[0], Start: start, End: end, Timelines: []*metrics.Timeline{}}},
+		Phases:     []PhaseRun{{Phase: spec.Phases[0], Start: start, End: end}},
 		Power:      s.Report(span, power.Span{}, power.Span{}),
 		PowerTrace: s.PowerTrace(span), TempTrace: s.TempTrace(span)}
 }

@@ -29,21 +29,28 @@ type Report struct {
 	// MaxStableConcurrency (or MaxStableRate, for a rate sweep) is the
 	// highest load at which the SLOs held; null when not swept or when
 	// no load was stable.
-	MaxStableConcurrency *int         `json:"max_stable_concurrency"`
-	MaxStableRate        *float64     `json:"max_stable_rate"`
-	Sweep                *SweepResult `json:"sweep"`
+	MaxStableConcurrency *int     `json:"max_stable_concurrency"`
+	MaxStableRate        *float64 `json:"max_stable_rate"`
+	// MaxStableIsLowerBound is set when the sweep stopped while still
+	// stable: the limit is at least the figure above, not the figure
+	// (sweep.stopped says why it stopped).
+	MaxStableIsLowerBound bool         `json:"max_stable_is_lower_bound"`
+	Sweep                 *SweepResult `json:"sweep"`
 	// The run-wide headline figures, repeated from Overall.
 	GoodputTokS   *float64        `json:"goodput_tok_s"`
 	SLOAttainment *float64        `json:"slo_attainment"`
 	Power         PowerReport     `json:"power"`
 	Memory        *metrics.Memory `json:"memory"`
-	Versions      Versions        `json:"versions"`
-	Verdicts      []Verdict       `json:"verdicts"`
-	ClientErrors  map[string]int  `json:"client_errors"`
-	Timeline      []TimelinePoint `json:"timeline"`
-	Requests      []RequestPoint  `json:"requests"`
-	Notes         []string        `json:"notes"`
-	Spec          Spec            `json:"spec"`
+	// Resources is the engine's footprint per window (RSS, goroutines,
+	// KV blocks) and the RSS trend: a leak shows here.
+	Resources    *ResourceReport `json:"resources"`
+	Versions     Versions        `json:"versions"`
+	Verdicts     []Verdict       `json:"verdicts"`
+	ClientErrors map[string]int  `json:"client_errors"`
+	Timeline     []TimelinePoint `json:"timeline"`
+	Requests     []RequestPoint  `json:"requests"`
+	Notes        []string        `json:"notes"`
+	Spec         Spec            `json:"spec"`
 }
 
 // Workload describes what was sent.
@@ -85,6 +92,10 @@ type RequestPoint struct {
 	QueueMs *float64 `json:"queue_ms"`
 }
 
+// maxRequestPoints bounds the per-request chart (and report.json's
+// requests): a longer run shows every n-th request.
+const maxRequestPoints = 5000
+
 // BuildReport digests a run.
 func BuildReport(res *Result) *Report {
 	s := &res.Spec
@@ -97,29 +108,43 @@ func BuildReport(res *Result) *Report {
 		Workload: Workload{Prompts: res.PromptSource, Class: classOf(s.Class).String(), SLO: s.SLO, Input: s.Input, Output: s.Output}}
 	mem := memoryOf(res)
 	rep.Memory = mem
-	opts := metrics.SummaryOptions{Window: s.window(), MinWindowSamples: 5, Memory: mem}
-	var all []*metrics.Timeline
-	for i, p := range res.Phases {
-		o := opts
-		o.Start, o.Memory = p.Start, nil
-		sum := metrics.Summarize(p.Timelines, o)
-		rep.Phases = append(rep.Phases, PhaseReport{Name: p.Phase.Name, Kind: p.Phase.Kind,
-			StartS: p.Start.Sub(res.Start).Seconds(), EndS: p.End.Sub(res.Start).Seconds(), Arrival: p.Phase.Arrival, Summary: sum})
-		all = append(all, p.Timelines...)
-		for _, t := range p.Timelines {
-			rep.Requests = append(rep.Requests, requestPoint(t, res.Start, i))
+	opts := metrics.SummaryOptions{Window: s.window(), MinWindowSamples: 5}
+	summary := func(a *metrics.Accumulator, start time.Time) metrics.Summary {
+		if a == nil {
+			o := opts
+			o.Start = start
+			return metrics.Summarize(nil, o)
 		}
+		return a.Summary()
+	}
+	for _, p := range res.Phases {
+		rep.Phases = append(rep.Phases, PhaseReport{Name: p.Phase.Name, Kind: p.Phase.Kind,
+			StartS: p.Start.Sub(res.Start).Seconds(), EndS: p.End.Sub(res.Start).Seconds(), Arrival: p.Phase.Arrival, Summary: summary(p.Requests, p.Start)})
 	}
 	if len(res.Phases) > 0 {
-		opts.Start = res.Phases[0].Start
+		if res.Overall != nil {
+			res.Overall.SetMemory(mem)
+		}
 		rep.Overall = PhaseReport{Name: "overall", Kind: "overall",
 			StartS: res.Phases[0].Start.Sub(res.Start).Seconds(),
-			EndS:   res.Phases[len(res.Phases)-1].End.Sub(res.Start).Seconds(), Summary: metrics.Summarize(all, opts)}
+			EndS:   res.Phases[len(res.Phases)-1].End.Sub(res.Start).Seconds(), Summary: summary(res.Overall, res.Phases[0].Start)}
 	}
 	rep.GoodputTokS, rep.SLOAttainment = rep.Overall.GoodputTokS, rep.Overall.SLOAttainment
-	if len(res.Warmup) > 0 {
-		w := metrics.Summarize(res.Warmup, metrics.SummaryOptions{})
-		rep.Warmup = &w
+	if res.Warmup != nil {
+		if w := res.Warmup.Summary(); w.Requests > 0 {
+			rep.Warmup = &w
+		}
+	}
+	if res.TimelineFile != "" && res.Requests > 0 {
+		pts, err := readRequestPoints(res.TimelineFile, res.Requests, maxRequestPoints, res.Start)
+		if err != nil {
+			rep.Notes = append(rep.Notes, err.Error())
+		}
+		rep.Requests = pts
+		if len(pts) < res.Requests {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("the request chart shows %d of the %d requests (every %d-th); %s holds them all",
+				len(pts), res.Requests, (res.Requests+maxRequestPoints-1)/maxRequestPoints, res.TimelineFile))
+		}
 	}
 	if sw := res.Sweep; sw != nil {
 		rep.Sweep = sw
@@ -131,11 +156,13 @@ func BuildReport(res *Result) *Report {
 				rep.MaxStableRate = sw.MaxStable
 			}
 		}
-		if sw.Bounded {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("the sweep was still stable at its max (%g): the true limit may be higher", s.Sweep.Max))
+		if sw.LowerBound {
+			rep.MaxStableIsLowerBound = true
+			rep.Notes = append(rep.Notes, "max stable load "+sw.MaxStableText()+": the sweep found no unstable load, so the limit is not known")
 		}
 	}
 	rep.Timeline = timelineOf(res)
+	rep.Resources = resourceReport(res, s.window().Seconds(), res.Target != nil)
 	for _, t := range s.Thresholds {
 		sum := &rep.Overall.Summary
 		for i := range rep.Phases {

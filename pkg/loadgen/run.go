@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +37,10 @@ type Options struct {
 	Progress func(Progress)
 	// Logger receives the run's logs; nil discards them.
 	Logger *slog.Logger
+	// TimelineFile is where every phase request's timeline is streamed
+	// as JSON lines (the report reads it back for its request chart); ""
+	// means a temporary file, removed by Result.Close.
+	TimelineFile string
 }
 
 // Progress is a snapshot for a progress display.
@@ -56,7 +59,8 @@ type Progress struct {
 type PhaseRun struct {
 	Phase      Phase
 	Start, End time.Time
-	Timelines  []*metrics.Timeline
+	// Requests accumulates the requests that arrived during the phase.
+	Requests *metrics.Accumulator
 }
 
 // SeriesPoint is one sample of the engine's state during the run.
@@ -65,18 +69,42 @@ type SeriesPoint struct {
 	Queued       int
 	Running      int
 	DecodeTokens uint64
+	// Resources: the engine's resident memory, goroutines and KV blocks
+	// in use (summed over decoders); Known is false where they cannot be
+	// read (a remote server that does not expose them).
+	Resources Resources
 }
+
+// Resources is the engine process's footprint at one moment.
+type Resources struct {
+	Known        bool
+	RSSBytes     int64
+	Goroutines   int
+	KVBlocksUsed int
+}
+
+// maxSeries bounds the samples kept: past it, every other one is dropped
+// (the token counter is cumulative, so rates over the kept ones stay
+// right) and the period doubles in effect.
+const maxSeries = 2000
 
 // Result is everything a run observed; BuildReport digests it.
 type Result struct {
 	Spec       Spec
 	Model      string
 	Start, End time.Time
-	Warmup     []*metrics.Timeline
-	Phases     []PhaseRun
-	Series     []SeriesPoint
-	Sweep      *SweepResult
-	Power      power.Report
+	// Warmup, each phase and Overall (every phase's requests) are
+	// accumulated as they finish; the timelines themselves are in
+	// TimelineFile (Requests of them).
+	Warmup       *metrics.Accumulator
+	Phases       []PhaseRun
+	Overall      *metrics.Accumulator
+	TimelineFile string
+	Requests     int
+	tempFile     bool
+	Series       []SeriesPoint
+	Sweep        *SweepResult
+	Power        power.Report
 	// PowerTrace (W, primary source) and TempTrace (°C, hottest zone)
 	// are the sampler's series over the run; empty without a sensor.
 	PowerTrace   []power.TracePoint
@@ -89,7 +117,18 @@ type Result struct {
 	// ClientErrors counts the errors requests ended with, by message
 	// (overload rejections, timeouts); each request is also in the records.
 	ClientErrors map[string]int
-	Notes        []string
+	// Target is what a remote server said about itself (an HTTPTarget
+	// run); nil in-process.
+	Target *TargetInfo
+	Notes  []string
+}
+
+// Close removes the timeline file when Run made a temporary one.
+func (r *Result) Close() error {
+	if r.tempFile && r.TimelineFile != "" {
+		return os.Remove(r.TimelineFile)
+	}
+	return nil
 }
 
 // Run executes spec against e: warm-up, the phases in order, then the
@@ -97,10 +136,20 @@ type Result struct {
 // and an idle baseline before and after. It returns when every request it
 // started has finished; cancelling ctx ends the run early with ctx's error.
 func Run(ctx context.Context, e Engine, spec Spec, opt Options) (*Result, error) {
+	return run(ctx, inProcess{e}, spec, opt)
+}
+
+// RunTarget is Run against a remote server: the same phases, sweep and
+// verdicts, with the timelines stamped on the client (see HTTPTarget).
+func RunTarget(ctx context.Context, t *HTTPTarget, spec Spec, opt Options) (*Result, error) {
+	return run(ctx, t, spec, opt)
+}
+
+func run(ctx context.Context, b backend, spec Spec, opt Options) (*Result, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	r, err := newRunner(e, spec, opt)
+	r, err := newRunner(b, spec, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +159,7 @@ func Run(ctx context.Context, e Engine, spec Spec, opt Options) (*Result, error)
 // runner holds one run's state. Its counters are atomics because request
 // goroutines update them; everything else is owned by the run goroutine.
 type runner struct {
-	e       Engine
+	e       backend
 	spec    Spec
 	opt     Options
 	log     *slog.Logger
@@ -119,18 +168,18 @@ type runner struct {
 	genOpts engine.GenerateOptions
 
 	wg       sync.WaitGroup // request goroutines
+	col      *collector
 	sent     atomic.Int64
 	finished atomic.Int64
 	errMu    sync.Mutex
 	errs     map[string]int
 
-	recs       *collector
 	stage      atomic.Value // string
 	start      time.Time
 	plannedDur time.Duration
 }
 
-func newRunner(e Engine, spec Spec, opt Options) (*runner, error) {
+func newRunner(e backend, spec Spec, opt Options) (*runner, error) {
 	model, vocab, err := pickModel(e.Models(), spec.Model)
 	if err != nil {
 		return nil, err
@@ -140,7 +189,7 @@ func newRunner(e Engine, spec Spec, opt Options) (*runner, error) {
 		return nil, err
 	}
 	r := &runner{
-		e: e, spec: spec, opt: opt, model: model, work: w, recs: &collector{},
+		e: e, spec: spec, opt: opt, model: model, work: w,
 		log:  opt.Logger,
 		errs: map[string]int{},
 		genOpts: engine.GenerateOptions{
@@ -183,6 +232,12 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	res := &Result{Spec: r.spec, Model: r.model, Models: r.e.Models(), Sched: r.e.Scheduler(),
 		EngineConfig: r.opt.EngineConfig, PromptSource: r.work.source}
 	defer r.wg.Wait()
+	if t, ok := r.e.(interface{ Info() TargetInfo }); ok {
+		info := t.Info()
+		res.Target = &info
+		res.Notes = append(res.Notes, "remote target "+info.URL+": latencies are stamped on the client (they include the network and HTTP); "+
+			"the machine fields of the version matrix describe the machine running the harness")
+	}
 
 	fsys := r.opt.PowerFS
 	if fsys == nil {
@@ -193,8 +248,19 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	if err := sampler.Start(ctx); err != nil {
 		return nil, fmt.Errorf("loadgen: power sampler: %w", err)
 	}
+	col, err := newCollector(r.opt.TimelineFile)
+	if err != nil {
+		return nil, err
+	}
+	r.col = col
+	res.TimelineFile, res.tempFile = col.file.Name(), r.opt.TimelineFile == ""
+	defer func() {
+		if cerr := col.close(); cerr != nil && res != nil {
+			res.Notes = append(res.Notes, cerr.Error())
+		}
+	}()
 	// Records of this run's requests only: the observer starts now.
-	defer r.e.Observe(r.recs)()
+	defer r.e.Observe(col)()
 	var idleBefore, idleAfter power.Span
 	if r.spec.Idle > 0 {
 		idleBefore.Start = time.Now()
@@ -210,7 +276,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	seriesOut := make(chan []SeriesPoint, 1)
 	go r.series(seriesDone, seriesOut)
 
-	err := r.runPhases(ctx, res)
+	err = r.runPhases(ctx, res)
 	if err == nil && r.spec.Sweep != nil {
 		r.stage.Store("sweep")
 		res.Sweep, err = r.sweep(ctx)
@@ -219,11 +285,13 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	close(seriesDone)
 	res.Series = <-seriesOut
 	if err != nil {
+		_ = res.Close()
 		return nil, err
 	}
 	if r.spec.Idle > 0 {
 		idleAfter.Start = time.Now()
 		if err := sleepCtx(ctx, r.spec.Idle.D()); err != nil {
+			_ = res.Close()
 			return nil, err
 		}
 		idleAfter.End = time.Now()
@@ -250,39 +318,51 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 func (r *runner) runPhases(ctx context.Context, res *Result) error {
 	if r.spec.Warmup > 0 {
 		r.stage.Store("warmup")
+		res.Warmup = metrics.NewAccumulator(metrics.SummaryOptions{})
 		wctx, cancel := context.WithCancel(ctx)
-		r.closed(ctx, wctx, time.Now(), r.spec.Warmup.D(), 1, 1)
+		start := time.Now()
+		r.col.add(sink{start: start, acc: res.Warmup, phase: -1})
+		r.closed(ctx, wctx, start, r.spec.Warmup.D(), 1, 1)
 		err := r.drain(ctx, cancel)
 		if err != nil {
 			return err
 		}
-		res.Warmup = append(res.Warmup, r.records()...)
+		r.settle()
 	}
 	// Requests get a context of their own so that the drain can cancel
 	// stragglers without cancelling the run.
 	reqCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, p := range r.spec.Phases {
+	opts := metrics.SummaryOptions{Window: r.spec.window(), MinWindowSamples: 5}
+	for i, p := range r.spec.Phases {
 		r.stage.Store(p.Name)
 		start := time.Now()
+		if i == 0 {
+			o := opts
+			o.Start = start
+			res.Overall = metrics.NewAccumulator(o)
+			r.col.mu.Lock()
+			r.col.overall = res.Overall
+			r.col.mu.Unlock()
+		}
+		o := opts
+		o.Start = start
+		res.Phases = append(res.Phases, PhaseRun{Phase: p, Start: start, Requests: metrics.NewAccumulator(o)})
+		r.col.add(sink{start: start, acc: res.Phases[i].Requests, phase: i})
 		if err := r.phase(ctx, reqCtx, start, p, &res.Notes); err != nil {
 			return err
 		}
-		res.Phases = append(res.Phases, PhaseRun{Phase: p, Start: start, End: time.Now()})
+		res.Phases[i].End = time.Now()
 	}
 	r.stage.Store("drain")
 	if err := r.drain(ctx, cancel); err != nil {
 		return err
 	}
-	recs := r.records()
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Arrived.Before(recs[j].Arrived) })
-	for _, t := range recs {
-		i := sort.Search(len(res.Phases), func(i int) bool { return res.Phases[i].End.After(t.Arrived) })
-		if i == len(res.Phases) {
-			i--
-		}
-		res.Phases[i].Timelines = append(res.Phases[i].Timelines, t)
-	}
+	r.settle()
+	r.col.mu.Lock()
+	r.col.overall = nil
+	res.Requests = r.col.n
+	r.col.mu.Unlock()
 	return nil
 }
 
@@ -430,7 +510,7 @@ func (r *runner) one(ctx context.Context) {
 	opts := r.genOpts
 	opts.MaxTokens = maxTokens
 	r.sent.Add(1)
-	for _, err := range r.e.GenerateTokens(ctx, r.model, prompt, opts).Tokens() {
+	for _, err := range r.e.generate(ctx, r.model, prompt, opts) {
 		if err != nil {
 			msg := err.Error()
 			var oe *engine.OverloadError
@@ -460,10 +540,18 @@ func (r *runner) series(done <-chan struct{}, out chan<- []SeriesPoint) {
 	defer tick.Stop()
 	var pts []SeriesPoint
 	for {
-		st := r.e.Stats().Scheduler
-		p := SeriesPoint{At: time.Now(), Running: st.Running, DecodeTokens: st.DecodeTokens}
+		est := r.e.Stats()
+		st := est.Scheduler
+		p := SeriesPoint{At: time.Now(), Running: st.Running, DecodeTokens: st.DecodeTokens, Resources: r.resources(est)}
 		for _, q := range st.Queued {
 			p.Queued += q
+		}
+		if len(pts) >= maxSeries {
+			kept := pts[:0]
+			for i := 0; i < len(pts); i += 2 {
+				kept = append(kept, pts[i])
+			}
+			pts = kept
 		}
 		pts = append(pts, p)
 		if r.opt.Progress != nil {
@@ -498,9 +586,10 @@ func sleepUntil(ctx context.Context, at time.Time) error {
 	return sleepCtx(ctx, time.Until(at))
 }
 
-// records returns the records of the requests sent since the last call,
-// once every one of them has reported (or after a few seconds: a request
-// that never reached the scheduler has no record).
-func (r *runner) records() []*metrics.Timeline {
-	return r.recs.take(int(r.sent.Load()), 5*time.Second)
+// settle waits until every request sent so far has reported its record
+// (or a few seconds: a request that never reached the scheduler has
+// none): the engine tells observers shortly after a request ends, on its
+// own goroutine.
+func (r *runner) settle() {
+	r.col.wait(int(r.sent.Load()), 5*time.Second)
 }

@@ -32,6 +32,7 @@ func TestRunShortSpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { res.Close() })
 	rep := BuildReport(res)
 	if len(rep.Phases) != 4 || rep.Overall.Requests == 0 {
 		t.Fatalf("phases %d requests %d", len(rep.Phases), rep.Overall.Requests)

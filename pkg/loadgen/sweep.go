@@ -41,6 +41,27 @@ type SweepResult struct {
 	// Bounded is true when the search hit Max while still stable: the
 	// true limit may be higher.
 	Bounded bool `json:"bounded"`
+	// LowerBound is true when no trial was unstable, whatever stopped
+	// the search (Max, or max_trials): MaxStable is then only a lower
+	// bound of the limit ("≥ 8"), and Stopped says why the search ended.
+	LowerBound bool   `json:"lower_bound"`
+	Stopped    string `json:"stopped"`
+}
+
+// MaxStableText is the highest stable load as a reader should take it:
+// "8", "≥ 8 (ran out of trials …)", or "none".
+func (s *SweepResult) MaxStableText() string {
+	if s.MaxStable == nil {
+		return "none: even the lowest load failed"
+	}
+	v := fmt.Sprintf("%g", *s.MaxStable)
+	if s.Mode == "rate" {
+		v = fmt.Sprintf("%.2f req/s", *s.MaxStable)
+	}
+	if s.LowerBound {
+		return "≥ " + v + " (" + s.Stopped + ")"
+	}
+	return v
 }
 
 // sweep doubles the load from Min until a trial fails (or Max), then
@@ -63,6 +84,17 @@ func (r *runner) sweep(ctx context.Context) (*SweepResult, error) {
 		}
 	}
 	out := &SweepResult{Mode: w.Mode, Trial: w.Trial, Criteria: r.sweepCriteria(minAtt)}
+	err := search(w, maxTrials, res, out, func(load float64) (SweepPoint, error) { return r.trial(ctx, w, load, minAtt) })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// search is the sweep's search over loads, out.Points collecting what
+// trial measured; it says in out whether the figure is a limit or a
+// lower bound, and why it stopped.
+func search(w Sweep, maxTrials int, res float64, out *SweepResult, run func(load float64) (SweepPoint, error)) error {
 	round := func(v float64) float64 {
 		if w.Mode == "concurrency" {
 			return math.Round(v)
@@ -70,7 +102,7 @@ func (r *runner) sweep(ctx context.Context) (*SweepResult, error) {
 		return v
 	}
 	trial := func(load float64) (bool, error) {
-		p, err := r.trial(ctx, w, load, minAtt)
+		p, err := run(load)
 		if err != nil {
 			return false, err
 		}
@@ -81,7 +113,7 @@ func (r *runner) sweep(ctx context.Context) (*SweepResult, error) {
 	for load := w.Min; len(out.Points) < maxTrials; load = min(round(load*2), w.Max) {
 		ok, err := trial(load)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok {
 			hi = load
@@ -100,7 +132,7 @@ func (r *runner) sweep(ctx context.Context) (*SweepResult, error) {
 		}
 		ok, err := trial(mid)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if ok {
 			lo = mid
@@ -111,7 +143,19 @@ func (r *runner) sweep(ctx context.Context) (*SweepResult, error) {
 	if !math.IsNaN(lo) {
 		out.MaxStable = &lo
 	}
-	return out, nil
+	switch {
+	case math.IsNaN(lo) && !math.IsNaN(hi):
+		out.Stopped = fmt.Sprintf("the lowest load (%g) was already unstable", hi)
+	case !math.IsNaN(hi):
+		out.Stopped = fmt.Sprintf("bracketed between %g (stable) and %g (unstable) in %d trials", lo, hi, len(out.Points))
+	case out.Bounded:
+		out.LowerBound = true
+		out.Stopped = fmt.Sprintf("still stable at the sweep's max %g: raise sweep.max to find the limit", w.Max)
+	case !math.IsNaN(lo):
+		out.LowerBound = true
+		out.Stopped = fmt.Sprintf("ran out of trials (max_trials %d) while still stable: raise sweep.max_trials to find the limit", maxTrials)
+	}
+	return nil
 }
 
 // trial runs one closed-loop concurrency or Poisson rate for w.Trial and
@@ -120,6 +164,8 @@ func (r *runner) trial(ctx context.Context, w Sweep, load, minAtt float64) (Swee
 	r.stage.Store(fmt.Sprintf("sweep %s=%g", w.Mode, load))
 	tctx, cancel := context.WithCancel(ctx)
 	start := time.Now()
+	acc := metrics.NewAccumulator(metrics.SummaryOptions{})
+	r.col.add(sink{start: start, acc: acc, phase: -1})
 	if w.Mode == "concurrency" {
 		r.closed(ctx, tctx, start, w.Trial.D(), int(load), int(load))
 	} else {
@@ -128,8 +174,8 @@ func (r *runner) trial(ctx context.Context, w Sweep, load, minAtt float64) (Swee
 	if err := r.drain(ctx, cancel); err != nil {
 		return SweepPoint{}, err
 	}
-	tls := r.records()
-	sum := metrics.Summarize(tls, metrics.SummaryOptions{})
+	r.settle()
+	sum := acc.Summary()
 	p := SweepPoint{Load: load, Requests: sum.Requests, ThroughputTokS: sum.ThroughputTokS,
 		GoodputTokS: sum.GoodputTokS, SLOAttainment: sum.SLOAttainment,
 		TTFTP50: sum.TTFTMs.P50, TTFTP99: sum.TTFTMs.P99, TPOTP99: sum.TPOTMs.P99, ITLP99: sum.ITLMs.P99, Stable: true,

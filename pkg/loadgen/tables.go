@@ -3,6 +3,8 @@ package loadgen
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
@@ -45,12 +47,8 @@ func maxStable(r *Report) string {
 	switch {
 	case r.Sweep == nil:
 		return "not swept"
-	case r.MaxStableConcurrency != nil:
-		return fmt.Sprint(*r.MaxStableConcurrency)
-	case r.MaxStableRate != nil:
-		return fmt.Sprintf("%.2f req/s", *r.MaxStableRate)
 	}
-	return "none: even the lowest load failed"
+	return r.Sweep.MaxStableText()
 }
 
 func powerLine(r *Report) string {
@@ -150,6 +148,16 @@ func versionRows(r *Report) [][]string {
 	}
 	if v.KVBudgetBytes != nil {
 		rows = append(rows, []string{"KV budget / prefix cache", fmt.Sprintf("%d B / %v", *v.KVBudgetBytes, *v.PrefixCache)})
+	}
+	if t := v.Target; t != nil {
+		rows = append(rows, []string{"target server", fmt.Sprintf("%s, model %s (owned by %s), Server header %q", t.URL, t.Model, orNone(t.OwnedBy), t.Server)})
+		for _, p := range slices.Sorted(maps.Keys(t.Reported)) {
+			rows = append(rows, []string{"server reports " + p, "\x00" + truncate(t.Reported[p], 300)})
+		}
+		for _, u := range t.Unknown {
+			rows = append(rows, []string{"unknown", u})
+		}
+		return rows
 	}
 	s := v.Sched
 	rows = append(rows, []string{"batching", fmt.Sprintf("max batch %d, chunk %d, token budget %d, queue limit %d, preemption by priority %v",

@@ -41,6 +41,9 @@ type Versions struct {
 	KVBudgetBytes *int64                 `json:"kv_budget_bytes"`
 	PrefixCache   *bool                  `json:"prefix_cache"`
 	Sched         engine.SchedulerConfig `json:"sched"`
+	// Target is the remote server's own account of itself (bench
+	// --target), with what cannot be known from outside marked unknown.
+	Target *TargetInfo `json:"target,omitempty"`
 }
 
 // ModelVersion is a model's row of the matrix: the engine's ModelInfo
@@ -78,7 +81,7 @@ func modelVersion(m engine.ModelInfo) ModelVersion {
 // engine.
 func collectVersions(res *Result) Versions {
 	v := Versions{SDK: "(unknown)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Cores: runtime.NumCPU(), CPU: cpuModel(), Board: board(), SIMD: cpuSIMD(), HugePages: hugePageMode(), Sched: res.Sched}
+		Cores: runtime.NumCPU(), CPU: cpuModel(), Board: board(), SIMD: cpuSIMD(), HugePages: hugePageMode(), Sched: res.Sched, Target: res.Target}
 	for _, m := range res.Models {
 		v.Models = append(v.Models, modelVersion(m))
 	}

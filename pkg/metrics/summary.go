@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -135,61 +136,142 @@ func (d dists) latency() Latency {
 }
 
 // Summarize digests timelines. Every timeline counts in Requests and in the
-// SLO attainment denominator, whatever its outcome.
+// SLO attainment denominator, whatever its outcome. It is an Accumulator fed
+// every timeline, its start (when not given) the earliest arrival.
 func Summarize(tls []*Timeline, opt SummaryOptions) Summary {
-	start, end := opt.Start, opt.End
-	for _, t := range tls {
-		if opt.Start.IsZero() && !t.Arrived.IsZero() && (start.IsZero() || t.Arrived.Before(start)) {
-			start = t.Arrived
-		}
-		if opt.End.IsZero() {
-			last := t.Finished
-			if n := len(t.Tokens); n > 0 && t.Arrived.Add(t.Tokens[n-1]).After(last) {
-				last = t.Arrived.Add(t.Tokens[n-1])
-			}
-			if last.After(end) {
-				end = last
+	if opt.Start.IsZero() {
+		for _, t := range tls {
+			if !t.Arrived.IsZero() && (opt.Start.IsZero() || t.Arrived.Before(opt.Start)) {
+				opt.Start = t.Arrived
 			}
 		}
 	}
+	a := NewAccumulator(opt)
+	for _, t := range tls {
+		a.Add(t)
+	}
+	return a.Summary()
+}
+
+// Accumulator is Summarize over a stream of timelines: it keeps counts and
+// mergeable histograms (overall, per class, per window), never the
+// timelines, so its memory grows with the number of classes and windows,
+// not of requests — what a run of any length needs. Timelines may come in
+// any order. Not safe for concurrent use.
+type Accumulator struct {
+	opt        SummaryOptions
+	start, end time.Time
+	s          Summary
+	all        dists
+	classes    map[string]*classAcc
+	// ws and wd are the windows from opt.Start, grown as timelines reach
+	// them; Summary cuts them at the end.
+	ws []Window
+	wd []dists
+}
+
+// NewAccumulator returns an empty accumulator. Windows (opt.Window > 0)
+// count from opt.Start, which must then be set; a zero End is the latest
+// finish or token added.
+func NewAccumulator(opt SummaryOptions) *Accumulator {
+	return &Accumulator{opt: opt, start: opt.Start, end: opt.End, all: newDists(opt.RelativeError),
+		classes: map[string]*classAcc{}, s: Summary{Outcomes: map[Outcome]int{}}}
+}
+
+// Add accounts one finished timeline; a does not keep t.
+func (a *Accumulator) Add(t *Timeline) {
+	if a.opt.Start.IsZero() && !t.Arrived.IsZero() && (a.start.IsZero() || t.Arrived.Before(a.start)) {
+		a.start = t.Arrived
+	}
+	if a.opt.End.IsZero() {
+		last := t.Finished
+		if n := len(t.Tokens); n > 0 && t.Arrived.Add(t.Tokens[n-1]).After(last) {
+			last = t.Arrived.Add(t.Tokens[n-1])
+		}
+		if last.After(a.end) {
+			a.end = last
+		}
+	}
+	s := &a.s
+	met := t.MetSLO()
+	s.Requests++
+	s.Outcomes[t.Outcome]++
+	s.PromptTokens += int64(t.PromptTokens)
+	s.OutputTokens += int64(t.OutputTokens)
+	s.Preemptions += t.Preempted
+	if met {
+		s.MetSLO++
+		s.GoodTokens += int64(t.OutputTokens)
+	}
+	a.all.add(t)
+	c := a.classes[t.Class]
+	if c == nil {
+		c = &classAcc{d: newDists(a.opt.RelativeError), st: ClassStats{Class: t.Class, Outcomes: map[Outcome]int{}}}
+		a.classes[t.Class] = c
+	}
+	c.st.Requests++
+	c.st.Outcomes[t.Outcome]++
+	if met {
+		c.st.MetSLO++
+		c.st.GoodTokens += int64(t.OutputTokens)
+	}
+	c.d.add(t)
+	if a.opt.Window > 0 && !a.opt.Start.IsZero() {
+		a.addWindows(t, met)
+	}
+}
+
+// window returns the window holding at, growing the list; ok is false
+// before the start.
+func (a *Accumulator) window(at time.Time) (int, bool) {
+	if at.Before(a.opt.Start) || (!a.opt.End.IsZero() && !at.Before(a.opt.End)) {
+		return 0, false
+	}
+	i := int(at.Sub(a.opt.Start) / a.opt.Window)
+	for len(a.ws) <= i {
+		a.ws = append(a.ws, Window{StartS: (time.Duration(len(a.ws)) * a.opt.Window).Seconds()})
+		a.wd = append(a.wd, newDists(a.opt.RelativeError))
+	}
+	return i, true
+}
+
+func (a *Accumulator) addWindows(t *Timeline, met bool) {
+	if i, ok := a.window(t.Arrived); ok {
+		a.ws[i].Requests++
+		if met {
+			a.ws[i].MetSLO++
+		}
+		a.wd[i].add(t)
+	}
+	for _, off := range t.Tokens {
+		if i, ok := a.window(t.Arrived.Add(off)); ok {
+			a.ws[i].Tokens++
+			if met {
+				a.ws[i].GoodTokens++
+			}
+		}
+	}
+}
+
+// Summary digests what was added so far.
+func (a *Accumulator) Summary() Summary {
+	start, end, opt := a.start, a.end, a.opt
 	wall := 0.0
 	if !start.IsZero() && end.After(start) {
 		wall = end.Sub(start).Seconds()
 	}
-	s := Summary{Start: start, End: end, WallS: wall, Requests: len(tls), Outcomes: map[Outcome]int{}}
-	all := newDists(opt.RelativeError)
-	classes := map[string]*classAcc{}
-	for _, t := range tls {
-		met := t.MetSLO()
-		s.Outcomes[t.Outcome]++
-		s.PromptTokens += int64(t.PromptTokens)
-		s.OutputTokens += int64(t.OutputTokens)
-		s.Preemptions += t.Preempted
-		if met {
-			s.MetSLO++
-			s.GoodTokens += int64(t.OutputTokens)
-		}
-		all.add(t)
-		c := classes[t.Class]
-		if c == nil {
-			c = &classAcc{d: newDists(opt.RelativeError), st: ClassStats{Class: t.Class, Outcomes: map[Outcome]int{}}}
-			classes[t.Class] = c
-		}
-		c.st.Requests++
-		c.st.Outcomes[t.Outcome]++
-		if met {
-			c.st.MetSLO++
-			c.st.GoodTokens += int64(t.OutputTokens)
-		}
-		c.d.add(t)
-	}
-	s.Latency = all.latency()
+	s := a.s
+	s.Start, s.End, s.WallS = start, end, wall
+	s.Outcomes = maps.Clone(a.s.Outcomes)
+	s.Latency = a.all.latency()
 	s.SLOAttainment = ratio(float64(s.MetSLO), float64(s.Requests))
 	s.GoodputTokS = ratio(float64(s.GoodTokens), wall)
 	s.ThroughputTokS = ratio(float64(s.OutputTokens), wall)
 	s.CompletedPerS = ratio(float64(s.Outcomes[Completed]), wall)
-	for _, c := range classes {
+	s.Classes = nil
+	for _, c := range a.classes {
 		st := c.st
+		st.Outcomes = maps.Clone(c.st.Outcomes)
 		n := float64(st.Requests)
 		st.SLOAttainment = ratio(float64(st.MetSLO), n)
 		st.TimeoutRate = ratio(float64(st.Outcomes[TimedOut]), n)
@@ -202,7 +284,7 @@ func Summarize(tls []*Timeline, opt SummaryOptions) Summary {
 	}
 	slices.SortFunc(s.Classes, func(a, b ClassStats) int { return cmp.Compare(a.Class, b.Class) })
 	if opt.Window > 0 && wall > 0 {
-		s.Windows = windows(tls, start, end, opt)
+		s.Windows = a.windows(start, end)
 		s.Jitter = jitter(s.Windows, max(opt.MinWindowSamples, 1))
 	}
 	if opt.Memory != nil {
@@ -212,52 +294,30 @@ func Summarize(tls []*Timeline, opt SummaryOptions) Summary {
 	return s
 }
 
-type classAcc struct {
-	st ClassStats
-	d  dists
-}
-
-// windows splits [start, end) into fixed windows of opt.Window.
-func windows(tls []*Timeline, start, end time.Time, opt SummaryOptions) []Window {
-	n := int((end.Sub(start) + opt.Window - 1) / opt.Window)
+// windows returns the windows of [start, end): every one, empty ones
+// included, with its rates.
+func (a *Accumulator) windows(start, end time.Time) []Window {
+	n := int((end.Sub(start) + a.opt.Window - 1) / a.opt.Window)
 	ws := make([]Window, n)
-	ds := make([]dists, n)
+	sec := a.opt.Window.Seconds()
 	for i := range ws {
-		ws[i].StartS = (time.Duration(i) * opt.Window).Seconds()
-		ds[i] = newDists(opt.RelativeError)
-	}
-	index := func(at time.Time) (int, bool) {
-		if at.Before(start) || !at.Before(end) {
-			return 0, false
+		ws[i].StartS = (time.Duration(i) * a.opt.Window).Seconds()
+		d := newDists(a.opt.RelativeError)
+		if i < len(a.ws) {
+			ws[i] = a.ws[i]
+			d = a.wd[i]
 		}
-		return int(at.Sub(start) / opt.Window), true
-	}
-	for _, t := range tls {
-		met := t.MetSLO()
-		if i, ok := index(t.Arrived); ok {
-			ws[i].Requests++
-			if met {
-				ws[i].MetSLO++
-			}
-			ds[i].add(t)
-		}
-		for _, off := range t.Tokens {
-			if i, ok := index(t.Arrived.Add(off)); ok {
-				ws[i].Tokens++
-				if met {
-					ws[i].GoodTokens++
-				}
-			}
-		}
-	}
-	sec := opt.Window.Seconds()
-	for i := range ws {
 		ws[i].SLOAttainment = ratio(float64(ws[i].MetSLO), float64(ws[i].Requests))
 		ws[i].ThroughputTokS = float64(ws[i].Tokens) / sec
 		ws[i].GoodputTokS = float64(ws[i].GoodTokens) / sec
-		ws[i].Latency = ds[i].latency()
+		ws[i].Latency = d.latency()
 	}
 	return ws
+}
+
+type classAcc struct {
+	st ClassStats
+	d  dists
 }
 
 func jitter(ws []Window, minSamples int) *Jitter {
@@ -295,3 +355,7 @@ func spreadOf(v []float64) Spread {
 	s.P99OverP50 = ratio(rank(0.99), rank(0.5))
 	return s
 }
+
+// SetMemory sets the memory gauges the summary carries (known only at the
+// end of a run).
+func (a *Accumulator) SetMemory(m *Memory) { a.opt.Memory = m }

@@ -148,6 +148,16 @@ func TestSummarize(t *testing.T) {
 	if strings.Contains(string(b), "NaN") {
 		t.Fatal("NaN in JSON")
 	}
+	// An accumulator fed the same timelines in another order gives the
+	// same summary.
+	a := NewAccumulator(SummaryOptions{Start: s.Start, Window: time.Second, Memory: &Memory{KVUsedBytes: 1000, KVWasteBytes: 100}})
+	for _, i := range []int{4, 2, 0, 3, 1} {
+		a.Add(tls[i])
+	}
+	ja, _ := json.Marshal(a.Summary())
+	if string(ja) != string(b) {
+		t.Fatalf("accumulated:\n%s\nsummarised:\n%s", ja, b)
+	}
 }
 
 func TestSummarizeEmptyIsNullNotNaN(t *testing.T) {

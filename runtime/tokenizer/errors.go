@@ -18,3 +18,8 @@ var (
 	// ErrUnknownID reports a token id outside the vocabulary.
 	ErrUnknownID = errors.New("tokenizer: unknown token id")
 )
+
+// ErrChatTemplate reports a chat template that does not compile, or one
+// that refused to render a conversation (its raise_exception message is
+// wrapped).
+var ErrChatTemplate = errors.New("tokenizer: chat template")

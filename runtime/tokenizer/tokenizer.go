@@ -295,3 +295,15 @@ func (t *Tokenizer) BOS() (int, bool) { return t.bos, t.bos >= 0 }
 // EOS is tokenizer_config.json's eos_token; models without that file take
 // their stop ids from generation_config.json instead.
 func (t *Tokenizer) EOS() (int, bool) { return t.eos, t.eos >= 0 }
+
+// SpecialTokens lists the contents of the special added tokens (BOS, EOS,
+// chat markers), in id order.
+func (t *Tokenizer) SpecialTokens() []string {
+	var out []string
+	for _, a := range t.addedList {
+		if a.special {
+			out = append(out, a.content)
+		}
+	}
+	return out
+}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -180,6 +181,9 @@ func hfCheckpoint(t *testing.T, arch string, mutate func(map[string]llama.Tensor
 
 func TestImportHF(t *testing.T) {
 	dir := hfCheckpoint(t, "LlamaForCausalLM", nil)
+	tmpl := "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{{ eos_token }}{% endfor %}"
+	os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(`{"chat_template":`+strconv.Quote(tmpl)+
+		`,"bos_token":{"content":"<s>","lstrip":false},"eos_token":"</s>"}`), 0o644)
 	b, err := ImportHF(context.Background(), dir, t.TempDir(), ImportOptions{Name: "tiny-hf"})
 	if err != nil {
 		t.Fatal(err)
@@ -188,6 +192,9 @@ func TestImportHF(t *testing.T) {
 	if m.Name != "tiny-hf" || m.Tokenizer != TokenizerFile || m.Generation.Temperature != 0.8 ||
 		len(m.Generation.EOSTokenIDs) != 2 || *m.Generation.BOSTokenID != 1 {
 		t.Fatalf("manifest %+v generation %+v", m, m.Generation)
+	}
+	if m.Chat == nil || *m.Chat != (bundle.Chat{Template: tmpl, BOSToken: "<s>", EOSToken: "</s>"}) {
+		t.Fatalf("chat template kept as %+v", m.Chat)
 	}
 	// The imported graph equals the one built from the same weights directly.
 	ref := buildTiny(t, llama.ContractPaged)
@@ -226,6 +233,34 @@ func TestImportHFBadInput(t *testing.T) {
 				t.Fatalf("err = %v, want %v naming %q", err, tt.want, tt.names)
 			}
 		})
+	}
+}
+
+func TestParseChatTemplate(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want *bundle.Chat
+		err  string
+	}{
+		{`{"eos_token":"</s>"}`, nil, ""},
+		{`{"chat_template":null}`, nil, ""},
+		{`{"chat_template":"T","bos_token":null,"eos_token":"e"}`, &bundle.Chat{Template: "T", EOSToken: "e"}, ""},
+		{`{"chat_template":[{"name":"tool_use","template":"A"},{"name":"default","template":"B"}]}`, &bundle.Chat{Template: "B"}, ""},
+		{`{"chat_template":[{"name":"rag","template":"A"}]}`, &bundle.Chat{Template: "A"}, ""},
+		{`{"chat_template":7}`, nil, "chat_template"},
+		{`{"chat_template":"T","bos_token":[1]}`, nil, "bos_token"},
+		{`{"chat_template":`, nil, "tokenizer_config.json"},
+	} {
+		got, err := ParseChatTemplate([]byte(tt.in))
+		if tt.err != "" {
+			if !errors.Is(err, bundle.ErrManifest) || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s: err %v, want one naming %s", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || (got == nil) != (tt.want == nil) || (got != nil && *got != *tt.want) {
+			t.Errorf("%s: got %+v, %v; want %+v", tt.in, got, err, tt.want)
+		}
 	}
 }
 

@@ -25,7 +25,9 @@ type DecoderSpec struct {
 	Tokenizer string
 	// Generation defaults; nil takes bos/eos from Config.
 	Generation *bundle.Generation
-	CreatedBy  string
+	// Chat is the chat template to keep in the manifest, or nil.
+	Chat      *bundle.Chat
+	CreatedBy string
 }
 
 // BuildDecoder writes a decoder bundle into dir (created if needed): the
@@ -56,6 +58,7 @@ func BuildDecoder(ctx context.Context, dir string, spec DecoderSpec) (*bundle.Bu
 			MaxPositions: c.MaxPositionEmbeddings, Logits: "all",
 		},
 		Generation: spec.Generation,
+		Chat:       spec.Chat,
 	}
 	if opts.Emitter != nil {
 		m.Quantization = opts.Emitter.Scheme()

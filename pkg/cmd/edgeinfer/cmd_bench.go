@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/loadgen"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 func init() {
@@ -35,7 +36,10 @@ var benchIsTTY = func(w io.Writer) bool {
 
 func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("bench")
-	model := fs.String("model", "", "model bundle directory, or NAME[@VERSION] with --store (required)")
+	model := fs.String("model", "", "model bundle directory, or NAME[@VERSION] with --store, or the served model's name with --target (required)")
+	target := fs.String("target", "", "benchmark an OpenAI-compatible server at this URL (edgeinfer serve, llama-server, Ollama, vLLM) instead of an in-process engine")
+	token := fs.String("token", os.Getenv("EDGEINFER_TOKEN"), "bearer token for --target (default $EDGEINFER_TOKEN)")
+	tokPath := fs.String("tokenizer", "", "with --target: tokenizer.json to write prompts with (and to read --corpus); default: words of a fixed vocabulary")
 	storePath := fs.String("store", "", "offline model store (bbolt file) that --model names a model in")
 	profile := fs.String("profile", "", "built-in workload: "+strings.Join(loadgen.ProfileNames(), ", "))
 	specPath := fs.String("spec", "", "workload spec file (YAML or JSON; see go doc pkg/loadgen)")
@@ -66,6 +70,9 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
+	if *target != "" {
+		return benchTarget(ctx, stdout, spec, *target, *model, *token, *tokPath, *out)
+	}
 
 	check := func() error { return needBundleDir(*model) }
 	if *storePath != "" {
@@ -92,25 +99,57 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 
+	return benchRun(ctx, stdout, func(ctx context.Context, spec loadgen.Spec, opt loadgen.Options) (*loadgen.Result, error) {
+		return loadgen.Run(ctx, eng, spec, opt)
+	}, spec, loadgen.Options{EngineConfig: &cfg}, *out)
+}
+
+// benchTarget runs spec against a remote OpenAI-compatible server.
+func benchTarget(ctx context.Context, stdout io.Writer, spec loadgen.Spec, url, model, token, tokPath, out string) error {
+	opt := loadgen.HTTPOptions{Token: token}
+	if tokPath != "" {
+		tok, err := tokenizer.Load(tokPath)
+		if err != nil {
+			return err
+		}
+		opt.Tokenizer = tok
+	}
+	t, err := loadgen.NewHTTPTarget(ctx, url, model, opt)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "target %s, model %s (server %q)\n", url, model, t.Info().Server)
+	return benchRun(ctx, stdout, func(ctx context.Context, spec loadgen.Spec, opt loadgen.Options) (*loadgen.Result, error) {
+		return loadgen.RunTarget(ctx, t, spec, opt)
+	}, spec, loadgen.Options{}, out)
+}
+
+// benchRun runs spec with a progress display and writes the report.
+func benchRun(ctx context.Context, stdout io.Writer, run func(context.Context, loadgen.Spec, loadgen.Options) (*loadgen.Result, error), spec loadgen.Spec, opt loadgen.Options, out string) error {
 	tty := benchIsTTY(stdout)
 	fmt.Fprintf(stdout, "bench %q: %d phases, %s planned", spec.Name, len(spec.Phases), planned(spec))
 	if spec.Sweep != nil {
 		fmt.Fprintf(stdout, " + sweep (≤ %d trials of %s)", max(spec.Sweep.MaxTrials, 1), spec.Sweep.Trial.D())
 	}
 	fmt.Fprintln(stdout)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
 	prog := newBenchProgress(stdout, tty)
-	res, err := loadgen.Run(ctx, eng, spec, loadgen.Options{EngineConfig: &cfg, Progress: prog.update})
+	opt.Progress = prog.update
+	opt.TimelineFile = filepath.Join(out, "timelines.jsonl")
+	res, err := run(ctx, spec, opt)
 	prog.done()
 	if err != nil {
 		return err
 	}
 	rep := loadgen.BuildReport(res)
-	if err := rep.WriteDir(*out); err != nil {
+	if err := rep.WriteDir(out); err != nil {
 		return err
 	}
 	printBenchSummary(stdout, rep)
-	abs, _ := filepath.Abs(filepath.Join(*out, "report.html"))
-	fmt.Fprintf(stdout, "report: %s (and report.json, report.md beside it)\n", abs)
+	abs, _ := filepath.Abs(filepath.Join(out, "report.html"))
+	fmt.Fprintf(stdout, "report: %s (and report.json, report.md, timelines.jsonl beside it)\n", abs)
 	return nil
 }
 
@@ -236,11 +275,20 @@ func printBenchSummary(w io.Writer, r *loadgen.Report) {
 	case r.Sweep == nil:
 		fmt.Fprintf(w, "max stable    not swept (use --sweep)\n")
 	case r.MaxStableConcurrency != nil:
-		fmt.Fprintf(w, "max stable    concurrency %d (%d sweep trials)\n", *r.MaxStableConcurrency, len(r.Sweep.Points))
+		fmt.Fprintf(w, "max stable    concurrency %s (%d sweep trials)\n", r.Sweep.MaxStableText(), len(r.Sweep.Points))
 	case r.MaxStableRate != nil:
-		fmt.Fprintf(w, "max stable    rate %.2f req/s\n", *r.MaxStableRate)
+		fmt.Fprintf(w, "max stable    rate %s\n", r.Sweep.MaxStableText())
 	default:
 		fmt.Fprintf(w, "max stable    none: the lowest load already failed the SLOs\n")
+	}
+	if rr := r.Resources; rr != nil && rr.Known && len(rr.Windows) > 0 {
+		maxRSS, maxG := 0.0, 0
+		for _, win := range rr.Windows {
+			maxRSS, maxG = max(maxRSS, win.RSSMiB), max(maxG, win.Goroutines)
+		}
+		fmt.Fprintf(w, "engine        RSS max %.1f MiB (second-half trend %s MiB/h), goroutines max %d, %d windows\n", maxRSS, f(rr.RSSGrowthMiBPerHour, 1), maxG, len(rr.Windows))
+	} else if rr != nil {
+		fmt.Fprintf(w, "engine        resources unknown: %s\n", rr.Reason)
 	}
 	if r.Power.EnergyJ == nil {
 		fmt.Fprintf(w, "power         unavailable (energy_j null):\n")

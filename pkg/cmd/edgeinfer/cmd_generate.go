@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/serve"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 func init() {
@@ -70,6 +72,8 @@ func runGenerate(ctx context.Context, stdout io.Writer, args []string) error {
 	topP := fs.Float64("top-p", 0, "top-p filter (0 = off)")
 	rep := fs.Float64("repetition-penalty", 0, "repetition penalty (1 = off)")
 	stop := fs.String("stop", "", "comma-separated stop strings")
+	chat := fs.Bool("chat", false, "send --prompt as a user turn through the model's chat template (as edgeinfer serve does), stopping at its turn end")
+	system := fs.String("system", "", "with --chat: a system turn before the prompt")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -95,8 +99,18 @@ func runGenerate(ctx context.Context, stdout io.Writer, args []string) error {
 	if *stop != "" {
 		opts.Stop = strings.Split(*stop, ",")
 	}
-	fmt.Fprint(stdout, *prompt)
-	s := e.Generate(ctx, name, *prompt, opts)
+	var s *engine.Stream
+	if *chat {
+		ids, stops, err := chatPrompt(e, name, *system, *prompt)
+		if err != nil {
+			return err
+		}
+		opts.Stop = append(opts.Stop, stops...)
+		s = e.GenerateTokens(ctx, name, ids, opts)
+	} else {
+		fmt.Fprint(stdout, *prompt)
+		s = e.Generate(ctx, name, *prompt, opts)
+	}
 	for tok, err := range s.Tokens() {
 		if err != nil {
 			return err
@@ -117,6 +131,27 @@ func (m *modelFlags) spec() engine.ModelSpec {
 		return engine.ModelSpec{Ref: m.model}
 	}
 	return engine.ModelSpec{Dir: m.model}
+}
+
+// chatPrompt renders the turns as edgeinfer serve does (serve.ChatPrompt)
+// and returns the ids and the turn-end stop strings.
+func chatPrompt(e *engine.Engine, name, system, prompt string) ([]int32, []string, error) {
+	b, err := serve.NewEngineBackend(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	var msgs []tokenizer.ChatMessage
+	if system != "" {
+		msgs = append(msgs, tokenizer.ChatMessage{Role: "system", Content: system})
+	}
+	msgs = append(msgs, tokenizer.ChatMessage{Role: "user", Content: prompt})
+	for _, m := range b.Models() {
+		if m.Name == name {
+			ids, err := serve.ChatPrompt(&m, msgs)
+			return ids, m.Stop, err
+		}
+	}
+	return nil, nil, fmt.Errorf("generate: model %q not open", name)
 }
 
 func openEngine(ctx context.Context, mf modelFlags) (*engine.Engine, string, error) {

@@ -1,0 +1,66 @@
+// Package serve is edgeinfer's local HTTP API: the engine behind the
+// endpoints OpenAI's clients speak, so programs not written in Go (a
+// kiosk's browser UI, a Python script, Node-RED) use the device's models
+// with the libraries they already have. `edgeinfer serve` runs it.
+//
+// # Endpoints
+//
+//	POST /v1/chat/completions   messages → the model's chat template → tokens
+//	POST /v1/completions        prompt (a string, [string] or token ids)
+//	GET  /v1/models, /v1/models/{model}
+//	POST /v1/infer/{model}      one-shot models: JSON tensors or a .npy body
+//	GET  /health                the process answers (no token needed)
+//	GET  /ready                 models loaded and not draining (503 otherwise)
+//	GET  /metrics               Prometheus text: request histograms, outcomes,
+//	                            tokens, queue, KV blocks per model, HTTP codes,
+//	                            Go runtime and process (RSS, goroutines)
+//
+// Text requests take model, messages or prompt, stream (server-sent events,
+// ending with "data: [DONE]"), stream_options.include_usage, max_tokens (or
+// max_completion_tokens; default: up to the context), temperature, top_p,
+// top_k, seed (together: reproducible sampling; none of them: the bundle's
+// defaults), stop (up to four strings) and n (1 only). Answers carry usage
+// and finish_reason from the engine's summary: "stop" for the end of the
+// turn or a stop string, "length" for max_tokens or the context. Unknown
+// fields are ignored, as other OpenAI-compatible servers do.
+//
+// Chat messages are rendered by the bundle's chat template (Hugging Face's
+// chat_template, kept by `model import --hf`) with add_generation_prompt,
+// and generation also stops at the template's turn-end marker. A model
+// without a template (trained on plain text) gets the turns' contents one
+// paragraph each.
+//
+// # Priority and SLO (extension)
+//
+// A request may carry an "edgeinfer" object:
+//
+//	"edgeinfer": {"class": "realtime", "ttft_ms": 150, "tpot_ms": 50, "deadline_ms": 5000, "fail_fast": true}
+//
+// or the headers X-Edgeinfer-Class: realtime, X-Edgeinfer-SLO:
+// ttft=150ms,tpot=50ms,deadline=5s and X-Edgeinfer-Fail-Fast: 1 (the body
+// wins). class is realtime, interactive (default) or batch; the SLO goes to
+// the scheduler, which orders and admits by it. With fail_fast a request
+// whose predicted TTFT exceeds its SLO is refused at once: 429 with
+// Retry-After (seconds, from the scheduler's estimate), as is a request
+// whose class queue is full.
+//
+// # Errors
+//
+// Errors use OpenAI's shape, {"error": {"message", "type", "param",
+// "code"}}, and the message says what to change: 400 names the field
+// (malformed JSON gives the byte offset; a prompt past the context gives
+// the token counts, code context_length_exceeded), 401 a missing or wrong
+// bearer token, 404 an unknown model (listing those served), 413 a body
+// over the limit, 429 overload, 503 shutting down, 504 a deadline passed.
+// A stream that fails after its first event ends with an error event.
+//
+// # Lifecycle
+//
+// A client that disconnects cancels its request: the engine stops it
+// within one step and frees its KV blocks. Serve, when its context ends,
+// drains: /ready turns 503, new generations are refused, running streams
+// get Config.DrainTimeout to finish, then are cancelled.
+//
+// Backend is the engine as the server sees it; EngineBackend adapts
+// *engine.Engine, and is the package's only contact with it.
+package serve

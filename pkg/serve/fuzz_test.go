@@ -1,0 +1,47 @@
+package serve
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+)
+
+// FuzzTextRequest feeds arbitrary bodies and headers to the request
+// decoding: it never panics, and every refusal is a 4xx in OpenAI's
+// shape with a message.
+func FuzzTextRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stop":["\n"],"edgeinfer":{"class":"batch","ttft_ms":100}}`), true, "ttft=1s")
+	f.Add([]byte(`{"model":"m","prompt":[1,2,3],"n":1,"seed":-1}`), false, "")
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"temperature":1e309}`), true, "deadline=x")
+	f.Add([]byte(`[1,2]`), false, "")
+	f.Fuzz(func(t *testing.T, body []byte, chat bool, slo string) {
+		var q textRequest
+		err := unmarshalRequest(body, &q)
+		if err == nil {
+			h := http.Header{}
+			h.Set("X-Edgeinfer-SLO", slo)
+			_, err = q.validate(chat, h)
+		}
+		if err == nil {
+			return
+		}
+		var ae *apiError
+		if !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500 || ae.Message == "" {
+			t.Fatalf("%q: %v is not a 4xx API error", body, err)
+		}
+	})
+}
+
+// FuzzInferBody feeds arbitrary .npy bytes and JSON tensors.
+func FuzzInferBody(f *testing.F) {
+	f.Add([]byte("\x93NUMPY\x01\x00\x10\x00{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }"), "float32", int64(2))
+	f.Fuzz(func(t *testing.T, npy []byte, dtype string, dim int64) {
+		_, _ = parseNPY(npy)
+		jt := jsonTensor{DType: dtype, Shape: []int64{dim, dim}, Data: []float64{1, 2, 3, 4}}
+		if tt, err := jt.tensor(); err == nil {
+			if _, err := values(tt); err != nil {
+				t.Fatalf("a tensor built from JSON does not list back: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,162 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+)
+
+// The tests serve the real tiny model (examples/tinylm, imported as
+// `model import --hf` does) and a one-shot y = x + 1 model through a real
+// engine.
+
+var (
+	bundleOnce sync.Once
+	bundleDir  string
+	chatDir    string
+	addModel   string
+	bundleErr  error
+)
+
+// testChatTemplate marks turns with the tokenizer's one special token, so
+// the chat path (template, turn end) runs on the tiny model.
+const testChatTemplate = "{% for m in messages %}{{ m.role }}: {{ m.content }}{{ eos_token }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
+
+func buildModels(t testing.TB) {
+	t.Helper()
+	bundleOnce.Do(func() {
+		root, err := os.MkdirTemp("", "serve-test-")
+		if err != nil {
+			bundleErr = err
+			return
+		}
+		src := filepath.Join("..", "..", "examples", "tinylm")
+		bundleDir = filepath.Join(root, "tinylm")
+		if _, bundleErr = build.ImportHF(context.Background(), src, bundleDir, build.ImportOptions{}); bundleErr != nil {
+			return
+		}
+		// A copy of the checkpoint with a chat template.
+		hf := filepath.Join(root, "hf")
+		os.MkdirAll(hf, 0o755)
+		for _, f := range []string{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"} {
+			if err := os.Symlink(filepath.Join(mustAbs(src), f), filepath.Join(hf, f)); err != nil {
+				bundleErr = err
+				return
+			}
+		}
+		cfg, _ := json.Marshal(map[string]any{"chat_template": testChatTemplate, "eos_token": "<|endoftext|>"})
+		os.WriteFile(filepath.Join(hf, "tokenizer_config.json"), cfg, 0o644)
+		chatDir = filepath.Join(root, "tinychat")
+		if _, bundleErr = build.ImportHF(context.Background(), hf, chatDir, build.ImportOptions{Name: "tinychat"}); bundleErr != nil {
+			return
+		}
+		b := onnx.NewBuilder("addone")
+		x := b.Input("x", onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(3))
+		one := b.Float32("one", []int64{3}, []float32{1, 1, 1})
+		b.Node(onnx.DomainONNX, "Add", []string{x, one}, []string{"y"})
+		b.Output("y", onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(3))
+		data, err := b.Marshal()
+		if err != nil {
+			bundleErr = err
+			return
+		}
+		addModel = filepath.Join(root, "addone.onnx")
+		bundleErr = os.WriteFile(addModel, data, 0o644)
+	})
+	if bundleErr != nil {
+		t.Fatal(bundleErr)
+	}
+}
+
+func mustAbs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bundleDir != "" {
+		os.RemoveAll(filepath.Dir(bundleDir))
+	}
+	os.Exit(code)
+}
+
+// fixture is a served engine.
+type fixture struct {
+	eng *engine.Engine
+	b   *EngineBackend
+	srv *Server
+	ts  *httptest.Server
+}
+
+func openFixture(t testing.TB, cfg Config) *fixture {
+	t.Helper()
+	orttest.Need(t)
+	buildModels(t)
+	ecfg := engine.Config{Models: []engine.ModelSpec{{Dir: bundleDir}, {Dir: chatDir}, {Dir: addModel}},
+		KV: engine.KVOptions{BudgetBytes: 16 << 20, DisablePrefixCache: true}}
+	ecfg.Session.IntraOpThreads = 1
+	eng, err := engine.Open(context.Background(), ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewEngineBackend(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(b, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{eng: eng, b: b, srv: srv, ts: httptest.NewServer(srv.Handler())}
+	t.Cleanup(func() {
+		f.ts.Close()
+		srv.Close()
+		b.Close()
+		eng.Close(context.Background())
+	})
+	return f
+}
+
+func (f *fixture) post(t testing.TB, path, body string, hdr ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", f.ts.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp, data
+}
+
+// apiErr decodes an error body.
+func apiErr(t testing.TB, data []byte) apiError {
+	t.Helper()
+	var e struct {
+		Error apiError `json:"error"`
+	}
+	if err := json.Unmarshal(data, &e); err != nil || e.Error.Message == "" {
+		t.Fatalf("not an OpenAI error body: %s", data)
+	}
+	return e.Error
+}

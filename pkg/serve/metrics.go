@@ -1,0 +1,74 @@
+package serve
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/edgeinfer/edgeinfer/pkg/metrics/prom"
+)
+
+// serverMetrics is /metrics: the engine's request timelines (latency
+// histograms, outcomes, tokens: pkg/metrics/prom), the engine's queue and
+// KV cache read at scrape time, the HTTP layer's counters, and the Go
+// runtime and process (resident memory, goroutines) so a leak shows.
+type serverMetrics struct {
+	reg      *prometheus.Registry
+	timeline *prom.Collector
+	requests *prometheus.CounterVec
+	streams  prometheus.Gauge
+	handler  http.Handler
+}
+
+func newServerMetrics(b Backend) (*serverMetrics, error) {
+	m := &serverMetrics{reg: prometheus.NewRegistry(), timeline: prom.New(prom.Options{})}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgeinfer", Subsystem: "http", Name: "requests_total",
+		Help: "HTTP requests answered, by path and status code."}, []string{"path", "code"})
+	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgeinfer", Subsystem: "http", Name: "streams_active",
+		Help: "Server-sent event streams open now."})
+	for _, c := range []prometheus.Collector{m.timeline, m.requests, m.streams, &engineCollector{b: b},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := m.reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m, nil
+}
+
+func (m *serverMetrics) request(path string, code int) {
+	m.requests.WithLabelValues(path, strconv.Itoa(code)).Inc()
+}
+
+func (m *serverMetrics) serveHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
+
+// engineCollector reads the backend's queue and KV cache at scrape time.
+type engineCollector struct{ b Backend }
+
+var (
+	queuedDesc  = prometheus.NewDesc("edgeinfer_engine_queued_requests", "Generation requests waiting for admission.", nil, nil)
+	runningDesc = prometheus.NewDesc("edgeinfer_engine_running_requests", "Admitted sequences holding KV cache.", nil, nil)
+	kvUsedDesc  = prometheus.NewDesc("edgeinfer_engine_kv_blocks_used", "KV cache blocks in use, per decoder.", []string{"model"}, nil)
+	kvTotalDesc = prometheus.NewDesc("edgeinfer_engine_kv_blocks", "KV cache blocks in the pool, per decoder.", []string{"model"}, nil)
+	kvBytesDesc = prometheus.NewDesc("edgeinfer_engine_kv_used_bytes", "KV cache bytes in use, per decoder.", []string{"model"}, nil)
+)
+
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{queuedDesc, runningDesc, kvUsedDesc, kvTotalDesc, kvBytesDesc} {
+		ch <- d
+	}
+}
+
+func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.b.Stats()
+	ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(st.Queued))
+	ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(st.Running))
+	for name, kv := range st.KV {
+		ch <- prometheus.MustNewConstMetric(kvUsedDesc, prometheus.GaugeValue, float64(kv.BlocksUsed), name)
+		ch <- prometheus.MustNewConstMetric(kvTotalDesc, prometheus.GaugeValue, float64(kv.BlocksTotal), name)
+		ch <- prometheus.MustNewConstMetric(kvBytesDesc, prometheus.GaugeValue, float64(kv.BytesUsed), name)
+	}
+}
