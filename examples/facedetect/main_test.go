@@ -4,68 +4,101 @@ import (
 	"bytes"
 	"context"
 	"image"
-	"image/color"
+	_ "image/jpeg"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/plugintest"
 )
 
 func TestAnchors(t *testing.T) {
-	a := Anchors()
-	if len(a) != 896 {
-		t.Fatalf("%d anchors, want 896", len(a))
-	}
-	if a[0] != [2]float64{0.5 / 16, 0.5 / 16} || a[512] != [2]float64{0.5 / 8, 0.5 / 8} || a[517] != a[512] {
-		t.Errorf("anchor layout: %v %v %v", a[0], a[512], a[517])
+	a := nativeAnchors()
+	if len(a) != 896 || a[0] != [2]float64{0.5 / 16, 0.5 / 16} || a[512] != [2]float64{0.5 / 8, 0.5 / 8} || a[517] != a[512] {
+		t.Errorf("anchor layout: %d %v %v %v", len(a), a[0], a[512], a[517])
 	}
 }
 
-func TestDecode(t *testing.T) {
-	scores := make([]float32, 896)
-	boxes := make([]float32, 896*16)
-	for i := range scores {
-		scores[i] = -10
+// fixture is the real model and photo (make setup fetches them) and a
+// bundle of them with the plugins built from source.
+func fixture(tb testing.TB) (model, photo, dir string) {
+	base, _ := os.UserCacheDir()
+	root := filepath.Join(base, "edgeinfer", "models")
+	if r := os.Getenv("EDGEINFER_MODELS"); r != "" {
+		root = r
 	}
-	// Two overlapping confident boxes at anchor 0 and 1 (same centre), one
-	// far away below threshold.
-	for _, i := range []int{0, 1} {
-		scores[i] = 3
-		copy(boxes[16*i:], []float32{0, 0, 12.8, 12.8})
+	model = filepath.Join(root, "blazeface", "face_detection_front_128x128_barracuda.onnx")
+	photo = filepath.Join(root, "images", "locomotion-nude-male.jpg")
+	for _, f := range []string{model, photo} {
+		if _, err := os.Stat(f); err != nil {
+			tb.Skipf("no %s (run make setup)", f)
+		}
 	}
-	scores[600] = 0.5 // sigmoid 0.62 < 0.75
-	faces := Decode(scores, boxes, 0.75)
-	if len(faces) != 1 {
-		t.Fatalf("faces %v, want 1 after weighted NMS", faces)
+	plugintest.Build(tb, "runtime/plugin/plugins/imageprep")
+	plugintest.Build(tb, "runtime/plugin/plugins/blazeface")
+	dir = tb.TempDir()
+	if err := MakeBundle(dir, model, plugintest.Dir(tb), 0.5); err != nil {
+		tb.Fatal(err)
 	}
-	f := faces[0]
-	if d := f.XMax - f.XMin; d < 0.099 || d > 0.101 {
-		t.Errorf("width %v, want 0.1", d)
-	}
+	return model, photo, dir
 }
 
-// TestDetect runs the real model when `make demo` (or the cache) has it.
-func TestDetect(t *testing.T) {
-	home, _ := os.UserCacheDir()
-	model := filepath.Join("..", "..", "out", "demo", "face_detection_front_128x128_barracuda.onnx")
-	if _, err := os.Stat(model); err != nil {
-		t.Skipf("no model at %s (run make demo); cache %s", model, home)
+// nativeDetect is the example's former Go path on the same crop.
+func nativeDetect(tb testing.TB, model string, img image.Image) []Face {
+	s, err := ort.NewSessionFromFile(context.Background(), model, ort.Options{IntraOpThreads: 1})
+	if err != nil {
+		tb.Skipf("ONNX Runtime unavailable (run make setup): %v", err)
 	}
-	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
-	for i := range img.Pix {
-		img.Pix[i] = 128
+	defer s.Close()
+	in := make([]float32, size*size*3)
+	nativePreprocess(img, in)
+	x, _ := ort.CopyTensor([]int64{1, size, size, 3}, in)
+	defer x.Close()
+	out, err := s.Run(context.Background(), map[string]*ort.Tensor{"input:0": x})
+	if err != nil {
+		tb.Fatal(err)
 	}
-	img.Set(1, 1, color.White)
-	res, err := Detect(context.Background(), model, img, Config{Runs: 3, Threads: 1, Threshold: 0.75})
+	defer ort.CloseAll(out)
+	var d [4][]float32
+	for i, n := range []string{"Identity:0", "Identity_1:0", "Identity_2:0", "Identity_3:0"} {
+		d[i], _ = ort.Data[float32](out[n])
+	}
+	return nativeDecode(append(slices.Clone(d[0]), d[1]...), append(slices.Clone(d[2]), d[3]...), 0.5)
+}
+
+// TestPluginsMatchNative: the bundle (plugins + model) finds the same face
+// in the Muybridge crop as the Go code the plugins replaced.
+func TestPluginsMatchNative(t *testing.T) {
+	model, photo, dir := fixture(t)
+	data, _ := os.ReadFile(photo)
+	res, err := Detect(context.Background(), dir, data, Config{Runs: 2, Threads: 1, Crop: []int64{15, 535, 70, 70}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Faces) != 0 {
-		t.Errorf("faces in a grey image: %v", res.Faces)
+	img, _, _ := image.Decode(bytes.NewReader(data))
+	want := nativeDetect(t, model, img.(interface {
+		SubImage(image.Rectangle) image.Image
+	}).SubImage(image.Rect(15, 535, 85, 605)))
+	if len(want) == 0 || len(res.Faces) != len(want) {
+		t.Fatalf("plugins found %v, native %v", res.Faces, want)
+	}
+	for i := range want {
+		g, w := res.Faces[i], want[i]
+		for _, d := range []float64{g.Score - w.Score, g.XMin - w.XMin, g.YMin - w.YMin, g.XMax - w.XMax, g.YMax - w.YMax} {
+			if math.Abs(d) > 1e-4 {
+				t.Errorf("face %d: plugins %+v, native %+v", i, g, w)
+				break
+			}
+		}
 	}
 	var buf bytes.Buffer
-	res.Print(&buf, img.Bounds())
-	if !strings.Contains(buf.String(), "provider: ") || !strings.Contains(buf.String(), "faces found: 0") {
+	res.Print(&buf)
+	if !strings.Contains(buf.String(), "faces found: 1") || !strings.Contains(buf.String(), "pre plugin:") {
 		t.Errorf("report:\n%s", buf.String())
 	}
+	t.Logf("\n%s", buf.String())
 }

@@ -64,7 +64,8 @@ var importRules = []importRule{
 	{dep: "github.com/sigstore/", allowed: []string{module + "/update/fleet"}},
 	// one MQTT connection per device, owned by the link
 	{dep: "github.com/eclipse/paho.mqtt.golang", allowed: []string{module + "/update/link"}},
-	// one sandbox host
+	// One package owns the WebAssembly sandbox, so its limits (memory cap,
+	// deadlines, grants) cannot be bypassed by another caller of wazero.
 	{dep: "github.com/tetratelabs/wazero", allowed: []string{module + "/runtime/plugin"}},
 }
 

@@ -61,6 +61,8 @@ type Manifest struct {
 	Quantization string `json:"quantization"`
 	// Files lists every file of the bundle but the manifest.
 	Files []File `json:"files"`
+	// Plugins are the model's pre/post-processing modules, or nil.
+	Plugins *Plugins `json:"plugins,omitempty"`
 	// CreatedBy names the tool and the source: "edgeinfer model build
 	// --preset tiny-test".
 	CreatedBy string `json:"created_by"`
@@ -197,6 +199,7 @@ func (m *Manifest) Validate() error {
 		return bad("no name")
 	}
 	files := map[string]bool{}
+	byPath := map[string]File{}
 	for _, f := range m.Files {
 		if !SafePath(f.Path) {
 			return bad("file path %q must be relative, clean and inside the bundle", f.Path)
@@ -211,6 +214,12 @@ func (m *Manifest) Validate() error {
 			return bad("file %q: size %d, sha256 %q", f.Path, f.Size, f.SHA256)
 		}
 		files[f.Path] = true
+		byPath[f.Path] = f
+	}
+	if m.Plugins != nil {
+		if err := m.Plugins.validate(byPath); err != nil {
+			return err
+		}
 	}
 	if !files[m.Model] {
 		return bad("model file %q is not among the files", m.Model)

@@ -144,7 +144,14 @@ func versionRows(r *Report) [][]string {
 		{"SDK", v.SDK}, {"commit", fmt.Sprintf("%s (%s, modified %v)", v.Commit, v.CommitSource, v.Modified)},
 		{"Go", v.Go}, {"OS / arch", v.OS + " / " + v.Arch}, {"CPU", fmt.Sprintf("%s, %d cores", v.CPU, v.Cores)},
 		{"CPU SIMD", orNone(strings.Join(v.SIMD, " "))}, {"transparent huge pages", v.HugePages},
-		{"board", v.Board}, {"intra / inter-op threads", opt(v.IntraOpThreads) + " / " + opt(v.InterOpThreads)},
+		{"board", v.Board}, {"plugin runtime", v.PluginRuntime}, {"intra / inter-op threads", opt(v.IntraOpThreads) + " / " + opt(v.InterOpThreads)},
+	}
+	if pl := v.Platform; pl != nil {
+		for _, c := range pl.Choices {
+			if c.Setting != "board" {
+				rows = append(rows, []string{"board profile: " + c.Setting, c.String()})
+			}
+		}
 	}
 	if v.KVBudgetBytes != nil {
 		rows = append(rows, []string{"KV budget / prefix cache", fmt.Sprintf("%d B / %v", *v.KVBudgetBytes, *v.PrefixCache)})

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin"
 )
 
 // Versions is the report's version matrix: everything that must match
@@ -24,6 +25,9 @@ type Versions struct {
 	CPU          string `json:"cpu_model"`
 	Cores        int    `json:"cores"`
 	Board        string `json:"board"`
+	// Platform is the board profile and its choices (providers, threads,
+	// affinity, KV budget) against the run's engine configuration.
+	Platform *Platform `json:"platform"`
 	// SIMD lists the vector extensions the CPU reports that ONNX Runtime's
 	// kernels choose between (AVX2 vs AVX-512 changed int4 matmul speed
 	// 2.8× between two "EPYC" hosts here).
@@ -31,8 +35,11 @@ type Versions struct {
 	// HugePages is the kernel's transparent huge page mode ("always",
 	// "madvise", "never") or why it is unknown: KV pools and model weights
 	// are put in huge pages only where it is not "never".
-	HugePages string         `json:"transparent_huge_pages"`
-	Models    []ModelVersion `json:"models"`
+	HugePages string `json:"transparent_huge_pages"`
+	// PluginRuntime runs bundles' pre/post plugins: wazero's version and
+	// whether its compiler or its interpreter runs here.
+	PluginRuntime string         `json:"plugin_runtime"`
+	Models        []ModelVersion `json:"models"`
 	// Threads are the ONNX Runtime session's intra- and inter-op threads
 	// (0 = ONNX Runtime's default); null when the engine config is unknown.
 	IntraOpThreads *int `json:"intra_op_threads"`
@@ -81,7 +88,9 @@ func modelVersion(m engine.ModelInfo) ModelVersion {
 // engine.
 func collectVersions(res *Result) Versions {
 	v := Versions{SDK: "(unknown)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Cores: runtime.NumCPU(), CPU: cpuModel(), Board: board(), SIMD: cpuSIMD(), HugePages: hugePageMode(), Sched: res.Sched, Target: res.Target}
+		Cores: runtime.NumCPU(), CPU: cpuModel(), SIMD: cpuSIMD(), HugePages: hugePageMode(), Sched: res.Sched, Target: res.Target,
+		PluginRuntime: plugin.Runtime()}
+	v.Board, v.Platform = detectPlatform(res.EngineConfig)
 	for _, m := range res.Models {
 		v.Models = append(v.Models, modelVersion(m))
 	}
@@ -191,16 +200,4 @@ func hugePageMode() string {
 		}
 	}
 	return "unknown: " + strings.TrimSpace(s)
-}
-
-// board reads the device-tree model (ARM boards) or the DMI product name.
-func board() string {
-	for _, p := range []string{"/proc/device-tree/model", "/sys/class/dmi/id/product_name"} {
-		if b, err := os.ReadFile(p); err == nil {
-			if s := strings.TrimSpace(strings.TrimRight(string(b), "\x00")); s != "" {
-				return s
-			}
-		}
-	}
-	return "unknown (no /proc/device-tree/model or DMI product name)"
 }

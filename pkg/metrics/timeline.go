@@ -72,6 +72,11 @@ type Timeline struct {
 	// model) may set it directly.
 	OutputTokens int `json:"output_tokens"`
 	SLO          SLO `json:"slo"`
+	// Pre and Post are the time a one-shot model's pre- and
+	// post-processing plugins took for this request, outside
+	// Arrived..Finished (the model's queue and run); zero without plugins.
+	Pre  time.Duration `json:"pre_ns,omitempty"`
+	Post time.Duration `json:"post_ns,omitempty"`
 }
 
 // NewTimeline returns a timeline that arrived at arrived, with room for

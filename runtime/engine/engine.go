@@ -25,6 +25,7 @@ type Engine struct {
 	life context.Context // the engine's lifetime: cancelled by Close
 	stop context.CancelFunc
 
+	plugins   pluginState    // plugin models' records awaiting post (plugins.go)
 	bg        sync.WaitGroup // the record pump and models being retired
 	closeOnce sync.Once
 	closeErr  error

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
@@ -24,6 +25,7 @@ type model struct {
 	info ModelInfo
 	dec  *llm.Model
 	one  *oneshot
+	pl   *plugin.Pipeline // a one-shot bundle's pre/post plugins, or nil (plugins.go)
 	tok  *tokenizer.Tokenizer
 	gen  bundle.Generation
 
@@ -180,6 +182,9 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 	}
 	m.info = infoOf(cmpOr(spec.Name, b.Manifest.Name), b)
 	if b.Manifest.Kind == bundle.KindDecoder {
+		if err := refuseDecoderPlugins(b); err != nil { // plugins.go
+			return nil, err
+		}
 		cfg := e.s.Config()
 		// The step buffers hold the scheduler's largest step: its batch of
 		// decode rows, or one prefill chunk (bounded by the chunk size and
@@ -208,11 +213,15 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 			return nil, fmt.Errorf("engine: open %s: %w", m.name, err)
 		}
 		m.one = newOneshot(m.name, s)
+		if err := e.openPlugins(ctx, m, b); err != nil {
+			return nil, errors.Join(err, m.close())
+		}
 		m.info.setSession(s)
 		m.info.Inputs, m.info.Outputs = s.Inputs(), s.Outputs()
 	}
 	m.info.LoadTime = time.Since(start)
 	m.key = e.keyFor(m.name)
+	e.registerPlugins(m)
 	return m, nil
 }
 
@@ -299,7 +308,7 @@ func (m *model) close() error {
 	if m.dec != nil {
 		return m.dec.Close()
 	}
-	return m.one.sess.Close()
+	return errors.Join(m.closePlugins(), m.one.sess.Close())
 }
 
 func cmpOr(s ...string) string {

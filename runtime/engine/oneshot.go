@@ -43,6 +43,9 @@ func (e *Engine) Infer(ctx context.Context, model string, inputs Inputs, opts In
 	if m.one == nil {
 		return nil, fmt.Errorf("%w: %q is a decoder (use Generate)", ErrInvalidRequest, model)
 	}
+	if m.pl != nil { // pre plugin -> model -> post plugin
+		return e.inferPipeline(ctx, m, inputs, opts)
+	}
 	res, err := e.s.Infer(ctx, sched.InferRequest[tensors]{
 		Model: m.key, Class: opts.Class.sched(), Input: inputs, SLO: sched.SLO(opts.SLO), FailFast: opts.FailFast,
 	})

@@ -55,6 +55,8 @@ func (e *Engine) pumpRecords() {
 		select {
 		case <-e.s.Recorded():
 			e.deliver()
+		case <-e.plugins.woken(): // plugins.go
+			e.deliver()
 		case <-e.life.Done():
 			e.deliver()
 			return
@@ -63,7 +65,8 @@ func (e *Engine) pumpRecords() {
 }
 
 func (e *Engine) deliver() {
-	recs := e.s.Records()
+	defer e.flushPending()
+	recs := e.holdPluginRecords(e.s.Records())
 	if len(recs) == 0 {
 		return
 	}

@@ -1,10 +1,16 @@
 package ort
 
+// -Wno-unused-parameter only because cgo's generated wrappers of C functions
+// without parameters trip it; TestKernelCompilesCleanly builds our C files
+// with the full -Wall -Wextra -Werror.
+
 /*
-#cgo CFLAGS: -O3
+#cgo CFLAGS: -O3 -Wall -Wextra -Wno-unused-parameter
 #cgo LDFLAGS: -lm
 #cgo linux LDFLAGS: -ldl
 #include <stdlib.h>
+#include "matmul_q4.h"
+#include "ops.h"
 #include "paged_attention.h"
 */
 import "C"
@@ -13,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -20,10 +27,12 @@ import (
 )
 
 // OpDomain is the operator domain of edgeinfer's own ONNX Runtime kernels,
-// registered with every session. Its one operator, PagedAttention, is
+// registered with every session (ops.c binds them). PagedAttention is
 // attention over the paged KV cache read in place (paged_attention.c has
 // its contract); the SDK's paged decoder graphs use it unless built for
-// portability (pkg/onnx/llama Options.PortableAttention).
+// portability (pkg/onnx/llama Options.PortableAttention). MatMulNBits is
+// int4 block-32 MatMulNBits (matmul_q4.c), used by graphs built with
+// pkg/onnx/llama Options.MatMulKernel.
 const OpDomain = C.EDGEINFER_OP_DOMAIN
 
 // ErrCustomOps reports that edgeinfer's operators could not be bound to the
@@ -56,7 +65,7 @@ func customOpsFor(info ModelInfo) error {
 	for _, o := range info.Opsets {
 		if o.Domain == OpDomain {
 			return fmt.Errorf("the model uses operators of %s that this ONNX Runtime cannot run (%w); "+
-				"use ONNX Runtime 1.17 or later, or rebuild the bundle with --portable-attention", OpDomain, why)
+				"use ONNX Runtime 1.17 or later, or rebuild the bundle with --portable-attention and without --matmul-kernel", OpDomain, why)
 		}
 	}
 	return nil
@@ -94,3 +103,48 @@ var optionsLayoutOK = sync.OnceValue(func() bool {
 	return t.Kind() == reflect.Struct && t.NumField() == 1 &&
 		t.Field(0).Type.Kind() == reflect.Pointer && t.Size() == unsafe.Sizeof(uintptr(0))
 })
+
+// The kernels' variants (instruction sets, see paged_attention.c) are picked
+// when the operators are bound; tests switch between them to run each one
+// the CPU supports against the others.
+
+// attentionVariants lists the attention kernel's variants this CPU runs,
+// best last; valid once the library is acquired.
+func attentionVariants() []string {
+	return strings.Split(C.GoString(C.ei_attention_variants()), ",")
+}
+
+// attentionCompiled lists every attention variant built for this
+// architecture, whether or not this CPU runs it.
+func attentionCompiled() []string {
+	return strings.Split(C.GoString(C.ei_attention_compiled()), ",")
+}
+
+// attentionVariant is the variant in use.
+func attentionVariant() string { return C.GoString(C.ei_attention_current()) }
+
+// useAttentionVariant switches every session's attention kernel to the
+// named variant, for tests: no session may be running.
+func useAttentionVariant(name string) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if C.ei_attention_use(cname) != 0 {
+		return fmt.Errorf("ort: attention variant %q is not one this CPU runs (%s)", name, strings.Join(attentionVariants(), ", "))
+	}
+	return nil
+}
+
+// q4Variants, q4Compiled, q4Variant and useQ4Variant are the same for the
+// int4 matrix kernel (matmul_q4.c).
+func q4Variants() []string { return strings.Split(C.GoString(C.ei_q4_variants()), ",") }
+func q4Compiled() []string { return strings.Split(C.GoString(C.ei_q4_compiled()), ",") }
+func q4Variant() string    { return C.GoString(C.ei_q4_current()) }
+
+func useQ4Variant(name string) error {
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if C.ei_q4_use(cname) != 0 {
+		return fmt.Errorf("ort: int4 matmul variant %q is not one this CPU runs (%s)", name, strings.Join(q4Variants(), ", "))
+	}
+	return nil
+}

@@ -17,9 +17,13 @@
 // each Run then only calls into ONNX Runtime.
 //
 // Every session also gets edgeinfer's own operators (OpDomain,
-// "ai.edgeinfer"): PagedAttention, attention over the paged KV cache read in
-// place through the block table, a C kernel with an AVX2 path
-// (paged_attention.c) that the SDK's paged decoder graphs use.
+// "ai.edgeinfer"), C kernels with per-instruction-set variants picked at
+// load (ops.c binds them): PagedAttention, attention over the paged KV cache
+// read in place through the block table (paged_attention.c), which the
+// SDK's paged decoder graphs use; and MatMulNBits, com.microsoft.MatMulNBits'
+// contract for int4 block-32 weights with integer dot products
+// (matmul_q4.c), which graphs built with pkg/onnx/llama
+// Options.MatMulKernel use.
 //
 // Usage:
 //

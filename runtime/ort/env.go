@@ -69,6 +69,7 @@ func Release() error {
 	}
 	env.path, env.version = "", ""
 	releaseCustomOps()
+	releasePlugins()
 	if err := onnx.DestroyEnvironment(); err != nil {
 		return fmt.Errorf("ort: release environment: %w", err)
 	}

@@ -26,6 +26,7 @@ type tInit struct {
 	name string
 	dims []int64
 	f32  []float32
+	u8   []uint8 // a uint8 initializer where set
 }
 
 type tModel struct {
@@ -100,12 +101,15 @@ func (m tModel) encode() []byte {
 		for _, d := range in.dims {
 			tb = append(tb, fVarint(1, d)...)
 		}
-		tb = append(tb, fVarint(2, int64(Float32))...)
-		tb = append(tb, fString(8, in.name)...)
-		raw := make([]byte, 4*len(in.f32))
+		dtype, raw := Float32, make([]byte, 4*len(in.f32))
 		for i, f := range in.f32 {
 			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
 		}
+		if in.u8 != nil {
+			dtype, raw = Uint8, in.u8
+		}
+		tb = append(tb, fVarint(2, int64(dtype))...)
+		tb = append(tb, fString(8, in.name)...)
 		tb = append(tb, fBytes(9, raw)...)
 		graph = append(graph, fBytes(5, tb)...)
 	}

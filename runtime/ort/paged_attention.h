@@ -1,17 +1,48 @@
-// edgeinfer's ONNX Runtime custom operators (see paged_attention.c).
+// The paged attention kernel's interface to the operator glue (ops.c).
+// Nothing here knows ONNX Runtime: ops.c checks the tensors, fills a job and
+// hands its work items to ONNX Runtime's thread pool.
 #ifndef EDGEINFER_PAGED_ATTENTION_H
 #define EDGEINFER_PAGED_ATTENTION_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-#define EDGEINFER_OP_DOMAIN "ai.edgeinfer"
+// Tokens of one row handled by one work item: enough query rows to reuse
+// each key and value read from memory several times in prefill, few
+// enough that a decode step (T = 1) still splits over the KV heads.
+#define EI_TOKEN_BLOCK 4
+// Query heads per KV head the kernel handles (checked when a node loads).
+#define EI_MAX_GROUP 64
 
-// edgeinfer_ops_init binds to the already loaded ONNX Runtime at path and
-// builds the operator domain; 0 on success, else -1 with a message in err.
-int edgeinfer_ops_init(const char* path, char* err, size_t errlen);
-// edgeinfer_ops_register adds the domain to an OrtSessionOptions.
-int edgeinfer_ops_register(void* session_options, char* err, size_t errlen);
-// edgeinfer_ops_release frees the domain before the library is unloaded.
-void edgeinfer_ops_release(void);
+typedef struct {
+  const float *q, *k, *v;
+  const void *kc, *vc;  // pools
+  const float *ks, *vs; // int8 pools: per-block scales [Hkv, N]
+  const int64_t *bt, *cl;
+  float* out;
+  int64_t B, T, Hq, Hkv, G, D, N, bs, M;
+  int64_t token_blocks;
+  int int8;
+  float scale;
+  int64_t max_keys;  // max over rows of context_lens + T
+  int failed;        // set by a work item that could not get memory
+} ei_attention_job;
+
+// ei_attention_items is the number of work items of a filled job (it sets
+// j->token_blocks); ei_attention_work runs item i. Items are independent.
+size_t ei_attention_items(ei_attention_job* j);
+void ei_attention_work(void* j, size_t i);
+
+// Variants: the loops compiled for one instruction set, with or without
+// the hand-written AVX2 loops for head sizes that are a multiple of 16.
+// ei_attention_init picks the best the CPU runs; ei_attention_variants lists
+// those it can run, comma-separated (ei_attention_compiled: all that were
+// built), and ei_attention_use switches to one (tests run each against the
+// others; 0, or -1 for a name the CPU cannot run).
+void ei_attention_init(void);
+const char* ei_attention_variants(void);
+const char* ei_attention_compiled(void);
+const char* ei_attention_current(void);
+int ei_attention_use(const char* name);
 
 #endif

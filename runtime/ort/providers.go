@@ -128,8 +128,20 @@ func (a ProviderAttempt) String() string {
 }
 
 // appendProvider adds p to so. CPU needs nothing: ONNX Runtime always
-// appends it last, for any node the chosen provider cannot take.
+// appends it last, for any node the chosen provider cannot take. A core
+// built without the provider can still take it as a plug-in library beside
+// it (see plugin_ep.go); the plug-in's error then says why it did not.
 func appendProvider(so *onnx.SessionOptions, p ProviderConfig) error {
+	err := appendBuiltin(so, p)
+	if notInBuild(err) {
+		if lib := pluginLibrary(p.Name.canonical()); lib != "" {
+			return appendPlugin(so, p, lib)
+		}
+	}
+	return err
+}
+
+func appendBuiltin(so *onnx.SessionOptions, p ProviderConfig) error {
 	opts := p.Options
 	switch p.Name.canonical() {
 	case CPU:
@@ -204,7 +216,11 @@ func skipReason(p Provider, err error) string {
 		}
 		return "provider library not found"
 	case missingLibRE.MatchString(msg):
-		return "provider library not found (" + missingLibRE.FindStringSubmatch(msg)[1] + ")"
+		lib := missingLibRE.FindStringSubmatch(msg)[1]
+		if !strings.HasPrefix(lib, "libonnxruntime_providers") {
+			return "a library it links is missing (" + lib + ")"
+		}
+		return "provider library not found (" + lib + ")"
 	case strings.Contains(low, "not supported in this build"),
 		strings.Contains(low, "is not supported"),
 		strings.Contains(low, "not available"),

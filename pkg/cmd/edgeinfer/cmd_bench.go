@@ -48,6 +48,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	corpus := fs.String("corpus", "", "comma-separated text files to draw prompts from (overrides the spec's)")
 	threads := fs.Int("threads", 2, "ONNX Runtime intra-op threads")
 	kvBudget := fs.Int64("kv-budget", 0, "KV cache bytes (0 = engine default, 256 MiB)")
+	board := fs.String("board", "", "apply a board profile's providers, threads and KV budget: auto (detect) or a profile ID; flags set explicitly win")
 	kvPrefault := fs.Bool("kv-prefault", true, "commit the KV budget at start so measured steps pay no first-touch page faults")
 	sample := fs.String("show-sample", "", "before the run, stream the answer to this prompt")
 	sampleTokens := fs.Int("sample-tokens", 60, "tokens for --show-sample")
@@ -88,6 +89,11 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	cfg := engine.Config{Models: []engine.ModelSpec{mspec}, Store: *storePath, KV: engine.KVOptions{BudgetBytes: *kvBudget, Prefault: *kvPrefault}}
 	cfg.Session.IntraOpThreads = *threads
+	if *board != "" {
+		if err := applyBoard(fs, *board, &cfg); err != nil {
+			return err
+		}
+	}
 	eng, err := engine.Open(ctx, cfg)
 	if err != nil {
 		return err

@@ -30,15 +30,17 @@ func init() {
 
 // modelFlags are the flags that name a model and how to run it.
 type modelFlags struct {
-	model   string
-	store   string
-	threads int
+	model     string
+	store     string
+	threads   int
+	providers string
 }
 
 func (m *modelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.model, "model", "", "bundle directory, or NAME[@VERSION] with --store")
 	fs.StringVar(&m.store, "store", "", "offline model store (bbolt file) that --model names a model in")
 	fs.IntVar(&m.threads, "threads", 2, "ONNX Runtime intra-op threads")
+	fs.StringVar(&m.providers, "provider", "", "execution providers to try in order, e.g. cuda,cpu (default: the full chain)")
 }
 
 func (m *modelFlags) validate() error {
@@ -155,10 +157,14 @@ func chatPrompt(e *engine.Engine, name, system, prompt string) ([]int32, []strin
 }
 
 func openEngine(ctx context.Context, mf modelFlags) (*engine.Engine, string, error) {
+	chain, err := ort.ParseProviders(mf.providers)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: --provider: %v", errUsage, err)
+	}
 	e, err := engine.Open(ctx, engine.Config{
 		Models:  []engine.ModelSpec{mf.spec()},
 		Store:   mf.store,
-		Session: ort.Options{IntraOpThreads: mf.threads},
+		Session: ort.Options{IntraOpThreads: mf.threads, Providers: chain},
 	})
 	if err != nil {
 		return nil, "", err

@@ -22,9 +22,9 @@ func init() {
 }
 
 const modelUsage = `usage:
-  edgeinfer model build --preset NAME --out DIR [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32 [--keep lm_head]]
+  edgeinfer model build --preset NAME --out DIR [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32 [--keep lm_head] [--matmul-kernel]]
   edgeinfer model import --onnx DIR --out DIR [--name NAME] [--version V]   (an Optimum/GenAI export, run through the compatible contract)
-  edgeinfer model import --hf DIR --out DIR [--name NAME] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32 [--keep lm_head]]
+  edgeinfer model import --hf DIR --out DIR [--name NAME] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32 [--keep lm_head] [--matmul-kernel]]
 presets: `
 
 func runModel(ctx context.Context, stdout io.Writer, args []string) error {
@@ -51,6 +51,7 @@ type graphFlags struct {
 	allLogits bool
 	kvInt8    bool
 	portable  bool
+	matmul    bool
 	// scheme and keep quantise while building (quant.NewEmitter): the
 	// weights are quantised one at a time as the builder emits them, so
 	// the fp32 model is never held whole.
@@ -65,6 +66,7 @@ func (g *graphFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
 	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; half the KV memory)")
 	fs.BoolVar(&g.portable, "portable-attention", false, "paged graph computes attention from standard operators, not edgeinfer's ai.edgeinfer.PagedAttention kernel (for an ONNX Runtime or provider without it; slower on the CPU)")
+	fs.BoolVar(&g.matmul, "matmul-kernel", false, "with --scheme int4-b32: run the int4 projections on edgeinfer's ai.edgeinfer.MatMulNBits kernel instead of com.microsoft.MatMulNBits (same weights; CPU)")
 	fs.StringVar(&g.scheme, "scheme", "fp32", "weight format: fp32, or quantise while building: int4-b32|int4-b64|int4-b128|int8|int8-pc|fp16 (+ -asym, -accN; int8-pc: per-channel, DynamicQuantizeMatMul)")
 	fs.Func("keep", "with --scheme: keep weights whose names contain this fp32 (repeatable, comma-separated; e.g. lm_head, embed)", func(s string) error {
 		for _, k := range strings.Split(s, ",") {
@@ -81,7 +83,7 @@ func (g *graphFlags) options() (llama.Options, error) {
 	if c != llama.ContractPaged && c != llama.ContractCompatible {
 		return llama.Options{}, fmt.Errorf("%w: --contract %q (want paged or compatible)", errUsage, g.contract)
 	}
-	opts := llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits, KVInt8: g.kvInt8, PortableAttention: g.portable}
+	opts := llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits, KVInt8: g.kvInt8, PortableAttention: g.portable, MatMulKernel: g.matmul}
 	if g.scheme != "" && g.scheme != "fp32" {
 		em, err := quant.NewEmitter(g.scheme, g.keep...)
 		if err != nil {
@@ -90,6 +92,14 @@ func (g *graphFlags) options() (llama.Options, error) {
 		opts.Emitter = em
 	} else if len(g.keep) > 0 {
 		return llama.Options{}, fmt.Errorf("%w: --keep needs --scheme", errUsage)
+	}
+	if g.matmul {
+		// the kernel runs int4 block 32 without zero points; anything else
+		// would build a graph with nothing on it
+		sc, err := quant.ParseScheme(g.scheme)
+		if err != nil || sc.Format != quant.FormatInt4 || sc.BlockSize != 32 || sc.Asymmetric {
+			return llama.Options{}, fmt.Errorf("%w: --matmul-kernel needs --scheme int4-b32 (symmetric), not %q", errUsage, g.scheme)
+		}
 	}
 	return opts, nil
 }

@@ -55,13 +55,16 @@ func runRun(ctx context.Context, w io.Writer, args []string) error {
 		return err
 	}
 	if len(pos) != 1 || *runs < 1 {
-		return fmt.Errorf("%w: run MODEL.onnx [--input FILE] [--runs N] [--dim name=value] [--threads N] [--provider list]", errUsage)
+		return fmt.Errorf("%w: run MODEL.onnx|BUNDLE [--input FILE] [--runs N] [--dim name=value] [--threads N] [--provider list]", errUsage)
 	}
 	opts := ort.Options{LibraryPath: *lib, IntraOpThreads: *threads}
 	if *providers != "" {
 		if opts.Providers, err = ort.ParseProviders(*providers); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
+	}
+	if pluginBundle(pos[0]) { // pre -> model -> post: cmd_run_bundle.go
+		return runBundle(ctx, w, pos[0], inputs, opts)
 	}
 	dimSizes := map[string]int64{}
 	for _, d := range dims {

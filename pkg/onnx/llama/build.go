@@ -66,6 +66,13 @@ type Options struct {
 	// the CPU (~25 nodes per layer instead of one, and a copy of every
 	// cached key and value per step).
 	PortableAttention bool
+	// MatMulKernel runs the int4 projections (block 32, symmetric: the
+	// int4-b32 scheme's) on edgeinfer's ai.edgeinfer.MatMulNBits kernel
+	// instead of com.microsoft.MatMulNBits. Same initializers and
+	// attributes: SetMatMulKernel turns a model built either way into the
+	// other. The default stays the portable operator, which every ONNX
+	// Runtime build and provider runs.
+	MatMulKernel bool
 }
 
 func (o *Options) normalise(c *Config) error {
@@ -143,7 +150,15 @@ func Build(b *onnx.Builder, c *Config, src WeightSource, opts Options) error {
 		b.Metadata("edgeinfer.block_size", strconv.Itoa(opts.BlockSize))
 		b.Metadata("edgeinfer.kv_dtype", opts.kvDType())
 	}
-	return d.build()
+	if err := d.build(); err != nil || !opts.MatMulKernel {
+		return err
+	}
+	m, err := b.Model()
+	if err != nil {
+		return err
+	}
+	SetMatMulKernel(m, true)
+	return nil
 }
 
 func (d *decoder) build() error {

@@ -1,0 +1,85 @@
+package llama
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+)
+
+// MetadataMatMul is the model metadata key that says which operator runs
+// the int4 projections: MatMulKernel or MatMulPortable.
+const (
+	MetadataMatMul = "edgeinfer.matmul"
+	// MatMulKernel: ai.edgeinfer.MatMulNBits, edgeinfer's int4 kernel
+	// (runtime/ort registers it with every session; Options.MatMulKernel).
+	MatMulKernel = onnx.DomainEdgeInfer + ".MatMulNBits"
+	// MatMulPortable: com.microsoft.MatMulNBits, ONNX Runtime's own.
+	MatMulPortable = "portable"
+)
+
+// SetMatMulKernel moves the MatMulNBits nodes of m that edgeinfer's kernel
+// runs — bits 4, block_size 32, no zero points — to ai.edgeinfer (kernel
+// true) or back to com.microsoft (false), and records in the
+// MetadataMatMul entry whether any node now runs on the kernel. The two operators take the same inputs and
+// attributes, so the weights are untouched: a model built for one runs on
+// the other after this. It returns the number of nodes moved.
+func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
+	from, to := onnx.DomainMicrosoft, onnx.DomainEdgeInfer
+	if !kernel {
+		from, to = to, from
+	}
+	moved := 0
+	for _, n := range m.GetGraph().GetNode() {
+		if n.GetOpType() != "MatMulNBits" || n.GetDomain() != from || !kernelRuns(n) {
+			continue
+		}
+		n.Domain = proto.String(to)
+		moved++
+	}
+	if moved > 0 {
+		found := false
+		for _, o := range m.OpsetImport {
+			found = found || o.GetDomain() == to
+		}
+		if !found {
+			m.OpsetImport = append(m.OpsetImport, &onnx.OperatorSetIdProto{Domain: proto.String(to), Version: proto.Int64(1)})
+		}
+	}
+	value := MatMulPortable
+	for _, n := range m.GetGraph().GetNode() {
+		if n.GetOpType() == "MatMulNBits" && n.GetDomain() == onnx.DomainEdgeInfer {
+			value = MatMulKernel
+		}
+	}
+	for _, p := range m.MetadataProps {
+		if p.GetKey() == MetadataMatMul {
+			p.Value = proto.String(value)
+			return moved
+		}
+	}
+	m.MetadataProps = append(m.MetadataProps, &onnx.StringStringEntryProto{Key: proto.String(MetadataMatMul), Value: proto.String(value)})
+	return moved
+}
+
+// kernelRuns reports whether a MatMulNBits node is one ai.edgeinfer's
+// kernel runs (matmul_q4.c in runtime/ort).
+func kernelRuns(n *onnx.NodeProto) bool {
+	if len(n.GetInput()) > 3 && n.GetInput()[3] != "" {
+		return false // zero points
+	}
+	for _, in := range n.GetInput()[min(4, len(n.GetInput())):] {
+		if in != "" {
+			return false // g_idx, bias
+		}
+	}
+	bits, block := int64(0), int64(0)
+	for _, a := range n.GetAttribute() {
+		switch a.GetName() {
+		case "bits":
+			bits = a.GetI()
+		case "block_size":
+			block = a.GetI()
+		}
+	}
+	return bits == 4 && block == 32
+}

@@ -1,0 +1,134 @@
+package llama
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+)
+
+// int4Emitter is a minimal int4 block-32 symmetric emitter (quant's
+// Emitter cannot be imported here: it imports this package), emitting
+// com.microsoft.MatMulNBits with accuracy_level 4 as the int4-b32 scheme does.
+type int4Emitter struct{ FP32Emitter }
+
+func (int4Emitter) Scheme() string { return "int4-b32-test" }
+
+func (int4Emitter) Linear(b *onnx.Builder, name, x string, w Tensor, bias []float32) (string, error) {
+	n, k := w.Shape[0], w.Shape[1]
+	nb := (k + 31) / 32
+	codes, scales := make([]uint8, n*nb*16), make([]float32, n*nb)
+	for r := range n {
+		for blk := range nb {
+			amax := float32(0)
+			for c := blk * 32; c < min(k, blk*32+32); c++ {
+				amax = max(amax, float32(math.Abs(float64(w.Data[r*k+c]))))
+			}
+			s := amax / 7
+			scales[r*nb+blk] = s
+			for c := blk * 32; c < blk*32+32; c++ {
+				q := 8
+				if c < k && s > 0 {
+					q = min(15, max(0, int(math.Round(float64(w.Data[r*k+c]/s)))+8))
+				}
+				codes[(r*nb*32+c)/2] |= uint8(q) << (4 * (c % 2))
+			}
+		}
+	}
+	y := b.MS("MatMulNBits", []string{x,
+		b.Uint8(name+".qweight", []int64{int64(n), int64(nb), 16}, codes),
+		b.Float32(name+".scales", []int64{int64(n * nb)}, scales)},
+		onnx.AttrInt("K", int64(k)), onnx.AttrInt("N", int64(n)), onnx.AttrInt("bits", 4),
+		onnx.AttrInt("block_size", 32), onnx.AttrInt("accuracy_level", 4))
+	return y, b.Err()
+}
+
+// TestMatMulKernelEitherWay: a paged graph built with Options.MatMulKernel
+// runs its int4 projections on ai.edgeinfer.MatMulNBits; SetMatMulKernel
+// turns it into the portable graph (com.microsoft.MatMulNBits, the same
+// weights) and back, and all three give the same logits.
+func TestMatMulKernelEitherWay(t *testing.T) {
+	orttest.Need(t)
+	c, src := tinyModel(t)
+	build := func(kernel bool) *onnx.ModelProto {
+		b := onnx.NewBuilder("test")
+		if err := Build(b, c, src, Options{BlockSize: 4, Emitter: int4Emitter{}, MatMulKernel: kernel}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := b.Model()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	count := func(m *onnx.ModelProto, domain string) int {
+		n := 0
+		for _, node := range m.GetGraph().GetNode() {
+			if node.GetOpType() == "MatMulNBits" && node.GetDomain() == domain {
+				n++
+			}
+		}
+		return n
+	}
+	kernel, portable := build(true), build(false)
+	want := count(portable, onnx.DomainMicrosoft)
+	if want == 0 || count(kernel, onnx.DomainEdgeInfer) != want || count(kernel, onnx.DomainMicrosoft) != 0 {
+		t.Fatalf("kernel graph: %d ai.edgeinfer and %d com.microsoft MatMulNBits, want %d and 0",
+			count(kernel, onnx.DomainEdgeInfer), count(kernel, onnx.DomainMicrosoft), want)
+	}
+	converted := proto.Clone(kernel).(*onnx.ModelProto)
+	if n := SetMatMulKernel(converted, false); n != want {
+		t.Fatalf("SetMatMulKernel(kernel graph, false) moved %d nodes, want %d", n, want)
+	}
+	back := proto.Clone(portable).(*onnx.ModelProto)
+	if n := SetMatMulKernel(back, true); n != want {
+		t.Fatalf("SetMatMulKernel(portable graph, true) moved %d nodes, want %d", n, want)
+	}
+
+	const prompt, bs = 12, 4
+	ids := randomIDs(3, prompt, c.VocabSize)
+	table := []int64{2, 0, 3}
+	logits := map[string][]float32{}
+	for name, m := range map[string]*onnx.ModelProto{"kernel": kernel, "portable": portable,
+		"kernel→portable": converted, "portable→kernel": back} {
+		bytes, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ort.NewSession(context.Background(), bytes, ort.Options{IntraOpThreads: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		defer s.Close()
+		p := newPool(c, 4, bs)
+		r := newRunner(t)
+		set(r, "input_ids", []int64{1, prompt}, ids)
+		set(r, "position_ids", []int64{1, prompt}, iota64(0, prompt))
+		set(r, "block_tables", []int64{1, int64(len(table))}, table)
+		set(r, "context_lens", []int64{1}, []int64{0})
+		set(r, "last_index", []int64{1}, []int64{prompt - 1})
+		p.feed(r)
+		logits[name] = r.run(s)["logits"].data
+	}
+	// Both quantise activations to int8 per block of 32, but ONNX Runtime's
+	// arm64 MatMulNBits rounds them differently from its x86 one (and from
+	// the kernel, which matches x86 to float rounding), so the bound is the
+	// noise of that quantisation: 2 % of the logits' range. A wrong nibble
+	// order or scale moves logits by their whole range.
+	scale := 0.0
+	for _, l := range logits["portable"] {
+		scale = max(scale, math.Abs(float64(l)))
+	}
+	for _, name := range []string{"kernel", "kernel→portable", "portable→kernel"} {
+		d := maxDiff(logits[name], logits["portable"])
+		t.Logf("%s vs portable: max |Δlogit| = %.2g (logits up to %.3g)", name, d, scale)
+		if d > 0.02*scale {
+			t.Errorf("%s: logits differ from the portable graph's by %g, more than 2%% of %g", name, d, scale)
+		}
+	}
+}

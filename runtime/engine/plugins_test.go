@@ -1,0 +1,115 @@
+package engine_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/plugintest"
+)
+
+type recordSink struct {
+	mu   sync.Mutex
+	recs []engine.Record
+}
+
+func (s *recordSink) ObserveTimeline(r *engine.Record) {
+	s.mu.Lock()
+	s.recs = append(s.recs, *r)
+	s.mu.Unlock()
+}
+
+// TestInferPlugins: a bundle with the BlazeFace model and its plugins runs
+// pre -> model -> post inside Infer, from JPEG bytes to faces, and the
+// request's record carries the plugins' time apart.
+func TestInferPlugins(t *testing.T) {
+	base, _ := os.UserCacheDir()
+	root := filepath.Join(base, "edgeinfer", "models")
+	model := filepath.Join(root, "blazeface", "face_detection_front_128x128_barracuda.onnx")
+	photo := filepath.Join(root, "images", "locomotion-nude-male.jpg")
+	for _, f := range []string{model, photo} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("no %s (run make setup)", f)
+		}
+	}
+	dir := t.TempDir()
+	copyFile := func(src, dst string) {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, dst), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(model, "model.onnx")
+	copyFile(plugintest.Build(t, "runtime/plugin/plugins/imageprep"), "pre.wasm")
+	copyFile(plugintest.Build(t, "runtime/plugin/plugins/blazeface"), "post.wasm")
+	m := &bundle.Manifest{Name: "faces", Version: "1", Kind: bundle.KindOneShot, Model: "model.onnx", Quantization: "fp32"}
+	files := []string{"model.onnx", "pre.wasm", "post.wasm"}
+	if err := bundle.Write(dir, m, files...); err != nil {
+		t.Fatal(err)
+	}
+	sum := map[string]string{}
+	for _, f := range m.Files {
+		sum[f.Path] = f.SHA256
+	}
+	m.Plugins = &bundle.Plugins{
+		Pre:  &bundle.PluginRef{File: "pre.wasm", SHA256: sum["pre.wasm"], Args: map[string]string{"output": "input:0"}, TimeoutMS: 60000},
+		Post: &bundle.PluginRef{File: "post.wasm", SHA256: sum["post.wasm"], Args: map[string]string{"threshold": "0.5"}, TimeoutMS: 60000},
+	}
+	if err := bundle.Write(dir, m, files...); err != nil {
+		t.Fatal(err)
+	}
+
+	sink := &recordSink{}
+	ctx := context.Background()
+	e, err := engine.Open(ctx, engine.Config{Models: []engine.ModelSpec{{Dir: dir}}, Observers: []engine.Observer{sink}})
+	if err != nil {
+		t.Skipf("engine with ONNX Runtime: %v", err)
+	}
+	defer e.Close(ctx)
+	jpg, _ := os.ReadFile(photo)
+	img, _ := ort.CopyTensor([]int64{int64(len(jpg))}, jpg)
+	crop, _ := ort.CopyTensor([]int64{4}, []int64{15, 535, 70, 70})
+	defer img.Close()
+	defer crop.Close()
+	out, err := e.Infer(ctx, "faces", engine.Inputs{"image": img, "crop": crop}, engine.InferOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ort.CloseAll(out)
+	faces := out["faces"]
+	if faces == nil || len(faces.Shape()) != 2 || faces.Shape()[0] != 1 || faces.Shape()[1] != 5 {
+		t.Fatalf("outputs %v, want faces [1,5]", out)
+	}
+	v, _ := ort.Data[float32](faces)
+	t.Logf("face %v", v)
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sink.mu.Lock()
+		n := len(sink.recs)
+		sink.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.recs) != 1 {
+		t.Fatalf("%d records, want 1", len(sink.recs))
+	}
+	r := sink.recs[0]
+	if r.Pre <= 0 || r.Post <= 0 || r.Model != "faces" {
+		t.Errorf("record model %q pre %v post %v, want both timed", r.Model, r.Pre, r.Post)
+	}
+	t.Logf("pre %v, model %v, post %v", r.Pre, r.Finished.Sub(r.Arrived), r.Post)
+}

@@ -1,0 +1,132 @@
+package ort
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// The kernels' variant tests: every variant this CPU runs, against the
+// plain-Go references and against each other. `go test ./runtime/ort -run
+// Kernel -v` lists which variants ran and which the CPU could not.
+
+// forEachVariant runs f once per variant in names, switched in with use,
+// restoring the one picked at load when it returns.
+func forEachVariant(t *testing.T, kind string, compiled, runs []string, current string,
+	use func(string) error, f func(t *testing.T, variant string)) {
+	t.Helper()
+	for _, v := range compiled {
+		if !slices.Contains(runs, v) {
+			t.Logf("%s variant %s: not run, this CPU lacks its instructions", kind, v)
+		}
+	}
+	t.Logf("%s variants run here: %v (picked at load: %s)", kind, runs, current)
+	defer func() {
+		if err := use(current); err != nil {
+			t.Error(err)
+		}
+	}()
+	for _, v := range runs {
+		if err := use(v); err != nil {
+			t.Fatal(err)
+		}
+		t.Run(v, func(t *testing.T) { f(t, v) })
+	}
+}
+
+// TestKernelAttentionVariants: each attention variant against the float64
+// reference and against the generic one, on cases that reach every loop:
+// head sizes that are and are not multiples of 16 (the hand-written AVX2
+// loops and the compiled ones), grouped heads with an odd group (3 rows
+// for the value loop), prefill over a past, and int8 pools.
+func TestKernelAttentionVariants(t *testing.T) {
+	needLib(t)
+	cases := map[string]pagedCase{
+		"decode, D 64, 3 heads per KV head": {B: 3, T: 1, Hq: 12, Hkv: 4, D: 64, N: 16, bs: 4, M: 5,
+			ctx: []int64{17, 0, 5}, table: []int64{9, 3, 14, 0, 7, 2, 2, 2, 2, 2, 11, 6, 6, 6, 6}},
+		"prefill, D 32, pairs": {B: 1, T: 9, Hq: 8, Hkv: 4, D: 32, N: 6, bs: 8, M: 3,
+			ctx: []int64{13}, table: []int64{4, 0, 2}},
+		"prefill, D 20": {B: 1, T: 11, Hq: 4, Hkv: 2, D: 20, N: 8, bs: 4, M: 3,
+			ctx: []int64{10}, table: []int64{5, 1, 6}},
+		"prefill, D 48, MHA, no past": {B: 2, T: 6, Hq: 2, Hkv: 2, D: 48, N: 2, bs: 4, M: 1,
+			ctx: []int64{0, 0}, table: []int64{0, 1}},
+		"int8 pools, D 64": {B: 2, T: 3, Hq: 6, Hkv: 2, D: 64, N: 10, bs: 8, M: 3, int8: true,
+			ctx: []int64{21, 9}, table: []int64{4, 8, 1, 7, 0, 0}},
+		"int8 pools, D 24": {B: 1, T: 2, Hq: 2, Hkv: 1, D: 24, N: 4, bs: 4, M: 3, int8: true,
+			ctx: []int64{10}, table: []int64{3, 1, 2}},
+	}
+	ctx := context.Background()
+	type prepared struct {
+		c    pagedCase
+		s    *Session
+		d    pagedData
+		want []float32
+		base []float32 // the first variant's output
+	}
+	var all []*prepared
+	for name, c := range cases {
+		s, err := NewSession(ctx, pagedModel(c), Options{IntraOpThreads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		d := newPagedData(c, rand.New(rand.NewPCG(11, uint64(len(name)))))
+		all = append(all, &prepared{c: c, s: s, d: d, want: c.reference(d)})
+	}
+	forEachVariant(t, "attention", attentionCompiled(), attentionVariants(), attentionVariant(),
+		useAttentionVariant, func(t *testing.T, v string) {
+			worstRef, worstBase := 0.0, 0.0
+			for _, p := range all {
+				got, err := p.c.run(t, p.s, p.d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.base == nil {
+					p.base = got
+				}
+				worstRef = max(worstRef, maxAbsDiff(got, p.want))
+				worstBase = max(worstBase, maxAbsDiff(got, p.base))
+			}
+			t.Logf("max |%s − reference| = %.2g, |%s − first variant| = %.2g", v, worstRef, v, worstBase)
+			if worstRef > 1e-5 || worstBase > 1e-5 {
+				t.Errorf("%s: max difference %g from the reference, %g from the first variant; want ≤ 1e-5",
+					v, worstRef, worstBase)
+			}
+		})
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	worst := 0.0
+	for i := range a {
+		worst = max(worst, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return worst
+}
+
+// TestKernelCompilesCleanly: the kernels' C files build without a warning
+// under -Wall -Wextra (cgo's own flags have to leave out
+// -Wunused-parameter, which its generated wrappers trip).
+func TestKernelCompilesCleanly(t *testing.T) {
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "gcc"
+	}
+	if _, err := exec.LookPath(cc); err != nil {
+		t.Skipf("no C compiler %q: %v", cc, err)
+	}
+	files, err := filepath.Glob("*.c")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no C files (%v)", err)
+	}
+	for _, f := range files {
+		out, err := exec.Command(cc, "-O3", "-Wall", "-Wextra", "-Werror", "-c", "-o", os.DevNull, f).CombinedOutput()
+		if err != nil {
+			t.Errorf("%s %s: %v\n%s", cc, f, err, out)
+		}
+	}
+}

@@ -1,0 +1,448 @@
+// The ONNX Runtime side of edgeinfer's operators (domain ai.edgeinfer):
+// binding to the loaded library, the OrtCustomOp tables, and each
+// operator's checks of its tensors before it hands a job to its kernel
+// (paged_attention.c, matmul_q4.c) and the kernel's work items to ONNX Runtime's
+// intra-op thread pool, so the kernels use the session's threads and no
+// others.
+//
+// Why a second dlopen: onnxruntime_go loads the library but does not expose
+// its OrtApi, and a custom operator calls the C API through it. dlopen with
+// RTLD_NOLOAD takes a reference to the copy already loaded (never a second
+// copy), whose OrtGetApiBase gives the API table.
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "include/onnxruntime_c_api.h"
+
+#include "matmul_q4.h"
+#include "ops.h"
+#include "paged_attention.h"
+
+static const OrtApi* api;
+
+static OrtStatus* fail(const char* format, ...) __attribute__((format(printf, 1, 2)));
+static OrtStatus* fail(const char* format, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, format);
+  vsnprintf(msg, sizeof msg, format, ap);
+  va_end(ap);
+  return api->CreateStatus(ORT_INVALID_ARGUMENT, msg);
+}
+
+#define TRY(x)                   \
+  do {                           \
+    OrtStatus* st_ = (x);        \
+    if (st_ != NULL) return st_; \
+  } while (0)
+
+typedef struct {
+  const OrtValue* v;
+  ONNXTensorElementDataType type;
+  size_t rank;
+  int64_t dims[8];
+  void* data;
+} tensor;
+
+// input reads input i of a node; t->v is NULL for an absent optional one.
+static OrtStatus* input(const char* op, OrtKernelContext* ctx, size_t i, tensor* t) {
+  memset(t, 0, sizeof *t);
+  TRY(api->KernelContext_GetInput(ctx, i, &t->v));
+  if (t->v == NULL) return NULL;
+  OrtTensorTypeAndShapeInfo* info;
+  TRY(api->GetTensorTypeAndShape(t->v, &info));
+  OrtStatus* st = api->GetTensorElementType(info, &t->type);
+  if (st == NULL) st = api->GetDimensionsCount(info, &t->rank);
+  if (st == NULL && t->rank > 8) st = fail("%s: input %zu has rank %zu", op, i, t->rank);
+  if (st == NULL) st = api->GetDimensions(info, t->dims, t->rank);
+  api->ReleaseTensorTypeAndShapeInfo(info);
+  if (st != NULL) return st;
+  return api->GetTensorMutableData((OrtValue*)t->v, &t->data);
+}
+
+// check_shape wants rank dimensions equal to want, where want[d] ≥ 0.
+static OrtStatus* check_shape(const char* op, const char* name, const tensor* t, size_t rank, const int64_t* want) {
+  if (t->rank != rank) return fail("%s: %s has rank %zu, want %zu", op, name, t->rank, rank);
+  for (size_t d = 0; d < rank; d++)
+    if (want[d] >= 0 && t->dims[d] != want[d])
+      return fail("%s: %s dimension %zu is %lld, want %lld", op, name, d, (long long)t->dims[d],
+                  (long long)want[d]);
+  return NULL;
+}
+
+// ---------------------------------------------------------------------------
+// PagedAttention (the contract is in paged_attention.c).
+
+typedef struct {
+  int64_t num_heads, kv_heads;
+  float scale;  // 0: 1/sqrt(head_dim)
+} attention_node;
+
+static const char* attention_inputs[] = {"query",        "key",          "value",     "key_cache",  "value_cache",
+                                         "block_tables", "context_lens", "key_scale", "value_scale"};
+
+static OrtStatus* attention_compute(void* node, OrtKernelContext* ctx) {
+  static const char* op = "PagedAttention";
+  const char** names = attention_inputs;
+  const attention_node* kn = node;
+  tensor in[9];
+  for (size_t i = 0; i < 9; i++) TRY(input(op, ctx, i, &in[i]));
+  for (size_t i = 0; i < 7; i++)
+    if (in[i].v == NULL) return fail("%s: input %s is missing", op, names[i]);
+
+  if (in[0].rank != 3) return fail("%s: query has rank %zu, want 3 [B, T, Hq*D]", op, in[0].rank);
+  ei_attention_job j = {0};
+  j.B = in[0].dims[0], j.T = in[0].dims[1], j.Hq = kn->num_heads, j.Hkv = kn->kv_heads;
+  j.G = j.Hq / j.Hkv, j.D = in[0].dims[2] / j.Hq;
+  if (j.D * j.Hq != in[0].dims[2])
+    return fail("%s: query width %lld is not num_heads (%lld) times a head size", op, (long long)in[0].dims[2],
+                (long long)j.Hq);
+  TRY(check_shape(op, names[1], &in[1], 3, (int64_t[]){j.B, j.T, j.Hkv * j.D}));
+  TRY(check_shape(op, names[2], &in[2], 3, (int64_t[]){j.B, j.T, j.Hkv * j.D}));
+  TRY(check_shape(op, names[3], &in[3], 4, (int64_t[]){j.Hkv, -1, -1, j.D}));
+  j.N = in[3].dims[1], j.bs = in[3].dims[2];
+  TRY(check_shape(op, names[4], &in[4], 4, in[3].dims));
+  if (in[3].type != in[4].type) return fail("%s: key_cache and value_cache differ in element type", op);
+  TRY(check_shape(op, names[5], &in[5], 2, (int64_t[]){j.B, -1}));
+  j.M = in[5].dims[1];
+  TRY(check_shape(op, names[6], &in[6], 1, (int64_t[]){j.B}));
+  if (in[5].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 || in[6].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
+    return fail("%s: block_tables and context_lens must be int64", op);
+
+  switch (in[3].type) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+      break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
+      j.int8 = 1;
+      for (size_t i = 7; i < 9; i++) {
+        if (in[i].v == NULL) return fail("%s: int8 pools need %s [Hkv, N]", op, names[i]);
+        TRY(check_shape(op, names[i], &in[i], 2, (int64_t[]){j.Hkv, j.N}));
+        if (in[i].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) return fail("%s: %s must be float", op, names[i]);
+      }
+      j.ks = in[7].data, j.vs = in[8].data;
+      break;
+    default:
+      return fail("%s: pools must be float or int8 (element type %d)", op, (int)in[3].type);
+  }
+  j.q = in[0].data, j.k = in[1].data, j.v = in[2].data;
+  j.kc = in[3].data, j.vc = in[4].data, j.bt = in[5].data, j.cl = in[6].data;
+  j.scale = kn->scale > 0 ? kn->scale : 1.0f / sqrtf((float)j.D);
+
+  // Every slot read must lie in the pool: check the table once here rather
+  // than in the loops.
+  for (int64_t b = 0; b < j.B; b++) {
+    int64_t c = j.cl[b];
+    if (c < 0 || c > j.M * j.bs)
+      return fail("%s: context_lens[%lld] = %lld, but block_tables holds %lld slots per row", op, (long long)b,
+                  (long long)c, (long long)(j.M * j.bs));
+    for (int64_t m = 0; m * j.bs < c; m++) {
+      int64_t blk = j.bt[b * j.M + m];
+      if (blk < 0 || blk >= j.N)
+        return fail("%s: block_tables[%lld][%lld] = %lld is outside the pool's %lld blocks", op, (long long)b,
+                    (long long)m, (long long)blk, (long long)j.N);
+    }
+    if (c + j.T > j.max_keys) j.max_keys = c + j.T;
+  }
+
+  OrtValue* out;
+  int64_t odims[3] = {j.B, j.T, j.Hq * j.D};
+  TRY(api->KernelContext_GetOutput(ctx, 0, odims, 3, &out));
+  TRY(api->GetTensorMutableData(out, (void**)&j.out));
+  if (j.B == 0 || j.T == 0) return NULL;
+
+  size_t items = ei_attention_items(&j);
+  TRY(api->KernelContext_ParallelFor(ctx, ei_attention_work, items, 0, &j));
+  if (__atomic_load_n(&j.failed, __ATOMIC_RELAXED))
+    return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory for attention scores");
+  return NULL;
+}
+
+static OrtStatus* attention_create(const OrtKernelInfo* info, void** out) {
+  attention_node* k = calloc(1, sizeof *k);
+  if (k == NULL) return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory");
+  OrtStatus* st = api->KernelInfoGetAttribute_int64(info, "num_heads", &k->num_heads);
+  if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "kv_num_heads", &k->kv_heads);
+  if (st == NULL && (k->num_heads <= 0 || k->kv_heads <= 0 || k->num_heads % k->kv_heads != 0 ||
+                     k->num_heads / k->kv_heads > EI_MAX_GROUP))
+    st = fail("PagedAttention: num_heads %lld must be a multiple of kv_num_heads %lld, at most %d times it",
+              (long long)k->num_heads, (long long)k->kv_heads, EI_MAX_GROUP);
+  if (st != NULL) {
+    free(k);
+    return st;
+  }
+  OrtStatus* none = api->KernelInfoGetAttribute_float(info, "scale", &k->scale);
+  if (none != NULL) {  // optional
+    api->ReleaseStatus(none);
+    k->scale = 0;
+  }
+  *out = k;
+  return NULL;
+}
+
+static ONNXTensorElementDataType attention_input_type(size_t i) {
+  switch (i) {
+    case 3: case 4: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // float or int8, checked in compute
+    case 5: case 6: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+    default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// MatMulNBits (the contract is in matmul_q4.c): com.microsoft.MatMulNBits'
+// inputs and attributes, for bits 4, block_size 32 and no zero points.
+
+// Constant weights are copied when the node loads into memory of the
+// node's own (packed): the initializers may be pages of the model's
+// external-data file, which stay in 4 KiB pages, where a copy on the heap
+// is collapsed into 2 MiB pages with the rest of the session's memory
+// (hugepages.go), and a decode step reads every weight once.
+typedef struct {
+  int64_t K, N;
+  uint8_t* b;      // packed copies, or NULL: read the inputs
+  float* scales;
+} q4_node;
+
+static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
+  static const char* op = "MatMulNBits";
+  const q4_node* kn = node;
+  tensor in[4];
+  for (size_t i = 0; i < 4; i++) TRY(input(op, ctx, i, &in[i]));
+  if (in[3].v != NULL)
+    return fail("%s: zero_points are not supported (symmetric int4 only); build the bundle's weights "
+                "without -asym, or use com.microsoft.MatMulNBits", op);
+  ei_q4_job j = {0};
+  j.K = kn->K, j.N = kn->N, j.nb = (kn->K + EI_Q4_BLOCK - 1) / EI_Q4_BLOCK;
+  if (in[0].rank < 1 || in[0].dims[in[0].rank - 1] != j.K)
+    return fail("%s: A's last dimension is %lld, want K = %lld", op,
+                in[0].rank ? (long long)in[0].dims[in[0].rank - 1] : -1LL, (long long)j.K);
+  j.M = 1;
+  for (size_t d = 0; d + 1 < in[0].rank; d++) j.M *= in[0].dims[d];
+  TRY(check_shape(op, "B", &in[1], 3, (int64_t[]){j.N, j.nb, 16}));
+  int64_t ns = 1;
+  for (size_t d = 0; d < in[2].rank; d++) ns *= in[2].dims[d];
+  if (ns != j.N * j.nb)
+    return fail("%s: scales has %lld values, want N·ceil(K/32) = %lld", op, (long long)ns, (long long)(j.N * j.nb));
+  j.a = in[0].data, j.b = kn->b ? kn->b : in[1].data, j.scales = kn->scales ? kn->scales : in[2].data;
+
+  OrtValue* out;
+  int64_t odims[8];
+  memcpy(odims, in[0].dims, in[0].rank * sizeof odims[0]);
+  odims[in[0].rank - 1] = j.N;
+  TRY(api->KernelContext_GetOutput(ctx, 0, odims, in[0].rank, &out));
+  TRY(api->GetTensorMutableData(out, (void**)&j.y));
+  if (j.M == 0 || j.N == 0) return NULL;
+
+  void* scratch = malloc(ei_q4_scratch(j.M, j.nb));
+  if (scratch == NULL) return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for quantised activations");
+  ei_q4_bind(&j, scratch);
+  // At most EI_Q4_BATCHES batches of consecutive items: a prefill chunk
+  // has hundreds of small items, and one task each cost more in the thread
+  // pool than their arithmetic (TinyLM's 256x256 by 768, two threads).
+  enum { EI_Q4_BATCHES = 16 };
+  // Quantising a is ~1/N of the product's work: on this thread unless a is
+  // large, sparing the pool one hand-over (a wake-up) per run.
+  OrtStatus* st = NULL;
+  if (j.M * j.K <= 1 << 18)
+    for (int64_t i = 0; i < j.M; i++) ei_q4_quantize(&j, (size_t)i);
+  else
+    st = api->KernelContext_ParallelFor(ctx, ei_q4_quantize, (size_t)j.M, EI_Q4_BATCHES, &j);
+  if (st == NULL) st = api->KernelContext_ParallelFor(ctx, ei_q4_work, ei_q4_items(&j), EI_Q4_BATCHES, &j);
+  free(scratch);
+  return st;
+}
+
+static void q4_destroy(void* node) {
+  q4_node* k = node;
+  free(k->b);
+  free(k->scales);
+  free(k);
+}
+
+// q4_pack copies constant input i of `bytes` bytes into *out (left NULL
+// when the input is not a constant or not of that size: then the node reads
+// the input at each run, where compute checks it).
+static OrtStatus* q4_pack(const OrtKernelInfo* info, size_t i, size_t bytes, void** out) {
+  int constant = 0;
+  const OrtValue* v = NULL;
+  TRY(api->KernelInfoGetConstantInput_tensor(info, i, &constant, &v));
+  if (!constant || v == NULL) return NULL;
+  OrtTensorTypeAndShapeInfo* shape;
+  TRY(api->GetTensorTypeAndShape(v, &shape));
+  size_t count = 0;
+  OrtStatus* st = api->GetTensorShapeElementCount(shape, &count);
+  api->ReleaseTensorTypeAndShapeInfo(shape);
+  if (st != NULL) return st;
+  if (count * (i == 1 ? 1 : sizeof(float)) != bytes) return NULL;
+  void* data;
+  TRY(api->GetTensorMutableData((OrtValue*)v, &data));
+  if (posix_memalign(out, 64, bytes) != 0) {
+    *out = NULL;
+    return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for the weights");
+  }
+  memcpy(*out, data, bytes);
+  return NULL;
+}
+
+static OrtStatus* q4_create(const OrtKernelInfo* info, void** out) {
+  int64_t bits = 0, block = 0;
+  q4_node* k = calloc(1, sizeof *k);
+  if (k == NULL) return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory");
+  OrtStatus* st = api->KernelInfoGetAttribute_int64(info, "K", &k->K);
+  if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "N", &k->N);
+  if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "bits", &bits);
+  if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "block_size", &block);
+  if (st == NULL && (bits != 4 || block != EI_Q4_BLOCK || k->K <= 0 || k->N <= 0))
+    st = fail("MatMulNBits: bits %lld, block_size %lld, K %lld, N %lld: this kernel runs bits 4, block_size 32; "
+              "use com.microsoft.MatMulNBits for others", (long long)bits, (long long)block, (long long)k->K,
+              (long long)k->N);
+  if (st == NULL) {
+    size_t blocks = (size_t)(k->N * ((k->K + EI_Q4_BLOCK - 1) / EI_Q4_BLOCK));
+    st = q4_pack(info, 1, blocks * 16, (void**)&k->b);
+    if (st == NULL) st = q4_pack(info, 2, blocks * sizeof(float), (void**)&k->scales);
+    if (st == NULL && (k->b == NULL) != (k->scales == NULL)) {  // both or neither
+      free(k->b), free(k->scales);
+      k->b = NULL, k->scales = NULL;
+    }
+  }
+  if (st != NULL) {
+    q4_destroy(k);
+    return st;
+  }
+  *out = k;
+  return NULL;
+}
+
+static ONNXTensorElementDataType q4_input_type(size_t i) {
+  return i == 1 || i == 3 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+}
+
+// ---------------------------------------------------------------------------
+// The operator tables. Each operator is an opdef whose first member is the
+// OrtCustomOp ONNX Runtime holds, so the callbacks find their opdef from
+// the pointer ONNX Runtime passes back.
+
+typedef struct {
+  OrtCustomOp op;
+  const char* name;
+  size_t inputs, required;  // inputs from `required` on are optional
+  ONNXTensorElementDataType (*input_type)(size_t i);
+  OrtStatus* (*create)(const OrtKernelInfo* info, void** node);
+  OrtStatus* (*compute)(void* node, OrtKernelContext* ctx);
+  void (*destroy)(void* node);
+} opdef;
+
+#define DEF(o) ((const opdef*)(o))
+
+static const char* op_name(const OrtCustomOp* op) { return DEF(op)->name; }
+static const char* op_ep(const OrtCustomOp* op) { (void)op; return NULL; }  // CPU
+static size_t n_inputs(const OrtCustomOp* op) { return DEF(op)->inputs; }
+static size_t n_outputs(const OrtCustomOp* op) { (void)op; return 1; }
+static ONNXTensorElementDataType input_type(const OrtCustomOp* op, size_t i) { return DEF(op)->input_type(i); }
+static ONNXTensorElementDataType output_type(const OrtCustomOp* op, size_t i) {
+  (void)op, (void)i;
+  return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+}
+static OrtCustomOpInputOutputCharacteristic input_kind(const OrtCustomOp* op, size_t i) {
+  return i >= DEF(op)->required ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
+}
+static OrtCustomOpInputOutputCharacteristic output_kind(const OrtCustomOp* op, size_t i) {
+  (void)op, (void)i;
+  return INPUT_OUTPUT_REQUIRED;
+}
+static OrtMemType input_mem(const OrtCustomOp* op, size_t i) { (void)op, (void)i; return OrtMemTypeDefault; }
+static int start_version(const OrtCustomOp* op) { (void)op; return 1; }
+static int end_version(const OrtCustomOp* op) { (void)op; return 1; }
+static OrtStatus* create_kernel(const OrtCustomOp* op, const OrtApi* a, const OrtKernelInfo* info, void** node) {
+  (void)a;
+  return DEF(op)->create(info, node);
+}
+
+static void free_node(void* node) { free(node); }
+
+static opdef ops[] = {
+    {.name = "PagedAttention", .inputs = 9, .required = 7, .input_type = attention_input_type,
+     .create = attention_create, .compute = attention_compute, .destroy = free_node},
+    {.name = "MatMulNBits", .inputs = 4, .required = 3, .input_type = q4_input_type, .create = q4_create,
+     .compute = q4_compute, .destroy = q4_destroy},
+};
+#define N_OPS (sizeof ops / sizeof ops[0])
+
+static OrtCustomOpDomain* domain;
+static void* library;
+
+// The C API version the kernels need: KernelContext_ParallelFor and
+// GetStartVersion arrived in 17 (ONNX Runtime 1.17). The op structs say 17
+// too, so ONNX Runtime reads none of their later fields.
+#define EI_API_VERSION 17
+
+int edgeinfer_ops_init(const char* path, char* err, size_t errlen) {
+  if (domain != NULL) return 0;
+  library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  if (library == NULL) {
+    snprintf(err, errlen, "%s is not loaded: %s", path, dlerror());
+    return -1;
+  }
+  const OrtApiBase* (*base)(void) = (const OrtApiBase* (*)(void))dlsym(library, "OrtGetApiBase");
+  if (base == NULL || (api = base()->GetApi(EI_API_VERSION)) == NULL) {
+    snprintf(err, errlen, "%s has no C API version %d (ONNX Runtime 1.17 or later needed)", path, EI_API_VERSION);
+    dlclose(library), library = NULL, api = NULL;
+    return -1;
+  }
+  ei_attention_init();
+  ei_q4_init();
+  OrtStatus* st = api->CreateCustomOpDomain(EDGEINFER_OP_DOMAIN, &domain);
+  for (size_t i = 0; st == NULL && i < N_OPS; i++) {
+    ops[i].op = (OrtCustomOp){
+        .version = EI_API_VERSION,
+        .GetName = op_name,
+        .GetExecutionProviderType = op_ep,
+        .GetInputType = input_type,
+        .GetInputTypeCount = n_inputs,
+        .GetOutputType = output_type,
+        .GetOutputTypeCount = n_outputs,
+        .KernelDestroy = ops[i].destroy,
+        .GetInputCharacteristic = input_kind,
+        .GetOutputCharacteristic = output_kind,
+        .GetInputMemoryType = input_mem,
+        .CreateKernelV2 = create_kernel,
+        .KernelComputeV2 = ops[i].compute,
+        .GetStartVersion = start_version,
+        .GetEndVersion = end_version,
+    };
+    st = api->CustomOpDomain_Add(domain, &ops[i].op);
+  }
+  if (st != NULL) {
+    snprintf(err, errlen, "%s", api->GetErrorMessage(st));
+    api->ReleaseStatus(st);
+    edgeinfer_ops_release();
+    return -1;
+  }
+  return 0;
+}
+
+int edgeinfer_ops_register(void* session_options, char* err, size_t errlen) {
+  if (domain == NULL) {
+    snprintf(err, errlen, "custom operators are not initialised");
+    return -1;
+  }
+  OrtStatus* st = api->AddCustomOpDomain((OrtSessionOptions*)session_options, domain);
+  if (st != NULL) {
+    snprintf(err, errlen, "%s", api->GetErrorMessage(st));
+    api->ReleaseStatus(st);
+    return -1;
+  }
+  return 0;
+}
+
+void edgeinfer_ops_release(void) {
+  if (domain != NULL) api->ReleaseCustomOpDomain(domain);
+  domain = NULL;
+  if (library != NULL) dlclose(library);
+  library = NULL;
+  api = NULL;
+}

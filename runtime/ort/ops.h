@@ -1,0 +1,18 @@
+// edgeinfer's ONNX Runtime custom operators: the glue (ops.c) that binds
+// the kernels to the loaded library, as customops.go calls it.
+#ifndef EDGEINFER_OPS_H
+#define EDGEINFER_OPS_H
+
+#include <stddef.h>
+
+#define EDGEINFER_OP_DOMAIN "ai.edgeinfer"
+
+// edgeinfer_ops_init binds to the already loaded ONNX Runtime at path and
+// builds the operator domain; 0 on success, else -1 with a message in err.
+int edgeinfer_ops_init(const char* path, char* err, size_t errlen);
+// edgeinfer_ops_register adds the domain to an OrtSessionOptions.
+int edgeinfer_ops_register(void* session_options, char* err, size_t errlen);
+// edgeinfer_ops_release frees the domain before the library is unloaded.
+void edgeinfer_ops_release(void);
+
+#endif

@@ -1,0 +1,103 @@
+package abi
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	in := []Tensor{
+		F32("boxes", []int64{2, 4}, []float32{0, 1, 2, 3, 4, 5, 6, math.Float32frombits(0x7fc00001)}),
+		I64("n", nil, []int64{-7}),
+		I32("ids", []int64{3}, []int32{1, -2, 3}),
+		F64("d", []int64{1}, []float64{math.Pi}),
+		Bytes("jpeg", []byte{0xff, 0xd8, 0xff}),
+		Str("text", "héllo"),
+		F32("empty", []int64{0, 5}, nil),
+	}
+	msg := Encode(nil, in)
+	if len(msg) != EncodedSize(in) {
+		t.Fatalf("encoded %d bytes, EncodedSize says %d", len(msg), EncodedSize(in))
+	}
+	out, err := Decode(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(in) {
+		t.Fatalf("%d tensors back, want %d", len(out), len(in))
+	}
+	for i := range in {
+		if out[i].Name != in[i].Name || out[i].DType != in[i].DType || !bytes.Equal(out[i].Data, in[i].Data) || len(out[i].Shape) != len(in[i].Shape) {
+			t.Errorf("tensor %d: %v, want %v", i, out[i], in[i])
+		}
+		if len(out[i].Data) > 0 && (&out[i].Data[0] != &msg[bytes.Index(msg, in[i].Data)]) {
+			t.Errorf("tensor %d data is not a view of the message", i)
+		}
+	}
+	v, _ := out[0].Float32s()
+	if v[5] != 5 || math.Float32bits(v[7]) != 0x7fc00001 {
+		t.Errorf("floats %v", v)
+	}
+	if s, _ := out[5].Text(); s != "héllo" {
+		t.Errorf("text %q", s)
+	}
+	if _, err := out[5].Float32s(); err == nil {
+		t.Error("Float32s of a string tensor succeeded")
+	}
+}
+
+func TestGuestError(t *testing.T) {
+	_, err := Decode(EncodeError(nil, "bad image"))
+	var ge *GuestError
+	if !errors.As(err, &ge) || ge.Msg != "bad image" {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	good := Encode(nil, []Tensor{F32("x", []int64{2}, []float32{1, 2})})
+	cases := map[string][]byte{
+		"empty":        nil,
+		"magic":        append([]byte("XXXX"), good[4:]...),
+		"count lies":   append(append([]byte{}, good[:4]...), 0xff, 0xff, 0, 0),
+		"truncated":    good[:len(good)-9],
+		"trailing":     append(append([]byte{}, good...), 1, 2, 3, 4, 5, 6, 7, 8),
+		"error length": append(EncodeError(nil, "abc"), 'x'),
+	}
+	shape := append([]byte{}, good...)
+	shape[8+4+1+2] = 0xff // rank byte
+	cases["rank"] = shape
+	for name, b := range cases {
+		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	if err := Validate([]Tensor{{Name: "x", DType: Float32, Shape: []int64{3}, Data: make([]byte, 8)}}); err == nil {
+		t.Error("Validate accepted 8 bytes for 3 floats")
+	}
+	if err := Validate([]Tensor{{Name: "x", DType: Float32, Shape: []int64{1 << 40, 1 << 40}}}); err == nil {
+		t.Error("Validate accepted an overflowing shape")
+	}
+}
+
+// FuzzDecode: whatever the bytes, Decode returns tensors that Validate
+// accepts and that encode back to the same bytes, or an error.
+func FuzzDecode(f *testing.F) {
+	f.Add(Encode(nil, []Tensor{F32("x", []int64{2}, []float32{1, 2}), Str("s", "ok")}))
+	f.Add(EncodeError(nil, "nope"))
+	f.Add([]byte("EIT1\x01\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, err := Decode(b)
+		if err != nil {
+			return
+		}
+		if err := Validate(ts); err != nil {
+			t.Fatalf("decoded tensors fail Validate: %v", err)
+		}
+		if re := Encode(nil, ts); len(re) != len(b) && len(re) != len(b)+pad8(len(b)) {
+			t.Fatalf("re-encoded %d bytes from %d", len(re), len(b))
+		}
+	})
+}

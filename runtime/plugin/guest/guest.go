@@ -1,0 +1,73 @@
+// Package guest is the kit for plugins written in Go: it implements the
+// exports of the edgeinfer plugin ABI (runtime/plugin/ABI.md) so that a
+// plugin is one handler function:
+//
+//	package main
+//
+//	import (
+//		"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
+//		"github.com/edgeinfer/edgeinfer/runtime/plugin/guest"
+//	)
+//
+//	func init() { guest.Handle(run) }
+//
+//	func main() {} // a reactor: the host calls the exports, never main
+//
+//	func run(in []abi.Tensor) ([]abi.Tensor, error) { ... }
+//
+// built with the standard toolchain:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o p.wasm ./myplugin
+//
+// Input tensors alias the kit's input buffer: they are valid during the
+// call only (copy what must outlive it). A returned error, or a panic in
+// the handler, reaches the host as that request's error; the module keeps
+// serving. Outside wasip1 the package compiles (so plugins build and vet
+// on the host) but Handle only records the handler, which Call runs: tests
+// can run a plugin's handler natively through the same encoding.
+package guest
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
+)
+
+// Handler processes one request.
+type Handler func(in []abi.Tensor) ([]abi.Tensor, error)
+
+var handler Handler
+
+// Handle registers the plugin's handler; call it from an init function.
+func Handle(h Handler) { handler = h }
+
+// Call runs the registered handler on an encoded request and returns the
+// encoded response (tensors or an error message), as the exported
+// edgeinfer_run does. dst is reused for the response.
+func Call(dst, req []byte) []byte {
+	in, err := abi.Decode(req)
+	if err != nil {
+		return abi.EncodeError(dst[:0], err.Error())
+	}
+	out, err := safeRun(in)
+	if err == nil {
+		err = abi.Validate(out)
+	}
+	if err != nil {
+		return abi.EncodeError(dst[:0], err.Error())
+	}
+	return abi.Encode(dst[:0], out)
+}
+
+func safeRun(in []abi.Tensor) (out []abi.Tensor, err error) {
+	if handler == nil {
+		return nil, errors.New("guest: no handler registered (call guest.Handle from init)")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return handler(in)
+}

@@ -1,0 +1,401 @@
+package plugin
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// Plugin is one compiled module and a pool of its instances. Each call
+// runs in an instance of its own (an instance is single-threaded); calls
+// beyond Config.MaxInstances wait. An instance whose call trapped, timed
+// out or returned a malformed result is closed and replaced by a fresh one
+// on a later call: the failure is that request's alone.
+//
+// A Plugin is safe for concurrent use.
+type Plugin struct {
+	name     string
+	cfg      Config
+	info     Info
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	modCfg   wazero.ModuleConfig
+	slots    chan struct{}  // one token per running call
+	idle     chan *instance // instances ready for a call
+	done     chan struct{}  // closed by Close
+	closing  sync.Once
+	closeErr error
+}
+
+// Info describes a loaded plugin for reports and the version matrix.
+type Info struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+	// Engine is what runs the module: "compiler" or "interpreter".
+	Engine string `json:"engine"`
+	// Wazero is the wazero module version linked.
+	Wazero string `json:"wazero"`
+	// Compile is the time CompileModule took (short when the disk cache
+	// had the module).
+	Compile time.Duration `json:"compile_ns"`
+	// Instantiate is the first instance's start-up (the guest's
+	// _initialize: a Go guest's runtime and package init).
+	Instantiate time.Duration `json:"instantiate_ns"`
+	// InstanceMemory is a fresh instance's linear memory in bytes.
+	InstanceMemory uint64 `json:"instance_memory_bytes"`
+}
+
+// instance is one instantiated module with its exports resolved.
+type instance struct {
+	mod    api.Module
+	mem    api.Memory
+	alloc  api.Function
+	run    api.Function
+	stderr *tail
+	stack  [2]uint64
+}
+
+// startTimeout bounds an instance's start (see instantiate).
+const startTimeout = 10 * time.Second
+
+var (
+	cacheMu sync.Mutex
+	caches  = map[string]wazero.CompilationCache{}
+)
+
+// compilationCache returns the process's one cache for dir: wazero's file
+// cache may be shared by runtimes, and sharing it keeps one writer per file.
+func compilationCache(dir string) (wazero.CompilationCache, error) {
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	if c, ok := caches[dir]; ok {
+		return c, nil
+	}
+	c, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("plugin: compilation cache %s: %w", dir, err)
+	}
+	caches[dir] = c
+	return c, nil
+}
+
+func cacheDir(c Config) (string, error) {
+	switch c.CacheDir {
+	case "-":
+		return "", nil
+	case "":
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return "", nil // no home: run without the disk cache
+		}
+		return filepath.Join(base, "edgeinfer", "wazero"), nil
+	}
+	return c.CacheDir, nil
+}
+
+// LoadFile reads and loads a .wasm file; the plugin's name is the file's.
+func LoadFile(ctx context.Context, path string, cfg Config) (*Plugin, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("plugin: %w", err)
+	}
+	return Load(ctx, filepath.Base(path), wasm, cfg)
+}
+
+// Load compiles wasm (through the disk cache), checks that it implements
+// the ABI and starts one instance, so that a module that cannot serve is
+// refused here rather than on the first request.
+func Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(wasm)
+	p := &Plugin{name: name, cfg: cfg,
+		slots: make(chan struct{}, cfg.maxInstances()),
+		idle:  make(chan *instance, cfg.maxInstances()),
+		done:  make(chan struct{}),
+		info:  Info{Name: name, SHA256: hex.EncodeToString(sum[:]), Engine: resolveEngine(cfg.Engine), Wazero: wazeroVersion()},
+	}
+	rc := wazero.NewRuntimeConfigInterpreter()
+	if p.info.Engine == EngineCompiler {
+		if !CompilerSupported() {
+			return nil, fmt.Errorf("%w: engine %q: wazero has no compiler for this platform", ErrConfig, cfg.Engine)
+		}
+		rc = wazero.NewRuntimeConfigCompiler()
+	}
+	rc = rc.WithCloseOnContextDone(!cfg.NoInterrupt).WithMemoryLimitPages(uint32(cfg.memoryBytes() / 65536))
+	dir, err := cacheDir(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if dir != "" {
+		cc, err := compilationCache(dir)
+		if err != nil {
+			return nil, err
+		}
+		rc = rc.WithCompilationCache(cc)
+	}
+	p.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, p.rt); err != nil {
+		return nil, errors.Join(fmt.Errorf("plugin: wasi: %w", err), p.rt.Close(ctx))
+	}
+	start := time.Now()
+	p.compiled, err = p.rt.CompileModule(ctx, wasm)
+	p.info.Compile = time.Since(start)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("%w: %s: %v", ErrABI, name, err), p.rt.Close(ctx))
+	}
+	if err := checkExports(p.compiled); err != nil {
+		return nil, errors.Join(fmt.Errorf("%s: %w", name, err), p.rt.Close(ctx))
+	}
+	p.modCfg = moduleConfig(cfg.Grants)
+
+	start = time.Now()
+	in, err := p.instantiate(ctx)
+	p.info.Instantiate = time.Since(start)
+	if err != nil {
+		return nil, errors.Join(err, p.rt.Close(ctx))
+	}
+	p.info.InstanceMemory = uint64(in.mem.Size())
+	p.idle <- in
+	return p, nil
+}
+
+// moduleConfig is the sandbox: nothing but what g grants.
+func moduleConfig(g Grants) wazero.ModuleConfig {
+	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions("_initialize").WithArgs("plugin")
+	if g.Clock {
+		mc = mc.WithSysWalltime().WithSysNanotime().WithSysNanosleep()
+	}
+	if g.Random {
+		mc = mc.WithRandSource(rand.Reader)
+	}
+	if len(g.Dirs) > 0 {
+		fc := wazero.NewFSConfig()
+		for _, m := range g.Dirs {
+			fc = fc.WithReadOnlyDirMount(m.Host, m.Guest)
+		}
+		mc = mc.WithFSConfig(fc)
+	}
+	return mc
+}
+
+// checkExports refuses a module without the ABI's exports, or a command
+// module (it exports _start: its main would run and exit).
+func checkExports(m wazero.CompiledModule) error {
+	want := map[string][2][]api.ValueType{
+		"edgeinfer_abi_version": {nil, {api.ValueTypeI32}},
+		"edgeinfer_alloc":       {{api.ValueTypeI32}, {api.ValueTypeI32}},
+		"edgeinfer_run":         {{api.ValueTypeI32, api.ValueTypeI32}, {api.ValueTypeI64}},
+	}
+	fns := m.ExportedFunctions()
+	for name, sig := range want {
+		f, ok := fns[name]
+		if !ok {
+			return fmt.Errorf("%w: no export %s", ErrABI, name)
+		}
+		if !sameTypes(f.ParamTypes(), sig[0]) || !sameTypes(f.ResultTypes(), sig[1]) {
+			return fmt.Errorf("%w: %s has signature %v -> %v, want %v -> %v", ErrABI, name, f.ParamTypes(), f.ResultTypes(), sig[0], sig[1])
+		}
+	}
+	if _, ok := fns["_start"]; ok {
+		return fmt.Errorf("%w: it is a command module (exports _start); build a reactor: go build -buildmode=c-shared", ErrABI)
+	}
+	if _, ok := m.ExportedMemories()["memory"]; !ok {
+		return fmt.Errorf("%w: no exported memory \"memory\"", ErrABI)
+	}
+	return nil
+}
+
+func sameTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// instantiate starts an instance: the guest's _initialize runs under
+// startTimeout (a Go guest's runtime start takes milliseconds; the per-call
+// limit, which may be tighter, is for requests), within ctx.
+func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(p.cfg.callTimeout(), startTimeout))
+	defer cancel()
+	t := &tail{}
+	mod, err := p.rt.InstantiateModule(ctx, p.compiled, p.modCfg.WithStderr(t))
+	if err != nil {
+		return nil, p.classify(ctx, t, fmt.Errorf("start: %w", err))
+	}
+	in := &instance{mod: mod, mem: mod.Memory(), alloc: mod.ExportedFunction("edgeinfer_alloc"),
+		run: mod.ExportedFunction("edgeinfer_run"), stderr: t}
+	v, err := mod.ExportedFunction("edgeinfer_abi_version").Call(ctx)
+	if err != nil {
+		return nil, errors.Join(p.classify(ctx, t, fmt.Errorf("edgeinfer_abi_version: %w", err)), mod.Close(context.Background()))
+	}
+	if uint32(v[0]) != abi.Version {
+		return nil, errors.Join(fmt.Errorf("%w: %s speaks ABI version %d, this host %d", ErrABI, p.name, uint32(v[0]), abi.Version), mod.Close(context.Background()))
+	}
+	return in, nil
+}
+
+// Info describes the plugin.
+func (p *Plugin) Info() Info { return p.info }
+
+// Name is the plugin's name (its file name for LoadFile).
+func (p *Plugin) Name() string { return p.name }
+
+// Call runs the plugin on in and returns its output tensors, which the
+// caller owns (they are copied out of the module). The call is bounded by
+// ctx and Config.CallTimeout; see the package errors for what can fail.
+func (p *Plugin) Call(ctx context.Context, in []abi.Tensor) ([]abi.Tensor, error) {
+	if err := abi.Validate(in); err != nil {
+		return nil, fmt.Errorf("plugin %s: input: %w", p.name, err)
+	}
+	req := abi.Encode(make([]byte, 0, abi.EncodedSize(in)), in)
+	return p.CallRaw(ctx, req)
+}
+
+// CallRaw is Call on an already encoded request.
+func (p *Plugin) CallRaw(ctx context.Context, req []byte) ([]abi.Tensor, error) {
+	if len(req) > 1<<31-1 {
+		return nil, fmt.Errorf("plugin %s: request of %d bytes is over 2 GiB", p.name, len(req))
+	}
+	select {
+	case <-p.done:
+		return nil, fmt.Errorf("%w: %s", ErrClosed, p.name)
+	default:
+	}
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("plugin %s: waiting for an instance: %w", p.name, ctx.Err())
+	case <-p.done:
+		return nil, fmt.Errorf("%w: %s", ErrClosed, p.name)
+	}
+	defer func() { <-p.slots }()
+
+	var in *instance
+	select {
+	case in = <-p.idle:
+	default:
+		var err error
+		if in, err = p.instantiate(ctx); err != nil {
+			return nil, fmt.Errorf("plugin %s: %w", p.name, err)
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.callTimeout())
+	defer cancel()
+	out, keep, err := p.call(cctx, in, req)
+	if keep {
+		select {
+		case p.idle <- in:
+		default:
+			_ = in.mod.Close(context.Background())
+		}
+	} else {
+		_ = in.mod.Close(context.Background())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", p.name, err)
+	}
+	return out, nil
+}
+
+// call runs one request in in; keep reports whether in may serve again.
+func (p *Plugin) call(ctx context.Context, in *instance, req []byte) (_ []abi.Tensor, keep bool, _ error) {
+	in.stderr.reset()
+	s := in.stack[:]
+	s[0] = uint64(len(req))
+	if err := in.alloc.CallWithStack(ctx, s); err != nil {
+		return nil, false, p.classify(ctx, in.stderr, fmt.Errorf("edgeinfer_alloc: %w", err))
+	}
+	ptr := uint32(s[0])
+	if ptr == 0 || !in.mem.Write(ptr, req) {
+		return nil, false, fmt.Errorf("%w: edgeinfer_alloc(%d) returned address %d, outside the module's %d bytes of memory", ErrResult, len(req), ptr, in.mem.Size())
+	}
+	s[0], s[1] = uint64(ptr), uint64(len(req))
+	if err := in.run.CallWithStack(ctx, s); err != nil {
+		return nil, false, p.classify(ctx, in.stderr, fmt.Errorf("edgeinfer_run: %w", err))
+	}
+	rp, rl := uint32(s[0]>>32), uint32(s[0])
+	if rl > p.cfg.maxResult() {
+		return nil, false, fmt.Errorf("%w: response of %d bytes is over the %d MiB cap", ErrResult, rl, p.cfg.maxResult()>>20)
+	}
+	view, ok := in.mem.Read(rp, rl)
+	if !ok {
+		return nil, false, fmt.Errorf("%w: response at %d..%d is outside the module's %d bytes of memory", ErrResult, rp, uint64(rp)+uint64(rl), in.mem.Size())
+	}
+	// Copy out: the module reuses (or a hostile one rewrites) its memory.
+	resp := make([]byte, len(view))
+	copy(resp, view)
+	out, err := abi.Decode(resp)
+	var ge *abi.GuestError
+	switch {
+	case errors.As(err, &ge):
+		return nil, true, fmt.Errorf("%w: %s", ErrGuest, ge.Msg)
+	case err != nil:
+		return nil, false, fmt.Errorf("%w: %w", ErrResult, err)
+	}
+	return out, true, nil
+}
+
+// classify maps a failed wazero call to the package's errors.
+func (p *Plugin) classify(ctx context.Context, t *tail, err error) error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("%w: %v", ErrClosed, err)
+	default:
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (per-call limit %v, or the request's deadline): %w", ErrTimeout, p.cfg.callTimeout(), ctx.Err())
+	}
+	msg := ""
+	if t != nil {
+		msg = t.summary()
+	}
+	if msg != "" {
+		err = fmt.Errorf("%w; stderr: %s", err, msg)
+	}
+	if containsOOM(msg) || containsOOM(err.Error()) {
+		return fmt.Errorf("%w (cap %d MiB): %w", ErrMemory, p.cfg.memoryBytes()>>20, err)
+	}
+	return fmt.Errorf("%w: %w", ErrTrap, err)
+}
+
+// Close closes every instance and the runtime; calls in flight fail with
+// ErrClosed. It is idempotent.
+func (p *Plugin) Close(ctx context.Context) error {
+	p.closing.Do(func() {
+		close(p.done)
+		p.closeErr = p.rt.Close(ctx)
+	})
+	return p.closeErr
+}
+
+func wazeroVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tetratelabs/wazero" {
+				return d.Version
+			}
+		}
+	}
+	return "unknown"
+}

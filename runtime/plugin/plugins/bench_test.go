@@ -1,0 +1,157 @@
+package plugins_test
+
+// The figures the plugin work quotes: each plugin against the same code
+// compiled natively, measured in one run (go test -bench . -benchtime 20x
+// ./runtime/plugin/plugins), and what the sandbox costs on its own.
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/edgeinfer/edgeinfer/runtime/plugin"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/plugintest"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/prepost"
+)
+
+// pair runs native, the plugin in the default sandbox and the plugin
+// without cancellation checks (Config.NoInterrupt) as sub-benchmarks of
+// one benchmark.
+func pair(b *testing.B, native func(), name string, cfg plugin.Config, in []abi.Tensor) {
+	b.Run("native", func(b *testing.B) {
+		for b.Loop() {
+			native()
+		}
+	})
+	req := abi.Encode(nil, in)
+	for _, off := range []bool{false, true} {
+		sub := "plugin"
+		if off {
+			sub = "plugin-nointerrupt"
+		}
+		cfg.NoInterrupt = off
+		p := load(b, name, cfg)
+		b.Run(sub, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := p.CallRaw(context.Background(), req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkNMS: weighted NMS over 1,000 candidate boxes in 40 clusters.
+func BenchmarkNMS(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cands := make([]prepost.Face, 1000)
+	flat := make([]float32, 0, 5000)
+	for i := range cands {
+		cx, cy := float64(i%40)/40+0.01, float64(i%40)/50+0.01
+		cx += rng.Float64() * 0.01
+		cy += rng.Float64() * 0.01
+		w := 0.05 + rng.Float64()*0.01
+		c := prepost.Face{Score: rng.Float64(), XMin: cx, YMin: cy, XMax: cx + w, YMax: cy + w}
+		cands[i] = c
+		flat = append(flat, float32(c.Score), float32(c.XMin), float32(c.YMin), float32(c.XMax), float32(c.YMax))
+	}
+	in := make([]prepost.Face, len(cands))
+	pair(b, func() { copy(in, cands); prepost.WeightedNMS(in, 0.3) },
+		"blazeface", plugin.Config{}, []abi.Tensor{abi.F32("candidates", []int64{1000, 5}, flat)})
+}
+
+// BenchmarkCTC: greedy CTC over the recogniser's real [1,80,6625] output.
+func BenchmarkCTC(b *testing.B) {
+	probs := recProbs(b)
+	dict := modelFile(b, "paddleocr/ppocr_keys_v1.txt")
+	cs := prepost.PaddleCharset(string(readFile(b, dict)))
+	v, _ := probs.Float32s()
+	cfg := plugin.Config{Grants: plugin.Grants{Dirs: []plugin.Mount{{Host: filepath.Dir(dict), Guest: "/dict"}}}}
+	pair(b, func() { prepost.CTCGreedy(v, 80, 6625, cs) }, "ctc", cfg, []abi.Tensor{probs})
+}
+
+// BenchmarkResize: a 640x480 RGB frame (the Muybridge plate) to
+// BlazeFace's 128x128 NHWC input.
+func BenchmarkResize(b *testing.B) {
+	img := decode(b, readFile(b, modelFile(b, "images/locomotion-nude-male.jpg")))
+	rgb := make([]byte, 0, 640*480*3)
+	bd := img.Bounds()
+	for y := range 480 {
+		for x := range 640 {
+			r, g, bl, _ := img.At(bd.Min.X+x*bd.Dx()/640, bd.Min.Y+y*bd.Dy()/480).RGBA()
+			rgb = append(rgb, byte(r>>8), byte(g>>8), byte(bl>>8))
+		}
+	}
+	pair(b, func() {
+		m, _ := prepost.RGB(rgb, 640, 480)
+		prepost.Preprocess(m, prepost.BlazeFace)
+	}, "imageprep", plugin.Config{}, []abi.Tensor{{Name: "rgb", DType: abi.Uint8, Shape: []int64{480, 640, 3}, Data: rgb}})
+}
+
+// BenchmarkDecodeResize: the same from the JPEG file (1024x708).
+func BenchmarkDecodeResize(b *testing.B) {
+	jpg := readFile(b, modelFile(b, "images/locomotion-nude-male.jpg"))
+	pair(b, func() {
+		m, _ := prepost.DecodeImage(jpg)
+		prepost.Preprocess(m, prepost.BlazeFace)
+	}, "imageprep", plugin.Config{}, []abi.Tensor{abi.Bytes("image", jpg)})
+}
+
+// BenchmarkDB: DB post-processing of the detector's real 640x640 map of
+// Minard's map.
+func BenchmarkDB(b *testing.B) {
+	img := decode(b, readFile(b, modelFile(b, "images/minard.png")))
+	spec := prepost.PaddleDet
+	spec.Width, spec.Height = 640, 640
+	x, _, _ := prepost.Preprocess(img, spec)
+	m := runModel(b, session(b, "paddleocr/ch_PP-OCRv4_det_infer.onnx"), "x", []int64{1, 3, 640, 640}, x)["sigmoid_0.tmp_0"]
+	prob, _ := m.Float32s()
+	src := []int64{int64(img.Bounds().Dy()), int64(img.Bounds().Dx())}
+	pair(b, func() { prepost.DBBoxes(prob, 640, 640, int(src[1]), int(src[0]), prepost.PaddleDB) },
+		"dbpost", plugin.Config{}, []abi.Tensor{m, abi.I64("src_size", []int64{2}, src)})
+}
+
+// BenchmarkCallOverhead: a call to a plugin that does nothing (alloc,
+// write, run, bounds checks, decode of an empty response).
+func BenchmarkCallOverhead(b *testing.B) {
+	p := load(b, "empty", plugin.Config{})
+	req := abi.Encode(nil, nil)
+	for b.Loop() {
+		if _, err := p.CallRaw(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkColdStart: Load (compile + first instance) of the imageprep
+// plugin with a warm disk cache and without one; instance-bytes is a fresh
+// instance's linear memory.
+func BenchmarkColdStart(b *testing.B) {
+	path := plugintest.Build(b, "runtime/plugin/plugins/imageprep")
+	dir := b.TempDir()
+	for _, tc := range []struct{ name, cache string }{{"cache", dir}, {"nocache", "-"}} {
+		if tc.cache == dir { // fill it
+			p, err := plugin.LoadFile(context.Background(), path, plugin.Config{CacheDir: dir})
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = p.Close(context.Background())
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			var info plugin.Info
+			for b.Loop() {
+				p, err := plugin.LoadFile(context.Background(), path, plugin.Config{CacheDir: tc.cache})
+				if err != nil {
+					b.Fatal(err)
+				}
+				info = p.Info()
+				_ = p.Close(context.Background())
+			}
+			b.ReportMetric(float64(info.InstanceMemory), "instance-bytes")
+			b.ReportMetric(float64(info.Compile.Microseconds()), "compile-us")
+			b.ReportMetric(float64(info.Instantiate.Microseconds()), "instantiate-us")
+		})
+	}
+}

@@ -1,0 +1,21 @@
+// Package plugins holds no code: its subdirectories are the SDK's plugins,
+// each a main package built to WebAssembly by `make plugins`
+// (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared) into
+// build/plugins/<name>.wasm, wrapping runtime/plugin/prepost behind the
+// plugin ABI. The tests here run each plugin on real models' inputs and
+// outputs and compare it with the same code run natively.
+//
+//   - imageprep: JPEG/PNG (input "image") or raw RGB ("rgb" [H,W,3]) to a
+//     normalised float tensor; arg.spec blazeface | paddle-det, arg.output
+//     the tensor's name, optional input "crop" [x,y,w,h]; also outputs
+//     src_size [h, w]
+//   - blazeface: BlazeFace scores and regressors (or "candidates" [N,5]) to
+//     "faces" [N,5] (score, xmin, ymin, xmax, ymax), weighted NMS
+//   - dbpost: PaddleOCR detector map [1,1,H,W] + src_size to "boxes" [N,4]
+//     and "scores" [N]
+//   - ctc: recogniser probabilities [1,T,C] to "text", "score", "indices";
+//     the dictionary from input "dict" or the file arg.dict (a granted
+//     read-only directory)
+//   - vad: Silero speech probabilities "probs" [N] to "segments" [K,2]
+//   - empty: returns nothing (measures the per-call overhead)
+package plugins

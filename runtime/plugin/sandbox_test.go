@@ -1,0 +1,347 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/plugintest"
+)
+
+func hostile(t testing.TB, cfg Config) *Plugin {
+	t.Helper()
+	path := plugintest.Build(t, "runtime/plugin/testdata/hostile")
+	p, err := LoadFile(context.Background(), path, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+func mode(m string, extra ...abi.Tensor) []abi.Tensor {
+	return append([]abi.Tensor{abi.Str("mode", m)}, extra...)
+}
+
+// echoOK checks the plugin still serves: the next request succeeds.
+func echoOK(t *testing.T, p *Plugin) {
+	t.Helper()
+	out, err := p.Call(context.Background(), mode("echo", abi.F32("x", []int64{2}, []float32{1.5, -2})))
+	if err != nil {
+		t.Fatalf("next request after the failure: %v", err)
+	}
+	x, _ := abi.Find(out, "x")
+	if v, err := x.Float32s(); err != nil || len(v) != 2 || v[0] != 1.5 || v[1] != -2 {
+		t.Fatalf("echo returned %v %v", out, err)
+	}
+}
+
+func TestHostileGoPlugin(t *testing.T) {
+	p := hostile(t, Config{MemoryMB: 32, MaxInstances: 1, CallTimeout: time.Minute})
+	t.Logf("engine %s, compile %v, instantiate %v, memory %d KiB", p.Info().Engine, p.Info().Compile, p.Info().Instantiate, p.Info().InstanceMemory>>10)
+	for _, tc := range []struct {
+		mode string
+		want error
+		text string
+	}{
+		{"panic", ErrGuest, "hostile panic"},
+		{"error", ErrGuest, "refused on purpose"},
+		{"exit", ErrTrap, "exit_code(3)"},
+		{"bomb", ErrMemory, "out of memory"},
+		{"open", ErrGuest, "/etc/passwd"},
+		{"nonsense", ErrGuest, "unknown mode"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			_, err := p.Call(context.Background(), mode(tc.mode, abi.Str("arg", "/etc/passwd")))
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("error %v, want %v containing %q", err, tc.want, tc.text)
+			}
+			echoOK(t, p)
+		})
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	p := hostile(t, Config{CallTimeout: 200 * time.Millisecond})
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration // the request's, 0 for none
+		bound    time.Duration
+	}{
+		{"per-call limit", 0, 200 * time.Millisecond},
+		{"request deadline", 100 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+				defer cancel()
+			}
+			start := time.Now()
+			_, err := p.Call(ctx, mode("loop"))
+			took := time.Since(start)
+			if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("error %v, want ErrTimeout and context.DeadlineExceeded", err)
+			}
+			if took > tc.bound+50*time.Millisecond {
+				t.Errorf("infinite loop stopped after %v, bound %v + 50 ms", took, tc.bound)
+			}
+			t.Logf("stopped after %v (bound %v)", took, tc.bound)
+			echoOK(t, p)
+		})
+	}
+}
+
+func TestSandboxFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "keys.txt"), []byte("granted"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(secret, []byte("secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open := func(p *Plugin, name string) ([]abi.Tensor, error) {
+		return p.Call(context.Background(), mode("open", abi.Str("arg", name)))
+	}
+	closed := hostile(t, Config{})
+	for _, name := range []string{secret, "/dict/keys.txt", "/etc/passwd", "../" + secret} {
+		if _, err := open(closed, name); !errors.Is(err, ErrGuest) {
+			t.Errorf("ungranted open %s: %v, want denied", name, err)
+		}
+	}
+	echoOK(t, closed)
+
+	granted := hostile(t, Config{Grants: Grants{Dirs: []Mount{{Host: dir, Guest: "/dict"}}}})
+	out, err := open(granted, "/dict/keys.txt")
+	if err != nil {
+		t.Fatalf("granted read: %v", err)
+	}
+	if d, _ := abi.Find(out, "data"); string(d.Data) != "granted" {
+		t.Errorf("read %q", d.Data)
+	}
+	for _, name := range []string{"/dict/../" + secret, secret} {
+		if _, err := open(granted, name); !errors.Is(err, ErrGuest) {
+			t.Errorf("open %s outside the grant: %v, want denied", name, err)
+		}
+	}
+	echoOK(t, granted)
+}
+
+func TestSandboxClockRandom(t *testing.T) {
+	first := func(p *Plugin, m string) []byte {
+		out, err := p.Call(context.Background(), mode(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[0].Data
+	}
+	closed := hostile(t, Config{MaxInstances: 1})
+	ns := int64(binary.LittleEndian.Uint64(first(closed, "clock")))
+	if time.Since(time.Unix(0, ns)) < 24*time.Hour {
+		t.Errorf("ungranted clock reads %v", time.Unix(0, ns))
+	}
+	r1 := first(closed, "random")
+	open := hostile(t, Config{MaxInstances: 1, Grants: Grants{Clock: true, Random: true}})
+	if ns := int64(binary.LittleEndian.Uint64(first(open, "clock"))); time.Since(time.Unix(0, ns)).Abs() > time.Minute {
+		t.Errorf("granted clock reads %v", time.Unix(0, ns))
+	}
+	if r2 := first(open, "random"); bytes.Equal(r1, r2) {
+		t.Errorf("granted random equals the deterministic source: %x", r2)
+	}
+}
+
+func raw(t *testing.T, run []byte, cfg Config) *Plugin {
+	t.Helper()
+	cfg.CacheDir = "-"
+	p, err := Load(context.Background(), "raw", rawModule(run...), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+func TestRawModuleFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  []byte
+		want error
+		text string
+	}{
+		{"unreachable", runUnreachable, ErrTrap, "unreachable"},
+		{"pointer outside memory", runFromMemory, ErrResult, "outside"},
+		{"memory.grow bomb", runGrow, ErrResult, "shorter than a header"},
+		{"loop", runLoop, ErrTimeout, "deadline"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			timeout := 2 * time.Second
+			if tc.want == ErrTimeout {
+				timeout = 100 * time.Millisecond
+			}
+			p := raw(t, tc.run, Config{MemoryMB: 16, CallTimeout: timeout, MaxInstances: 1})
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for i := range 2 { // the second call runs in a fresh instance
+				if tc.name == "pointer outside memory" {
+					var in *instance
+					select {
+					case in = <-p.idle:
+					default:
+						var err error
+						if in, err = p.instantiate(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+					}
+					var b [8]byte
+					binary.LittleEndian.PutUint64(b[:], uint64(70000)<<32|16)
+					in.mem.Write(0, b[:])
+					p.idle <- in
+				}
+				_, err := p.Call(context.Background(), nil)
+				if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
+					t.Fatalf("call %d: %v, want %v containing %q", i, err, tc.want, tc.text)
+				}
+			}
+			if n := p.rawPages(t); tc.name == "memory.grow bomb" && n > 16*16 {
+				t.Errorf("memory grew to %d pages past the 16 MiB cap", n)
+			}
+		})
+	}
+}
+
+// rawPages starts an instance and reports its memory in pages.
+func (p *Plugin) rawPages(t *testing.T) uint32 {
+	in, err := p.instantiate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.mod.Close(context.Background())
+	return in.mem.Size() / 65536
+}
+
+// TestMemoryBombRSS: a Go plugin allocating without end is stopped at its
+// cap, and the host's resident memory stays bounded by about the cap.
+func TestMemoryBombRSS(t *testing.T) {
+	p := hostile(t, Config{MemoryMB: 32, MaxInstances: 1, CallTimeout: time.Minute})
+	base := rss(t)
+	for range 3 {
+		if _, err := p.Call(context.Background(), mode("bomb")); !errors.Is(err, ErrMemory) {
+			t.Fatalf("bomb: %v", err)
+		}
+	}
+	runtime.GC()
+	grew := rss(t) - base
+	t.Logf("RSS grew %d MiB over three 32 MiB bombs", grew>>20)
+	if grew > 100<<20 {
+		t.Errorf("host RSS grew %d MiB", grew>>20)
+	}
+	echoOK(t, p)
+}
+
+func rss(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("no /proc/self/status")
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Skip("no VmRSS")
+	return 0
+}
+
+func TestNotAPlugin(t *testing.T) {
+	for name, wasm := range map[string][]byte{
+		"garbage":    []byte("not wasm"),
+		"no exports": {0, 'a', 's', 'm', 1, 0, 0, 0},
+	} {
+		if _, err := Load(context.Background(), name, wasm, Config{CacheDir: "-"}); !errors.Is(err, ErrABI) {
+			t.Errorf("%s: %v, want ErrABI", name, err)
+		}
+	}
+	if err := (Config{Engine: "jit"}).Validate(); !errors.Is(err, ErrConfig) {
+		t.Errorf("engine jit: %v", err)
+	}
+}
+
+// BenchmarkInterrupt: a tight arithmetic loop in a Go guest with wazero's
+// cancellation checks (the sandbox default) and without (NoInterrupt),
+// beside the same loop compiled natively.
+func BenchmarkInterrupt(b *testing.B) {
+	arg := abi.Str("arg", "xxx") // 3 M iterations
+	b.Run("native", func(b *testing.B) {
+		for b.Loop() {
+			x := 1.0
+			for i := range 3 * 1000000 {
+				x = x*1.0000001 + float64(i&7)
+			}
+			sink = x
+		}
+	})
+	for _, off := range []bool{false, true} {
+		name := "checks"
+		if off {
+			name = "nointerrupt"
+		}
+		b.Run(name, func(b *testing.B) {
+			path := plugintest.Build(b, "runtime/plugin/testdata/hostile")
+			p, err := LoadFile(context.Background(), path, Config{NoInterrupt: off, CallTimeout: time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			for b.Loop() {
+				if _, err := p.Call(context.Background(), []abi.Tensor{abi.Str("mode", "spin"), arg}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+var sink float64
+
+// TestConcurrentCalls: calls beyond MaxInstances wait for an instance, a
+// failing call among them fails alone.
+func TestConcurrentCalls(t *testing.T) {
+	p := hostile(t, Config{MaxInstances: 2})
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			m := "echo"
+			if i == 3 {
+				m = "exit"
+			}
+			_, errs[i] = p.Call(context.Background(), mode(m, abi.F32("x", []int64{2}, []float32{1.5, -2})))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (i == 3) != (err != nil) {
+			t.Errorf("call %d: %v", i, err)
+		}
+	}
+	echoOK(t, p)
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Call(context.Background(), mode("echo")); !errors.Is(err, ErrClosed) {
+		t.Errorf("call after Close: %v", err)
+	}
+}
