@@ -20,8 +20,13 @@ var synopses = map[string][]string{
 	"tokenize":     {"tokenize --tokenizer tokenizer.json [flags] < TEXT", "tokenize --tokenizer tokenizer.json --decode [flags] < IDS.json"},
 	"model build":  {"model build --preset NAME --out DIR [flags]"},
 	"model import": {"model import --hf CHECKPOINT_DIR --out DIR [flags]", "model import --onnx EXPORT_DIR --out DIR [--name NAME] [--version V]"},
+	"plugin run":   {"plugin run PLUGIN.wasm --input [NAME=]FILE [flags]"},
 	"version":      {"version"},
 }
+
+// isHelpArg reports whether a command's first argument asks for help (for
+// commands that read a subcommand before their flags).
+func isHelpArg(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
 
 // helpRequest is what parseFlags returns for -h: runMain prints it on
 // stdout and exits 0 (help that was asked for is output, not an error).

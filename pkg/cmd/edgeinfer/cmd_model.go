@@ -28,7 +28,7 @@ const modelUsage = `usage:
 presets: `
 
 func runModel(ctx context.Context, stdout io.Writer, args []string) error {
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+	if len(args) > 0 && isHelpArg(args[0]) {
 		fmt.Fprintf(stdout, "%s%s\n", modelUsage, strings.Join(llama.PresetNames(), ", "))
 		return nil
 	}
