@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+	"github.com/edgeinfer/edgeinfer/update/link"
+)
+
+// TestAgentObservesEngine: requests run by a real engine reach the
+// telemetry through the agent's adapter, per model and class.
+func TestAgentObservesEngine(t *testing.T) {
+	orttest.Need(t)
+	cfg, src, err := llama.Preset("tiny-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := build.BuildDecoder(context.Background(), dir, build.DecoderSpec{Name: "tiny-test", Version: "1", Config: cfg, Weights: src}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ecfg := engine.Config{Models: []engine.ModelSpec{{Dir: dir}}}
+	ecfg.Session.IntraOpThreads = 1
+	e, err := engine.Open(ctx, ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	tel := link.NewTelemetry(nil, nil, link.TelemetryConfig{}, link.Sources{Engine: func() link.EngineStats { return engineStats(e) }})
+	stop := observeEngine(e, tel)
+	defer stop()
+	for i := 0; i < 5; i++ {
+		class := engine.ClassInteractive
+		if i%2 == 1 {
+			class = engine.ClassBatch
+		}
+		for _, err := range e.GenerateTokens(ctx, "tiny-test", []int32{1, 2, 3, 4, 5, 6, 7, 8}, engine.GenerateOptions{MaxTokens: 6, Class: class}).Tokens() {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var s link.Snapshot
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		s = tel.Snapshot()
+		if len(s.Requests) > 0 || time.Now().After(end) {
+			break
+		}
+	}
+	got := map[string]link.RequestStats{}
+	n := uint64(0)
+	for _, r := range s.Requests {
+		got[r.Class] = r
+		n += r.Outcomes["completed"]
+	}
+	// records may straddle two snapshots: take what arrived
+	for end := time.Now().Add(2 * time.Second); n < 5 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		for _, r := range tel.Snapshot().Requests {
+			n += r.Outcomes["completed"]
+			if _, ok := got[r.Class]; !ok {
+				got[r.Class] = r
+			}
+		}
+	}
+	if n != 5 || got["interactive"].Model != "tiny-test" || got["batch"].Model != "tiny-test" {
+		t.Fatalf("%d completed; groups %+v", n, got)
+	}
+	if r := got["interactive"]; r.TTFT.N == 0 || r.TTFT.P99 == nil || r.TPOT.N == 0 || r.OutputTokens == 0 {
+		t.Fatalf("interactive group without latencies: %+v", r)
+	}
+	if len(s.KV) != 1 || s.KV[0].TotalBytes == 0 {
+		t.Fatalf("kv %+v", s.KV)
+	}
+}

@@ -1,0 +1,143 @@
+package link
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
+)
+
+// payloadSeq extracts "seq":N from a JSON payload (fast path for tests).
+func payloadSeq(b []byte) (uint64, bool) {
+	i := bytes.Index(b, []byte(`"seq":`))
+	if i < 0 {
+		return 0, false
+	}
+	j := i + 6
+	k := j
+	for k < len(b) && b[k] >= '0' && b[k] <= '9' {
+		k++
+	}
+	n, err := strconv.ParseUint(string(b[j:k]), 10, 64)
+	return n, err == nil
+}
+
+// seqPayload is a test payload of at least size bytes carrying seq.
+func seqPayload(seq uint64, size int) []byte {
+	b := make([]byte, 0, size+32)
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"pad":"`...)
+	for len(b) < size-2 {
+		b = append(b, 'x')
+	}
+	return append(b, `"}`...)
+}
+
+// receiver is a persistent-session subscriber (a plain paho client, as
+// the cloud side would run) that counts what it receives by seq.
+type receiver struct {
+	client mqtt.Client
+	dedup  *Dedup
+
+	mu      sync.Mutex
+	got     map[uint64]int // seq -> times received
+	topics  map[uint64]string
+	order   []uint64 // first receptions in arrival order
+	ooo     int
+	dupFlag int // duplicate receptions the broker marked as redeliveries (DUP)
+}
+
+func newReceiver(t *testing.T, b *mosquittotest.Broker, id, filter string) *receiver {
+	t.Helper()
+	r := &receiver{dedup: NewDedup(0), got: map[uint64]int{}, topics: map[uint64]string{}}
+	handler := func(_ mqtt.Client, m mqtt.Message) {
+		seq, ok := payloadSeq(m.Payload())
+		if !ok {
+			return
+		}
+		dup, ooo := r.dedup.Seen("d", seq)
+		r.mu.Lock()
+		r.got[seq]++
+		if dup && m.Duplicate() {
+			r.dupFlag++
+		}
+		if !dup {
+			r.order = append(r.order, seq)
+			r.topics[seq] = m.Topic()
+			if ooo {
+				r.ooo++
+			}
+		}
+		r.mu.Unlock()
+	}
+	opts := mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID(id).SetCleanSession(false).
+		SetAutoReconnect(true).SetMaxReconnectInterval(200 * time.Millisecond).SetConnectRetry(true).
+		SetConnectRetryInterval(100 * time.Millisecond).SetProtocolVersion(4).
+		SetOnConnectHandler(func(c mqtt.Client) { c.Subscribe(filter, 1, handler) })
+	r.client = mqtt.NewClient(opts)
+	if tok := r.client.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
+		t.Fatalf("receiver connect: %v", tok.Error())
+	}
+	// wait for the subscription made by the connect handler
+	time.Sleep(200 * time.Millisecond)
+	t.Cleanup(func() { r.client.Disconnect(100) })
+	return r
+}
+
+// distinct is how many different seqs arrived.
+func (r *receiver) distinct() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
+// tally counts, for seqs 1..n, the lost ones and the duplicates.
+func (r *receiver) tally(n uint64) (received, lost, dups, ooo int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for s := uint64(1); s <= n; s++ {
+		c := r.got[s]
+		if c == 0 {
+			lost++
+		} else {
+			received++
+			dups += c - 1
+		}
+	}
+	return received, lost, dups, r.ooo
+}
+
+// waitFor polls cond every 20 ms until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cond()
+}
+
+func openStore(t *testing.T, path string) *store.Store { return openStoreB(t, path) }
+
+func openStoreB(t testing.TB, path string) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func testConfig(b *mosquittotest.Broker) Config {
+	return Config{Broker: b.URL(), Fleet: "f", Device: "d", BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, ConnectTimeout: 3 * time.Second}
+}
