@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/pkg/resize"
 )
 
 // InputSpec is a model input as declared: name, element type and shape
@@ -170,30 +171,17 @@ func loadImage(path string, in InputSpec, opts ImageOptions) (Tensor, error) {
 			w = round(float64(b.Dx()) * scale)
 		}
 	}
-	src := toRGB(img)
-	sw, sh := b.Dx(), b.Dy()
-	data := make([]float32, 3*h*w)
-	for y := range h {
-		// Bilinear, pixel centres aligned (half-pixel), edges clamped.
-		fy := max((float64(y)+0.5)*float64(sh)/float64(h)-0.5, 0)
-		y0 := min(int(fy), sh-1)
-		y1, dy := min(y0+1, sh-1), float32(fy-float64(y0))
-		for x := range w {
-			fx := max((float64(x)+0.5)*float64(sw)/float64(w)-0.5, 0)
-			x0 := min(int(fx), sw-1)
-			x1, dx := min(x0+1, sw-1), float32(fx-float64(x0))
-			for c := range 3 {
-				at := func(yy, xx int) float32 { return float32(src[(yy*sw+xx)*3+c]) }
-				top := at(y0, x0)*(1-dx) + at(y0, x1)*dx
-				bot := at(y1, x0)*(1-dx) + at(y1, x1)*dx
-				v := ((top*(1-dy)+bot*dy)/255 - opts.Mean[c]) / opts.Std[c]
-				if nhwc {
-					data[(y*w+x)*3+c] = v
-				} else {
-					data[c*h*w+y*w+x] = v
-				}
-			}
+	layout := resize.CHW
+	if nhwc {
+		layout = resize.HWC
+	}
+	data := resize.Bilinear(img, w, h, layout)
+	for i, v := range data {
+		c := i / (h * w)
+		if nhwc {
+			c = i % 3
 		}
+		data[i] = (v - opts.Mean[c]) / opts.Std[c]
 	}
 	shape := []int64{1, 3, int64(h), int64(w)}
 	if nhwc {
@@ -209,19 +197,6 @@ func SampleShapes(samples []Sample, name string) []string {
 	for _, s := range samples {
 		if str := shapeString(s.Inputs[name].Shape); !slices.Contains(out, str) {
 			out = append(out, str)
-		}
-	}
-	return out
-}
-
-// toRGB copies an image into packed 8-bit RGB, row-major.
-func toRGB(img image.Image) []uint8 {
-	b := img.Bounds()
-	out := make([]uint8, 0, 3*b.Dx()*b.Dy())
-	for y := b.Min.Y; y < b.Max.Y; y++ {
-		for x := b.Min.X; x < b.Max.X; x++ {
-			r, g, bl, _ := img.At(x, y).RGBA()
-			out = append(out, uint8(r>>8), uint8(g>>8), uint8(bl>>8))
 		}
 	}
 	return out

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/pkg/npy"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 )
 
@@ -90,54 +91,6 @@ func TestPerChannelAxes(t *testing.T) {
 	}
 }
 
-func TestNpyRoundTrip(t *testing.T) {
-	for _, shape := range [][]int64{{4}, {1, 3, 2, 2}, {}} {
-		n := int(numel(shape))
-		in := Tensor{Shape: shape, Data: make([]float32, n)}
-		for i := range in.Data {
-			in.Data[i] = float32(i) - 1.5
-		}
-		raw := EncodeNpy(in)
-		if (10+int(raw[8])+int(raw[9])<<8)%64 != 0 {
-			t.Fatalf("header not 64-aligned")
-		}
-		out, err := ParseNpy(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if shapeString(out.Shape) != shapeString(shape) || len(out.Data) != n {
-			t.Fatalf("shape %v, want %v", out.Shape, shape)
-		}
-		for i := range out.Data {
-			if out.Data[i] != in.Data[i] {
-				t.Fatalf("value %d: %g, want %g", i, out.Data[i], in.Data[i])
-			}
-		}
-	}
-	bad := EncodeNpy(Tensor{Shape: []int64{2}, Data: []float32{1, 2}})
-	for name, raw := range map[string][]byte{
-		"magic":  []byte("NUMPY\x01\x00\x00\x00"),
-		"dtype":  []byte(strings.Replace(string(bad), "<f4", "<f8", 1)),
-		"order":  []byte(strings.Replace(string(bad), "False", "True ", 1)),
-		"length": bad[:len(bad)-1],
-	} {
-		if _, err := ParseNpy(raw); err == nil {
-			t.Errorf("%s: parsed", name)
-		}
-	}
-}
-
-func FuzzParseNpy(f *testing.F) {
-	f.Add(EncodeNpy(Tensor{Shape: []int64{1, 2}, Data: []float32{1, 2}}))
-	f.Add([]byte("\x93NUMPY\x02\x00\xff\xff\xff\x7f"))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		tt, err := ParseNpy(raw)
-		if err == nil && int64(len(tt.Data)) != numel(tt.Shape) {
-			t.Fatalf("%d values for %v", len(tt.Data), tt.Shape)
-		}
-	})
-}
-
 func TestLoadSamples(t *testing.T) {
 	dir := t.TempDir()
 	img := image.NewRGBA(image.Rect(0, 0, 200, 100))
@@ -153,7 +106,7 @@ func TestLoadSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if err := os.WriteFile(filepath.Join(dir, "b.npy"), EncodeNpy(Tensor{Shape: []int64{1, 3, 32, 32}, Data: make([]float32, 3*32*32)}), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "b.npy"), npy.EncodeFloat32([]int64{1, 3, 32, 32}, make([]float32, 3*32*32)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	nchw := InputSpec{Name: "x", DType: onnx.TensorProto_FLOAT, Shape: []int64{-1, 3, -1, -1}}
@@ -188,7 +141,7 @@ func TestLoadSamplesWrongShape(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "s.npy"), EncodeNpy(Tensor{Shape: tc.shape, Data: make([]float32, numel(tc.shape))}), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, "s.npy"), npy.EncodeFloat32(tc.shape, make([]float32, numel(tc.shape))), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			_, err := LoadSamples(dir, in, ImageOptions{})

@@ -2,6 +2,7 @@ package quant
 
 import (
 	"fmt"
+	"github.com/edgeinfer/edgeinfer/pkg/f16"
 	"math"
 
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
@@ -68,7 +69,7 @@ func (e *Emitter) Linear(b *onnx.Builder, name, x string, w llama.Tensor, bias [
 		h := make([]uint16, len(w.Data))
 		for r := 0; r < n; r++ { // [N, K] → [K, N], MatMul's layout
 			for c := 0; c < k; c++ {
-				h[c*n+r] = Float16Bits(w.Data[r*k+c])
+				h[c*n+r] = f16.FromFloat32(w.Data[r*k+c])
 			}
 		}
 		wt := b.Float16(name+".weight_fp16", []int64{int64(k), int64(n)}, h)
@@ -138,7 +139,7 @@ func (e *Emitter) Embedding(b *onnx.Builder, name, ids string, table llama.Tenso
 	if len(table.Shape) != 2 {
 		return "", fmt.Errorf("%w: %s.weight has shape %v, want 2-D", ErrShape, name, table.Shape)
 	}
-	h := ToFloat16(table.Data)
+	h := f16.FromFloat32s(table.Data)
 	t := b.Float16(name+".weight_fp16", []int64{int64(table.Shape[0]), int64(table.Shape[1])}, h)
 	rows := b.Op("Gather", []string{t, ids}, onnx.AttrInt("axis", 0))
 	e.layers = append(e.layers, Layer{Name: name, Shape: table.Shape, Format: "fp16", BytesBefore: int64(4 * len(h)),
@@ -162,7 +163,7 @@ func nbitsAttrs(q *Blockwise, accuracy int) []*onnx.AttributeProto {
 func fp16Error(w []float32) float64 {
 	var num, den float64
 	for _, v := range w {
-		d := float64(Float16Value(Float16Bits(v))) - float64(v)
+		d := float64(f16.ToFloat32(f16.FromFloat32(v))) - float64(v)
 		num += d * d
 		den += float64(v) * float64(v)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/edgeinfer/edgeinfer/pkg/f16"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -270,7 +271,7 @@ func (p *pass) run(ctx context.Context, m *onnx.ModelProto, plan []target) (*Res
 			// The fp16 copy keeps B's layout; a Cast recreates the fp32
 			// value under the old name, so no consumer changes.
 			half := &onnx.TensorProto{Name: proto.String(tg.weight + "_fp16"), DataType: proto.Int32(int32(onnx.TensorProto_FLOAT16)), Dims: wt.Dims}
-			if err := p.w.place(half, uint16Bytes(ToFloat16(vals))); err != nil {
+			if err := p.w.place(half, uint16Bytes(f16.FromFloat32s(vals))); err != nil {
 				return nil, fmt.Errorf("quant: %w", err)
 			}
 			added = append(added, half)

@@ -8,7 +8,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
-	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/bundletest"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
@@ -18,18 +18,7 @@ import (
 // tinyBundle builds the tiny-test preset with an emitter (nil: fp32).
 func tinyBundle(t testing.TB, em llama.WeightEmitter) *bundle.Bundle {
 	t.Helper()
-	cfg, src, err := llama.Preset("tiny-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := build.BuildDecoder(context.Background(), t.TempDir(), build.DecoderSpec{
-		Name: "tiny-test", Version: "1", Config: cfg, Weights: src,
-		Options: llama.Options{Emitter: em}, CreatedBy: "quant test",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return bundletest.Decoder(t, "tiny-test", llama.Options{Emitter: em})
 }
 
 func meanNLL(t testing.TB, b *bundle.Bundle, tokens []int32) float64 {

@@ -111,19 +111,6 @@ func TestBlockwiseRoundTrip(t *testing.T) {
 	}
 }
 
-func TestFloat16(t *testing.T) {
-	for _, v := range []float32{0, 1, -2.5, 65504, 1e-7, 6.1035156e-05, 3.1415927} {
-		h := Float16Bits(v)
-		back := Float16Value(h)
-		if rel := math.Abs(float64(back-v)) / math.Max(math.Abs(float64(v)), 1e-4); rel > 1e-3 && math.Abs(float64(back-v)) > 6e-8 {
-			t.Errorf("%v → %#04x → %v", v, h, back)
-		}
-	}
-	if h := Float16Bits(1e6); h != 0x7c00 {
-		t.Errorf("overflow → %#04x, want +Inf", h)
-	}
-}
-
 // TestPerChannelRoundTrip: per-channel int8 codes are within half a step
 // of every weight, the [K, N] layout is what DynamicQuantizeMatMul reads,
 // zero rows are exact and non-finite weights are refused.

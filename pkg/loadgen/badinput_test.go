@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/power/powertest"
 )
 
 // TestUnreachableSLOBlocks: a TTFT limit below what one request alone
@@ -27,7 +29,7 @@ phases:
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), e, spec, Options{EngineConfig: cfg, PowerFS: newMemFS(map[string]string{})})
+	res, err := Run(context.Background(), e, spec, Options{EngineConfig: cfg, PowerFS: powertest.NewFS(map[string]string{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ phases:
 func TestPowerSensorVanishesAndGoesBackwards(t *testing.T) {
 	e, cfg := openTiny(t)
 	const ctr = "sys/class/powercap/intel-rapl:0/energy_uj"
-	m := newMemFS(map[string]string{
+	m := powertest.NewFS(map[string]string{
 		"sys/class/powercap/intel-rapl:0/name": "package-0",
 		ctr:                                    "1000000",
 		"sys/class/powercap/intel-rapl:0/max_energy_range_uj": "262143328850",
@@ -76,14 +78,14 @@ phases:
 			time.Sleep(20 * time.Millisecond)
 			switch {
 			case i == 15:
-				m.remove(ctr) // the file vanishes for a while
+				m.Remove(ctr) // the file vanishes for a while
 			case i > 15 && i < 25:
 			case i == 30:
 				raw = 500 // driver reload: the counter restarts
-				m.set(ctr, strconv.FormatUint(raw, 10))
+				m.Set(ctr, strconv.FormatUint(raw, 10))
 			default:
 				raw += 200000 // 10 W
-				m.set(ctr, strconv.FormatUint(raw, 10))
+				m.Set(ctr, strconv.FormatUint(raw, 10))
 			}
 		}
 	})

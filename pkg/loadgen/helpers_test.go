@@ -2,46 +2,20 @@ package loadgen
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
-	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/bundletest"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 )
 
-var (
-	tinyOnce sync.Once
-	tinyDir  string
-	tinyErr  error
-)
-
-// tinyBundle builds the tiny-test preset once per test binary.
+// tinyBundle is the tiny-test preset, built once per test binary.
 func tinyBundle(t testing.TB) string {
 	t.Helper()
-	tinyOnce.Do(func() {
-		cfg, src, err := llama.Preset("tiny-test")
-		if err != nil {
-			tinyErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "loadgen-tiny-")
-		if err != nil {
-			tinyErr = err
-			return
-		}
-		tinyDir = dir
-		_, tinyErr = build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
-			Name: "tiny-test", Version: "1", Config: cfg, Weights: src, CreatedBy: "loadgen test",
-		})
-	})
-	if tinyErr != nil {
-		t.Fatal(tinyErr)
-	}
-	return tinyDir
+	return bundletest.Shared(t, "tiny-test").Dir
 }
 
 // openTiny opens an engine over the tiny-test bundle.
@@ -60,8 +34,8 @@ func openTiny(t testing.TB) (*engine.Engine, *engine.Config) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if tinyDir != "" {
-		os.RemoveAll(tinyDir)
+	if err := bundletest.RemoveShared(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 	}
 	os.Exit(code)
 }

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/power"
+	"github.com/edgeinfer/edgeinfer/pkg/power/powertest"
 )
 
 // fixtureFS loads one of pkg/power's fixture sysfs trees into a mutable
-// memFS, so a test can move the readings while a real sampler reads them.
-func fixtureFS(t *testing.T, name string) *memFS {
+// powertest.FS, so a test can move the readings while a real sampler reads them.
+func fixtureFS(t *testing.T, name string) *powertest.FS {
 	t.Helper()
 	root := os.DirFS("../power/testdata/" + name)
 	files := map[string]string{}
@@ -30,7 +31,7 @@ func fixtureFS(t *testing.T, name string) *memFS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newMemFS(files)
+	return powertest.NewFS(files)
 }
 
 // sampledResult runs a real power sampler over fsys for d while step
@@ -67,8 +68,8 @@ func TestTimelinePowerAndTemperatureLines(t *testing.T) {
 	const ina = "sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon1/"
 	m := fixtureFS(t, "jetson-orin-nano")
 	res := sampledResult(t, m, 400*time.Millisecond, func(i int) {
-		m.set(ina+"curr1_input", strconv.Itoa(1000+20*i))                        // mA at 5.072 V
-		m.set("sys/class/thermal/thermal_zone0/temp", strconv.Itoa(48000+100*i)) // m°C
+		m.Set(ina+"curr1_input", strconv.Itoa(1000+20*i))                        // mA at 5.072 V
+		m.Set("sys/class/thermal/thermal_zone0/temp", strconv.Itoa(48000+100*i)) // m°C
 	})
 	if len(res.PowerTrace) < 5 || len(res.TempTrace) < 5 {
 		t.Fatalf("sampler traces: %d power, %d temperature points", len(res.PowerTrace), len(res.TempTrace))
@@ -133,7 +134,7 @@ func TestTimelinePowerAndTemperatureLines(t *testing.T) {
 // the "unavailable: reasons" note and draws no power or temperature line,
 // and report.json's traces are null.
 func TestTimelineNoSensorKeepsNote(t *testing.T) {
-	res := sampledResult(t, newMemFS(map[string]string{}), 50*time.Millisecond, func(int) {})
+	res := sampledResult(t, powertest.NewFS(map[string]string{}), 50*time.Millisecond, func(int) {})
 	rep := BuildReport(res)
 	var page strings.Builder
 	if err := rep.WriteHTML(&page); err != nil {

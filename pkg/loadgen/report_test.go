@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/power/powertest"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
@@ -16,7 +17,7 @@ import (
 // can re-render or compare reports), provider attempts included, and the
 // HTML written from the read-back report names why providers were skipped.
 func TestReportJSONRoundTrip(t *testing.T) {
-	res := sampledResult(t, newMemFS(map[string]string{}), 30*time.Millisecond, func(int) {})
+	res := sampledResult(t, powertest.NewFS(map[string]string{}), 30*time.Millisecond, func(int) {})
 	res.Models = []engine.ModelInfo{{Name: "m", Kind: "decoder", Provider: "CPU", ORTVersion: "1.30.0", Attempts: []ort.ProviderAttempt{
 		{Provider: "CUDA", Reason: "provider library not found", Err: errors.New("dlopen libonnxruntime_providers_cuda.so: no such file"), Duration: 2 * time.Millisecond},
 		{Provider: "CPU", Chosen: true, Duration: 40 * time.Millisecond},

@@ -10,14 +10,17 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Report summarises a model: what it takes and gives, what it is made of.
+// Report summarises a model for offline tools (the inspect command, bundle
+// recognition, quantisation): what it takes and gives, and what it is made
+// of. The runtime reads only a model's header, with runtime/ort's
+// ReadModelInfo, which does not link these protobuf types.
 type Report struct {
 	IRVersion       int64
 	ProducerName    string
 	ProducerVersion string
 	Opsets          []OpsetInfo
-	Inputs          []ValueInfo // graph inputs that are not initializers
-	Outputs         []ValueInfo
+	Inputs          []ValueSummary // graph inputs that are not initializers
+	Outputs         []ValueSummary
 	Initializers    []InitializerInfo
 	Params          int64 // elements over all initializers
 	Bytes           int64 // bytes over all initializers, external ones included
@@ -33,9 +36,11 @@ type OpsetInfo struct {
 	Version int64
 }
 
-// ValueInfo is a graph input or output: name, element type and shape. A
-// dimension is its size, its symbolic name, or "?" when unknown.
-type ValueInfo struct {
+// ValueSummary is a graph input or output as a report prints it: name,
+// element type name and shape, a dimension being its size, its symbolic
+// name, or "?" when unknown. (runtime/ort's ValueInfo is the typed form a
+// session is fed by.)
+type ValueSummary struct {
 	Name  string
 	Type  string
 	Shape []string
@@ -178,8 +183,8 @@ func initializerInfo(t *TensorProto) (InitializerInfo, error) {
 	return info, nil
 }
 
-func describeValue(v *ValueInfoProto) ValueInfo {
-	out := ValueInfo{Name: v.GetName(), Type: "?"}
+func describeValue(v *ValueInfoProto) ValueSummary {
+	out := ValueSummary{Name: v.GetName(), Type: "?"}
 	tt := v.GetType().GetTensorType()
 	if tt == nil {
 		return out
@@ -233,21 +238,21 @@ func (r *Report) OpHistogram() []OpCount {
 }
 
 // Input returns the graph input named name.
-func (r *Report) Input(name string) (ValueInfo, bool) {
+func (r *Report) Input(name string) (ValueSummary, bool) {
 	for _, v := range r.Inputs {
 		if v.Name == name {
 			return v, true
 		}
 	}
-	return ValueInfo{}, false
+	return ValueSummary{}, false
 }
 
 // Output returns the graph output named name.
-func (r *Report) Output(name string) (ValueInfo, bool) {
+func (r *Report) Output(name string) (ValueSummary, bool) {
 	for _, v := range r.Outputs {
 		if v.Name == name {
 			return v, true
 		}
 	}
-	return ValueInfo{}, false
+	return ValueSummary{}, false
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/power/powertest"
 )
 
 func TestParseShellyStatus(t *testing.T) {
@@ -97,7 +99,7 @@ func TestShellySource(t *testing.T) {
 	// The plug timeout must fit a slow runner (qemu-user emulates the HTTP
 	// round trip) yet bound a hung plug's read, checked below.
 	const plugTimeout = 2 * time.Second
-	p := Probe(t.Context(), newMemFS(map[string]string{}), ProbeOptions{ShellyAddrs: []string{addr, "127.0.0.1:1"}, PlugTimeout: plugTimeout})
+	p := Probe(t.Context(), powertest.NewFS(map[string]string{}), ProbeOptions{ShellyAddrs: []string{addr, "127.0.0.1:1"}, PlugTimeout: plugTimeout})
 	if len(p.Sources) != 1 || p.Sources[0].Info().Scope != ScopeWall {
 		t.Fatalf("sources %v unavailable %+v", p.Sources, p.Unavailable)
 	}

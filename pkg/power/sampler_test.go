@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/power/powertest"
 )
 
 func TestCounterWrapAndReload(t *testing.T) {
@@ -145,7 +147,7 @@ func TestSamplerTrapezoidAndBaseline(t *testing.T) {
 func TestSamplerCounterGapsAndVanishingFile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const e = "sys/class/powercap/intel-rapl:0/energy_uj"
-		m := newMemFS(map[string]string{
+		m := powertest.NewFS(map[string]string{
 			"sys/class/powercap/intel-rapl:0/name": "package-0",
 			e:                                      "262143000000",
 			"sys/class/powercap/intel-rapl:0/max_energy_range_uj":     "262143328850",
@@ -170,17 +172,17 @@ func TestSamplerCounterGapsAndVanishingFile(t *testing.T) {
 			for range n {
 				time.Sleep(50 * time.Millisecond)
 				raw = (raw + 500000) % 262143328850
-				m.set(e, strconv.FormatUint(raw, 10))
+				m.Set(e, strconv.FormatUint(raw, 10))
 			}
 		}
 		time.Sleep(time.Millisecond) // off the tick boundaries
 		step(20)                     // 1 s, with a wrap after ~33 ms
-		m.remove(e)                  // the device goes away for 0.5 s
-		m.set("sys/class/thermal/thermal_zone0/temp", "71000")
-		m.set("sys/devices/system/cpu/cpufreq/policy0/scaling_max_freq", "1200000") // thermal cap
+		m.Remove(e)                  // the device goes away for 0.5 s
+		m.Set("sys/class/thermal/thermal_zone0/temp", "71000")
+		m.Set("sys/devices/system/cpu/cpufreq/policy0/scaling_max_freq", "1200000") // thermal cap
 		time.Sleep(500 * time.Millisecond)
 		raw = 1000 // driver reloaded: counter restarts near zero
-		m.set(e, "1000")
+		m.Set(e, "1000")
 		step(20)
 		s.Stop()
 		r := s.Report(Span{start, time.Now()}, Span{}, Span{})
@@ -217,7 +219,7 @@ func TestSamplerCounterGapsAndVanishingFile(t *testing.T) {
 }
 
 func TestSamplerNoSensorReport(t *testing.T) {
-	p := Probe(t.Context(), newMemFS(map[string]string{}), ProbeOptions{})
+	p := Probe(t.Context(), powertest.NewFS(map[string]string{}), ProbeOptions{})
 	s := NewSampler(p, SamplerOptions{})
 	defer s.Close()
 	r := s.Report(Span{time.Now(), time.Now().Add(time.Second)}, Span{}, Span{})

@@ -3,6 +3,7 @@ package safetensors
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/edgeinfer/edgeinfer/pkg/f16"
 	"math"
 	"unsafe"
 )
@@ -66,13 +67,13 @@ func (t Tensor) Float32s() ([]float32, error) {
 	case F16:
 		out := make([]float32, len(b)/2)
 		for i := range out {
-			out[i] = F16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+			out[i] = f16.ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 		return out, nil
 	case BF16:
 		out := make([]float32, len(b)/2)
 		for i := range out {
-			out[i] = BF16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+			out[i] = f16.BFloat16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 		return out, nil
 	}
@@ -96,9 +97,9 @@ func FromFloat32sAs(name string, dtype DType, shape []int, v []float32) (Tensor,
 	case F32:
 		return FromFloat32s(name, shape, v), nil
 	case F16, BF16:
-		conv := Float32ToF16
+		conv := f16.FromFloat32
 		if dtype == BF16 {
-			conv = Float32ToBF16
+			conv = f16.BFloat16FromFloat32
 		}
 		b := make([]byte, 2*len(v))
 		for i, x := range v {

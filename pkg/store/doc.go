@@ -14,8 +14,9 @@
 //	<owner>         whatever Store.Update/View callers keep (not "store.*")
 //
 // A file is an ordered chunk list plus its size and SHA-256; a Version is
-// the bundle's edgeinfer.json, kept verbatim (the store reads only "name"
-// and "version"), plus the import time, total size and files. Each chunk has
+// the bundle's edgeinfer.json, kept verbatim (the store reads only "name",
+// "version" and the "files" list), plus the import time, total size and
+// files. Each chunk has
 // its own sub-bucket so that its value sits alone on its pages: in a flat
 // bucket bbolt keeps at least two values per leaf and rewrites neighbouring
 // megabyte values on every insert. Records carry their own SHA-256 because
@@ -42,6 +43,17 @@
 //
 // # Operations and their guarantees
 //
+// Import keeps only what the bundle's manifest vouches for: every file in
+// the directory must be listed in edgeinfer.json's "files" with its size
+// and sha256, and every listed file must be there. Sizes are compared
+// before anything is stored and digests while each file streams; a
+// mismatch is ErrMismatch naming the file, the expected and the found
+// value, nothing is published or activated, and the chunks the import had
+// written are deleted again (TestImportRefusesBundleThatContradictsManifest
+// compares versions, pointers, chunks and Verify before and after). An
+// update agent can therefore feed the store without it ever holding a
+// version that contradicts its own manifest.
+//
 // Import streams: one 4 MiB chunk buffer, chunks committed in transactions
 // of at most Options.TxBytes (8 MiB), never a whole file in memory. Importing
 // 1 GiB grew VmRSS by 51 MiB (TestImportMemory1GB; 128 MiB: 47 MiB). The
@@ -65,7 +77,9 @@
 // model.onnx), each file hash-checked, synced and renamed into place.
 //
 // Verify re-hashes every chunk on all CPUs and names each model, version and
-// file a bad or missing chunk or a damaged record hits.
+// file a bad or missing chunk or a damaged record hits, and each stored file
+// that differs from its version's own manifest (a store written before
+// Import checked may hold one).
 //
 // A full disk is ErrNoSpace (wrapping syscall.ENOSPC): the failed
 // transaction rolls back, earlier versions read fine, and after GC frees the
@@ -94,8 +108,11 @@
 // Store.Stage returns a Stager: Missing lists the chunks of a file list the
 // store lacks, PutChunk stores one after checking its SHA-256 (each its own
 // durable transaction, so an interrupted transfer keeps what landed), and
-// Publish re-hashes every file from its chunks and publishes the version
-// without activating it — the caller activates after its health check.
+// Publish re-hashes every file from its chunks, holds the files to the
+// edgeinfer.json among them as Import does (ErrMismatch otherwise;
+// TestStagedPublishRefusesFilesThatContradictManifest), and publishes the
+// version without activating it — the caller activates after its health
+// check.
 // Split cuts a stream exactly as Import does, for publishers off the
 // device; ReadChunk reads one chunk back, checked. While a Stager is open
 // GC waits; staged chunks are orphans until Publish, so a GC after a
@@ -109,6 +126,11 @@
 // under an 8-byte big-endian sequence key (SeqKey) — a durable journal or
 // outbox whose sequence numbers never repeat. Names starting with "store."
 // are refused. bbolt types never appear in the API.
+//
+// Open creates the file (and its directory) unless Options.MustExist is
+// set: readers (the CLI's ls/verify/export, the engine opening a model by
+// name) set it, so a mistyped path is ErrNoStore rather than a new, empty
+// store in which every model looks missing.
 //
 // A Store is safe for concurrent use; one process at a time may open a file.
 package store

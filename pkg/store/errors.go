@@ -19,6 +19,13 @@ var (
 	ErrLocked = errors.New("store: in use by another process")
 	// ErrBadBundle: the bundle directory or its edgeinfer.json is unusable.
 	ErrBadBundle = errors.New("store: bad bundle")
+	// ErrMismatch: a bundle's files contradict its edgeinfer.json (a file
+	// unlisted, missing, or of another size or sha256). The error names the
+	// file and what was expected and found; it also matches ErrBadBundle.
+	ErrMismatch = errors.New("store: bundle does not match its manifest")
+	// ErrNoStore: Options.MustExist was set and there is no store file.
+	// It also matches fs.ErrNotExist.
+	ErrNoStore = errors.New("store: no such store")
 	// ErrBadRef: a "name[@version]" reference or a name does not parse.
 	ErrBadRef = errors.New("store: bad model reference")
 	// ErrActive: the version is active and cannot be removed.

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,11 +15,15 @@ func Example() {
 	tmp, _ := os.MkdirTemp("", "store-example")
 	defer os.RemoveAll(tmp)
 
-	// A bundle: edgeinfer.json names it; every file is stored.
+	// A bundle: edgeinfer.json names it and vouches for each file's size
+	// and sha256 (pkg/bundle writes it); a file that disagrees is refused.
 	bundle := filepath.Join(tmp, "bundle")
 	os.MkdirAll(bundle, 0o755)
-	os.WriteFile(filepath.Join(bundle, "edgeinfer.json"), []byte(`{"name":"tiny","version":"1"}`), 0o644)
-	os.WriteFile(filepath.Join(bundle, "model.onnx"), []byte("onnx bytes"), 0o644)
+	model := []byte("onnx bytes")
+	os.WriteFile(filepath.Join(bundle, "model.onnx"), model, 0o644)
+	manifest := fmt.Sprintf(`{"name":"tiny","version":"1","files":[{"path":"model.onnx","size":%d,"sha256":"%x"}]}`,
+		len(model), sha256.Sum256(model))
+	os.WriteFile(filepath.Join(bundle, "edgeinfer.json"), []byte(manifest), 0o644)
 
 	s, err := store.Open(ctx, filepath.Join(tmp, "models.db"), store.Options{})
 	if err != nil {

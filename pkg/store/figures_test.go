@@ -25,8 +25,8 @@ func TestFigures450(t *testing.T) {
 	const size = 450 << 20
 	if bundle == "" {
 		bundle = filepath.Join(tmp, "v1")
-		writeBundle(t, bundle, "synthetic", "1", nil)
 		writeRandomFile(t, filepath.Join(bundle, "model.onnx"), size, 60)
+		sealBundle(t, bundle, "synthetic", "1")
 	}
 	model := filepath.Join(bundle, "model.onnx")
 	s := openTestStore(t, filepath.Join(tmp, "models.db"))
@@ -73,16 +73,13 @@ func TestFigures450(t *testing.T) {
 
 	// Dedup: rewrite one twelfth ("one layer") in place as version 2.
 	v2 := filepath.Join(tmp, "v2")
-	writeBundle(t, v2, ref.Name, "2", nil)
 	src, err := os.ReadFile(model)
 	if err != nil {
 		t.Fatal(err)
 	}
 	changed := len(src) / 12
 	copy(src[5*len(src)/12:], randBytes(61, changed))
-	if err := os.WriteFile(filepath.Join(v2, "model.onnx"), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeBundle(t, v2, ref.Name, "2", map[string][]byte{"model.onnx": src})
 	src = nil
 	if _, err := s.Import(ctx, v2, nil); err != nil {
 		t.Fatal(err)
@@ -98,8 +95,8 @@ func TestFigures450(t *testing.T) {
 func BenchmarkReadFile(b *testing.B) {
 	ctx := context.Background()
 	tmp := b.TempDir()
-	writeBundle(b, tmp, "m", "1", nil)
 	writeRandomFile(b, filepath.Join(tmp, "model.onnx"), 64<<20, 70)
+	sealBundle(b, tmp, "m", "1")
 	s := openTestStore(b, filepath.Join(b.TempDir(), "models.db"))
 	if _, err := s.Import(ctx, tmp, nil); err != nil {
 		b.Fatal(err)

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -71,14 +73,35 @@ func FuzzParseRef(f *testing.F) {
 	})
 }
 
-func FuzzManifestHead(f *testing.F) {
+func FuzzParseManifest(f *testing.F) {
+	sum := strings.Repeat("ab", 32)
 	f.Add([]byte(`{"name":"m","version":"1","kind":"decoder","files":[]}`))
+	f.Add([]byte(`{"name":"m","version":"1","files":[{"path":"model.onnx","size":3,"sha256":"` + sum + `"}]}`))
+	f.Add([]byte(`{"name":"m","version":"1","files":[{"path":"../x","size":3,"sha256":"` + sum + `"}]}`))
+	f.Add([]byte(`{"name":"m","version":"1","files":[{"path":"a","size":1,"sha256":"` + sum + `"},{"path":"a","size":1,"sha256":"` + sum + `"}]}`))
+	f.Add([]byte(`{"name":"m","version":"1","files":[{"path":"edgeinfer.json","size":-1,"sha256":"00"}]}`))
+	f.Add([]byte(`{"name":"m","version":"1"}`))
 	f.Add([]byte(`{"name":"","version":"1"}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := parseManifestHead(b)
-		if err == nil && (checkIdent("name", r.Name) != nil || checkIdent("version", r.Version) != nil) {
-			t.Fatalf("accepted %+v", r)
+		m, err := parseManifest(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadBundle) {
+				t.Fatalf("error %v is not ErrBadBundle", err)
+			}
+			return
+		}
+		// What parses is safe to act on: a valid reference, and paths that
+		// stay inside the bundle, each listed once, none the manifest.
+		if checkIdent("name", m.Name) != nil || checkIdent("version", m.Version) != nil {
+			t.Fatalf("accepted %+v", m.ref())
+		}
+		seen := map[string]bool{}
+		for _, f := range m.Files {
+			if checkPath(f.Path) != nil || f.Path == ManifestFile || seen[f.Path] || f.Size < 0 {
+				t.Fatalf("accepted file %+v", f)
+			}
+			seen[f.Path] = true
 		}
 	})
 }

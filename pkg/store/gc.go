@@ -30,20 +30,7 @@ func (s *Store) GC(ctx context.Context) (GCReport, error) {
 	var rep GCReport
 	var garbage [][]byte
 	err := s.view(ctx, func(tx *bolt.Tx) error {
-		live := map[Digest]bool{}
-		err := tx.Bucket([]byte(bucketVersions)).ForEach(func(k, b []byte) error {
-			v, err := decodeVersion(b)
-			if err != nil {
-				name, version, _ := cutKey(k)
-				return fmt.Errorf("%s: %w", Ref{Name: name, Version: version}, err)
-			}
-			for _, f := range v.Files {
-				for _, c := range f.Chunks {
-					live[c.SHA256] = true
-				}
-			}
-			return nil
-		})
+		live, err := liveChunks(tx)
 		if err != nil {
 			return err
 		}
@@ -84,4 +71,24 @@ func (s *Store) GC(ctx context.Context) (GCReport, error) {
 		garbage = garbage[n:]
 	}
 	return rep, nil
+}
+
+// liveChunks marks every chunk a version record names. A damaged record is
+// an error: sweeping without its marks could delete chunks it needs.
+func liveChunks(tx *bolt.Tx) (map[Digest]bool, error) {
+	live := map[Digest]bool{}
+	err := tx.Bucket([]byte(bucketVersions)).ForEach(func(k, b []byte) error {
+		v, err := decodeVersion(b)
+		if err != nil {
+			name, version, _ := cutKey(k)
+			return fmt.Errorf("%s: %w", Ref{Name: name, Version: version}, err)
+		}
+		for _, f := range v.Files {
+			for _, c := range f.Chunks {
+				live[c.SHA256] = true
+			}
+		}
+		return nil
+	})
+	return live, err
 }

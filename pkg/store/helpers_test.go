@@ -2,7 +2,11 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -20,19 +24,11 @@ func randBytes(seed uint64, n int) []byte {
 	return b
 }
 
-// writeBundle writes a bundle directory with an edgeinfer.json naming
-// name@version and the given files.
+// writeBundle writes a bundle directory holding the given files and seals
+// it with an edgeinfer.json naming name@version.
 func writeBundle(t testing.TB, dir, name, version string, files map[string][]byte) {
 	t.Helper()
-	m, err := json.Marshal(map[string]any{"name": name, "version": version, "kind": "oneshot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := map[string][]byte{ManifestFile: m}
 	for p, b := range files {
-		all[p] = b
-	}
-	for p, b := range all {
 		dst := filepath.Join(dir, filepath.FromSlash(p))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			t.Fatal(err)
@@ -40,6 +36,54 @@ func writeBundle(t testing.TB, dir, name, version string, files map[string][]byt
 		if err := os.WriteFile(dst, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	sealBundle(t, dir, name, version)
+}
+
+// sealBundle writes dir/edgeinfer.json naming name@version and listing
+// every file in dir (symlinks followed) with its size and sha256, as
+// pkg/bundle does.
+func sealBundle(t testing.TB, dir, name, version string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		Path   string `json:"path"`
+		Size   int64  `json:"size"`
+		SHA256 string `json:"sha256"`
+	}
+	files := []entry{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == ManifestFile {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil // a dangling link: the test's business
+		}
+		defer f.Close()
+		h := sha256.New()
+		n, err := io.Copy(h, f)
+		if err != nil {
+			return err
+		}
+		files = append(files, entry{filepath.ToSlash(rel), n, hex.EncodeToString(h.Sum(nil))})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := json.Marshal(map[string]any{"name": name, "version": version, "kind": "oneshot", "files": files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ManifestFile), m, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -36,6 +36,9 @@ func vmRSS(t testing.TB) int64 {
 // and returns their sha256.
 func writeRandomFile(t testing.TB, path string, size int64, seed uint64) {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
@@ -63,8 +66,8 @@ func importRSS(t *testing.T, size int64) int64 {
 	ctx := context.Background()
 	tmp := t.TempDir()
 	bundle := filepath.Join(tmp, "bundle")
-	writeBundle(t, bundle, "big", "1", nil)
 	writeRandomFile(t, filepath.Join(bundle, "model.onnx"), size, 50)
+	sealBundle(t, bundle, "big", "1")
 	s := openTestStore(t, filepath.Join(tmp, "models.db"))
 
 	runtime.GC()

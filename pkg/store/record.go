@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -227,27 +228,71 @@ func decodePointers(b []byte) (pointers, error) {
 	return p, nil
 }
 
-// manifestHead is the part of edgeinfer.json the store reads; the rest is
-// kept verbatim for pkg/bundle to interpret.
-type manifestHead struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
+// manifest is the part of edgeinfer.json the store reads; the rest is kept
+// verbatim for pkg/bundle to interpret.
+type manifest struct {
+	Name    string          `json:"name"`
+	Version string          `json:"version"`
+	Files   []manifestEntry `json:"files"`
 }
 
-func parseManifestHead(b []byte) (Ref, error) {
-	var h manifestHead
-	if err := json.Unmarshal(b, &h); err != nil {
-		return Ref{}, fmt.Errorf("%w: edgeinfer.json: %v", ErrBadBundle, err)
+// manifestEntry is one file the manifest vouches for (pkg/bundle writes
+// them: path relative to the bundle, size in bytes, lowercase hex sha256).
+type manifestEntry struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 Digest `json:"sha256"`
+}
+
+func (m *manifest) ref() Ref { return Ref{Name: m.Name, Version: m.Version} }
+
+// errNoFileList is a manifest without "files": refused by Import, and
+// nothing to check for Verify (versions stored before the list was needed).
+var errNoFileList = errors.New(`has no "files" list: the store keeps only files a manifest vouches for (seal the bundle with pkg/bundle or edgeinfer model build)`)
+
+// parseManifest decodes edgeinfer.json and checks what the store relies on:
+// a usable name and version, and a file list whose paths stay inside the
+// bundle, appear once and do not include the manifest itself.
+func parseManifest(b []byte) (*manifest, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrBadBundle, ManifestFile, fmt.Sprintf(format, args...))
 	}
-	if h.Name == "" || h.Version == "" {
-		return Ref{}, fmt.Errorf("%w: edgeinfer.json must have \"name\" and \"version\"", ErrBadBundle)
+	var raw struct {
+		manifest
+		Files *[]manifestEntry `json:"files"`
 	}
-	r := Ref{Name: h.Name, Version: h.Version}
-	if err := checkIdent("name", r.Name); err != nil {
-		return Ref{}, fmt.Errorf("%w: edgeinfer.json: %v", ErrBadBundle, err)
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, bad("%v", err)
 	}
-	if err := checkIdent("version", r.Version); err != nil {
-		return Ref{}, fmt.Errorf("%w: edgeinfer.json: %v", ErrBadBundle, err)
+	m := raw.manifest
+	if m.Name == "" || m.Version == "" {
+		return nil, bad(`must have "name" and "version"`)
 	}
-	return r, nil
+	if err := checkIdent("name", m.Name); err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := checkIdent("version", m.Version); err != nil {
+		return nil, bad("%v", err)
+	}
+	if raw.Files == nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrBadBundle, ManifestFile, errNoFileList)
+	}
+	m.Files = *raw.Files
+	seen := make(map[string]bool, len(m.Files))
+	for _, f := range m.Files {
+		if err := checkPath(f.Path); err != nil {
+			return nil, bad("%v: a listed file must be inside the bundle directory", err)
+		}
+		if f.Path == ManifestFile {
+			return nil, bad("lists itself")
+		}
+		if seen[f.Path] {
+			return nil, bad("lists %q twice", f.Path)
+		}
+		if f.Size < 0 {
+			return nil, bad("file %q has size %d", f.Path, f.Size)
+		}
+		seen[f.Path] = true
+	}
+	return &m, nil
 }

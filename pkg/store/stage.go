@@ -133,7 +133,9 @@ func (st *Stager) PutChunk(ctx context.Context, want Digest, data []byte) error 
 // check, even for a name's first version). Every file is re-hashed from
 // its stored chunks against its recorded size and SHA-256 first: a file
 // whose chunks are missing or do not add up is ErrIntegrity (or
-// ErrNotFound for a missing chunk) and nothing is published. Publishing an
+// ErrNotFound for a missing chunk) and nothing is published. The files
+// must then be exactly those the manifest lists, with its sizes and
+// digests, or Publish refuses with ErrMismatch as Import does. Publishing an
 // identical version again is a no-op.
 func (st *Stager) Publish(ctx context.Context, files []File) (Ref, error) {
 	v := &Version{Files: files}
@@ -176,8 +178,14 @@ func (st *Stager) Publish(ctx context.Context, files []File) (Ref, error) {
 	if manifest == nil {
 		return Ref{}, fmt.Errorf("%w: staged files have no %s", ErrBadBundle, ManifestFile)
 	}
-	ref, err := parseManifestHead(manifest)
+	m, err := parseManifest(manifest)
 	if err != nil {
+		return Ref{}, err
+	}
+	ref := m.ref()
+	// The chunks add up to the files the sender listed; the manifest must
+	// vouch for those same files, as Import requires of a directory.
+	if err := matchManifest(ref, m, files); err != nil {
 		return Ref{}, err
 	}
 	v.Name, v.Version, v.Manifest = ref.Name, ref.Version, manifest

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -44,6 +45,12 @@ type Options struct {
 	TxBytes int64
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
+	// MustExist makes Open fail with ErrNoStore instead of creating the
+	// file (or its directory) when there is none: for callers that only
+	// read, so that a mistyped path is an error rather than a new, empty
+	// store in which every model is missing. False (the zero value)
+	// creates the store.
+	MustExist bool
 }
 
 // Store is a content-addressed model store in one bbolt file. It is safe for
@@ -63,7 +70,8 @@ type Store struct {
 	closeErr  error
 }
 
-// Open opens or creates the store file at path (its directory is created).
+// Open opens or creates the store file at path (its directory is created);
+// with Options.MustExist it only opens one that exists.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second
@@ -78,13 +86,23 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, wrapIOErr(err))
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	bopts := &bolt.Options{
 		Timeout:      opts.LockTimeout,
 		FreelistType: bolt.FreelistMapType, // large stores free many pages
-	})
+	}
+	if opts.MustExist {
+		// bbolt always asks for O_CREATE; dropping it here (rather than a
+		// Stat before Open) leaves no window for the file to appear.
+		bopts.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			return os.OpenFile(name, flag&^os.O_CREATE, perm)
+		}
+	} else if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, wrapIOErr(err))
+	}
+	db, err := bolt.Open(path, 0o600, bopts)
+	if opts.MustExist && errors.Is(err, fs.ErrNotExist) {
+		return nil, noStoreError(path)
+	}
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, lockedError(path)
 	}
@@ -112,6 +130,13 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	return s, nil
 }
+
+// noStoreError is ErrNoStore and fs.ErrNotExist, naming the path.
+type noStoreError string
+
+func (e noStoreError) Error() string { return "store: " + string(e) + " does not exist" }
+
+func (e noStoreError) Is(target error) bool { return target == ErrNoStore || target == fs.ErrNotExist }
 
 // Path returns the store file's path.
 func (s *Store) Path() string { return s.path }

@@ -141,12 +141,12 @@ func TestImportRejects(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, ManifestFile), []byte(`{"name":"a@b","version":"1"}`), 0o644)
 		}},
 		{"symlink escaping", func(t *testing.T, dir string) {
-			writeBundle(t, dir, "m", "1", nil)
 			outside := filepath.Join(t.TempDir(), "secret")
 			os.WriteFile(outside, []byte("secret"), 0o644)
 			if err := os.Symlink(outside, filepath.Join(dir, "model.onnx")); err != nil {
 				t.Skip(err)
 			}
+			sealBundle(t, dir, "m", "1") // the manifest even vouches for it
 		}},
 	}
 	s := openTestStore(t, filepath.Join(t.TempDir(), "models.db"))
@@ -172,6 +172,7 @@ func TestSymlinkInsideBundle(t *testing.T) {
 	if err := os.Symlink("weights/a.bin", filepath.Join(dir, "model.onnx.data")); err != nil {
 		t.Skip(err)
 	}
+	sealBundle(t, dir, "m", "1")
 	importFilesDir(t, s, dir)
 	got, err := s.ReadFile(context.Background(), "m@1", "model.onnx.data")
 	if err != nil || string(got) != "abc" {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -43,7 +44,9 @@ type VerifyReport struct {
 }
 
 // Verify re-hashes every chunk in the store and checks every version
-// record and chunk list. Each problem is reported naming the model, version
+// record and chunk list, and every version's files against the manifest it
+// was imported with (Import refuses a contradiction; a store written by an
+// older build may still hold one). Each problem is reported naming the model, version
 // and file it hits; when there is any, the error wraps ErrIntegrity. It
 // runs in one read transaction: imports proceed meanwhile.
 func (s *Store) Verify(ctx context.Context, progress Progress) (VerifyReport, error) {
@@ -91,6 +94,7 @@ func (s *Store) Verify(ctx context.Context, progress Progress) (VerifyReport, er
 				rep.Damaged = append(rep.Damaged, Damage{Ref: Ref{Name: name, Version: version}, Reason: err.Error()})
 				return nil
 			}
+			rep.Damaged = append(rep.Damaged, manifestDamage(v)...)
 			for _, f := range v.Files {
 				rep.Files++
 				for _, c := range f.Chunks {
@@ -123,6 +127,39 @@ func (s *Store) Verify(ctx context.Context, progress Progress) (VerifyReport, er
 		return rep, fmt.Errorf("store: verify: %w: %d problem(s), first: %s", ErrIntegrity, n, rep.Damaged[0])
 	}
 	return rep, nil
+}
+
+// manifestDamage compares a version's files with its own edgeinfer.json.
+// A manifest without a file list (from before the store required one)
+// makes no claim to check.
+func manifestDamage(v *Version) []Damage {
+	m, err := parseManifest(v.Manifest)
+	if err != nil {
+		if errors.Is(err, errNoFileList) {
+			return nil
+		}
+		return []Damage{{Ref: v.Ref(), File: ManifestFile, Reason: err.Error()}}
+	}
+	var out []Damage
+	listed := make(map[string]bool, len(m.Files))
+	for _, e := range m.Files {
+		listed[e.Path] = true
+		f, ok := v.File(e.Path)
+		switch {
+		case !ok:
+			out = append(out, Damage{Ref: v.Ref(), File: e.Path, Reason: "listed in " + ManifestFile + " but not stored"})
+		case f.Size != e.Size:
+			out = append(out, Damage{Ref: v.Ref(), File: e.Path, Reason: fmt.Sprintf("stored %d bytes, %s says %d", f.Size, ManifestFile, e.Size)})
+		case f.SHA256 != e.SHA256:
+			out = append(out, Damage{Ref: v.Ref(), File: e.Path, Reason: fmt.Sprintf("stored sha256 %s, %s says %s", f.SHA256, ManifestFile, e.SHA256)})
+		}
+	}
+	for _, f := range v.Files {
+		if f.Path != ManifestFile && !listed[f.Path] {
+			out = append(out, Damage{Ref: v.Ref(), File: f.Path, Reason: "stored but not listed in " + ManifestFile})
+		}
+	}
+	return out
 }
 
 func cutKey(k []byte) (string, string, bool) {

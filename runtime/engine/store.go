@@ -23,7 +23,7 @@ import (
 // It returns the loaded (verified) bundle, so the caller does not hash the
 // files a second time.
 func ModelBundle(ctx context.Context, storePath, ref string) (*bundle.Bundle, error) {
-	st, err := store.Open(ctx, storePath, store.Options{})
+	st, err := store.Open(ctx, storePath, store.Options{MustExist: true})
 	if err != nil {
 		return nil, fmt.Errorf("engine: open store: %w", err)
 	}

@@ -89,7 +89,7 @@ func runConformanceCase(dir string) (status, category, reason string) {
 	if err != nil {
 		return "fail", "unreadable", err.Error()
 	}
-	info, err := Inspect(data)
+	info, err := ReadModelInfo(data)
 	if err != nil {
 		return "fail", "unparsable model", err.Error()
 	}

@@ -2,7 +2,7 @@ package ort
 
 import (
 	"fmt"
-	"math"
+	"github.com/edgeinfer/edgeinfer/pkg/f16"
 
 	onnx "github.com/yalue/onnxruntime_go"
 )
@@ -117,65 +117,14 @@ func DTypeOf[T Element]() DType {
 }
 
 // Float16FromFloat32 rounds f to the nearest half-precision value (ties to
-// even), with overflow to infinity and NaN kept NaN.
-func Float16FromFloat32(f float32) Float16Bits {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int((b >> 23) & 0xff)
-	mant := b & 0x7fffff
-	switch {
-	case exp == 0xff:
-		if mant != 0 {
-			return Float16Bits(sign | 0x7e00)
-		}
-		return Float16Bits(sign | 0x7c00)
-	case exp-127+15 >= 0x1f:
-		return Float16Bits(sign | 0x7c00)
-	case exp-127+15 <= 0:
-		// Subnormal half or zero.
-		e := exp - 127 + 15
-		if e < -10 {
-			return Float16Bits(sign)
-		}
-		mant |= 0x800000
-		shift := uint(14 - e)
-		half := mant >> shift
-		rem := mant & (1<<shift - 1)
-		mid := uint32(1) << (shift - 1)
-		if rem > mid || (rem == mid && half&1 == 1) {
-			half++
-		}
-		return Float16Bits(sign | uint16(half))
-	}
-	e := uint32(exp - 127 + 15)
-	half := e<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
-		half++ // may carry into the exponent, which is the correct rounding
-	}
-	return Float16Bits(uint32(sign) | half)
-}
+// even), with overflow to infinity and NaN kept NaN (pkg/f16).
+func Float16FromFloat32(f float32) Float16Bits { return Float16Bits(f16.FromFloat32(f)) }
 
 // Float32 converts h to float32 exactly.
-func (h Float16Bits) Float32() float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp == 0:
-		if mant == 0 {
-			return math.Float32frombits(sign)
-		}
-		f := float32(mant) / (1 << 24)
-		if sign != 0 {
-			return -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-}
+func (h Float16Bits) Float32() float32 { return f16.ToFloat32(uint16(h)) }
+
+// BFloat16FromFloat32 rounds f to the nearest bfloat16 value (ties to even).
+func BFloat16FromFloat32(f float32) BFloat16Bits { return BFloat16Bits(f16.BFloat16FromFloat32(f)) }
 
 // Float32 converts b to float32 exactly.
-func (b BFloat16Bits) Float32() float32 { return math.Float32frombits(uint32(b) << 16) }
+func (b BFloat16Bits) Float32() float32 { return f16.BFloat16ToFloat32(uint16(b)) }

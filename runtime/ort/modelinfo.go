@@ -85,12 +85,18 @@ type ModelInfo struct {
 	Outputs         []ValueInfo
 }
 
-// Inspect reads a serialised ONNX ModelProto's header: opsets, producer,
-// metadata, and the graph's inputs and outputs with element types and
-// (symbolic) shapes. It is pure Go, needs no ONNX Runtime library, and skips
-// weights without copying them. Graph inputs that are initializers (models
-// of IR version < 4 list them) are left out, as ONNX Runtime does.
-func Inspect(model []byte) (ModelInfo, error) {
+// ReadModelInfo reads a serialised ONNX ModelProto's header: opsets,
+// producer, metadata, and the graph's inputs and outputs with element types
+// and (symbolic) shapes — what a Session reports as Info and what a caller
+// needs to feed it. It is pure Go, reading the protobuf wire format field
+// by field (no generated ONNX types), needs no ONNX Runtime library, and
+// skips weights without copying them. Graph inputs that are initializers
+// (models of IR version < 4 list them) are left out, as ONNX Runtime does.
+//
+// Offline tools that want the whole model described (initializers,
+// parameter counts, operator histogram) use pkg/onnx's Inspect, which
+// decodes the full protobuf.
+func ReadModelInfo(model []byte) (ModelInfo, error) {
 	var info ModelInfo
 	var graph []byte
 	err := walk(model, func(num wireNumber, typ wireType, v uint64, b []byte) error {

@@ -60,7 +60,7 @@ func NewSession(ctx context.Context, model []byte, opts Options) (*Session, erro
 	if len(model) == 0 {
 		return nil, fmt.Errorf("%w: empty model", ErrInvalidModel)
 	}
-	info, err := Inspect(model)
+	info, err := ReadModelInfo(model)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func inspectFile(path string) (ModelInfo, error) {
 		return ModelInfo{}, fmt.Errorf("ort: map model: %w", err)
 	}
 	defer unix.Munmap(data)
-	info, err := Inspect(data)
+	info, err := ReadModelInfo(data)
 	if err != nil {
 		return ModelInfo{}, fmt.Errorf("%s: %w", path, err)
 	}

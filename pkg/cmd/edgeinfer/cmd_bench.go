@@ -75,6 +75,14 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		return benchTarget(ctx, stdout, spec, *target, *model, *token, *tokPath, *out)
 	}
 
+	check := func() error { return needBundleDir(*model) }
+	if *storePath != "" {
+		check = func() error { return needStore(*storePath) }
+	}
+	if err := check(); err != nil {
+		return err
+	}
+
 	mspec := engine.ModelSpec{Dir: *model}
 	if *storePath != "" {
 		mspec = engine.ModelSpec{Ref: *model}

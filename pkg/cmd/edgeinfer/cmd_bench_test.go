@@ -11,7 +11,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/bundletest"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 )
 
@@ -57,14 +57,7 @@ func TestBenchCommand(t *testing.T) {
 	}
 	orttest.Need(t)
 	dir := t.TempDir()
-	cfg, src, err := llama.Preset("tiny-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := filepath.Join(dir, "tiny")
-	if _, err := build.BuildDecoder(context.Background(), model, build.DecoderSpec{Name: "tiny-test", Version: "1", Config: cfg, Weights: src}); err != nil {
-		t.Fatal(err)
-	}
+	model := bundletest.Decoder(t, "tiny-test", llama.Options{}).Dir
 	spec := writeBenchFile(t, dir, "spec.yaml", benchSpecYAML)
 	out := filepath.Join(dir, "out")
 	code, stdout, stderr := runBenchCLI("--spec", spec, "--sweep", "--model", model, "--out", out, "--threads", "1", "--kv-budget", "8388608")

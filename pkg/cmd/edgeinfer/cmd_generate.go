@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -49,12 +48,9 @@ func (m *modelFlags) validate() error {
 		return fmt.Errorf("%w: --model is required", errUsage)
 	}
 	if m.store != "" {
-		return nil
+		return needStore(m.store)
 	}
-	if fi, err := os.Stat(m.model); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%w: --model %s is not a bundle directory (use --store FILE for a model in the store)", errUsage, m.model)
-	}
-	return nil
+	return needBundleDir(m.model)
 }
 
 // bundle loads the model's bundle (verifying its digests), exporting it

@@ -30,6 +30,9 @@ func runInspect(_ context.Context, w io.Writer, args []string) error {
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: inspect MODEL.onnx", errUsage)
 	}
+	if err := needFile(pos[0]); err != nil {
+		return err
+	}
 	data, err := os.ReadFile(pos[0])
 	if err != nil {
 		return err

@@ -28,6 +28,10 @@ const modelUsage = `usage:
 presets: `
 
 func runModel(ctx context.Context, stdout io.Writer, args []string) error {
+	if len(args) > 0 && isHelpArg(args[0]) {
+		fmt.Fprintf(stdout, "%s%s\n", modelUsage, strings.Join(llama.PresetNames(), ", "))
+		return nil
+	}
 	if len(args) == 0 {
 		return fmt.Errorf("%w: %s%s", errUsage, modelUsage, strings.Join(llama.PresetNames(), ", "))
 	}
@@ -142,6 +146,13 @@ func runModelImport(ctx context.Context, stdout io.Writer, args []string) error 
 	g.register(fs)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	for _, dir := range []string{*hf, *exported} {
+		if dir != "" {
+			if _, err := needPath(dir); err != nil {
+				return err
+			}
+		}
 	}
 	if *exported != "" && *out != "" && *hf == "" {
 		b, err := build.ImportExported(ctx, *exported, *out, *name, *version)

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
 // TestMatMulKernelPerplexity: the trained tiny model (examples/tinylm)
@@ -19,7 +21,7 @@ func TestMatMulKernelPerplexity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scores the held-out text twice")
 	}
-	quantizeNeedORT(t)
+	orttest.Need(t)
 	hf := filepath.Join("..", "..", "..", "examples", "tinylm")
 	nll := map[bool]float64{}
 	for _, kernel := range []bool{false, true} {

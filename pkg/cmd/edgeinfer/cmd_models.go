@@ -22,19 +22,20 @@ func init() {
 	})
 }
 
-const modelsUsage = `usage: edgeinfer models [--store FILE] <subcommand> [args]
+const modelsUsage = `usage:
+  edgeinfer models [--store S] import DIR                  store a bundle, its files checked against its manifest (prints name@version)
+  edgeinfer models [--store S] ls                          list stored versions (* active, - previous)
+  edgeinfer models [--store S] verify                      re-hash every chunk; exit 1 naming what is corrupt
+  edgeinfer models [--store S] export NAME[@VERSION] DIR   write a version out as a bundle directory
+  edgeinfer models [--store S] activate NAME@VERSION
+  edgeinfer models [--store S] rollback NAME               re-activate the previous version
+  edgeinfer models [--store S] rm NAME@VERSION
+  edgeinfer models [--store S] gc                          delete chunks no version uses
 
-subcommands:
-  import BUNDLE_DIR        store a bundle (prints name@version)
-  ls                       list stored versions (* active, - previous)
-  verify                   re-hash every chunk; exit 1 naming what is corrupt
-  export NAME[@VERSION] DIR
-  activate NAME@VERSION
-  rollback NAME
-  rm NAME@VERSION
-  gc                       delete chunks no version uses
+The store defaults to $EDGEINFER_STORE, else ~/.local/share/edgeinfer/models.db.
+Only import creates a store; every other subcommand needs one that exists.
 
-The store defaults to $EDGEINFER_STORE, else ~/.local/share/edgeinfer/models.db.`
+flags:`
 
 // defaultStorePath is $EDGEINFER_STORE or ~/.local/share/edgeinfer/models.db.
 func defaultStorePath() string {
@@ -69,7 +70,13 @@ func runModels(ctx context.Context, stdout io.Writer, args []string) error {
 	if len(rest) != n {
 		return fmt.Errorf("%w: models %s takes %d argument(s), got %d", errUsage, sub, n, len(rest))
 	}
-	s, err := store.Open(ctx, *storePath, store.Options{})
+	if sub == "import" {
+		// Checked before the store is opened, which would create it.
+		if err := needBundleDir(rest[0]); err != nil {
+			return err
+		}
+	}
+	s, err := openStore(ctx, *storePath, sub == "import")
 	if err != nil {
 		return err
 	}

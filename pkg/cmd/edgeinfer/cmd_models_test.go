@@ -7,19 +7,21 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 )
 
+// writeTestBundle writes a one-shot bundle holding model, sealed with its
+// manifest (pkg/bundle lists each file's size and sha256).
 func writeTestBundle(t *testing.T, version string, model []byte) string {
 	t.Helper()
 	dir := t.TempDir()
-	files := map[string][]byte{
-		"edgeinfer.json": []byte(`{"name":"tiny","version":"` + version + `","kind":"oneshot"}`),
-		"model.onnx":     model,
+	if err := os.WriteFile(filepath.Join(dir, "model.onnx"), model, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	for p, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, p), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	m := &bundle.Manifest{Name: "tiny", Version: version, Kind: bundle.KindOneShot, Model: "model.onnx", Quantization: "fp32", CreatedBy: "test"}
+	if err := bundle.Write(dir, m, "model.onnx"); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }

@@ -22,6 +22,9 @@ func init() {
 }
 
 func runPlugin(ctx context.Context, w io.Writer, args []string) error {
+	if len(args) > 0 && isHelpArg(args[0]) {
+		args = append([]string{"run"}, args...) // its one subcommand's help
+	}
 	if len(args) == 0 || args[0] != "run" {
 		return fmt.Errorf("%w: plugin run PLUGIN.wasm --input [NAME=]FILE [--arg key=value] [--dir HOST:GUEST] [--timeout D] [--memory-mb N]", errUsage)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/pkg/npy"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/quant"
 )
@@ -49,7 +50,7 @@ func TestQuantizeQDQBadCalibration(t *testing.T) {
 			for _, d := range tc.shape {
 				n *= d
 			}
-			if err := os.WriteFile(filepath.Join(cal, "bad.npy"), quant.EncodeNpy(quant.Tensor{Shape: tc.shape, Data: make([]float32, n)}), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(cal, "bad.npy"), npy.EncodeFloat32(tc.shape, make([]float32, n)), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			var out bytes.Buffer

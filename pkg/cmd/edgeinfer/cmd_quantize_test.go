@@ -9,22 +9,12 @@ import (
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
-	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/bundletest"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
-	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
-
-func quantizeNeedORT(t *testing.T) {
-	t.Helper()
-	if _, err := ort.FindLibrary(""); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("ONNX Runtime is required under CI: %v", err)
-		}
-		t.Skipf("no ONNX Runtime: %v", err)
-	}
-}
 
 func runQuantizeCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -36,15 +26,8 @@ func runQuantizeCLI(t *testing.T, args ...string) (int, string, string) {
 // TestQuantizeCommandReport quantises the tiny-test bundle to int8 and int4
 // and checks the report lines, the recorded scheme and the sidecar.
 func TestQuantizeCommandReport(t *testing.T) {
-	quantizeNeedORT(t)
-	cfg, src, err := llama.Preset("tiny-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := filepath.Join(t.TempDir(), "ref")
-	if _, err := build.BuildDecoder(context.Background(), ref, build.DecoderSpec{Name: "tiny-test", Version: "1", Config: cfg, Weights: src}); err != nil {
-		t.Fatal(err)
-	}
+	orttest.Need(t)
+	ref := bundletest.Decoder(t, "tiny-test", llama.Options{}).Dir
 	for _, tc := range []struct {
 		scheme    string
 		maxPPLPct float64

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"image"
 	_ "image/jpeg"
@@ -18,7 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/npy"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/pkg/resize"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"google.golang.org/protobuf/proto"
 )
@@ -76,19 +77,21 @@ func runRun(ctx context.Context, w io.Writer, args []string) error {
 	}
 	opts.ProbeDims = dimSizes
 
-	s, err := ort.NewSessionFromFile(ctx, pos[0], opts)
+	model, err := oneShotModel(pos[0])
+	if err != nil {
+		return err
+	}
+	s, err := ort.NewSessionFromFile(ctx, model, opts)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	fmt.Fprintf(w, "model: %s\nonnx runtime: %s (%s)\nprovider: %s\n", pos[0], ort.Version(), ort.LibraryPath(), s.Provider())
-	for _, a := range s.ProviderAttempts() {
-		if !a.Chosen {
-			fmt.Fprintf(w, "  skipped %s\n", a)
-		}
+	if isDecoder(s.Info()) {
+		return errDecoder(model)
 	}
-	fmt.Fprintf(w, "load: %.1f ms\n", float64(s.LoadTime())/1e6)
-
+	if err := checkDims(s.Inputs(), dimSizes); err != nil {
+		return err
+	}
 	files := map[string]string{}
 	for i, in := range inputs {
 		name, file, ok := strings.Cut(in, "=")
@@ -98,8 +101,19 @@ func runRun(ctx context.Context, w io.Writer, args []string) error {
 			}
 			name, file = s.Inputs()[i].Name, in
 		}
+		if !hasInput(s.Inputs(), name) {
+			return fmt.Errorf("%w: --input %q: the model has no input %q; its inputs are %s", errUsage, in, name, describeInputs(s.Inputs()))
+		}
 		files[name] = file
 	}
+	fmt.Fprintf(w, "model: %s\nonnx runtime: %s (%s)\nprovider: %s\n", model, ort.Version(), ort.LibraryPath(), s.Provider())
+	for _, a := range s.ProviderAttempts() {
+		if !a.Chosen {
+			fmt.Fprintf(w, "  skipped %s\n", a)
+		}
+	}
+	fmt.Fprintf(w, "load: %.1f ms\n", float64(s.LoadTime())/1e6)
+
 	lo, hi, err := parseRange(*imageRange)
 	if err != nil {
 		return err
@@ -215,80 +229,24 @@ func loadInput(path string, v ort.ValueInfo, shape []int64, lo, hi float64) (*or
 	return nil, fmt.Errorf("%s: unknown input format (want .npy, .pb, .jpg or .png)", path)
 }
 
+// npyTypes maps the .npy dtypes pkg/npy reads to tensor element types.
 var npyTypes = map[string]ort.DType{
 	"<f4": ort.Float32, "<f8": ort.Float64, "<f2": ort.Float16, "<i8": ort.Int64, "<i4": ort.Int32,
 	"<i2": ort.Int16, "|i1": ort.Int8, "|u1": ort.Uint8, "<u2": ort.Uint16, "<u4": ort.Uint32,
 	"<u8": ort.Uint64, "|b1": ort.Bool,
 }
 
-// loadNPY reads a NumPy .npy file (versions 1-3, C order, little-endian).
+// loadNPY reads a NumPy .npy file as a tensor of its own dtype and shape.
 func loadNPY(path string) (*ort.Tensor, error) {
-	b, err := os.ReadFile(path)
+	a, err := npy.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	dt, shape, data, err := parseNPY(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return ort.CopyBytes(dt, shape, data)
-}
-
-func parseNPY(b []byte) (ort.DType, []int64, []byte, error) {
-	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
-		return 0, nil, nil, errors.New("not a .npy file")
-	}
-	var hlen, off int
-	switch b[6] {
-	case 1:
-		hlen, off = int(binary.LittleEndian.Uint16(b[8:])), 10
-	case 2, 3:
-		if len(b) < 12 {
-			return 0, nil, nil, errors.New("truncated .npy header")
-		}
-		hlen, off = int(binary.LittleEndian.Uint32(b[8:])), 12
-	default:
-		return 0, nil, nil, fmt.Errorf(".npy version %d", b[6])
-	}
-	if off+hlen > len(b) {
-		return 0, nil, nil, errors.New("truncated .npy header")
-	}
-	h := string(b[off : off+hlen])
-	field := func(key string) string {
-		i := strings.Index(h, "'"+key+"'")
-		if i < 0 {
-			return ""
-		}
-		rest := strings.TrimLeft(h[i+len(key)+2:], " :")
-		if strings.HasPrefix(rest, "(") {
-			if j := strings.Index(rest, ")"); j >= 0 {
-				return rest[1:j]
-			}
-		}
-		if j := strings.IndexAny(rest, ",}"); j >= 0 {
-			return strings.Trim(strings.TrimSpace(rest[:j]), "'")
-		}
-		return ""
-	}
-	dt, ok := npyTypes[field("descr")]
+	dt, ok := npyTypes[a.Descr]
 	if !ok {
-		return 0, nil, nil, fmt.Errorf("unsupported .npy dtype %q", field("descr"))
+		return nil, fmt.Errorf("%s: dtype %q has no tensor type", path, a.Descr)
 	}
-	if field("fortran_order") == "True" {
-		return 0, nil, nil, errors.New("fortran-order .npy not supported")
-	}
-	var shape []int64
-	for d := range strings.SplitSeq(field("shape"), ",") {
-		if d = strings.TrimSpace(d); d == "" {
-			continue
-		}
-		n, err := strconv.ParseInt(d, 10, 64)
-		if err != nil || n < 0 {
-			return 0, nil, nil, fmt.Errorf("bad .npy shape %q", field("shape"))
-		}
-		shape = append(shape, n)
-	}
-	return dt, shape, b[off+hlen:], nil
+	return ort.CopyBytes(dt, a.Shape, a.Data)
 }
 
 // loadImage resizes an image (bilinear) to the input's spatial size: NHWC
@@ -306,6 +264,9 @@ func loadImage(path string, v ort.ValueInfo, shape []int64, lo, hi float64) (*or
 	if nhwc {
 		h, wd = shape[1], shape[2]
 	}
+	if h <= 0 || wd <= 0 {
+		return nil, fmt.Errorf("image input needs a height and width above 0, model has %s (set them with --dim)", v)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -320,34 +281,14 @@ func loadImage(path string, v ort.ValueInfo, shape []int64, lo, hi float64) (*or
 		return nil, err
 	}
 	dst, _ := ort.Data[float32](t)
-	bnd := img.Bounds()
-	sx, sy := float64(bnd.Dx())/float64(wd), float64(bnd.Dy())/float64(h)
-	px := func(x, y int) [3]float64 {
-		x, y = min(max(x, 0), bnd.Dx()-1), min(max(y, 0), bnd.Dy()-1)
-		r, g, b, _ := img.At(bnd.Min.X+x, bnd.Min.Y+y).RGBA()
-		return [3]float64{float64(r) / 65535, float64(g) / 65535, float64(b) / 65535}
+	layout := resize.CHW
+	if nhwc {
+		layout = resize.HWC
 	}
-	plane := int(h * wd)
+	px := resize.Bilinear(img, int(wd), int(h), layout)
 	for n := range int(shape[0]) { // every batch entry gets the image
-		for y := range int(h) {
-			fy := (float64(y)+0.5)*sy - 0.5
-			y0 := int(math.Floor(fy))
-			wy := fy - float64(y0)
-			for x := range int(wd) {
-				fx := (float64(x)+0.5)*sx - 0.5
-				x0 := int(math.Floor(fx))
-				wx := fx - float64(x0)
-				p00, p10, p01, p11 := px(x0, y0), px(x0+1, y0), px(x0, y0+1), px(x0+1, y0+1)
-				for c := range 3 {
-					val := (p00[c]*(1-wx)+p10[c]*wx)*(1-wy) + (p01[c]*(1-wx)+p11[c]*wx)*wy
-					val = lo + val*(hi-lo)
-					i := n*3*plane + c*plane + y*int(wd) + x
-					if nhwc {
-						i = n*3*plane + (y*int(wd)+x)*3 + c
-					}
-					dst[i] = float32(val)
-				}
-			}
+		for i, v := range px {
+			dst[n*len(px)+i] = float32(lo + float64(v)*(hi-lo))
 		}
 	}
 	return t, nil

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"math"
+	"image"
+	"image/png"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/edgeinfer/edgeinfer/pkg/npy"
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
 const testAdd = "/usr/share/libonnx-testdata/data/node/test_add"
@@ -50,35 +54,50 @@ func TestRunUsage(t *testing.T) {
 	}
 }
 
-func npy(descr, shape string, data []byte) []byte {
-	h := "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + shape + "), }"
-	for (10+len(h)+1)%64 != 0 {
-		h += " "
+// A .npy input goes through pkg/npy and keeps its dtype and shape.
+func TestRunNPYInput(t *testing.T) {
+	if _, err := os.Stat(testAdd); err != nil {
+		t.Skip("libonnx-testdata not installed (.ci/run installs it)")
 	}
-	h += "\n"
-	b := []byte("\x93NUMPY\x01\x00")
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(h)))
-	return append(append(b, h...), data...)
+	orttest.Need(t)
+	x := filepath.Join(t.TempDir(), "x.npy")
+	if err := os.WriteFile(x, npy.EncodeFloat32([]int64{3, 4, 5}, make([]float32, 60)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := cli(t, "run", testAdd+"/model.onnx", "--input", "x="+x, "--runs", "1", "--threads", "1")
+	if code != 0 || !strings.Contains(out, "input x: float32[3 4 5] from "+x) {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.npy")
+	os.WriteFile(bad, []byte("not numpy"), 0o644)
+	if code, _, errOut := cli(t, "run", testAdd+"/model.onnx", "--input", "x="+bad, "--runs", "1"); code == 0 || !strings.Contains(errOut, "bad.npy: npy:") {
+		t.Fatalf("bad .npy: exit %d %q", code, errOut)
+	}
 }
 
-func TestParseNPY(t *testing.T) {
-	data := binary.LittleEndian.AppendUint32(nil, math.Float32bits(1.5))
-	data = binary.LittleEndian.AppendUint32(data, math.Float32bits(2))
-	dt, shape, raw, err := parseNPY(npy("<f4", "1, 2", data))
-	if err != nil || dt.String() != "float32" || len(shape) != 2 || shape[1] != 2 || len(raw) != 8 {
-		t.Fatalf("parseNPY = %v %v %d %v", dt, shape, len(raw), err)
+// An image input is resized by pkg/resize and scaled to --image-range:
+// a uniform image's per-channel mean (GlobalAveragePool) is its colour.
+func TestRunImageInput(t *testing.T) {
+	const pool = "/usr/share/libonnx-testdata/data/node/test_globalaveragepool/model.onnx"
+	if _, err := os.Stat(pool); err != nil {
+		t.Skip("libonnx-testdata not installed (.ci/run installs it)")
 	}
-	for _, bad := range [][]byte{nil, []byte("\x93NUMPY\x01\x00\xff\xff"), npy("<c8", "1,", nil)} {
-		if _, _, _, err := parseNPY(bad); err == nil {
-			t.Errorf("parseNPY(%q) accepted", bad)
+	orttest.Need(t)
+	img := image.NewRGBA(image.Rect(0, 0, 17, 11))
+	for i := 0; i < len(img.Pix); i += 4 {
+		copy(img.Pix[i:], []byte{51, 102, 204, 255})
+	}
+	p := filepath.Join(t.TempDir(), "c.png")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	png.Encode(f, img)
+	f.Close()
+	for rng, want := range map[string]string{"0,1": "[0.2 0.4 0.8]", "0,255": "[51 102 204]"} {
+		code, out, errOut := cli(t, "run", pool, "--input", "x="+p, "--image-range", rng, "--runs", "1", "--threads", "1")
+		if code != 0 || !strings.Contains(out, "output y: float32[1 3 1 1] "+want) {
+			t.Errorf("--image-range %s: exit %d, want y %s\n%s%s", rng, code, want, out, errOut)
 		}
 	}
-}
-
-func FuzzParseNPY(f *testing.F) {
-	f.Add(npy("<f4", "2,", make([]byte, 8)))
-	f.Add(npy("<i8", "", make([]byte, 8)))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, _, _ = parseNPY(b)
-	})
 }

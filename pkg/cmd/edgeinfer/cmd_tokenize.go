@@ -33,6 +33,9 @@ func runTokenize(ctx context.Context, stdout io.Writer, args []string) error {
 	if *path == "" {
 		return fmt.Errorf("%w: --tokenizer is required", errUsage)
 	}
+	if err := needFile(*path); err != nil {
+		return err
+	}
 	tk, err := tokenizer.Load(*path)
 	if err != nil {
 		return err

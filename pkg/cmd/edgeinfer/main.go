@@ -46,12 +46,16 @@ func main() {
 }
 
 func runMain(ctx context.Context, stdout, stderr io.Writer, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
 		return 0
+	case "-version", "--version":
+		args = append([]string{"version"}, args[1:]...)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -60,11 +64,17 @@ func runMain(ctx context.Context, stdout, stderr io.Writer, args []string) int {
 		return 2
 	}
 	if err := c.run(ctx, stdout, args[1:]); err != nil {
+		var help *helpRequest
+		if errors.As(err, &help) {
+			help.print(stdout)
+			return 0
+		}
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		fmt.Fprintf(stderr, "edgeinfer %s: %v\n", c.name, err)
 		if errors.Is(err, errUsage) {
+			fmt.Fprintf(stderr, "run 'edgeinfer %s -h' for usage\n", c.name)
 			return 2
 		}
 		return 1
@@ -83,24 +93,35 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-12s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nrun 'edgeinfer <command> -h' for a command's flags")
+	fmt.Fprintln(w, "\nrun 'edgeinfer <command> -h' for a command's arguments and flags; 'edgeinfer --version' for versions")
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting, so
-// runMain decides the exit status.
+// runMain decides the exit status. Parse errors and -h come back from
+// parseFlags as errors: runMain prints help on stdout (see cmd_help.go),
+// errors on stderr.
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("edgeinfer "+name, flag.ContinueOnError)
+	fs.Usage = nil // set by a command that writes its own help
 	return fs
 }
 
 // parseFlags parses args allowing flags after positional arguments
 // ("inspect model.onnx --json"), which the standard flag package stops at.
+// -h returns a *helpRequest; a bad flag an errUsage error.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	custom := fs.Usage
+	fs.Usage = func() {}     // the flag package would print on every error
+	fs.SetOutput(io.Discard) // its messages come back in the error instead
+	defer func() {
+		fs.Usage = custom
+		fs.SetOutput(nil)
+	}()
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+				return nil, &helpRequest{fs: fs, custom: custom}
 			}
 			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}

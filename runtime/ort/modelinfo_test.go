@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func FuzzInspect(f *testing.F) {
+func FuzzReadModelInfo(f *testing.F) {
 	f.Add(addModel())
 	f.Add(slowModel(2, 4))
 	if paths, _ := filepath.Glob(filepath.Join(conformanceDir, "test_a*", "model.onnx")); len(paths) > 0 {
@@ -17,7 +17,7 @@ func FuzzInspect(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		info, err := Inspect(b)
+		info, err := ReadModelInfo(b)
 		if err != nil {
 			return
 		}
@@ -51,8 +51,8 @@ func FuzzParseTensorProto(f *testing.F) {
 	})
 }
 
-func TestInspect(t *testing.T) {
-	info, err := Inspect(addModel())
+func TestReadModelInfo(t *testing.T) {
+	info, err := ReadModelInfo(addModel())
 	if err != nil {
 		t.Fatal(err)
 	}

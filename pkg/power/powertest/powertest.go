@@ -1,4 +1,7 @@
-package power
+// Package powertest is test support for code that reads sensors through
+// an fs.FS (pkg/power's sampler, and what drives it): a mutable in-memory
+// sysfs. Like net/http/httptest it is imported by tests only.
+package powertest
 
 import (
 	"io"
@@ -8,30 +11,34 @@ import (
 	"time"
 )
 
-// memFS is a mutable in-memory sysfs for sampler tests: values change
+// FS is a mutable in-memory sysfs for sampler tests: values change
 // between ticks, and a file can vanish (reads then fail with ENOENT, as
-// sysfs attributes of a removed device do) and come back. It is safe for
+// sysfs attributes of a removed device do) and come back. Paths are
+// fs.FS paths ("sys/class/thermal/thermal_zone0/temp"). It is safe for
 // concurrent use.
-type memFS struct {
+type FS struct {
 	mu    sync.Mutex
 	files map[string]string
 }
 
-func newMemFS(files map[string]string) *memFS { return &memFS{files: files} }
+// NewFS returns an FS holding files (path -> contents); it keeps the map.
+func NewFS(files map[string]string) *FS { return &FS{files: files} }
 
-func (m *memFS) set(name, v string) {
+// Set writes (or creates) a file.
+func (m *FS) Set(name, v string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.files[name] = v
 }
 
-func (m *memFS) remove(name string) {
+// Remove deletes a file: open handles then fail to read, as sysfs does.
+func (m *FS) Remove(name string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.files, name)
 }
 
-func (m *memFS) snapshot() fstest.MapFS {
+func (m *FS) snapshot() fstest.MapFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := fstest.MapFS{}
@@ -42,7 +49,7 @@ func (m *memFS) snapshot() fstest.MapFS {
 }
 
 // Open serves directories from a snapshot and files as live handles.
-func (m *memFS) Open(name string) (fs.File, error) {
+func (m *FS) Open(name string) (fs.File, error) {
 	m.mu.Lock()
 	_, ok := m.files[name]
 	m.mu.Unlock()
@@ -53,7 +60,7 @@ func (m *memFS) Open(name string) (fs.File, error) {
 }
 
 type memFile struct {
-	fs   *memFS
+	fs   *FS
 	name string
 	off  int64
 }

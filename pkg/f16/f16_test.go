@@ -1,0 +1,103 @@
+package f16
+
+import (
+	"math"
+	"testing"
+)
+
+func TestF16Exhaustive(t *testing.T) {
+	for h := range 1 << 16 {
+		f := ToFloat32(uint16(h))
+		back := FromFloat32(f)
+		if math.IsNaN(float64(f)) {
+			if back&0x7c00 != 0x7c00 || back&0x3ff == 0 {
+				t.Fatalf("NaN %#04x -> %#04x", h, back)
+			}
+			continue
+		}
+		if back != uint16(h) {
+			t.Fatalf("%#04x -> %v -> %#04x", h, f, back)
+		}
+	}
+}
+
+func TestF16Rounding(t *testing.T) {
+	tests := []struct {
+		in   float32
+		want uint16
+	}{
+		{1, 0x3c00},
+		{-2, 0xc000},
+		{65504, 0x7bff},
+		{65520, 0x7c00},                  // halfway to the next (absent) value: rounds to Inf
+		{1e9, 0x7c00},                    // overflow
+		{float32(math.Ldexp(1, -24)), 1}, // smallest subnormal
+		{float32(math.Ldexp(1, -25)), 0}, // halfway to it: ties to even (zero)
+		{float32(math.Ldexp(3, -26)), 1}, // above halfway
+		{float32(math.Ldexp(1, -14)), 0x0400},
+		{1 + float32(math.Ldexp(1, -11)), 0x3c00}, // tie: even mantissa stays
+		{1 + float32(math.Ldexp(3, -11)), 0x3c02}, // tie: odd mantissa rounds up
+		{float32(math.Inf(-1)), 0xfc00},
+	}
+	for _, tc := range tests {
+		if got := FromFloat32(tc.in); got != tc.want {
+			t.Errorf("FromFloat32(%g) = %#04x, want %#04x", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestBF16(t *testing.T) {
+	tests := []struct {
+		in   float32
+		want uint16
+	}{
+		{1, 0x3f80},
+		{-3.5, 0xc060},
+		{1 + float32(math.Ldexp(1, -8)), 0x3f80}, // tie to even
+		{1 + float32(math.Ldexp(3, -8)), 0x3f82},
+		{float32(math.Inf(1)), 0x7f80},
+	}
+	for _, tc := range tests {
+		if got := BFloat16FromFloat32(tc.in); got != tc.want {
+			t.Errorf("BFloat16FromFloat32(%g) = %#04x, want %#04x", tc.in, got, tc.want)
+		}
+		if back := BFloat16ToFloat32(tc.want); BFloat16FromFloat32(back) != tc.want {
+			t.Errorf("BF16 %#04x does not round-trip", tc.want)
+		}
+	}
+	if nan := BFloat16FromFloat32(float32(math.NaN())); !math.IsNaN(float64(BFloat16ToFloat32(nan))) {
+		t.Errorf("NaN became %#04x", nan)
+	}
+}
+
+// FuzzFromFloat32: the nearest half is never farther than any other, and
+// converting back and again changes nothing.
+func FuzzFromFloat32(f *testing.F) {
+	for _, v := range []float32{0, 1, -2.5, 65504, 65520, 1e-7, 6.1035156e-05} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v float32) {
+		h := FromFloat32(v)
+		back := ToFloat32(h)
+		if math.IsNaN(float64(v)) {
+			if !math.IsNaN(float64(back)) {
+				t.Fatalf("NaN -> %#04x", h)
+			}
+			return
+		}
+		if FromFloat32(back) != h {
+			t.Fatalf("%v -> %#04x -> %v -> %#04x", v, h, back, FromFloat32(back))
+		}
+		if math.IsInf(float64(back), 0) {
+			return
+		}
+		d := math.Abs(float64(back) - float64(v))
+		for _, n := range []uint16{h + 1, h - 1} {
+			if o := ToFloat32(n); !math.IsNaN(float64(o)) && !math.IsInf(float64(o), 0) && math.Signbit(float64(o)) == math.Signbit(float64(back)) {
+				if math.Abs(float64(o)-float64(v)) < d {
+					t.Fatalf("%v -> %#04x (%v), but %#04x (%v) is nearer", v, h, back, n, o)
+				}
+			}
+		}
+	})
+}
