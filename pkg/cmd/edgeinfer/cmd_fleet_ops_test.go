@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,19 +14,6 @@ import (
 	"github.com/edgeinfer/edgeinfer/update/fleet/fleettest"
 	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestFleetCommands: keygen, publish, serve, rollout and status against a
 // local mosquitto and simulated devices: the devices install the release
