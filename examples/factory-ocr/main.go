@@ -56,6 +56,9 @@ func runMain(ctx context.Context, w io.Writer, args []string) error {
 	images := fs.String("images", "", "directory of label images (PNG/JPEG); NAME.txt beside one is its expected text")
 	generate := fs.String("generate", "", "write generated sample labels (NAME.png + NAME.txt) to this directory and exit")
 	count := fs.Int("count", 12, "labels to --generate")
+	maxDeg := fs.Float64("max-deg", 2, "--generate: rotate each label by up to this many degrees")
+	blur := fs.Int("blur", 1, "--generate: 3x3 box-blur passes")
+	seed := fs.Uint64("seed", 1, "--generate: random seed (same seed, same labels)")
 	models := fs.String("models", defaultModels(), "directory with the PaddleOCR v4 files (platforms/models/fetch.sh)")
 	plugins := fs.String("plugins", "build/plugins", "directory with imageprep.wasm, dbpost.wasm, ctc.wasm (make plugins)")
 	storePath := fs.String("store", "", "model store file (default: a temporary one)")
@@ -67,7 +70,7 @@ func runMain(ctx context.Context, w io.Writer, args []string) error {
 		return err
 	}
 	if *generate != "" {
-		labels, err := GenerateLabels(*count, 1, 2, 1)
+		labels, err := GenerateLabels(*count, *seed, *maxDeg, *blur)
 		if err != nil {
 			return err
 		}
