@@ -15,17 +15,20 @@ package main
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"image"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -104,6 +107,8 @@ type Kiosk struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 	frame  []float32
+	audio  []float32
+	source string
 }
 
 // Open loads the three models into one engine and starts the realtime and
@@ -140,6 +145,7 @@ func Open(ctx context.Context, cfg Config) (*Kiosk, error) {
 		k.removeTmp()
 		return nil, err
 	}
+	k.audio, k.source = microphoneAudio(ctx)
 	k.e, err = engine.Open(ctx, engine.Config{
 		Models:    []engine.ModelSpec{{Name: "chat", Dir: chat}, {Name: "face", Dir: face}, {Name: "vad", Dir: vad}},
 		Observers: []engine.Observer{k.stats},
@@ -263,35 +269,27 @@ func (k *Kiosk) camera(ctx context.Context, tick time.Duration) {
 	}
 }
 
-// microphone sends 32 ms chunks (512 samples at 16 kHz) to Silero VAD at
-// realtime priority, carrying its state. The signal is synthetic: 2 s of
-// a voiced-like harmonic tone with noise, then 2 s of faint noise.
+// microphone sends 32 ms chunks (512 samples at 16 kHz, with the 64
+// samples before them as context, as Silero's own wrapper does) to Silero
+// VAD at realtime priority, carrying its state. The "microphone" plays
+// k.audio in a loop: espeak-ng's speech between silences when espeak-ng is
+// installed, otherwise a synthetic harmonic tone, which is not speech.
 func (k *Kiosk) microphone(ctx context.Context) {
-	const n = 512
+	const n, c = 512, 64
 	t := time.NewTicker(32 * time.Millisecond)
 	defer t.Stop()
 	state := make([]float32, 2*128)
-	r := rand.New(rand.NewPCG(1, 2))
-	chunk := make([]float32, n)
-	for i := 0; ; i++ {
+	x := make([]float32, c+n)
+	speaking := false
+	for off := 0; ; off = (off + n) % (len(k.audio) - n) {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		voiced := (i/62)%2 == 0
-		for j := range chunk {
-			s := float64(i*n+j) / 16000
-			v := 0.01 * r.NormFloat64()
-			if voiced {
-				f0 := 140 + 20*math.Sin(2*math.Pi*3*s)
-				for h := 1.0; h <= 8; h++ {
-					v += 0.08 / h * math.Sin(2*math.Pi*f0*h*s)
-				}
-			}
-			chunk[j] = float32(v)
-		}
-		in, err1 := ort.CopyTensor([]int64{1, n}, chunk)
+		copy(x, x[n:]) // the last 64 samples of the previous chunk
+		copy(x[c:], k.audio[off:off+n])
+		in, err1 := ort.CopyTensor([]int64{1, c + n}, x)
 		st, err2 := ort.CopyTensor([]int64{2, 1, 128}, state)
 		sr, err3 := ort.CopyTensor([]int64{}, []int64{16000})
 		if err := errors.Join(err1, err2, err3); err != nil {
@@ -312,10 +310,72 @@ func (k *Kiosk) microphone(ctx context.Context) {
 			copy(state, ns)
 		}
 		if len(p) > 0 {
-			k.stats.setState("vad", fmt.Sprintf("speech p=%.2f", p[0]))
+			// Hysteresis as Silero's wrapper: speech starts above 0.5,
+			// ends below 0.35.
+			if !speaking && p[0] > 0.5 || speaking && p[0] < 0.35 {
+				speaking = !speaking
+				if speaking {
+					k.stats.count("utterances")
+				}
+			}
+			k.stats.setState("vad", fmt.Sprintf("speech p=%.2f (%s, %d utterance(s) heard)", p[0], k.source, k.stats.counter("utterances")))
 		}
 		out.Close()
 	}
+}
+
+// microphoneAudio is what the microphone plays: a shopper's question
+// spoken by espeak-ng with 1.5 s of silence after it, or, without
+// espeak-ng, 2 s of a harmonic tone with noise and 2 s of faint noise.
+func microphoneAudio(ctx context.Context) ([]float32, string) {
+	if _, err := exec.LookPath("espeak-ng"); err == nil {
+		if a, err := espeak(ctx, "hello, do you have gear oil in stock?"); err == nil {
+			return append(append(make([]float32, 8000), a...), make([]float32, 24000)...), "espeak-ng speech"
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	a := make([]float32, 4*16000)
+	for i := range a {
+		s := float64(i) / 16000
+		v := 0.01 * r.NormFloat64()
+		if i < 2*16000 {
+			f0 := 140 + 20*math.Sin(2*math.Pi*3*s)
+			for h := 1.0; h <= 8; h++ {
+				v += 0.08 / h * math.Sin(2*math.Pi*f0*h*s)
+			}
+		}
+		a[i] = float32(v)
+	}
+	return a, "synthetic tone"
+}
+
+// espeak speaks text with espeak-ng and returns it at 16 kHz.
+func espeak(ctx context.Context, text string) ([]float32, error) {
+	f, err := os.CreateTemp("", "kiosk-*.wav")
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	defer os.Remove(f.Name())
+	if out, err := exec.CommandContext(ctx, "espeak-ng", "-w", f.Name(), text).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("espeak-ng: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(f.Name())
+	if err != nil || len(b) < 48 {
+		return nil, fmt.Errorf("espeak-ng wrote no audio: %v", err)
+	}
+	rate := int(binary.LittleEndian.Uint32(b[24:]))
+	pcm := b[44:]
+	n := len(pcm) / 2
+	out := make([]float32, n*16000/rate)
+	for i := range out { // linear resampling to 16 kHz
+		f := float64(i) * float64(rate) / 16000
+		j := min(int(f), n-2)
+		a := float64(int16(binary.LittleEndian.Uint16(pcm[2*j:])))
+		c := float64(int16(binary.LittleEndian.Uint16(pcm[2*j+2:])))
+		out[i] = float32((a + (c-a)*(f-float64(j))) / 32768)
+	}
+	return out, nil
 }
 
 // summariser runs a batch-priority generation every period: the kind of
@@ -347,9 +407,10 @@ func (k *Kiosk) summariser(ctx context.Context, period time.Duration) {
 // board is the observer behind the page's live table: the last records
 // of each model and class.
 type board struct {
-	mu    sync.Mutex
-	rows  map[string]*row
-	state map[string]string
+	mu       sync.Mutex
+	rows     map[string]*row
+	state    map[string]string
+	counters map[string]int
 }
 
 type row struct {
@@ -365,7 +426,21 @@ type row struct {
 	lastTime time.Time
 }
 
-func newBoard() *board { return &board{rows: map[string]*row{}, state: map[string]string{}} }
+func newBoard() *board {
+	return &board{rows: map[string]*row{}, state: map[string]string{}, counters: map[string]int{}}
+}
+
+func (b *board) count(name string) {
+	b.mu.Lock()
+	b.counters[name]++
+	b.mu.Unlock()
+}
+
+func (b *board) counter(name string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.counters[name]
+}
 
 // ObserveTimeline is called by the engine once per finished request.
 func (b *board) ObserveTimeline(t *metrics.Timeline) {
@@ -410,14 +485,15 @@ func (b *board) setState(model, s string) {
 
 // Stats is what /kiosk/stats returns.
 type Stats struct {
-	Rows  []row             `json:"rows"`
-	State map[string]string `json:"state"`
+	Rows     []row             `json:"rows"`
+	State    map[string]string `json:"state"`
+	Counters map[string]int    `json:"counters"`
 }
 
 func (b *board) snapshot() Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := Stats{State: map[string]string{}}
+	s := Stats{State: map[string]string{}, Counters: maps.Clone(b.counters)}
 	for _, r := range b.rows {
 		c := *r
 		c.recent = nil
