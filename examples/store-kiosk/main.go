@@ -199,6 +199,10 @@ func (k *Kiosk) Handler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(k.stats.snapshot())
 	})
+	mux.HandleFunc("GET /kiosk/timeline", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(k.stats.timeline(time.Now()))
+	})
 	mux.Handle("/", k.srv.Handler())
 	return mux
 }
@@ -411,6 +415,31 @@ type board struct {
 	rows     map[string]*row
 	state    map[string]string
 	counters map[string]int
+	events   []event // the last minute's finished requests, oldest first
+}
+
+// event is one finished request on the timeline chart.
+type event struct {
+	At    time.Time `json:"-"`
+	Ago   float64   `json:"ago_s"` // seconds before the snapshot
+	Model string    `json:"model"`
+	Class string    `json:"class"`
+	MS    float64   `json:"ms"`
+	OK    bool      `json:"ok"`
+}
+
+// timeline returns the last minute's events, oldest first.
+func (b *board) timeline(now time.Time) []event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]event, 0, len(b.events))
+	for _, e := range b.events {
+		if d := now.Sub(e.At); d <= time.Minute {
+			e.Ago = d.Seconds()
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 type row struct {
@@ -453,6 +482,13 @@ func (b *board) ObserveTimeline(t *metrics.Timeline) {
 		r = &row{Model: t.Model, Class: t.Class}
 		b.rows[key] = r
 	}
+	// The chart keeps a minute, at most 6000 requests (a busy minute
+	// of camera and microphone is about 2500).
+	cut := 0
+	for cut < len(b.events) && (time.Since(b.events[cut].At) > time.Minute || len(b.events)-cut >= 6000) {
+		cut++
+	}
+	b.events = append(b.events[cut:], event{At: time.Now(), Model: t.Model, Class: t.Class, MS: float64(e2e) / 1e6, OK: ok && t.Outcome == metrics.Completed})
 	if t.Outcome != metrics.Completed || !ok {
 		r.Failed++
 		return

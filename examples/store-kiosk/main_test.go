@@ -140,7 +140,7 @@ func chromium(t *testing.T, url string) {
 	dir := t.TempDir()
 	flags := func(extra ...string) []string {
 		return append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-			"--user-data-dir=" + filepath.Join(dir, "profile"), "--window-size=1100,700", "--virtual-time-budget=15000"}, extra...)
+			"--user-data-dir=" + filepath.Join(dir, "profile"), "--window-size=1100,820", "--virtual-time-budget=15000"}, extra...)
 	}
 	page := url + "/?ask=Call+me+Ishmael"
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
@@ -163,6 +163,10 @@ func chromium(t *testing.T, url string) {
 			t.Errorf("no live latency row for %s in the page", m)
 		}
 	}
+	if n := strings.Count(d, `class="pt"`); n < 20 {
+		t.Errorf("the timeline chart has %d points, want the last minute's requests", n)
+	}
+	// The chart's camera points are drawn in #c0392b below the panels.
 	shot := filepath.Join(dir, "kiosk.png")
 	if out, err := exec.CommandContext(ctx, bin, flags("--screenshot="+shot, page)...).CombinedOutput(); err != nil {
 		t.Fatalf("chromium --screenshot: %v\n%s", err, out)
@@ -175,8 +179,8 @@ func chromium(t *testing.T, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if img.Bounds().Dx() != 1100 || img.Bounds().Dy() != 700 {
-		t.Errorf("screenshot is %v, want 1100x700", img.Bounds())
+	if img.Bounds().Dx() != 1100 || img.Bounds().Dy() != 820 {
+		t.Errorf("screenshot is %v, want 1100x820", img.Bounds())
 	}
 	if n := colours(img); n < 20 {
 		t.Errorf("screenshot has %d colours: blank?", n)
@@ -185,6 +189,9 @@ func chromium(t *testing.T, url string) {
 	// in the chat panel (left half).
 	if n := near(img, image.Rect(0, 100, 550, 450), [3]uint32{0x18, 0x5c, 0x2a}); n < 100 {
 		t.Errorf("screenshot: %d pixels of the answer's colour in the chat panel, want a rendered answer", n)
+	}
+	if n := near(img, image.Rect(0, 480, 1100, 820), [3]uint32{0xc0, 0x39, 0x2b}); n < 30 {
+		t.Errorf("screenshot: %d pixels of the camera's colour in the chart, want its points", n)
 	}
 	if out := os.Getenv("KIOSK_SCREENSHOT"); out != "" {
 		os.WriteFile(out, b, 0o644)
