@@ -37,7 +37,11 @@ var fonts = [][]byte{goregular.TTF, gobold.TTF, gomono.TTF}
 // gives the same labels. Each is printed in one of the Go fonts, dark ink
 // on a pale label on a grey belt, rotated by up to maxDeg degrees and
 // blurred by a 3x3 box filter (blur passes), as a line camera sees it.
-func GenerateLabels(n int, seed uint64, maxDeg float64, blur int) ([]Label, error) {
+//
+// When photo is not nil, every second label lies on a region of it instead
+// of the grey belt (the public-domain photos of platforms/models/fetch.sh),
+// so the detector must ignore what else is in the picture.
+func GenerateLabels(n int, seed uint64, maxDeg float64, blur int, photo image.Image) ([]Label, error) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	products := []string{"GEAR OIL 5L", "BOLT M8x40", "VALVE DN25", "SEAL KIT 12", "PUMP P-300", "FILTER F9"}
 	out := make([]Label, n)
@@ -48,7 +52,13 @@ func GenerateLabels(n int, seed uint64, maxDeg float64, blur int) ([]Label, erro
 			fmt.Sprintf("MFG %d-%02d-%02d", 2025+r.IntN(2), 1+r.IntN(12), 1+r.IntN(28)),
 			fmt.Sprintf("EXP %d-%02d-%02d", 2027+r.IntN(3), 1+r.IntN(12), 1+r.IntN(28)),
 		}
-		img, err := drawLabel(lines, fonts[i%len(fonts)], (r.Float64()*2-1)*maxDeg, blur)
+		var bg image.Image = image.NewUniform(color.RGBA{110, 110, 115, 255})
+		if photo != nil && i%2 == 1 {
+			b := photo.Bounds()
+			at := image.Pt(b.Min.X+r.IntN(max(1, b.Dx()/2)), b.Min.Y+r.IntN(max(1, b.Dy()/2)))
+			bg = offset{photo, at}
+		}
+		img, err := drawLabel(lines, fonts[i%len(fonts)], (r.Float64()*2-1)*maxDeg, blur, bg)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +67,22 @@ func GenerateLabels(n int, seed uint64, maxDeg float64, blur int) ([]Label, erro
 	return out, nil
 }
 
-func drawLabel(lines []string, ttf []byte, deg float64, blur int) (image.Image, error) {
+// offset reads img shifted so that at is the origin, wrapping around.
+type offset struct {
+	img image.Image
+	at  image.Point
+}
+
+func (o offset) at2(x, y int) color.Color {
+	b := o.img.Bounds()
+	return o.img.At(b.Min.X+(o.at.X-b.Min.X+x)%b.Dx(), b.Min.Y+(o.at.Y-b.Min.Y+y)%b.Dy())
+}
+
+func (o offset) ColorModel() color.Model { return o.img.ColorModel() }
+func (o offset) Bounds() image.Rectangle { return image.Rect(-1<<20, -1<<20, 1<<20, 1<<20) }
+func (o offset) At(x, y int) color.Color { return o.at2(max(x, 0), max(y, 0)) }
+
+func drawLabel(lines []string, ttf []byte, deg float64, blur int, bg image.Image) (image.Image, error) {
 	f, err := opentype.Parse(ttf)
 	if err != nil {
 		return nil, err
@@ -79,12 +104,12 @@ func drawLabel(lines []string, ttf []byte, deg float64, blur int) (image.Image, 
 		d.Dot = fixed.P(pad, pad+i*lineH+30)
 		d.DrawString(l)
 	}
-	return blurBox(rotate(label, deg, color.RGBA{110, 110, 115, 255}), blur), nil
+	return blurBox(rotate(label, deg, bg), blur), nil
 }
 
 // rotate turns src by deg degrees about its centre onto a background
-// margin wide enough to hold it (bilinear sampling).
-func rotate(src *image.RGBA, deg float64, bg color.RGBA) *image.RGBA {
+// background bg with a margin wide enough to hold it (bilinear sampling).
+func rotate(src *image.RGBA, deg float64, bg image.Image) *image.RGBA {
 	const margin = 40
 	sb := src.Bounds()
 	dst := image.NewRGBA(image.Rect(0, 0, sb.Dx()+2*margin, sb.Dy()+2*margin))
@@ -95,7 +120,8 @@ func rotate(src *image.RGBA, deg float64, bg color.RGBA) *image.RGBA {
 		for x := range dst.Bounds().Dx() {
 			dx, dy := float64(x)+0.5-cx, float64(y)+0.5-cy
 			sx, sy := cos*dx+sin*dy+scx-0.5, -sin*dx+cos*dy+scy-0.5
-			dst.SetRGBA(x, y, bilinear(src, sx, sy, bg))
+			br, bgc, bb, _ := bg.At(x, y).RGBA()
+			dst.SetRGBA(x, y, bilinear(src, sx, sy, color.RGBA{uint8(br >> 8), uint8(bgc >> 8), uint8(bb >> 8), 255}))
 		}
 	}
 	return dst

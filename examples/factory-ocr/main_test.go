@@ -38,11 +38,11 @@ func TestCharErrors(t *testing.T) {
 }
 
 func TestGenerateLabelsRepeatable(t *testing.T) {
-	a, err := GenerateLabels(3, 5, 3, 1)
+	a, err := GenerateLabels(3, 5, 3, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := GenerateLabels(3, 5, 3, 1)
+	b, _ := GenerateLabels(3, 5, 3, 1, nil)
 	for i := range a {
 		if strings.Join(a[i].Lines, "|") != strings.Join(b[i].Lines, "|") || !bytes.Equal(pixels(a[i]), pixels(b[i])) {
 			t.Fatalf("label %d differs between two runs with one seed", i)
@@ -63,7 +63,8 @@ func pixels(l Label) []byte {
 }
 
 // TestStation is the whole station: labels generated with known text
-// (rotated up to 3 degrees, blurred twice), the real PaddleOCR models and
+// (rotated up to 3 degrees, blurred twice, every second one on a region of
+// the Muybridge plate, a public-domain photo), the real PaddleOCR models and
 // the plugins built from source imported into a store, a real mosquitto,
 // and a dashboard-side subscriber that checks every reading (JSON) and
 // the line metrics (JSON, and Sparkplug B decoded by Eclipse Tahu's
@@ -82,7 +83,11 @@ func TestStation(t *testing.T) {
 		plugintest.Build(t, "runtime/plugin/plugins/"+p)
 	}
 	const n = 8
-	labels, err := GenerateLabels(n, 7, 3, 2)
+	photo, err := loadPhoto("")
+	if err != nil || photo == nil {
+		t.Skipf("no Muybridge plate beside the models (run make setup): %v", err)
+	}
+	labels, err := GenerateLabels(n, 7, 3, 2, photo)
 	if err != nil {
 		t.Fatal(err)
 	}
