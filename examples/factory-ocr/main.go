@@ -142,6 +142,8 @@ type LineMetrics struct {
 	P50MS        float64  `json:"latency_p50_ms"`
 	P99MS        float64  `json:"latency_p99_ms"`
 	Provider     string   `json:"provider"`
+	// Failed names the images that could not be read (not decodable, say).
+	Failed []string `json:"failed"`
 }
 
 // Topics the station publishes on, under edgeinfer/v1/<fleet>/<device>/.
@@ -195,11 +197,10 @@ func RunStation(ctx context.Context, w io.Writer, cfg Config) (LineMetrics, erro
 		defer pub.Close()
 	}
 
-	// One warm-up read: the first run of each session allocates its arenas.
+	// One warm-up read: the first run of each session allocates its
+	// arenas (an error here shows again, per image, below).
 	if first, err := os.ReadFile(files[0]); err == nil {
-		if _, err := s.Read(ctx, first); err != nil {
-			return lm, err
-		}
+		_, _ = s.Read(ctx, first)
 	}
 	var lat []time.Duration
 	totalErr, totalN := 0, 0
@@ -211,7 +212,14 @@ func RunStation(ctx context.Context, w io.Writer, cfg Config) (LineMetrics, erro
 		t0 := time.Now()
 		lines, err := s.Read(ctx, img)
 		if err != nil {
-			return lm, fmt.Errorf("%s: %w", f, err)
+			if ctx.Err() != nil {
+				return lm, ctx.Err()
+			}
+			// One unreadable image must not stop the line: report it
+			// and go on.
+			lm.Failed = append(lm.Failed, filepath.Base(f))
+			fmt.Fprintf(w, "%s: not read: %v\n", filepath.Base(f), err)
+			continue
 		}
 		d := time.Since(t0)
 		lat = append(lat, d)
@@ -237,7 +245,10 @@ func RunStation(ctx context.Context, w io.Writer, cfg Config) (LineMetrics, erro
 		}
 	}
 	slices.Sort(lat)
-	lm = LineMetrics{Schema: "edgeinfer.ocr.line/1", Labels: len(files), P50MS: ms(percentile(lat, 50)), P99MS: ms(percentile(lat, 99)), Provider: string(s.Provider)}
+	if len(lat) == 0 {
+		return lm, fmt.Errorf("no image in %s could be read", cfg.Images)
+	}
+	lm = LineMetrics{Schema: "edgeinfer.ocr.line/1", Labels: len(lat), Failed: lm.Failed, P50MS: ms(percentile(lat, 50)), P99MS: ms(percentile(lat, 99)), Provider: string(s.Provider)}
 	if totalN > 0 {
 		acc := 1 - float64(totalErr)/float64(totalN)
 		lm.CharAccuracy = &acc
@@ -245,13 +256,16 @@ func RunStation(ctx context.Context, w io.Writer, cfg Config) (LineMetrics, erro
 	} else {
 		fmt.Fprintln(w, "character accuracy: n/a (no NAME.txt beside the images)")
 	}
+	if len(lm.Failed) > 0 {
+		fmt.Fprintf(w, "not read: %d image(s): %v\n", len(lm.Failed), lm.Failed)
+	}
 	fmt.Fprintf(w, "latency per label over %d labels (%s, %d thread(s)): p50 %.1f ms  p99 %.1f ms\n", len(lat), s.Provider, cfg.Threads, lm.P50MS, lm.P99MS)
 	if pub != nil {
 		if err := pub.line(ctx, lm, lat); err != nil {
 			return lm, err
 		}
 		fmt.Fprintf(w, "published %d readings and the line metrics to %s (JSON under %s, Sparkplug B under %s/%s)\n",
-			len(files), cfg.Broker, pub.l.Topics().Base(), sparkplug.Namespace, cfg.Fleet)
+			len(lat), cfg.Broker, pub.l.Topics().Base(), sparkplug.Namespace, cfg.Fleet)
 	}
 	return lm, nil
 }

@@ -37,6 +37,19 @@ func TestCharErrors(t *testing.T) {
 	}
 }
 
+// Missing models or plugins: the error says which file and what to run.
+func TestMissingModels(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.png"), []byte("x"), 0o644)
+	err := Run(t.Context(), &bytes.Buffer{}, Config{Images: dir, Models: t.TempDir(), Plugins: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "fetch.sh") || !strings.Contains(err.Error(), "make plugins") {
+		t.Fatalf("err = %v", err)
+	}
+	if err := runMain(t.Context(), &bytes.Buffer{}, nil); err == nil || !strings.Contains(err.Error(), "--images") {
+		t.Fatalf("no --images: %v", err)
+	}
+}
+
 func TestGenerateLabelsRepeatable(t *testing.T) {
 	a, err := GenerateLabels(3, 5, 3, 1, nil)
 	if err != nil {
@@ -95,6 +108,10 @@ func TestStation(t *testing.T) {
 	if err := WriteLabels(dir, labels); err != nil {
 		t.Fatal(err)
 	}
+	// A corrupt image on the belt: reported, and the line goes on.
+	if err := os.WriteFile(filepath.Join(dir, "torn.png"), []byte("\x89PNG\r\n\x1a\nnot really"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	broker := mosquittotest.Start(t, mosquittotest.Options{})
 
 	// The dashboard's side.
@@ -148,6 +165,9 @@ func TestStation(t *testing.T) {
 	}
 	if lm.CharAccuracy == nil || *lm.CharAccuracy < 0.95 {
 		t.Errorf("character accuracy %v, want >= 95 %% on these labels", lm.CharAccuracy)
+	}
+	if len(lm.Failed) != 1 || lm.Failed[0] != "torn.png" || !strings.Contains(out.String(), "torn.png: not read: ") {
+		t.Errorf("the corrupt image: failed %v", lm.Failed)
 	}
 	if lm.Labels != n || lm.P50MS <= 0 || lm.P99MS < lm.P50MS {
 		t.Errorf("line metrics %+v", lm)
