@@ -3,12 +3,10 @@ package engine_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/plugintest"
@@ -29,44 +27,7 @@ func (s *recordSink) ObserveTimeline(r *engine.Record) {
 // pre -> model -> post inside Infer, from JPEG bytes to faces, and the
 // request's record carries the plugins' time apart.
 func TestInferPlugins(t *testing.T) {
-	base, _ := os.UserCacheDir()
-	root := filepath.Join(base, "edgeinfer", "models")
-	model := filepath.Join(root, "blazeface", "face_detection_front_128x128_barracuda.onnx")
-	photo := filepath.Join(root, "images", "locomotion-nude-male.jpg")
-	for _, f := range []string{model, photo} {
-		if _, err := os.Stat(f); err != nil {
-			t.Skipf("no %s (run make setup)", f)
-		}
-	}
-	dir := t.TempDir()
-	copyFile := func(src, dst string) {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, dst), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	copyFile(model, "model.onnx")
-	copyFile(plugintest.Build(t, "runtime/plugin/plugins/imageprep"), "pre.wasm")
-	copyFile(plugintest.Build(t, "runtime/plugin/plugins/blazeface"), "post.wasm")
-	m := &bundle.Manifest{Name: "faces", Version: "1", Kind: bundle.KindOneShot, Model: "model.onnx", Quantization: "fp32"}
-	files := []string{"model.onnx", "pre.wasm", "post.wasm"}
-	if err := bundle.Write(dir, m, files...); err != nil {
-		t.Fatal(err)
-	}
-	sum := map[string]string{}
-	for _, f := range m.Files {
-		sum[f.Path] = f.SHA256
-	}
-	m.Plugins = &bundle.Plugins{
-		Pre:  &bundle.PluginRef{File: "pre.wasm", SHA256: sum["pre.wasm"], Args: map[string]string{"output": "input:0"}, TimeoutMS: 60000},
-		Post: &bundle.PluginRef{File: "post.wasm", SHA256: sum["post.wasm"], Args: map[string]string{"threshold": "0.5"}, TimeoutMS: 60000},
-	}
-	if err := bundle.Write(dir, m, files...); err != nil {
-		t.Fatal(err)
-	}
+	dir, photo := plugintest.FaceBundle(t)
 
 	sink := &recordSink{}
 	ctx := context.Background()
