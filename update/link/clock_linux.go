@@ -12,5 +12,5 @@ func SystemClock() ClockState {
 	}
 	const timeError = 5                                 // TIME_ERROR: the clock is not synchronised
 	synced := state != timeError && tx.Status&0x40 == 0 // STA_UNSYNC
-	return ClockState{Synced: &synced, MaxErrorUS: tx.Maxerror, Source: "adjtimex"}
+	return ClockState{Synced: &synced, MaxErrorUS: int64(tx.Maxerror), Source: "adjtimex"}
 }
