@@ -103,6 +103,10 @@ func (e *Engine) Close(ctx context.Context) error {
 func (e *Engine) model(name string) (*model, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
+	return e.modelLocked(name)
+}
+
+func (e *Engine) modelLocked(name string) (*model, error) {
 	if e.mu.closed {
 		return nil, ErrClosed
 	}

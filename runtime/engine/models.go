@@ -41,8 +41,9 @@ type model struct {
 		live    int
 		retired bool
 	}
-	drained  chan struct{} // closed when retired and no request is live
-	closeErr error
+	drained   chan struct{} // closed (once, by drain) when retired and no request is live
+	drainOnce sync.Once
+	closeErr  error
 }
 
 // Load opens a model while the engine runs and makes it available under
@@ -292,17 +293,7 @@ func (m *model) end() {
 	}
 }
 
-var closeDrained sync.Mutex // guards the close of drained channels
-
-func (m *model) drain() {
-	closeDrained.Lock()
-	defer closeDrained.Unlock()
-	select {
-	case <-m.drained:
-	default:
-		close(m.drained)
-	}
-}
+func (m *model) drain() { m.drainOnce.Do(func() { close(m.drained) }) }
 
 func (m *model) close() error {
 	if m.dec != nil {
@@ -327,15 +318,11 @@ func cmpOr(s ...string) string {
 func (e *Engine) acquire(name string) (*model, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if e.mu.closed {
-		return nil, ErrClosed
+	m, err := e.modelLocked(name)
+	if err == nil {
+		m.begin()
 	}
-	m := e.mu.models[name]
-	if m == nil {
-		return nil, fmt.Errorf("%w: %q (open: %v)", ErrUnknownModel, name, e.namesLocked())
-	}
-	m.begin()
-	return m, nil
+	return m, err
 }
 
 // Tokenizer returns a decoder's tokenizer, or nil.
