@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 )
@@ -87,28 +84,15 @@ func (a CheckActivator) Swap(ctx context.Context, ref store.Ref, check Check) er
 	return errors.Join(check(ctx, engineGenerator{e}, staged), e.Close(ctx))
 }
 
-// exportVersion materialises a stored version where engine.ModelBundle
-// looks for it (<store>.models/<name>@<version>), so the serving process
-// later opens the same verified copy.
+// exportVersion materialises a stored version where the engine looks for
+// it (engine.StoredBundle: <store>.models/<name>@<version>), so the
+// serving process later opens the same verified copy.
 func exportVersion(ctx context.Context, st *store.Store, ref store.Ref) (string, error) {
-	dir := filepath.Join(st.Path()+".models", ref.Name+"@"+ref.Version)
-	if _, err := bundle.Load(dir); err == nil {
-		return dir, nil
+	b, err := engine.StoredBundle(ctx, st, ref.String())
+	if err != nil {
+		return "", fmt.Errorf("update: export %s: %w", ref, err)
 	}
-	tmp := dir + ".export"
-	if err := os.RemoveAll(tmp); err != nil {
-		return "", err
-	}
-	if _, err := st.Export(ctx, ref.String(), tmp); err != nil {
-		return "", errors.Join(fmt.Errorf("update: export %s: %w", ref, err), os.RemoveAll(tmp))
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return "", err
-	}
-	return dir, nil
+	return b.Dir, nil
 }
 
 // engineGenerator runs golden requests on an engine.

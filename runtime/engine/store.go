@@ -28,11 +28,19 @@ func ModelBundle(ctx context.Context, storePath, ref string) (*bundle.Bundle, er
 		return nil, fmt.Errorf("engine: open store: %w", err)
 	}
 	defer st.Close()
+	return StoredBundle(ctx, st, ref)
+}
+
+// StoredBundle is ModelBundle for a store the caller holds open (an update
+// agent, which keeps its store for the whole run): the same directory,
+// exported the same way, so the engine and the agent never disagree on
+// where a version lives. Give the returned bundle's Dir to a ModelSpec.
+func StoredBundle(ctx context.Context, st *store.Store, ref string) (*bundle.Bundle, error) {
 	v, err := st.Resolve(ctx, ref)
 	if err != nil {
 		return nil, fmt.Errorf("engine: model %q: %w", ref, err)
 	}
-	dir := filepath.Join(storePath+".models", v.Name+"@"+v.Version)
+	dir := filepath.Join(st.Path()+".models", v.Name+"@"+v.Version)
 	if b, err := bundle.Load(dir); err == nil {
 		return b, nil
 	}
@@ -40,7 +48,7 @@ func ModelBundle(ctx context.Context, storePath, ref string) (*bundle.Bundle, er
 	if err := os.RemoveAll(tmp); err != nil {
 		return nil, err
 	}
-	if _, err := st.Export(ctx, ref, tmp); err != nil {
+	if _, err := st.Export(ctx, v.Name+"@"+v.Version, tmp); err != nil {
 		return nil, errors.Join(fmt.Errorf("engine: export %s from the store: %w", ref, err), os.RemoveAll(tmp))
 	}
 	if err := os.RemoveAll(dir); err != nil {

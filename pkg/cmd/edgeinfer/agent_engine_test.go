@@ -9,11 +9,12 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+	"github.com/edgeinfer/edgeinfer/update/device"
 	"github.com/edgeinfer/edgeinfer/update/link"
 )
 
 // TestAgentObservesEngine: requests run by a real engine reach the
-// telemetry through the agent's adapter, per model and class.
+// telemetry through the device's adapter (what the agent wires), per model and class.
 func TestAgentObservesEngine(t *testing.T) {
 	orttest.Need(t)
 	cfg, src, err := llama.Preset("tiny-test")
@@ -32,8 +33,8 @@ func TestAgentObservesEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	tel := link.NewTelemetry(nil, nil, link.TelemetryConfig{}, link.Sources{Engine: func() link.EngineStats { return engineStats(e) }})
-	stop := observeEngine(e, tel)
+	tel := link.NewTelemetry(nil, nil, link.TelemetryConfig{}, link.Sources{Engine: func() link.EngineStats { return device.EngineStats(e) }})
+	stop := e.Observe(device.Records(tel))
 	defer stop()
 	for i := 0; i < 5; i++ {
 		class := engine.ClassInteractive

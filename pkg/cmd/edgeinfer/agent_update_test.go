@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	mqtt "github.com/eclipse/paho.mqtt.golang"
-
-	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/link"
 	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
@@ -62,47 +58,5 @@ func TestUpdateOverLink(t *testing.T) {
 	}
 	if _, err := (update.MQTTSource{R: dev}).FetchMeta(fctx, "image/missing.json", 1<<14); err == nil {
 		t.Fatal("a missing file was fetched")
-	}
-}
-
-// TestUpdateEventsThroughOutbox: the update agent's events reach the
-// events topic through the outbox, numbered.
-func TestUpdateEventsThroughOutbox(t *testing.T) {
-	b := mosquittotest.Start(t, mosquittotest.Options{})
-	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	l, err := link.Open(ctx, link.Config{Broker: b.URL(), Fleet: "f", Device: "d"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	ob, err := link.OpenOutbox(ctx, st, l, link.OutboxConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ob.Close()
-	got := make(chan string, 4)
-	watch := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID("watch"))
-	if tok := watch.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		t.Fatal(tok.Error())
-	}
-	defer watch.Disconnect(50)
-	watch.Subscribe(l.Topics().Events(), 1, func(_ mqtt.Client, m mqtt.Message) { got <- string(m.Payload()) }).Wait()
-	ev := updateEvents(ob, l)
-	if err := ev.Emit(ctx, update.Event{Kind: update.EventActive, Model: "tinylm", Version: "2", Time: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case p := <-got:
-		var e updateEventPayload
-		if err := json.Unmarshal([]byte(p), &e); err != nil || e.Seq == 0 || e.Kind != update.EventActive || e.Model != "tinylm" {
-			t.Fatalf("event %s: %v", p, err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no event")
 	}
 }

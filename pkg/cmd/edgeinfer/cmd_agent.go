@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,12 +12,15 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/power"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/update"
+	"github.com/edgeinfer/edgeinfer/update/device"
 	"github.com/edgeinfer/edgeinfer/update/link"
 	"github.com/edgeinfer/edgeinfer/update/link/sparkplug"
 )
@@ -44,7 +48,19 @@ fields: store, outbox, models, broker, fleet, device, client_id, username,
   password, ca_file, cert_file, key_file, server_name, telemetry_interval,
   telemetry_sketches,
   outbox_max_bytes, flush_timeout, log_level, board,
-  sparkplug ({"group": "plant-7"}: also a Sparkplug B edge node)`
+  sparkplug ({"group": "plant-7"}: also a Sparkplug B edge node),
+  update (keep one model up to date from signed releases):
+    {"model": "detector", "image_root": "/etc/edgeinfer/image-root.json",
+     "director_root": "/etc/edgeinfer/director-root.json",
+     "labels": {"site": "berlin"}, "check_interval": "5m"}
+    fields: model, image_root, director_root, metadata_dir, source
+    ("" fetches from the fleet over the broker; a directory or an
+    http(s):// URL otherwise), source_ca_file, labels, providers,
+    check_interval, retry_interval, max_bytes_per_sec
+
+The agent holds the model store for its whole run (the update agent
+writes to it); 'edgeinfer update status' reads it once the agent stops,
+and the fleet sees the same state on the retained .../update topic.`
 
 // agentConfig is agent.json: plain data, every field optional but store,
 // broker, fleet and device.
@@ -88,6 +104,46 @@ type agentConfig struct {
 	Sparkplug *struct {
 		Group string `json:"group"`
 	} `json:"sparkplug"`
+	// Update, when set, runs the update agent for one model: releases
+	// are fetched (from the fleet over the link unless Source says
+	// otherwise), verified, health-checked in the serving engine and
+	// swapped in while it serves.
+	Update *agentUpdate `json:"update"`
+}
+
+// agentUpdate is agent.json's update section.
+type agentUpdate struct {
+	Model        string `json:"model"`
+	ImageRoot    string `json:"image_root"`
+	DirectorRoot string `json:"director_root"`
+	MetadataDir  string `json:"metadata_dir"`
+	// Source is "" (the fleet over the broker), a repository directory or
+	// an http(s):// base URL (as for edgeinfer update --source).
+	Source         string            `json:"source"`
+	SourceCAFile   string            `json:"source_ca_file"`
+	Labels         map[string]string `json:"labels"`
+	Providers      []string          `json:"providers"`
+	CheckInterval  string            `json:"check_interval"`
+	RetryInterval  string            `json:"retry_interval"`
+	MaxBytesPerSec int64             `json:"max_bytes_per_sec"`
+}
+
+// durations parses the section's intervals ("" means the device's
+// defaults).
+func (u *agentUpdate) durations() (check, retry time.Duration, err error) {
+	for _, d := range []struct {
+		name string
+		s    string
+		v    *time.Duration
+	}{{"update.check_interval", u.CheckInterval, &check}, {"update.retry_interval", u.RetryInterval, &retry}} {
+		if d.s == "" {
+			continue
+		}
+		if *d.v, err = time.ParseDuration(d.s); err != nil || *d.v <= 0 {
+			return 0, 0, fmt.Errorf("%s: %q is not a positive duration like \"5m\"", d.name, d.s)
+		}
+	}
+	return check, retry, nil
 }
 
 // loadAgentConfig reads and validates agent.json; errors name the field.
@@ -138,6 +194,18 @@ func loadAgentConfig(path string) (agentConfig, link.Config, error) {
 	if err := lc.Validate(); err != nil {
 		return c, lc, fmt.Errorf("config %s: %w", path, err)
 	}
+	if u := c.Update; u != nil {
+		if _, _, err := u.durations(); err != nil {
+			return c, lc, fmt.Errorf("config %s: %w", path, err)
+		}
+		ucfg := update.Config{Model: u.Model, ImageRoot: u.ImageRoot, DirectorRoot: u.DirectorRoot, MaxBytesPerSec: u.MaxBytesPerSec}
+		if err := ucfg.Validate(); err != nil {
+			return c, lc, fmt.Errorf("config %s: update: %w", path, err)
+		}
+		if err := (device.Config{Labels: u.Labels}).Validate(); err != nil {
+			return c, lc, fmt.Errorf("config %s: update: %w", path, err)
+		}
+	}
 	if c.Sparkplug != nil {
 		if err := (sparkplug.Config{Group: c.Sparkplug.Group, Node: c.Device}).Validate(); err != nil {
 			return c, lc, fmt.Errorf("config %s: sparkplug: %w", path, err)
@@ -164,28 +232,47 @@ func runAgent(ctx context.Context, stdout io.Writer, args []string) error {
 	return agent(ctx, stdout, cfg, lcfg, level, log)
 }
 
-// agent runs until ctx ends, then shuts down in order: telemetry stops,
-// the outbox is flushed (as far as the broker allows within
-// flush_timeout), the link publishes offline and closes, the engine and
-// the stores close.
+// agent runs until ctx ends, then shuts down in order: the update device
+// stops, telemetry stops, the outbox is flushed (as far as the broker
+// allows within flush_timeout), the link publishes offline and closes,
+// the engine and the stores close.
 func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Config, level *slog.LevelVar, log *slog.Logger) (err error) {
 	sdk, board := sdkVersion(), cfg.Board
 	if board == "" {
 		board = detectBoard()
 	}
-	versions, specs, err := storeModels(ctx, cfg.Store, cfg.Models)
+	// The agent holds the model store for the whole run: the update agent
+	// writes to it, and a store file has one holder at a time. The engine
+	// is given exported directories (engine.StoredBundle), not the store.
+	st, err := store.Open(ctx, cfg.Store, store.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("agent: open store: %w", err)
+	}
+	defer func() { err = errors.Join(err, st.Close()) }()
+	names := cfg.Models
+	if len(names) > 0 && cfg.Update != nil && !slices.Contains(names, cfg.Update.Model) {
+		names = append(slices.Clip(names), cfg.Update.Model)
+	}
+	versions := func() []link.ModelVersion {
+		v, err := storeVersions(ctx, st, names)
+		if err != nil {
+			log.Warn("agent: store versions", "err", err)
+		}
+		return v
+	}
+	specs, err := activeSpecs(ctx, st, cfg.Models, cfg.Update)
 	if err != nil {
 		return err
 	}
-	var eng *engine.Engine
-	if len(specs) > 0 {
-		eng, err = engine.Open(ctx, engine.Config{Store: cfg.Store, Models: specs, Logger: log})
-		if err != nil {
-			return fmt.Errorf("agent: open engine: %w", err)
-		}
-		defer func() { err = errors.Join(err, eng.Close(context.Background())) }()
-	} else {
-		log.Warn("agent: the store has no active model; running the link only", "store", cfg.Store)
+	// The engine opens even with nothing to serve yet: the first release
+	// an update brings is loaded into it.
+	eng, err := engine.Open(ctx, engine.Config{Models: specs, Logger: log})
+	if err != nil {
+		return fmt.Errorf("agent: open engine: %w", err)
+	}
+	defer func() { err = errors.Join(err, eng.Close(context.Background())) }()
+	if len(specs) == 0 && cfg.Update == nil {
+		log.Warn("agent: the store has no active model and no update section; running the link only", "store", cfg.Store)
 	}
 	obStore, err := store.Open(ctx, cfg.Outbox, store.Options{Logger: log})
 	if err != nil {
@@ -193,7 +280,7 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 	}
 	defer func() { err = errors.Join(err, obStore.Close()) }()
 
-	birth := func() link.Birth { return link.Birth{SDKVersion: sdk, Board: board, Models: versions} }
+	birth := func() link.Birth { return link.Birth{SDKVersion: sdk, Board: board, Models: versions()} }
 	hooks := link.Hooks{Birth: birth}
 	var node *sparkplug.Node
 	if cfg.Sparkplug != nil {
@@ -226,14 +313,12 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 	defer func() { err = errors.Join(err, probe.Close()) }()
 	interval, _ := time.ParseDuration(cfg.TelemetryInterval)
 	src := link.Sources{
-		Models:      func() []link.ModelVersion { return versions },
+		Models:      versions,
 		Power:       link.PowerSensor(probe),
 		Temperature: link.TemperatureSensor(probe),
 		Clock:       link.SystemClock,
 		StoreBytes:  func() (int64, error) { return agentFileBytes(cfg.Store, cfg.Outbox) },
-	}
-	if eng != nil {
-		src.Engine = func() link.EngineStats { return engineStats(eng) }
+		Engine:      func() link.EngineStats { return device.EngineStats(eng) },
 	}
 	tel := link.NewTelemetry(l, ob, link.TelemetryConfig{Interval: interval, Sketches: cfg.TelemetrySketches, SDKVersion: sdk, Board: board}, src)
 	if node != nil {
@@ -242,15 +327,19 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 		}
 		tel.AddSink(node.Publish)
 	}
-	stopRecords := func() {}
-	if eng != nil {
-		stopRecords = observeEngine(eng, tel)
-	}
+	stopRecords := eng.Observe(device.Records(tel))
 	tel.Start()
 	defer func() { stopRecords(); err = errors.Join(err, tel.Close()) }()
 
 	cmds := link.NewCommands(l, 0)
-	cmds.RegisterBuiltins(link.Builtins{Telemetry: tel, LogLevel: level, Models: func() []link.ModelVersion { return versions }})
+	cmds.RegisterBuiltins(link.Builtins{Telemetry: tel, LogLevel: level, Models: versions})
+	if cfg.Update != nil {
+		dev, err := startUpdates(ctx, cfg, board, st, eng, l, ob, cmds, log)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, dev.Close()) }()
+	}
 	if err := cmds.Start(ctx); err != nil {
 		return fmt.Errorf("agent: commands: %w", err)
 	}
@@ -267,9 +356,13 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 			log.Warn("agent: event not enqueued", "event", what, "err", eerr)
 		}
 	}
-	event("agent_started", map[string]any{"models": versions, "sdk_version": sdk})
+	vs := versions()
+	event("agent_started", map[string]any{"models": vs, "sdk_version": sdk})
 	defer event("agent_stopping", nil) // flushed with the outbox below
-	fmt.Fprintf(stdout, "agent: device %s/%s, %d model(s), broker %s, topics %s#\n", lcfg.Fleet, lcfg.Device, len(versions), lcfg.Broker, l.Topics().Base())
+	fmt.Fprintf(stdout, "agent: device %s/%s, %d model(s), broker %s, topics %s#\n", lcfg.Fleet, lcfg.Device, len(vs), lcfg.Broker, l.Topics().Base())
+	if u := cfg.Update; u != nil {
+		fmt.Fprintf(stdout, "agent: keeping %s up to date (%s); state on %s\n", u.Model, cmp.Or(u.Source, "from the fleet over the broker"), device.StateTopic(l.Topics()))
+	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if werr := l.WaitConnected(wctx); werr != nil && ctx.Err() == nil {
 		log.Warn("agent: broker not reached yet; retrying in the background", "err", werr)
@@ -280,19 +373,46 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 	return nil
 }
 
-// storeModels lists the store's active models (all, or those named),
-// closing the store again: the engine opens it itself.
-func storeModels(ctx context.Context, path string, names []string) ([]link.ModelVersion, []engine.ModelSpec, error) {
-	st, err := store.Open(ctx, path, store.Options{})
-	if err != nil {
-		return nil, nil, fmt.Errorf("agent: open store: %w", err)
+// startUpdates builds the update agent for the update section's model and
+// the device that drives it: checks on (re)connection, on the fleet's
+// nudge and every check_interval; events and the retained update state
+// go through the outbox; new versions swap into eng while it serves.
+func startUpdates(ctx context.Context, cfg agentConfig, board string, st *store.Store, eng *engine.Engine,
+	l *link.Link, ob *link.Outbox, cmds *link.Commands, log *slog.Logger) (*device.Device, error) {
+	u := cfg.Update
+	check, retry, _ := u.durations() // validated with the config
+	var src update.Source = update.MQTTSource{R: device.Requester{L: l}}
+	if u.Source != "" {
+		var err error
+		if src, err = updateSource(u.Source, u.SourceCAFile); err != nil {
+			return nil, fmt.Errorf("agent: update.source: %w", err)
+		}
 	}
-	defer st.Close()
+	// A kill during an earlier update is resolved first: the journal says
+	// where it stood, and the last good version is what serves.
+	sink := device.Events()
+	ag, err := update.New(update.Config{Model: u.Model, ImageRoot: u.ImageRoot, DirectorRoot: u.DirectorRoot, MetadataDir: u.MetadataDir,
+		MaxBytesPerSec: u.MaxBytesPerSec, Device: update.Device{ID: cfg.Device, Board: board, Providers: u.Providers}},
+		update.Deps{Store: st, Source: src, Activator: update.EngineActivator{Engine: eng, Store: st}, Events: sink, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("agent: update: %w", err)
+	}
+	dev, err := device.New(device.Config{Board: board, Labels: u.Labels, CheckInterval: check, RetryInterval: retry},
+		device.Deps{Link: l, Outbox: ob, Agent: ag, Commands: cmds, Logger: log}, u.Model, sink)
+	if err != nil {
+		return nil, fmt.Errorf("agent: update: %w", err)
+	}
+	return dev, nil
+}
+
+// storeVersions lists the store's models (all, or those named) with their
+// active and previous versions.
+func storeVersions(ctx context.Context, st *store.Store, names []string) ([]link.ModelVersion, error) {
 	byName := map[string]*link.ModelVersion{}
 	var order []string
 	for e, err := range st.List(ctx) {
 		if err != nil {
-			return nil, nil, fmt.Errorf("agent: %w", err)
+			return nil, fmt.Errorf("agent: %w", err)
 		}
 		mv := byName[e.Ref.Name]
 		if mv == nil {
@@ -311,16 +431,41 @@ func storeModels(ctx context.Context, path string, names []string) ([]link.Model
 		order = names
 	}
 	var versions []link.ModelVersion
-	var specs []engine.ModelSpec
 	for _, n := range order {
-		mv := byName[n]
-		if mv == nil || mv.Active == "" {
-			return nil, nil, fmt.Errorf("agent: models: %q has no active version in %s (edgeinfer models activate)", n, path)
+		if mv := byName[n]; mv != nil && mv.Active != "" {
+			versions = append(versions, *mv)
 		}
-		versions = append(versions, *mv)
-		specs = append(specs, engine.ModelSpec{Ref: n})
 	}
-	return versions, specs, nil
+	return versions, nil
+}
+
+// activeSpecs is what the engine opens with: every named model's active
+// version (all active models when none is named), exported from the held
+// store. A named model without an active version is an error, except the
+// update section's model, whose first version may still be on its way.
+func activeSpecs(ctx context.Context, st *store.Store, names []string, u *agentUpdate) ([]engine.ModelSpec, error) {
+	vs, err := storeVersions(ctx, st, names)
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, v := range vs {
+		have[v.Name] = true
+	}
+	for _, n := range names {
+		if !have[n] && (u == nil || n != u.Model) {
+			return nil, fmt.Errorf("agent: models: %q has no active version in %s (edgeinfer models activate)", n, st.Path())
+		}
+	}
+	var specs []engine.ModelSpec
+	for _, v := range vs {
+		b, err := engine.StoredBundle(ctx, st, v.Name)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		specs = append(specs, engine.ModelSpec{Name: v.Name, Dir: b.Dir})
+	}
+	return specs, nil
 }
 
 func agentFileBytes(paths ...string) (int64, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+	"github.com/edgeinfer/edgeinfer/update/fleet/fleettest"
 	"github.com/edgeinfer/edgeinfer/update/link"
 	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
 )
@@ -122,4 +125,143 @@ func TestAgent(t *testing.T) {
 		t.Errorf("telemetry %+v", snap)
 	}
 	t.Logf("%s", out.String())
+}
+
+// TestAgentUpdates is the device side of a rollout end to end: a TUF
+// repository made by edgeinfer fleet keygen/publish, edgeinfer fleet serve
+// answering on a real broker, and edgeinfer agent with an update section
+// and an empty store. Rolling tiny@1 out installs it (first version: loaded
+// into the serving engine), rolling tiny@2 (one layer changed) swaps it in;
+// the events arrive on the events topic, edgeinfer update status shows
+// both versions while the agent runs (its retained state) and after it
+// stopped (the store).
+func TestAgentUpdates(t *testing.T) {
+	orttest.Need(t)
+	ctx := context.Background()
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	tmp := t.TempDir()
+	repo, keys := filepath.Join(tmp, "repo"), filepath.Join(tmp, "keys")
+	run := func(want string, args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := runMain(ctx, &stdout, &stderr, args)
+		out := stdout.String() + stderr.String()
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("edgeinfer %s: exit %d, want %q in:\n%s", strings.Join(args, " "), code, want, out)
+		}
+		return out
+	}
+	run("director root", "fleet", "keygen", "--repo", repo, "--keys", keys, "--director")
+	for _, v := range []struct{ version, layer string }{{"1", ""}, {"2", "model.layers.1."}} {
+		bdir := filepath.Join(tmp, "b"+v.version)
+		if err := fleettest.TinyBundle(ctx, bdir, "tiny", v.version, v.layer); err != nil {
+			t.Fatal(err)
+		}
+		if err := fleettest.SetHealth(ctx, bdir, 4, false); err != nil {
+			t.Fatal(err)
+		}
+		run("published tiny@"+v.version, "fleet", "publish", "--repo", repo, "--keys", keys, "--bundle", bdir)
+	}
+	sctx, stopServe := context.WithCancel(ctx)
+	var serveOut syncBuffer
+	served := make(chan int)
+	go func() {
+		served <- runMain(sctx, &serveOut, &serveOut, []string{"fleet", "serve", "--broker", b.URL(), "--fleet", "f", "--repo", repo, "--keys", keys, "--instance", "a", "--stats-every", "0"})
+	}()
+	defer func() {
+		stopServe()
+		if code := <-served; code != 0 {
+			t.Errorf("fleet serve exit %d:\n%s", code, serveOut.String())
+		}
+	}()
+
+	events := make(chan string, 64)
+	watch := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID("watch"))
+	if tok := watch.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer watch.Disconnect(50)
+	watch.Subscribe(link.NewTopics("f", "cam-1").Events(), 1, func(_ mqtt.Client, m mqtt.Message) { events <- string(m.Payload()) }).Wait()
+
+	cfgFile := filepath.Join(tmp, "agent.json")
+	cfgJSON, _ := json.Marshal(map[string]any{"store": filepath.Join(tmp, "models.db"), "broker": b.URL(), "fleet": "f", "device": "cam-1",
+		"board": "sim", "telemetry_interval": "1s",
+		"update": map[string]any{"model": "tiny", "image_root": filepath.Join(repo, "image", "1.root.json"),
+			"director_root": filepath.Join(repo, "director", "1.root.json"), "labels": map[string]string{"line": "1"},
+			"check_interval": "1m", "retry_interval": "500ms"}})
+	if err := os.WriteFile(cfgFile, cfgJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	actx, stopAgent := context.WithCancel(ctx)
+	var agentOut syncBuffer
+	agentDone := make(chan int)
+	go func() { agentDone <- runMain(actx, &agentOut, &agentOut, []string{"agent", "--config", cfgFile}) }()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopAgent()
+			if code := <-agentDone; code != 0 {
+				t.Errorf("agent exit %d:\n%s", code, agentOut.String())
+			}
+		}
+	}
+	defer stop()
+
+	// waitActive rolls release out and waits for the active event and the
+	// agent's retained state naming it.
+	waitActive := func(version, previous string) {
+		t.Helper()
+		run("rollout tiny-"+version+" of tiny@"+version+" started", "fleet", "rollout", "--broker", b.URL(), "--fleet", "f",
+			"--release", "tiny@"+version, "--waves", "100", "--select", "line=1")
+		deadline := time.After(2 * time.Minute)
+		for active := false; !active; {
+			select {
+			case e := <-events:
+				active = strings.Contains(e, `"kind":"active"`) && strings.Contains(e, `"version":"`+version+`"`)
+			case <-deadline:
+				t.Fatalf("no active event for tiny@%s; agent:\n%s", version, agentOut.String())
+			}
+		}
+		want := fmt.Sprintf("active %s, previous %s", version, previous)
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			var stdout, stderr bytes.Buffer
+			runMain(ctx, &stdout, &stderr, []string{"update", "status", "--agent-config", cfgFile})
+			if strings.Contains(stdout.String(), want) && strings.Contains(stdout.String(), "retained state") {
+				t.Logf("while the agent runs:\n%s", stdout.String())
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("update status never showed %q:\n%s%s", want, stdout.String(), stderr.String())
+			}
+		}
+	}
+	waitActive("1", "none")
+	waitActive("2", "1")
+	var stdout, stderr bytes.Buffer
+	if code := runMain(ctx, &stdout, &stderr, []string{"update", "apply", "--agent-config", cfgFile}); code == 0 || !strings.Contains(stderr.String(), "updates this device itself") {
+		t.Errorf("apply beside a running agent: exit %d\n%s", code, stderr.String())
+	}
+	stop()
+	out := run("active 2, previous 1", "update", "status", "--agent-config", cfgFile)
+	t.Logf("after the agent stopped:\n%s", out)
+	if !strings.Contains(out, "last update: active tiny@2") {
+		t.Errorf("journal: %s", out)
+	}
+	// stopped, the device's identity asks the fleet over the broker itself
+	run("up to date", "update", "check", "--agent-config", cfgFile)
+	// restarted, the agent serves the installed version from the store
+	rctx, stopAgain := context.WithCancel(ctx)
+	var again syncBuffer
+	againDone := make(chan int)
+	go func() { againDone <- runMain(rctx, &again, &again, []string{"agent", "--config", cfgFile}) }()
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(again.String(), "1 model(s)"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("restarted agent:\n%s", again.String())
+		}
+	}
+	stopAgain()
+	if code := <-againDone; code != 0 {
+		t.Errorf("restarted agent exit %d:\n%s", code, again.String())
+	}
 }

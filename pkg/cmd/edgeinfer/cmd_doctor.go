@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -305,20 +306,13 @@ func providerFix(plan platforms.Plan, c platforms.ProviderCheck, l doctorLibrary
 		return "its output differs from the CPU's: leave it out of session.providers in the engine config until the library or driver is fixed"
 	case strings.Contains(c.Reason, "provider library not found"):
 		return fmt.Sprintf("put the %s provider library of ONNX Runtime %s (with libonnxruntime_providers_shared.so) beside %s, or set %s to a build that has them",
-			c.Provider, cmp(l.Version, "of the same version"), l.Path, ort.LibraryEnv)
+			c.Provider, cmp.Or(l.Version, "of the same version"), l.Path, ort.LibraryEnv)
 	case strings.Contains(c.Reason, "not supported by this ONNX Runtime build"):
 		return fmt.Sprintf("this library was built without %s: set %s to an ONNX Runtime build with it (board notes: see plan.notes)", c.Provider, ort.LibraryEnv)
 	case strings.Contains(c.Reason, "cannot open shared object"), strings.Contains(c.Reason, "libcu"), strings.Contains(c.Reason, "libnv"):
 		return "the provider needs system libraries that are missing (CUDA runtime, cuDNN, TensorRT or the driver): install them"
 	}
 	return "see the reason; the CPU provider runs what this provider cannot"
-}
-
-func cmp(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func (r *doctorReport) checkSensors(plan platforms.Plan) {
@@ -339,7 +333,7 @@ func (r *doctorReport) checkSensors(plan platforms.Plan) {
 			}
 		}
 		r.problem("sensors", "no power or energy sensor: energy per token and watts will be null in reports",
-			cmp(strings.Join(can, "; "), "configure a smart plug (Shelly address or Tasmota topic) for wall power"))
+			cmp.Or(strings.Join(can, "; "), "configure a smart plug (Shelly address or Tasmota topic) for wall power"))
 	}
 	if len(r.Sensors.Thermal) == 0 && !warned["thermal"] {
 		r.problem("sensors", "no readable thermal zone: throttling cannot be seen", "a VM or container may have none; on a board check that /sys/class/thermal is mounted")
@@ -406,7 +400,7 @@ func printDoctor(w io.Writer, r doctorReport) {
 	if r.CPU.Model != "" {
 		model = " " + r.CPU.Model
 	}
-	p("cpu        %s%s, %d logical / %d physical%s; simd %s", r.CPU.Arch, model, r.CPU.Processors, r.CPU.Physical, cores, cmp(strings.Join(r.CPU.SIMD, " "), "none listed"))
+	p("cpu        %s%s, %d logical / %d physical%s; simd %s", r.CPU.Arch, model, r.CPU.Processors, r.CPU.Physical, cores, cmp.Or(strings.Join(r.CPU.SIMD, " "), "none listed"))
 	if len(r.CPU.Capacity) > 0 {
 		p("             cpu_capacity %v", r.CPU.Capacity)
 	}
@@ -419,20 +413,20 @@ func printDoctor(w io.Writer, r doctorReport) {
 	p("           kv budget %d MiB: %s", r.Plan.KVBudgetBytes>>20, r.Plan.KVWhy)
 	l := r.Library
 	if l.Found {
-		p("onnxruntime %s %s (%s)", l.Path, cmp(l.Version, "version not loaded"), l.Machine)
-		p("           glibc: %s (system %s); libstdc++ GLIBCXX_%s", l.GlibcWhy, cmp(l.SystemLibc, "?"), cmp(l.GlibCXXNeeded, "none"))
+		p("onnxruntime %s %s (%s)", l.Path, cmp.Or(l.Version, "version not loaded"), l.Machine)
+		p("           glibc: %s (system %s); libstdc++ GLIBCXX_%s", l.GlibcWhy, cmp.Or(l.SystemLibc, "?"), cmp.Or(l.GlibCXXNeeded, "none"))
 		var have []string
 		for _, name := range slices.Sorted(maps.Keys(l.ProviderLibraries)) {
 			if l.ProviderLibraries[name] {
 				have = append(have, name)
 			}
 		}
-		p("           provider libraries beside it: %s", cmp(strings.Join(have, ", "), "none"))
+		p("           provider libraries beside it: %s", cmp.Or(strings.Join(have, ", "), "none"))
 	} else {
 		p("onnxruntime not found: %s", firstLine(l.Error))
 	}
 	if r.Binary != nil {
-		p("binary     %s (%s) needs glibc %s", r.Binary.Path, r.Binary.GOARCH, cmp(r.Binary.GlibcNeeded, "nothing versioned"))
+		p("binary     %s (%s) needs glibc %s", r.Binary.Path, r.Binary.GOARCH, cmp.Or(r.Binary.GlibcNeeded, "nothing versioned"))
 	}
 	p("providers  %s", r.ProvidersNote)
 	for _, c := range r.Providers {
@@ -448,7 +442,7 @@ func printDoctor(w io.Writer, r doctorReport) {
 		p("%s", line)
 	}
 	s := r.Sensors
-	p("sensors    power: %d, thermal: %d, frequency: %d; primary %s", len(s.Power), len(s.Thermal), len(s.Frequency), cmp(s.Primary, "none"))
+	p("sensors    power: %d, thermal: %d, frequency: %d; primary %s", len(s.Power), len(s.Thermal), len(s.Frequency), cmp.Or(s.Primary, "none"))
 	for _, ps := range s.Power {
 		partial := ""
 		if ps.Partial {

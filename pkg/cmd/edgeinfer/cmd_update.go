@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +19,8 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/update"
+	"github.com/edgeinfer/edgeinfer/update/device"
+	"github.com/edgeinfer/edgeinfer/update/link"
 )
 
 func init() {
@@ -36,7 +41,13 @@ const updateUsage = `usage: edgeinfer update <check|apply|status|rollback> --mod
   rollback  switch back to the previous version
 
 --source is a directory or an http(s):// URL holding the repository that
-'edgeinfer fleet publish' writes (image/, director/, chunks/).`
+'edgeinfer fleet publish' writes (image/, director/, chunks/).
+
+--agent-config agent.json takes the store, model, roots, source, device
+and board from a device agent's configuration (its update section). While
+that agent runs it holds the store; status then reads the state the agent
+publishes (retained) on the broker, and check/apply/rollback are refused:
+the running agent updates itself (fleet rollout, or the update command).`
 
 func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !slices.Contains([]string{"check", "apply", "status", "rollback"}, args[0]) {
@@ -49,12 +60,13 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 	director := fs.String("director-root", "", "pinned director root.json (install only what it assigns)")
 	source := fs.String("source", "", "repository directory or http(s) base URL")
 	ca := fs.String("ca", "", "PEM `file` of CA certificates for an https source (default: the system's)")
-	device := fs.String("device-id", "", "this device's id (director assignments)")
+	deviceID := fs.String("device-id", "", "this device's id (director assignments)")
 	board := fs.String("board", "", "this device's board")
 	providers := fs.String("providers", "cpu", "execution providers this device has, comma separated")
 	sdk := fs.String("sdk", update.SDKVersion, "SDK version releases are checked against")
 	bps := fs.Int64("max-bytes-per-sec", 0, "download cap in bytes/s (0: none)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	agentCfg := fs.String("agent-config", "", "take store, model, roots, source and device from an agent.json `file`")
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), updateUsage); fs.PrintDefaults() }
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -64,20 +76,59 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 		fs.Usage()
 		return fmt.Errorf("%w: one subcommand expected", errUsage)
 	}
-	if *model == "" || *root == "" || (*source == "" && pos[0] != "status" && pos[0] != "rollback") {
+	var acfg agentConfig
+	var alink link.Config
+	if *agentCfg != "" {
+		if acfg, alink, err = loadAgentConfig(*agentCfg); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		u := acfg.Update
+		if u == nil {
+			return fmt.Errorf("%w: --agent-config %s has no update section", errUsage, *agentCfg)
+		}
+		*storePath, *model, *root, *director, *deviceID = acfg.Store, u.Model, u.ImageRoot, u.DirectorRoot, acfg.Device
+		*board = cmp.Or(acfg.Board, detectBoard())
+		if u.Source != "" {
+			*source, *ca = u.Source, u.SourceCAFile
+		}
+		if len(u.Providers) > 0 {
+			*providers = strings.Join(u.Providers, ",")
+		}
+	}
+	if *model == "" || *root == "" || (*source == "" && *agentCfg == "" && pos[0] != "status" && pos[0] != "rollback") {
 		return fmt.Errorf("%w: --model, --root and --source are required", errUsage)
 	}
 	st, err := store.Open(ctx, *storePath, store.Options{})
+	if errors.Is(err, store.ErrLocked) && *agentCfg != "" {
+		if pos[0] != "status" {
+			return fmt.Errorf("%w: the agent of %s is running and updates this device itself: roll the release out (edgeinfer fleet rollout), or stop the agent first", err, *agentCfg)
+		}
+		return agentUpdateStatus(ctx, stdout, alink, *asJSON)
+	}
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	src, err := updateSource(*source, *ca)
-	if err != nil {
-		return err
+	var src update.Source
+	switch {
+	case *source != "":
+		if src, err = updateSource(*source, *ca); err != nil {
+			return err
+		}
+	case *agentCfg != "" && pos[0] != "status" && pos[0] != "rollback":
+		// the agent is stopped: fetch from the fleet over the broker as
+		// the device itself
+		l, err := link.Open(ctx, alink, nil)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		src = update.MQTTSource{R: device.Requester{L: l}}
+	default:
+		src = update.FileSource{} // status and rollback read the store only
 	}
 	cfg := update.Config{Model: *model, ImageRoot: *root, DirectorRoot: *director, MaxBytesPerSec: *bps,
-		Device: update.Device{ID: *device, Board: *board, Providers: splitList(*providers), SDKVersion: *sdk}}
+		Device: update.Device{ID: *deviceID, Board: *board, Providers: splitList(*providers), SDKVersion: *sdk}}
 	print := func(v any, text string) error {
 		if *asJSON {
 			b, err := json.MarshalIndent(v, "", "  ")
@@ -174,6 +225,54 @@ func updateSource(source, caFile string) (update.Source, error) {
 		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	}
 	return update.HTTPSource{BaseURL: source, Client: client}, nil
+}
+
+// agentUpdateStatus reads a running agent's update state from where it
+// publishes it, retained: the same record the fleet builds its view from.
+// It connects as an operator's client (clean session, a name of its own),
+// so the agent's session is untouched.
+func agentUpdateStatus(ctx context.Context, stdout io.Writer, lc link.Config, asJSON bool) error {
+	topics := link.NewTopics(lc.Fleet, lc.Device)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	lc.Device, lc.ClientID, lc.CleanSession = "_op-"+hex.EncodeToString(b[:]), "", true
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := link.Open(ctx, lc, nil)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if err := l.WaitConnected(ctx); err != nil {
+		return fmt.Errorf("update status: the store is held by the running agent and the broker %s is not reachable: %w", lc.Broker, err)
+	}
+	got := make(chan []byte, 1)
+	topic := device.StateTopic(topics)
+	if err := l.Subscribe(ctx, topic, 1, func(m link.Message) {
+		select {
+		case got <- m.Payload:
+		default:
+		}
+	}); err != nil {
+		return err
+	}
+	var p []byte
+	select {
+	case p = <-got:
+	case <-ctx.Done():
+		return fmt.Errorf("update status: the store is held by the running agent, and %s holds no retained state yet (has it connected?)", topic)
+	}
+	var s device.State
+	if err := json.Unmarshal(p, &s); err != nil || s.Schema != device.StateSchema {
+		return fmt.Errorf("update status: %s: not an update state (%v)", topic, err)
+	}
+	if asJSON {
+		_, err := fmt.Fprintln(stdout, string(p))
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "model %s: active %s, previous %s, installed counter %d\nlast update: %s %s@%s %s\n(from the running agent's retained state on %s, %s)\n",
+		s.Model, orNone(s.Active), orNone(s.Previous), s.Installed, orNone(string(s.Phase)), s.Model, s.Version, s.Reason, topic, s.Time)
+	return err
 }
 
 func splitList(s string) []string {
