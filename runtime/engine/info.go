@@ -6,6 +6,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin"
 )
 
 // ModelInfo is what a report's version matrix needs about a model.
@@ -36,6 +37,9 @@ type ModelInfo struct {
 	// metadata: bundle.AttentionKernel or bundle.AttentionPortable; empty
 	// for other models.
 	Attention string `json:"attention,omitempty"`
+	// Plugins are a one-shot bundle's sandboxed plugins by stage ("pre",
+	// "post"): module, digest, wazero version, compile and start-up.
+	Plugins map[string]plugin.Info `json:"plugins,omitempty"`
 }
 
 // KVInfo is a decoder's KV cache as built: geometry, element type, blocks

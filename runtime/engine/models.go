@@ -219,6 +219,9 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 		}
 		m.info.setSession(s)
 		m.info.Inputs, m.info.Outputs = s.Inputs(), s.Outputs()
+		if m.pl != nil {
+			m.info.Plugins = m.pl.Infos()
+		}
 	}
 	m.info.LoadTime = time.Since(start)
 	m.key = e.keyFor(m.name)

@@ -82,12 +82,44 @@ func (e *Engine) registerPlugins(m *model) {
 	st.keys[m.key] = true
 }
 
+// InferTensors runs a one-shot model whose bundle lists plugins on plugin
+// tensors (runtime/plugin/abi): the pre plugin's request as it is given,
+// the post plugin's result as it comes. Unlike Infer, the result may hold
+// what no ONNX Runtime tensor holds, such as text (abi.String: labels, a
+// recognised line, JSON). A model without plugins is refused with
+// ErrInvalidRequest: use Infer.
+func (e *Engine) InferTensors(ctx context.Context, model string, inputs []abi.Tensor, opts InferOptions) ([]abi.Tensor, error) {
+	m, err := e.acquire(model)
+	if err != nil {
+		return nil, err
+	}
+	defer m.end()
+	if m.pl == nil {
+		return nil, fmt.Errorf("%w: %q lists no plugins (use Infer)", ErrInvalidRequest, model)
+	}
+	return e.pipeline(ctx, m, inputs, opts)
+}
+
 // inferPipeline is Infer for a model with plugins.
 func (e *Engine) inferPipeline(ctx context.Context, m *model, inputs Inputs, opts InferOptions) (Outputs, error) {
 	req, err := fromORT(inputs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidRequest, m.name, err)
 	}
+	result, err := e.pipeline(ctx, m, req, opts)
+	if err != nil {
+		return nil, err
+	}
+	out, err := toORT(result)
+	if err != nil {
+		_ = ort.CloseAll(out)
+		return nil, fmt.Errorf("engine: %s: post plugin output: %w (InferTensors returns it)", m.name, err)
+	}
+	return out, nil
+}
+
+// pipeline runs pre plugin -> model (through the scheduler) -> post plugin.
+func (e *Engine) pipeline(ctx context.Context, m *model, req []abi.Tensor, opts InferOptions) ([]abi.Tensor, error) {
 	names := make([]string, len(m.info.Inputs))
 	for i, v := range m.info.Inputs {
 		names[i] = v.Name
@@ -123,12 +155,7 @@ func (e *Engine) inferPipeline(ctx context.Context, m *model, inputs Inputs, opt
 	if err != nil {
 		return nil, fmt.Errorf("engine: %s: %w", m.name, err)
 	}
-	out, err := toORT(result)
-	if err != nil {
-		_ = ort.CloseAll(out)
-		return nil, fmt.Errorf("engine: %s: post plugin output: %w", m.name, err)
-	}
-	return out, nil
+	return result, nil
 }
 
 // pluginsDone gives request id its plugin times; its record goes to the

@@ -3,12 +3,14 @@ package engine_test
 import (
 	"context"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/plugintest"
 )
 
@@ -73,4 +75,17 @@ func TestInferPlugins(t *testing.T) {
 		t.Errorf("record model %q pre %v post %v, want both timed", r.Model, r.Pre, r.Post)
 	}
 	t.Logf("pre %v, model %v, post %v", r.Pre, r.Finished.Sub(r.Arrived), r.Post)
+
+	// The same request on plugin tensors gives the same result, and the
+	// model's info names its plugins.
+	got, err := e.InferTensors(ctx, "faces", []abi.Tensor{abi.Bytes("image", jpg), abi.I64("crop", []int64{4}, []int64{15, 535, 70, 70})}, engine.InferOptions{})
+	if err != nil || len(got) != 1 || got[0].Name != "faces" {
+		t.Fatalf("InferTensors: %v, %v", got, err)
+	}
+	if w, _ := got[0].Float32s(); !slices.Equal(w, v) {
+		t.Errorf("InferTensors %v, Infer %v", w, v)
+	}
+	if info := e.Models()[0]; info.Plugins["pre"].Wazero == "" || info.Plugins["post"].Name == "" {
+		t.Errorf("model info plugins %+v", info.Plugins)
+	}
 }
