@@ -16,6 +16,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
+	"github.com/edgeinfer/edgeinfer/update/serving"
 	"github.com/edgeinfer/edgeinfer/update/updatetest"
 )
 
@@ -40,7 +41,7 @@ func TestDeltaFigures(t *testing.T) {
 	e.cfg.Model = "m"
 	ng := updatetest.StartNginx(t, e.repoDir)
 	e.src = update.HTTPSource{BaseURL: ng.URL, Client: ng.Client}
-	act := update.CheckActivator{Store: e.st, Engine: engine.Config{Session: ort.Options{IntraOpThreads: 2}}}
+	act := serving.CheckActivator{Store: e.st, Engine: engine.Config{Session: ort.Options{IntraOpThreads: 2}}}
 	e.now = time.Now()
 	var mu sync.Mutex
 	stamps := map[update.EventKind]time.Time{}

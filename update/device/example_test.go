@@ -10,6 +10,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/device"
 	"github.com/edgeinfer/edgeinfer/update/link"
+	"github.com/edgeinfer/edgeinfer/update/serving"
 )
 
 // A device that keeps "detector" up to date from the fleet's rollouts: one
@@ -47,7 +48,7 @@ func Example() {
 	ag, err := update.New(update.Config{Model: "detector", Device: update.Device{ID: "cam-12", Board: "rpi5"},
 		ImageRoot: "/etc/edgeinfer/image-root.json", DirectorRoot: "/etc/edgeinfer/director-root.json"},
 		update.Deps{Store: st, Source: update.MQTTSource{R: device.Requester{L: l}},
-			Activator: update.EngineActivator{Engine: eng, Store: st}, Events: sink})
+			Activator: serving.EngineActivator{Engine: eng, Store: st}, Events: sink})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
-	"github.com/edgeinfer/edgeinfer/update/device"
 	"github.com/edgeinfer/edgeinfer/update/link"
+	"github.com/edgeinfer/edgeinfer/update/serving"
 )
 
 // TestAgentObservesEngine: requests run by a real engine reach the
@@ -33,8 +33,8 @@ func TestAgentObservesEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	tel := link.NewTelemetry(nil, nil, link.TelemetryConfig{}, link.Sources{Engine: func() link.EngineStats { return device.EngineStats(e) }})
-	stop := e.Observe(device.Records(tel))
+	tel := link.NewTelemetry(nil, nil, link.TelemetryConfig{}, link.Sources{Engine: func() link.EngineStats { return serving.EngineStats(e) }})
+	stop := e.Observe(serving.Records(tel))
 	defer stop()
 	for i := 0; i < 5; i++ {
 		class := engine.ClassInteractive

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package main
 
 import (
@@ -23,6 +25,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/update/device"
 	"github.com/edgeinfer/edgeinfer/update/link"
 	"github.com/edgeinfer/edgeinfer/update/link/sparkplug"
+	"github.com/edgeinfer/edgeinfer/update/serving"
 )
 
 func init() {
@@ -318,7 +321,7 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 		Temperature: link.TemperatureSensor(probe),
 		Clock:       link.SystemClock,
 		StoreBytes:  func() (int64, error) { return agentFileBytes(cfg.Store, cfg.Outbox) },
-		Engine:      func() link.EngineStats { return device.EngineStats(eng) },
+		Engine:      func() link.EngineStats { return serving.EngineStats(eng) },
 	}
 	tel := link.NewTelemetry(l, ob, link.TelemetryConfig{Interval: interval, Sketches: cfg.TelemetrySketches, SDKVersion: sdk, Board: board}, src)
 	if node != nil {
@@ -327,7 +330,7 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 		}
 		tel.AddSink(node.Publish)
 	}
-	stopRecords := eng.Observe(device.Records(tel))
+	stopRecords := eng.Observe(serving.Records(tel))
 	tel.Start()
 	defer func() { stopRecords(); err = errors.Join(err, tel.Close()) }()
 
@@ -393,7 +396,7 @@ func startUpdates(ctx context.Context, cfg agentConfig, board string, st *store.
 	sink := device.Events()
 	ag, err := update.New(update.Config{Model: u.Model, ImageRoot: u.ImageRoot, DirectorRoot: u.DirectorRoot, MetadataDir: u.MetadataDir,
 		MaxBytesPerSec: u.MaxBytesPerSec, Device: update.Device{ID: cfg.Device, Board: board, Providers: u.Providers}},
-		update.Deps{Store: st, Source: src, Activator: update.EngineActivator{Engine: eng, Store: st}, Events: sink, Logger: log})
+		update.Deps{Store: st, Source: src, Activator: serving.EngineActivator{Engine: eng, Store: st}, Events: sink, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("agent: update: %w", err)
 	}

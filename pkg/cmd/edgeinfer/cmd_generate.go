@@ -1,3 +1,5 @@
+//go:build cgo
+
 package main
 
 import (
@@ -6,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/serve"
@@ -171,5 +172,3 @@ func openEngine(ctx context.Context, mf modelFlags) (*engine.Engine, string, err
 	}
 	return e, e.Models()[0].Name, nil
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package main
 
 import (
@@ -31,12 +33,6 @@ func init() {
 		run:     runRun,
 	})
 }
-
-// multiFlag collects a repeatable flag.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
 
 func runRun(ctx context.Context, w io.Writer, args []string) error {
 	fs := newFlagSet("run")

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package main
 
 import (
@@ -21,6 +23,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/device"
 	"github.com/edgeinfer/edgeinfer/update/link"
+	"github.com/edgeinfer/edgeinfer/update/serving"
 )
 
 func init() {
@@ -161,7 +164,7 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	})
 	agent, err := update.New(cfg, update.Deps{Store: st, Source: src, Events: events,
-		Activator: update.CheckActivator{Store: st}})
+		Activator: serving.CheckActivator{Store: st}})
 	if err != nil {
 		return err
 	}
@@ -273,21 +276,4 @@ func agentUpdateStatus(ctx context.Context, stdout io.Writer, lc link.Config, as
 	_, err = fmt.Fprintf(stdout, "model %s: active %s, previous %s, installed counter %d\nlast update: %s %s@%s %s\n(from the running agent's retained state on %s, %s)\n",
 		s.Model, orNone(s.Active), orNone(s.Previous), s.Installed, orNone(string(s.Phase)), s.Model, s.Version, s.Reason, topic, s.Time)
 	return err
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/device"
 	"github.com/edgeinfer/edgeinfer/update/link"
+	"github.com/edgeinfer/edgeinfer/update/serving"
 )
 
 // Options configure simulated devices.
@@ -106,14 +107,14 @@ func Start(ctx context.Context, opt Options, i int, id string) (_ *Device, err e
 		tiv = 2 * time.Second
 	}
 	d.tel = link.NewTelemetry(d.l, d.ob, link.TelemetryConfig{Interval: tiv, SDKVersion: update.SDKVersion, Board: opt.Board},
-		link.Sources{Models: d.versions, Engine: func() link.EngineStats { return device.EngineStats(d.eng) }})
-	d.stopObs = d.eng.Observe(device.Records(d.tel))
+		link.Sources{Models: d.versions, Engine: func() link.EngineStats { return serving.EngineStats(d.eng) }})
+	d.stopObs = d.eng.Observe(serving.Records(d.tel))
 	d.tel.Start()
 	sink := device.Events()
 	if d.ag, err = update.New(update.Config{Model: opt.Model, Device: update.Device{ID: id, Board: opt.Board},
 		ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf")},
 		update.Deps{Store: d.st, Source: update.MQTTSource{R: device.Requester{L: d.l, Timeout: 5 * time.Second}},
-			Activator: update.EngineActivator{Engine: d.eng, Store: d.st}, Events: sink}); err != nil {
+			Activator: serving.EngineActivator{Engine: d.eng, Store: d.st}, Events: sink}); err != nil {
 		return nil, err
 	}
 	cmds := link.NewCommands(d.l, 0)

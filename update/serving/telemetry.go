@@ -1,4 +1,4 @@
-package device
+package serving
 
 import (
 	"time"
@@ -7,11 +7,11 @@ import (
 	"github.com/edgeinfer/edgeinfer/update/link"
 )
 
-// This file is the package's only contact with the engine's record and
-// stats types: what telemetry needs from a serving engine.
+// What the link's telemetry needs from a serving engine: its records and
+// its counters.
 
 // Records adapts a link.Observer (the link's Telemetry) to the engine's
-// observers: e.Observe(device.Records(tel)).
+// observers: e.Observe(serving.Records(tel)).
 func Records(o link.Observer) engine.Observer { return recordObserver{o} }
 
 type recordObserver struct{ o link.Observer }

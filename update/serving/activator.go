@@ -1,4 +1,11 @@
-package update
+// Package serving is the device's contact with the serving engine, kept
+// apart so that the update agent (update), the device's rollout side
+// (update/device) and the fleet (update/fleet) link no ONNX Runtime and
+// build without cgo: the Activators that switch a version in (the
+// engine's run-time swap, or a check in an engine of its own), and the
+// adapters that feed the engine's records and counters to the link's
+// telemetry.
+package serving
 
 import (
 	"context"
@@ -7,12 +14,13 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/update"
 )
 
-// This file is the agent's only contact with the engine: the engine's
-// run-time swap is the Activator of a device that serves while it
-// updates (EngineActivator); CheckActivator checks a version in an engine
-// of its own where none serves in the same process (the CLI).
+// The engine's run-time swap is the update.Activator of a device that
+// serves while it updates (EngineActivator); CheckActivator checks a
+// version in an engine of its own where none serves in the same process
+// (the CLI).
 
 // EngineActivator switches a serving engine with its run-time swap: the
 // new version loads beside the running one, the check runs against it,
@@ -25,9 +33,9 @@ type EngineActivator struct {
 	Store  *store.Store
 }
 
-// Swap implements Activator. A model the engine does not serve yet is
+// Swap implements update.Activator. A model the engine does not serve yet is
 // loaded, checked, and unloaded again if the check fails.
-func (a EngineActivator) Swap(ctx context.Context, ref store.Ref, check Check) error {
+func (a EngineActivator) Swap(ctx context.Context, ref store.Ref, check update.Check) error {
 	dir, err := exportVersion(ctx, a.Store, ref)
 	if err != nil {
 		return err
@@ -44,7 +52,7 @@ func (a EngineActivator) Swap(ctx context.Context, ref store.Ref, check Check) e
 		return err
 	}
 	if _, err := a.Engine.Load(ctx, spec); err != nil {
-		return fmt.Errorf("%w: %s does not load: %w", ErrHealth, ref, err)
+		return fmt.Errorf("%w: %s does not load: %w", update.ErrHealth, ref, err)
 	}
 	if hc != nil {
 		if err := hc(ctx, a.Engine, ref.Name); err != nil {
@@ -65,7 +73,7 @@ type CheckActivator struct {
 }
 
 // Swap implements Activator: a nil check (a rollback) has nothing to load.
-func (a CheckActivator) Swap(ctx context.Context, ref store.Ref, check Check) error {
+func (a CheckActivator) Swap(ctx context.Context, ref store.Ref, check update.Check) error {
 	if check == nil {
 		return nil
 	}
@@ -79,7 +87,7 @@ func (a CheckActivator) Swap(ctx context.Context, ref store.Ref, check Check) er
 	cfg.Store = ""
 	e, err := engine.Open(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("%w: %s does not load: %w", ErrHealth, ref, err)
+		return fmt.Errorf("%w: %s does not load: %w", update.ErrHealth, ref, err)
 	}
 	return errors.Join(check(ctx, engineGenerator{e}, staged), e.Close(ctx))
 }
