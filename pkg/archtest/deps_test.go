@@ -86,6 +86,10 @@ var linkRules = []linkRule{
 		"TUF metadata (sigstore, protobuf: megabytes) and MQTT are the update agent's: an app that only infers does not carry them"},
 	{module + "/runtime/internal/sched", []string{module + "/runtime/ort", "github.com/yalue/"},
 		"the scheduler is pure Go: it drives Decoder and Oneshot interfaces, so it is tested with fakes and never waits on cgo"},
+	{module + "/update/fleet", []string{module + "/runtime/engine", module + "/runtime/ort", "github.com/yalue/"},
+		"the fleet side runs no model: it builds with CGO_ENABLED=0 (TestFleetWithoutCgo); the engine is reached through update/serving only"},
+	{module + "/update/device", []string{module + "/runtime/engine", module + "/runtime/ort", "github.com/yalue/"},
+		"the device's rollout side is cgo-free like the agent; the swap and telemetry adapters are update/serving's"},
 	{module + "/pkg/bundle", []string{module + "/pkg/onnx", "google.golang.org/protobuf"},
 		"the bundle reader is what a device links; building bundles (ONNX graphs, Hugging Face imports) is pkg/bundle/build's"},
 }
