@@ -45,6 +45,7 @@ type HTTPTarget struct {
 	client *http.Client
 	token  string
 	tok    *tokenizer.Tokenizer
+	ids    int // HTTPOptions.PromptIDs
 	info   TargetInfo
 
 	mu       sync.Mutex
@@ -65,6 +66,11 @@ type HTTPOptions struct {
 	// Tokenizer, when set, turns prompt ids into text (and lets a corpus
 	// be used); nil sends words of the built-in vocabulary.
 	Tokenizer *tokenizer.Tokenizer
+	// PromptIDs, when > 0, sends each prompt as its token ids (the
+	// OpenAI API's list form of prompt), drawn below this vocabulary
+	// size: the exact workload tokens, for a model served without a
+	// tokenizer, or to give two servers of one model the same prompts.
+	PromptIDs int
 	// Client is the HTTP client; nil means one without a timeout (the
 	// spec's request_timeout bounds each request).
 	Client *http.Client
@@ -95,7 +101,7 @@ func NewHTTPTarget(ctx context.Context, baseURL, model string, opt HTTPOptions) 
 		return nil, fmt.Errorf("%w: target %q: want http://HOST:PORT or https://…", ErrTarget, baseURL)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/v1")
-	h := &HTTPTarget{base: u, client: opt.Client, token: opt.Token, tok: opt.Tokenizer}
+	h := &HTTPTarget{base: u, client: opt.Client, token: opt.Token, tok: opt.Tokenizer, ids: opt.PromptIDs}
 	if h.client == nil {
 		h.client = &http.Client{}
 	}
@@ -243,7 +249,11 @@ var errStopped = errors.New("loadgen: stopped by the caller")
 // stream runs one request, stamping tl; it returns the server's
 // completion token count and how the request ended.
 func (h *HTTPTarget) stream(ctx context.Context, tl *metrics.Timeline, prompt []int32, opts engine.GenerateOptions, yield func(engine.Token, error) bool) (int, error) {
-	body := map[string]any{"model": h.model, "prompt": h.promptText(prompt), "stream": true,
+	var p any = h.promptText(prompt)
+	if h.ids > 0 {
+		p = prompt
+	}
+	body := map[string]any{"model": h.model, "prompt": p, "stream": true,
 		"stream_options": map[string]bool{"include_usage": true}, "temperature": 0}
 	if opts.MaxTokens > 0 {
 		body["max_tokens"] = opts.MaxTokens
@@ -296,6 +306,9 @@ func (h *HTTPTarget) stream(ctx context.Context, tl *metrics.Timeline, prompt []
 		var ev struct {
 			Choices []struct {
 				Text string `json:"text"`
+				// TokenIDs: edgeinfer serve's answer for a model without
+				// a tokenizer (text "", one id per event).
+				TokenIDs []int32 `json:"token_ids"`
 			} `json:"choices"`
 			Usage *struct {
 				PromptTokens     int `json:"prompt_tokens"`
@@ -314,7 +327,7 @@ func (h *HTTPTarget) stream(ctx context.Context, tl *metrics.Timeline, prompt []
 		if ev.Usage != nil {
 			tl.PromptTokens, completion = ev.Usage.PromptTokens, ev.Usage.CompletionTokens
 		}
-		if len(ev.Choices) == 0 || ev.Choices[0].Text == "" {
+		if len(ev.Choices) == 0 || ev.Choices[0].Text == "" && len(ev.Choices[0].TokenIDs) == 0 {
 			continue
 		}
 		at := time.Now()
@@ -364,7 +377,10 @@ func (h *HTTPTarget) Stats() engine.Stats {
 // vocabulary is the prompt words' (or the local tokenizer's).
 func (h *HTTPTarget) Models() []engine.ModelInfo {
 	vocab := len(promptWords)
-	if h.tok != nil {
+	switch {
+	case h.ids > 0:
+		vocab = h.ids
+	case h.tok != nil:
 		vocab = h.tok.VocabSize()
 	}
 	return []engine.ModelInfo{{Name: h.model, Kind: "decoder", Path: h.info.URL, Provider: "unknown (remote server)",

@@ -93,6 +93,7 @@ type SLO struct {
 
 // Token is one generated piece of text.
 type Token struct {
+	ID   int32
 	Text string
 	Time time.Time
 }

@@ -24,6 +24,13 @@
 // turn or a stop string, "length" for max_tokens or the context. Unknown
 // fields are ignored, as other OpenAI-compatible servers do.
 //
+// A model served without a tokenizer (a synthetic bundle, or one whose
+// application tokenizes itself) takes its prompt as token ids and answers
+// with them: every streamed event carries text "" and "token_ids": [id]
+// (one event per token, as for text), and a whole answer's choice carries
+// "token_ids" with the completion's ids. Benchmarks then time tokens from
+// the stream as for any model.
+//
 // Chat messages are rendered by the bundle's chat template (Hugging Face's
 // chat_template, kept by `model import --hf`) with add_generation_prompt,
 // and generation also stops at the template's turn-end marker. A model

@@ -105,7 +105,7 @@ func (s *engineStream) Tokens() iter.Seq2[Token, error] {
 				yield(Token{}, convertErr(err))
 				return
 			}
-			if !yield(Token{Text: t.Text, Time: t.Time}, nil) {
+			if !yield(Token{ID: t.ID, Text: t.Text, Time: t.Time}, nil) {
 				return
 			}
 		}

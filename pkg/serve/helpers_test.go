@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
@@ -26,6 +27,7 @@ var (
 	bundleOnce sync.Once
 	bundleDir  string
 	chatDir    string
+	idsDir     string
 	addModel   string
 	bundleErr  error
 )
@@ -60,6 +62,16 @@ func buildModels(t testing.TB) {
 		os.WriteFile(filepath.Join(hf, "tokenizer_config.json"), cfg, 0o644)
 		chatDir = filepath.Join(root, "tinychat")
 		if _, bundleErr = build.ImportHF(context.Background(), hf, chatDir, build.ImportOptions{Name: "tinychat"}); bundleErr != nil {
+			return
+		}
+		// A decoder without a tokenizer: prompts and answers are token ids.
+		pcfg, psrc, err := llama.Preset("tiny-test")
+		if err != nil {
+			bundleErr = err
+			return
+		}
+		idsDir = filepath.Join(root, "tiny-ids")
+		if _, bundleErr = build.BuildDecoder(context.Background(), idsDir, build.DecoderSpec{Name: "tiny-ids", Version: "1", Config: pcfg, Weights: psrc}); bundleErr != nil {
 			return
 		}
 		b := onnx.NewBuilder("addone")
@@ -108,7 +120,7 @@ func openFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
 	orttest.Need(t)
 	buildModels(t)
-	ecfg := engine.Config{Models: []engine.ModelSpec{{Dir: bundleDir}, {Dir: chatDir}, {Dir: addModel}},
+	ecfg := engine.Config{Models: []engine.ModelSpec{{Dir: bundleDir}, {Dir: chatDir}, {Dir: idsDir}, {Dir: addModel}},
 		KV: engine.KVOptions{BudgetBytes: 16 << 20, DisablePrefixCache: true}}
 	ecfg.Session.IntraOpThreads = 1
 	eng, err := engine.Open(context.Background(), ecfg)

@@ -41,7 +41,7 @@ check(n > 0, 'completion stream');
 
 const models = [];
 for await (const m of c.models.list()) models.push(m.id);
-check(models.join(',') === 'addone,tinychat,tinylm', 'models');
+check(models.join(',') === 'addone,tiny-ids,tinychat,tinylm', 'models');
 
 try { await c.chat.completions.create({ model: 'tinylm', n: 2, messages: [{ role: 'user', content: 'x' }] }); check(false, 'n=2 refused'); }
 catch (e) { check(e instanceof OpenAI.BadRequestError && e.param === 'n', 'n=2 -> BadRequestError'); }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -330,7 +331,7 @@ func TestModelsAndProbes(t *testing.T) {
 	}
 	json.NewDecoder(r.Body).Decode(&list)
 	r.Body.Close()
-	if list.Object != "list" || len(list.Data) != 3 || list.Data[1].ID != "tinychat" || !list.Data[1].Chat || list.Data[2].Context != 256 {
+	if list.Object != "list" || len(list.Data) != 4 || list.Data[2].ID != "tinychat" || !list.Data[2].Chat || list.Data[3].Context != 256 || list.Data[1].ID != "tiny-ids" {
 		t.Fatalf("%+v", list)
 	}
 	for path, want := range map[string]int{"/ready": 200, "/health": 200, "/version": 200, "/v1/models/tinylm": 200, "/v1/models/nope": 404, "/v2/x": 404} {
@@ -462,5 +463,48 @@ func TestShutdownDrains(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// TestTokenIDs: a model without a tokenizer takes token ids and answers
+// with them, one event per token when streamed (so a benchmark times each
+// token), the same greedy ids as the whole answer.
+func TestTokenIDs(t *testing.T) {
+	f := openFixture(t, Config{})
+	body := `{"model":"tiny-ids","prompt":[5,6,7,8,9],"max_tokens":6,"temperature":0%s}`
+	_, data := f.post(t, "/v1/completions", fmt.Sprintf(body, ""))
+	var whole struct {
+		Choices []struct {
+			TokenIDs []int32 `json:"token_ids"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(data, &whole); err != nil || len(whole.Choices) != 1 || len(whole.Choices[0].TokenIDs) != 6 {
+		t.Fatalf("whole answer %s: %v", data, err)
+	}
+	resp, err := http.Post(f.ts.URL+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(body, `,"stream":true`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var streamed []int32
+	for _, e := range readSSE(t, resp) {
+		var c struct {
+			Choices []struct {
+				TokenIDs []int32 `json:"token_ids"`
+			} `json:"choices"`
+		}
+		if e != "[DONE]" && json.Unmarshal([]byte(e), &c) == nil && len(c.Choices) > 0 {
+			if n := len(c.Choices[0].TokenIDs); n > 1 {
+				t.Fatalf("event with %d ids: %s", n, e)
+			}
+			streamed = append(streamed, c.Choices[0].TokenIDs...)
+		}
+	}
+	if !slices.Equal(streamed, whole.Choices[0].TokenIDs) {
+		t.Errorf("streamed %v, whole %v", streamed, whole.Choices[0].TokenIDs)
+	}
+	r, data := f.post(t, "/v1/completions", `{"model":"tiny-ids","prompt":"text"}`)
+	if r.StatusCode != 400 || !strings.Contains(string(data), "no tokenizer") {
+		t.Errorf("text prompt to a model without a tokenizer: %d %s", r.StatusCode, data)
 	}
 }

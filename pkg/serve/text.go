@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
@@ -51,7 +52,7 @@ func (s *Server) text(w http.ResponseWriter, r *http.Request, chat bool) {
 	id := newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat])
 	st := s.b.Generate(r.Context(), GenerateRequest{Model: m.Name, Prompt: prompt, MaxTokens: maxTokens, Sampling: v.sampling,
 		Stop: stop, Class: v.class, SLO: v.slo, FailFast: v.failFast, ID: id})
-	resp := &responder{s: s, w: w, chat: chat, id: id, model: m.Name, created: now().Unix(), v: v}
+	resp := &responder{s: s, w: w, chat: chat, id: id, model: m.Name, created: now().Unix(), v: v, ids: m.Tokenizer == nil}
 	if v.stream {
 		resp.stream(st)
 	} else {
@@ -161,6 +162,9 @@ type responder struct {
 	model   string
 	created int64
 	v       *validated
+	// ids: the model has no tokenizer, so the answer is its token ids
+	// (the "token_ids" extension; see the package doc).
+	ids bool
 }
 
 type usage struct {
@@ -202,11 +206,15 @@ func (a *responder) summaryError(sum Summary) *apiError {
 // whole collects the answer and writes one JSON response.
 func (a *responder) whole(st Stream) {
 	var text strings.Builder
+	var ids []int32
 	for tok, err := range st.Tokens() {
 		if err != nil {
 			break
 		}
 		text.WriteString(tok.Text)
+		if a.ids {
+			ids = append(ids, tok.ID)
+		}
 	}
 	sum := st.Summary()
 	if failed(sum) {
@@ -220,6 +228,9 @@ func (a *responder) whole(st Stream) {
 		choice["message"] = map[string]any{"role": "assistant", "content": text.String()}
 	} else {
 		choice["text"] = text.String()
+	}
+	if a.ids {
+		choice["token_ids"] = ids
 	}
 	writeJSON(a.w, http.StatusOK, map[string]any{"id": a.id, "object": object, "created": a.created, "model": a.model,
 		"choices": []any{choice}, "usage": usageOf(sum)})
@@ -297,9 +308,16 @@ func (a *responder) stream(st Stream) {
 		if err != nil {
 			break
 		}
-		if first.Text != "" {
+		buf = buf[:0]
+		switch {
+		case a.ids:
+			buf = append(append(buf, prefix...), `"","token_ids":[`...)
+			buf = append(append(strconv.AppendInt(buf, int64(first.ID), 10), ']'), suffix...)
+		case first.Text != "":
 			text, _ := json.Marshal(first.Text)
-			buf = append(append(append(buf[:0], prefix...), text...), suffix...)
+			buf = append(append(append(buf, prefix...), text...), suffix...)
+		}
+		if len(buf) > 0 {
 			if _, werr := a.w.Write(buf); werr != nil || rc.Flush() != nil {
 				return // the client is gone: stop() cancels the generation
 			}

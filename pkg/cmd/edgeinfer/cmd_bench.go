@@ -41,6 +41,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	model := fs.String("model", "", "model bundle directory, or NAME[@VERSION] with --store, or the served model's name with --target (required)")
 	target := fs.String("target", "", "benchmark an OpenAI-compatible server at this URL (edgeinfer serve, llama-server, Ollama, vLLM) instead of an in-process engine")
 	token := fs.String("token", os.Getenv("EDGEINFER_TOKEN"), "bearer token for --target (default $EDGEINFER_TOKEN)")
+	promptIDs := fs.Int("prompt-ids", 0, "with --target: send prompts as token ids below this vocabulary `size` (the same tokens to any server; for models served without a tokenizer)")
 	tokPath := fs.String("tokenizer", "", "with --target: tokenizer.json to write prompts with (and to read --corpus); default: words of a fixed vocabulary")
 	storePath := fs.String("store", "", "offline model store (bbolt file) that --model names a model in")
 	profile := fs.String("profile", "", "built-in workload: "+strings.Join(loadgen.ProfileNames(), ", "))
@@ -74,7 +75,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	}
 	if *target != "" {
-		return benchTarget(ctx, stdout, spec, *target, *model, *token, *tokPath, *out)
+		return benchTarget(ctx, stdout, spec, *target, *model, *token, *tokPath, *promptIDs, *out)
 	}
 
 	check := func() error { return needBundleDir(*model) }
@@ -113,8 +114,8 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 }
 
 // benchTarget runs spec against a remote OpenAI-compatible server.
-func benchTarget(ctx context.Context, stdout io.Writer, spec loadgen.Spec, url, model, token, tokPath, out string) error {
-	opt := loadgen.HTTPOptions{Token: token}
+func benchTarget(ctx context.Context, stdout io.Writer, spec loadgen.Spec, url, model, token, tokPath string, promptIDs int, out string) error {
+	opt := loadgen.HTTPOptions{Token: token, PromptIDs: promptIDs}
 	if tokPath != "" {
 		tok, err := tokenizer.Load(tokPath)
 		if err != nil {
