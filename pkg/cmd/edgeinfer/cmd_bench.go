@@ -37,6 +37,9 @@ var benchIsTTY = func(w io.Writer) bool {
 }
 
 func runBench(ctx context.Context, stdout io.Writer, args []string) error {
+	if len(args) > 0 && args[0] == "compare" {
+		return runBenchCompare(stdout, args[1:])
+	}
 	fs := newFlagSet("bench")
 	model := fs.String("model", "", "model bundle directory, or NAME[@VERSION] with --store, or the served model's name with --target (required)")
 	target := fs.String("target", "", "benchmark an OpenAI-compatible server at this URL (edgeinfer serve, llama-server, Ollama, vLLM) instead of an in-process engine")
@@ -310,4 +313,48 @@ func printBenchSummary(w io.Writer, r *loadgen.Report) {
 	for _, v := range r.Verdicts {
 		fmt.Fprintf(w, "verdict       %-7s %s — %s\n", v.Status, v.Threshold, v.Reason)
 	}
+}
+
+const benchCompareUsage = `usage: edgeinfer bench compare [--out DIR] LABEL=REPORT_DIR LABEL=REPORT_DIR...
+
+Puts bench reports of the same profile side by side (edgeinfer serve and
+llama-server measured with --target, say): goodput at SLO, max stable
+concurrency, latency quantiles and verdicts, each column's ratio to the
+first. Writes compare.json and compare.md to --out and prints the table.`
+
+func runBenchCompare(stdout io.Writer, args []string) error {
+	fs := newFlagSet("bench compare")
+	out := fs.String("out", "", "directory for compare.json and compare.md (default: print only)")
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), benchCompareUsage); fs.PrintDefaults() }
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		fs.Usage()
+		return fmt.Errorf("%w: two reports or more", errUsage)
+	}
+	var labels, dirs []string
+	var reps []*loadgen.Report
+	for _, a := range pos {
+		label, dir, ok := strings.Cut(a, "=")
+		if !ok {
+			label, dir = filepath.Base(a), a
+		}
+		r, err := loadgen.ReadReport(dir)
+		if err != nil {
+			return err
+		}
+		labels, dirs, reps = append(labels, label), append(dirs, dir), append(reps, r)
+	}
+	c, err := loadgen.Compare(labels, dirs, reps)
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := c.WriteDir(*out); err != nil {
+			return err
+		}
+	}
+	return c.WriteMarkdown(stdout)
 }

@@ -41,6 +41,8 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	drain := fs.Duration("drain", 30*time.Second, "on SIGINT/SIGTERM, time running streams get to finish")
 	threads := fs.Int("threads", 2, "ONNX Runtime intra-op threads")
 	kvBudget := fs.Int64("kv-budget", 0, "KV cache bytes per decoder (0 = engine default, 256 MiB)")
+	maxBatch := fs.Int("max-batch", 0, "sequences decoded together (0 = engine default, 8)")
+	chunk := fs.Int("prefill-chunk", 0, "tokens of one prefill chunk: bounds the stall a new prompt puts on running streams (their ITL) against its own TTFT (0 = engine default, 256)")
 	verbose := fs.Bool("v", false, "log requests and lifecycle to stderr")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -53,7 +55,8 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	cfg := engine.Config{Models: specs, Store: *storePath, KV: engine.KVOptions{BudgetBytes: *kvBudget}, Logger: logger}
+	cfg := engine.Config{Models: specs, Store: *storePath, KV: engine.KVOptions{BudgetBytes: *kvBudget}, Logger: logger,
+		Scheduler: engine.SchedulerConfig{MaxBatch: *maxBatch, ChunkSize: *chunk}}
 	cfg.Session.IntraOpThreads = *threads
 	eng, err := engine.Open(ctx, cfg)
 	if err != nil {
