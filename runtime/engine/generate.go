@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
@@ -76,8 +77,17 @@ type Stream struct {
 	model  string
 	prompt []int32
 	text   bool
-	opts   GenerateOptions
-	err    error // refused before submission
+	// promptText is Generate's prompt, for a pre plugin.
+	promptText string
+	opts       GenerateOptions
+	err        error // refused before submission
+
+	// pre is the pre plugin's time; pass its outputs for the post plugin;
+	// result and resultErr the post plugin's answer (Result).
+	pre       time.Duration
+	pass      []abi.Tensor
+	result    []abi.Tensor
+	resultErr error
 
 	ver     *model
 	st      *sched.Stream
@@ -91,7 +101,7 @@ type Stream struct {
 // of that loop or cancelling ctx ends the request within one step and frees
 // its KV blocks.
 func (e *Engine) Generate(ctx context.Context, model, prompt string, opts GenerateOptions) *Stream {
-	s := &Stream{e: e, ctx: ctx, model: model, opts: opts, text: true}
+	s := &Stream{e: e, ctx: ctx, model: model, opts: opts, text: true, promptText: prompt}
 	m, err := e.model(model)
 	switch {
 	case err != nil:
@@ -132,6 +142,10 @@ func (s *Stream) Tokens() iter.Seq2[Token, error] {
 			return
 		}
 		defer s.st.Cancel() // a caller that leaves early cancels the request
+		if s.ver.pl != nil {
+			s.pluginRelay(yield) // generate_plugins.go
+			return
+		}
 		s.relay(yield)
 	}
 }
@@ -172,6 +186,12 @@ func (s *Stream) submit() error {
 	maxTok := s.opts.MaxTokens
 	if maxTok == 0 {
 		maxTok = m.gen.MaxNewTokens // 0: until an end token or the context's end
+	}
+	if m.pl != nil {
+		if s.prompt, s.pass, s.pre, err = s.generatePre(m); err != nil {
+			m.end()
+			return err
+		}
 	}
 	s.st, err = s.e.s.Submit(s.ctx, sched.Request{
 		Model: m.key, Class: s.opts.Class.sched(), Prompt: s.prompt, MaxTokens: maxTok,
@@ -249,6 +269,7 @@ func (s *Stream) relay(yield func(Token, error) bool) {
 func (s *Stream) refused(err error) {
 	s.summed = true
 	s.sum = Summary{ID: s.opts.ID, Model: s.model, Finish: FinishRejected, Err: err, PromptTokens: len(s.prompt)}
+	s.resultErr = err // Result (generate_plugins.go)
 }
 
 func (s *Stream) summarise(tl sched.Timeline, err error) {

@@ -183,9 +183,6 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 	}
 	m.info = infoOf(cmpOr(spec.Name, b.Manifest.Name), b)
 	if b.Manifest.Kind == bundle.KindDecoder {
-		if err := refuseDecoderPlugins(b); err != nil { // plugins.go
-			return nil, err
-		}
 		cfg := e.s.Config()
 		// The step buffers hold the scheduler's largest step: its batch of
 		// decode rows, or one prefill chunk (bounded by the chunk size and
@@ -207,6 +204,12 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 			if m.tok, err = tokenizer.Load(p); err != nil {
 				return nil, errors.Join(fmt.Errorf("engine: %s tokenizer: %w", m.name, err), m.close())
 			}
+		}
+		if err := e.openDecoderPlugins(ctx, m, b); err != nil { // generate_plugins.go
+			return nil, errors.Join(err, m.close())
+		}
+		if m.pl != nil {
+			m.info.Plugins = m.pl.Infos()
 		}
 	} else {
 		s, err := ort.NewSessionFromFile(ctx, b.ModelPath(), e.cfg.Session)
@@ -300,7 +303,7 @@ func (m *model) drain() { m.drainOnce.Do(func() { close(m.drained) }) }
 
 func (m *model) close() error {
 	if m.dec != nil {
-		return m.dec.Close()
+		return errors.Join(m.closePlugins(), m.dec.Close())
 	}
 	return errors.Join(m.closePlugins(), m.one.sess.Close())
 }

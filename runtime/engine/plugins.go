@@ -59,15 +59,6 @@ func (e *Engine) openPlugins(ctx context.Context, m *model, b *bundle.Bundle) er
 	return nil
 }
 
-// refuseDecoderPlugins refuses a decoder bundle that lists plugins rather
-// than run it without them: Generate does not run plugins yet.
-func refuseDecoderPlugins(b *bundle.Bundle) error {
-	if b.Manifest.Plugins == nil {
-		return nil
-	}
-	return fmt.Errorf("%w: %s lists pre/post plugins, which run around one-shot models only (not yet around Generate): remove them from the manifest", ErrConfig, b.Manifest.Name)
-}
-
 // registerPlugins marks m's scheduler key, once the key is known.
 func (e *Engine) registerPlugins(m *model) {
 	if m.pl == nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,16 +239,20 @@ func TestMemoryBombRSS(t *testing.T) {
 		t.Skip("-race: the detector's shadow memory grows RSS by more than the bound (155 MiB measured); run without -race")
 	}
 	p := hostile(t, Config{MemoryMB: 32, MaxInstances: 1, CallTimeout: time.Minute})
+	debug.FreeOSMemory()
 	base := rss(t)
 	for range 3 {
 		if _, err := p.Call(context.Background(), mode("bomb")); !errors.Is(err, ErrMemory) {
 			t.Fatalf("bomb: %v", err)
 		}
 	}
-	runtime.GC()
+	// Freed memory goes back to the OS lazily (the Go scavenger): return
+	// it now, so what is left is what the host still holds.
+	debug.FreeOSMemory()
 	grew := rss(t) - base
 	t.Logf("RSS grew %d MiB over three 32 MiB bombs", grew>>20)
-	if grew > 100<<20 {
+	// three bombs kept would be ~96 MiB; one cap's worth is allowed
+	if grew > 48<<20 {
 		t.Errorf("host RSS grew %d MiB", grew>>20)
 	}
 	echoOK(t, p)

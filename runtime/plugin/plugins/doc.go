@@ -17,5 +17,11 @@
 //     the dictionary from input "dict" or the file arg.dict (a granted
 //     read-only directory)
 //   - vad: Silero speech probabilities "probs" [N] to "segments" [K,2]
+//   - redact: a decoder's pre plugin: "prompt" with e-mail addresses,
+//     card-like digit runs and phone numbers masked, and "redacted" [1]
+//     (how many)
+//   - jsonout: a decoder's post plugin: the first complete JSON object or
+//     array in "text" as "json" (compacted; "" when none) and "found" [1];
+//     the pre plugin's outputs pass through
 //   - empty: returns nothing (measures the per-call overhead)
 package plugins

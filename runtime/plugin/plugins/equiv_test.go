@@ -266,3 +266,47 @@ func TestVAD(t *testing.T) {
 	}
 	t.Logf("segments (samples at 16 kHz) %v over %d samples", got, len(audio))
 }
+
+// TestTextPlugins: redact and jsonout, a decoder's pre and post plugins,
+// give what prepost gives natively, on prompts and answers of the shapes
+// they are for.
+func TestTextPlugins(t *testing.T) {
+	red := load(t, "redact", plugin.Config{})
+	for _, prompt := range []string{
+		"Mail the receipt to jane.doe+shop@example.co.uk or call +49 30 1234 5678, card 4111 1111 1111 1111.",
+		"Nothing private here: aisle 7, shelf 3.",
+		"Zoë's number is (030) 555-0199 — ünïcode around it stays.",
+	} {
+		out := call(t, red, abi.Str("prompt", prompt))
+		got, _ := get(t, out, "prompt").Text()
+		n, _ := get(t, out, "redacted").Int64s()
+		want, wn := prepost.Redact(prompt)
+		if got != want || n[0] != int64(wn) {
+			t.Errorf("redact %q: plugin %q (%d), native %q (%d)", prompt, got, n[0], want, wn)
+		}
+	}
+	if got, n := prepost.Redact("jane@example.com, 4111-1111-1111-1111"); got != "[email], [number]" || n != 2 {
+		t.Errorf("Redact: %q %d", got, n)
+	}
+	js := load(t, "jsonout", plugin.Config{})
+	for _, answer := range []string{
+		"Sure! Here is the order:\n```json\n{\"sku\": \"A-17\", \"qty\": 3, \"notes\": [\"fragile\"]}\n```\nAnything else?",
+		"The list is [1, 2, {\"x\": null}] and that is all.",
+		"no json {here, only braces",
+		"",
+	} {
+		out := call(t, js, abi.Str("text", answer), abi.I64("redacted", []int64{1}, []int64{2}))
+		got, _ := get(t, out, "json").Text()
+		found, _ := get(t, out, "found").Int64s()
+		want, ok := prepost.ExtractJSON(answer)
+		if got != want || (found[0] == 1) != ok {
+			t.Errorf("jsonout %q: plugin %q %v, native %q %v", answer, got, found, want, ok)
+		}
+		if _, pass := abi.Find(out, "redacted"); !pass {
+			t.Errorf("jsonout dropped the pre plugin's output: %v", out)
+		}
+	}
+	if got, _ := prepost.ExtractJSON(`x {"b": 1.50, "a": [true]} y`); got != `{"a":[true],"b":1.50}` {
+		t.Errorf("ExtractJSON: %s", got)
+	}
+}
