@@ -9,7 +9,9 @@ import (
 // (runtime/plugin): pre turns a request (an encoded image, say) into the
 // model's inputs, post turns the model's outputs into results. Both are
 // bundle files, verified like every other, so an update ships model and
-// code together.
+// code together. A decoder's plugins work on text around Generate: pre
+// gets and returns the string tensor "prompt", post gets the whole output
+// as "text" (runtime/engine, generate_plugins.go).
 type Plugins struct {
 	Pre  *PluginRef `json:"pre,omitempty"`
 	Post *PluginRef `json:"post,omitempty"`
