@@ -69,8 +69,9 @@ test-arm64: setup
 ## test-arm: run the tests that need no ONNX Runtime under qemu-arm (ARMv7, hard float). npm ships no
 ## armv7 ONNX Runtime, so only packages whose tests do not load it run: the pure-Go ones and platforms
 ## (whose library tests skip on GOARCH=arm). Left out: runtime/internal/kvcache (mincore and THP figures are
-## the host's under qemu-user), pkg/safetensors and runtime/tokenizer (their tests assume a 64-bit int).
-ARM_PKGS ?= ./platforms ./pkg/power ./pkg/metrics/... ./pkg/bundle/... ./pkg/onnx ./pkg/store ./runtime/internal/sched
+## the host's under qemu-user).
+ARM_PKGS ?= ./platforms ./pkg/power ./pkg/metrics/... ./pkg/bundle/... ./pkg/onnx ./pkg/store ./runtime/internal/sched \
+	./pkg/safetensors ./runtime/tokenizer
 test-arm:
 	@command -v qemu-arm-static >/dev/null || { echo "make test-arm: apt-get install qemu-user-static gcc-arm-linux-gnueabihf libc6-dev-armhf-cross"; exit 1; }
 	CGO_ENABLED=1 GOOS=linux GOARCH=arm GOARM=7 CC=arm-linux-gnueabihf-gcc \

@@ -195,7 +195,7 @@ func TestBadHeaders(t *testing.T) {
 		{"tail", rawFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, 8), "cover 4 of the 8"},
 		{"duplicate", rawFile(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2), `"a" appears twice`},
 		{"bad metadata", rawFile(`{"__metadata__":{"n":1}}`, 0), "__metadata__"},
-		{"overflow", rawFile(`{"w":{"dtype":"F64","shape":[4294967296,4294967296],"data_offsets":[0,8]}}`, 8), "overflows"},
+		{"overflow", rawFile(`{"w":{"dtype":"F64","shape":[2147483647,2147483647,2147483647],"data_offsets":[0,8]}}`, 8), "overflows"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
