@@ -44,6 +44,10 @@ type Model struct {
 	// Stop are the strings that end a chat turn besides the model's
 	// end-of-sequence ids (the template's turn-end marker).
 	Stop []string
+	// TextPlugin: the bundle runs a pre plugin on the prompt text, so the
+	// model's requests go to the backend as text (GenerateRequest.Text).
+	// Plugins: it lists plugins at all, so answers carry their result.
+	TextPlugin, Plugins bool
 	// Inputs and Outputs name a one-shot model's tensors.
 	Inputs, Outputs []string
 	// Created is when the model was loaded (the API's "created").
@@ -55,9 +59,14 @@ type Model struct {
 
 // GenerateRequest is one generation as the server asks it of the engine.
 type GenerateRequest struct {
-	Model     string
-	Prompt    []int32
-	MaxTokens int
+	Model  string
+	Prompt []int32
+	// Text is the prompt as text, for a model whose pre plugin works on
+	// it (Model.TextPlugin); TextHasSpecials says it carries its special
+	// tokens (a rendered chat template).
+	Text            string
+	TextHasSpecials bool
+	MaxTokens       int
 	// Sampling is nil for the bundle's defaults.
 	Sampling *Sampling
 	Stop     []string
@@ -103,6 +112,14 @@ type Token struct {
 type Stream interface {
 	Tokens() iter.Seq2[Token, error]
 	Summary() Summary
+}
+
+// ResultStream is a Stream of a model with plugins: Result is the post
+// plugin's answer over the whole output, by tensor name (a string for a
+// text tensor, {"shape", "data"} for a numeric one).
+type ResultStream interface {
+	Stream
+	Result() (map[string]any, error)
 }
 
 // Summary is how a generation ended.

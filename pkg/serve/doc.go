@@ -31,6 +31,14 @@
 // "token_ids" with the completion's ids. Benchmarks then time tokens from
 // the stream as for any model.
 //
+// A decoder bundle with plugins (runtime/engine: a pre plugin on the
+// prompt text, a post plugin on the whole output) is served through them:
+// its prompt goes to the engine as text (a rendered chat template, or the
+// completion's prompt; token ids are refused), and the answer carries the
+// post plugin's result as "edgeinfer": {"result": {name: value}} (a
+// string for a text tensor, {"shape", "data"} otherwise) — in the whole
+// answer, or in one more event after the last token when streamed.
+//
 // Chat messages are rendered by the bundle's chat template (Hugging Face's
 // chat_template, kept by `model import --hf`) with add_generation_prompt,
 // and generation also stops at the template's turn-end marker. A model

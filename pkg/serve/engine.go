@@ -13,6 +13,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
@@ -43,6 +44,10 @@ func NewEngineBackend(e *engine.Engine) (*EngineBackend, error) {
 			m.Outputs = append(m.Outputs, v.Name)
 		}
 		m.Tokenizer = e.Tokenizer(info.Name)
+		if info.Kind == string(bundle.KindDecoder) && len(info.Plugins) > 0 {
+			_, m.TextPlugin = info.Plugins["pre"]
+			m.Plugins = true
+		}
 		if info.Kind == string(bundle.KindDecoder) {
 			chat, err := chatOf(info.Path)
 			if err != nil {
@@ -92,7 +97,41 @@ func (b *EngineBackend) Generate(ctx context.Context, req GenerateRequest) Strea
 	if s := req.Sampling; s != nil {
 		opts.Sampling = &engine.Sampling{Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, Seed: s.Seed}
 	}
+	if req.Text != "" {
+		opts.PromptHasSpecials = req.TextHasSpecials
+		return &engineStream{s: b.e.Generate(ctx, req.Model, req.Text, opts)}
+	}
 	return &engineStream{s: b.e.GenerateTokens(ctx, req.Model, req.Prompt, opts)}
+}
+
+// Result implements ResultStream: the plugin tensors as JSON values.
+func (s *engineStream) Result() (map[string]any, error) {
+	ts, err := s.s.Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	for _, t := range ts {
+		switch t.DType {
+		case abi.String:
+			out[t.Name], _ = t.Text()
+		case abi.Float32:
+			v, _ := t.Float32s()
+			out[t.Name] = map[string]any{"shape": t.Shape, "data": v}
+		case abi.Float64:
+			v, _ := t.Float64s()
+			out[t.Name] = map[string]any{"shape": t.Shape, "data": v}
+		case abi.Int64:
+			v, _ := t.Int64s()
+			out[t.Name] = map[string]any{"shape": t.Shape, "data": v}
+		case abi.Int32:
+			v, _ := t.Int32s()
+			out[t.Name] = map[string]any{"shape": t.Shape, "data": v}
+		default: // uint8: bytes, as base64 by encoding/json
+			out[t.Name] = map[string]any{"shape": t.Shape, "data": t.Data}
+		}
+	}
+	return out, nil
 }
 
 // engineStream is the engine's stream in the server's terms.

@@ -36,7 +36,7 @@ func (s *Server) text(w http.ResponseWriter, r *http.Request, chat bool) {
 		writeError(w, aerr)
 		return
 	}
-	prompt, aerr := s.promptOf(m, v, chat)
+	prompt, text, aerr := s.promptOf(m, v, chat)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -50,9 +50,13 @@ func (s *Server) text(w http.ResponseWriter, r *http.Request, chat bool) {
 		stop = append(stop, m.Stop...)
 	}
 	id := newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat])
-	st := s.b.Generate(r.Context(), GenerateRequest{Model: m.Name, Prompt: prompt, MaxTokens: maxTokens, Sampling: v.sampling,
-		Stop: stop, Class: v.class, SLO: v.slo, FailFast: v.failFast, ID: id})
-	resp := &responder{s: s, w: w, chat: chat, id: id, model: m.Name, created: now().Unix(), v: v, ids: m.Tokenizer == nil}
+	req := GenerateRequest{Model: m.Name, Prompt: prompt, MaxTokens: maxTokens, Sampling: v.sampling,
+		Stop: stop, Class: v.class, SLO: v.slo, FailFast: v.failFast, ID: id}
+	if m.TextPlugin { // the bundle's pre plugin works on the text
+		req.Text, req.TextHasSpecials = text.text, text.specials
+	}
+	st := s.b.Generate(r.Context(), req)
+	resp := &responder{s: s, w: w, chat: chat, id: id, model: m.Name, created: now().Unix(), v: v, ids: m.Tokenizer == nil, plugins: m.Plugins}
 	if v.stream {
 		resp.stream(st)
 	} else {
@@ -60,18 +64,29 @@ func (s *Server) text(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 }
 
+// promptText is a request's prompt as text, for a model whose pre plugin
+// works on it: specials says the text carries its special tokens.
+type promptText struct {
+	text     string
+	specials bool
+}
+
 // promptOf renders and encodes the prompt, and checks it against the
 // context and the server's limit.
-func (s *Server) promptOf(m *Model, v *validated, chat bool) ([]int32, *apiError) {
+func (s *Server) promptOf(m *Model, v *validated, chat bool) ([]int32, promptText, *apiError) {
+	var text promptText
 	if v.promptIDs == nil && m.Tokenizer == nil {
-		return nil, withCode(badRequest("model", "%q has no tokenizer: send token ids as the prompt of /v1/completions", m.Name), "no_tokenizer")
+		return nil, text, withCode(badRequest("model", "%q has no tokenizer: send token ids as the prompt of /v1/completions", m.Name), "no_tokenizer")
+	}
+	if v.promptIDs != nil && m.TextPlugin {
+		return nil, text, withCode(badRequest("prompt", "%q runs a pre plugin on the prompt text: send the prompt as text, not token ids", m.Name), "text_plugin")
 	}
 	var ids []int
 	switch {
 	case v.promptIDs != nil:
 		for i, id := range v.promptIDs {
 			if m.Tokenizer != nil && (id < 0 || int(id) >= m.Tokenizer.VocabSize()) {
-				return nil, badRequest(fmt.Sprintf("prompt[%d]", i), "token id %d is outside the vocabulary [0, %d)", id, m.Tokenizer.VocabSize())
+				return nil, text, badRequest(fmt.Sprintf("prompt[%d]", i), "token id %d is outside the vocabulary [0, %d)", id, m.Tokenizer.VocabSize())
 			}
 		}
 	case chat:
@@ -80,10 +95,12 @@ func (s *Server) promptOf(m *Model, v *validated, chat bool) ([]int32, *apiError
 			msgs[i] = tokenizer.ChatMessage{Role: x.Role, Content: x.Content}
 		}
 		var err error
-		if ids, err = chatIDs(m, msgs); err != nil {
-			return nil, withCode(badRequest("messages", "the model's chat template refused the conversation: %v", err), "chat_template")
+		if text.text, text.specials, err = chatText(m, msgs); err != nil {
+			return nil, text, withCode(badRequest("messages", "the model's chat template refused the conversation: %v", err), "chat_template")
 		}
+		ids = m.Tokenizer.EncodeWith(text.text, tokenizer.EncodeOptions{AddSpecialTokens: !text.specials, SplitSpecialTokens: true})
 	default:
+		text.text = v.prompt
 		ids = m.Tokenizer.EncodeWith(v.prompt, tokenizer.EncodeOptions{AddSpecialTokens: true, SplitSpecialTokens: true})
 	}
 	prompt := v.promptIDs
@@ -95,20 +112,20 @@ func (s *Server) promptOf(m *Model, v *validated, chat bool) ([]int32, *apiError
 	}
 	field := map[bool]string{true: "messages", false: "prompt"}[chat]
 	if len(prompt) == 0 {
-		return nil, badRequest(field, "the prompt encodes to no tokens: send some text")
+		return nil, text, badRequest(field, "the prompt encodes to no tokens: send some text")
 	}
 	if lim := s.cfg.MaxPromptTokens; lim > 0 && len(prompt) > lim {
-		return nil, withCode(badRequest(field, "the prompt has %d tokens, more than this server's limit of %d: shorten it", len(prompt), lim), "prompt_too_long")
+		return nil, text, withCode(badRequest(field, "the prompt has %d tokens, more than this server's limit of %d: shorten it", len(prompt), lim), "prompt_too_long")
 	}
 	if m.Context > 0 && len(prompt)+max(v.maxTokens, 1) > m.Context {
 		out := "at least 1 in the completion"
 		if v.maxTokens > 0 {
 			out = fmt.Sprintf("%d in the completion (max_tokens)", v.maxTokens)
 		}
-		return nil, withCode(badRequest(field, "this model's maximum context length is %d tokens, but you requested %d tokens (%d in the prompt, %s): shorten the prompt or lower max_tokens",
+		return nil, text, withCode(badRequest(field, "this model's maximum context length is %d tokens, but you requested %d tokens (%d in the prompt, %s): shorten the prompt or lower max_tokens",
 			m.Context, len(prompt)+max(v.maxTokens, 1), len(prompt), out), "context_length_exceeded")
 	}
-	return prompt, nil
+	return prompt, text, nil
 }
 
 // ChatPrompt is the prompt a chat request to m becomes: msgs rendered by
@@ -133,18 +150,26 @@ func ChatPrompt(m *Model, msgs []tokenizer.ChatMessage) ([]int32, error) {
 }
 
 func chatIDs(m *Model, msgs []tokenizer.ChatMessage) ([]int, error) {
+	text, specials, err := chatText(m, msgs)
+	if err != nil {
+		return nil, err
+	}
+	return m.Tokenizer.EncodeWith(text, tokenizer.EncodeOptions{AddSpecialTokens: !specials, SplitSpecialTokens: true}), nil
+}
+
+// chatText is a conversation as the model reads it: rendered by its
+// template (which writes its own special tokens: specials), or the turns'
+// contents a paragraph each.
+func chatText(m *Model, msgs []tokenizer.ChatMessage) (text string, specials bool, err error) {
 	if m.Chat == nil {
 		parts := make([]string, len(msgs))
 		for i, x := range msgs {
 			parts[i] = x.Content
 		}
-		return m.Tokenizer.EncodeWith(strings.Join(parts, "\n\n"), tokenizer.EncodeOptions{AddSpecialTokens: true, SplitSpecialTokens: true}), nil
+		return strings.Join(parts, "\n\n"), false, nil
 	}
-	text, err := m.Chat.Render(msgs, true)
-	if err != nil {
-		return nil, err
-	}
-	return m.Tokenizer.EncodeWith(text, tokenizer.EncodeOptions{SplitSpecialTokens: true}), nil
+	text, err = m.Chat.Render(msgs, true)
+	return text, true, err
 }
 
 func newID(prefix string) string {
@@ -165,6 +190,23 @@ type responder struct {
 	// ids: the model has no tokenizer, so the answer is its token ids
 	// (the "token_ids" extension; see the package doc).
 	ids bool
+	// plugins: the bundle's post plugin's result goes with the answer
+	// (the "edgeinfer" extension).
+	plugins bool
+}
+
+// pluginResult is the answer's "edgeinfer" extension for a model with
+// plugins: the post plugin's result, or why there is none.
+func (a *responder) pluginResult(st Stream) map[string]any {
+	rs, ok := st.(ResultStream)
+	if !a.plugins || !ok {
+		return nil
+	}
+	res, err := rs.Result()
+	if err != nil {
+		return map[string]any{"result_error": err.Error()}
+	}
+	return map[string]any{"result": res}
 }
 
 type usage struct {
@@ -232,8 +274,12 @@ func (a *responder) whole(st Stream) {
 	if a.ids {
 		choice["token_ids"] = ids
 	}
-	writeJSON(a.w, http.StatusOK, map[string]any{"id": a.id, "object": object, "created": a.created, "model": a.model,
-		"choices": []any{choice}, "usage": usageOf(sum)})
+	body := map[string]any{"id": a.id, "object": object, "created": a.created, "model": a.model,
+		"choices": []any{choice}, "usage": usageOf(sum)}
+	if ext := a.pluginResult(st); ext != nil {
+		body["edgeinfer"] = ext
+	}
+	writeJSON(a.w, http.StatusOK, body)
 }
 
 // stream sends the answer as server-sent events. The status is decided by
@@ -338,6 +384,10 @@ func (a *responder) stream(st Stream) {
 	}
 	if a.v.usage {
 		send(map[string]any{"id": a.id, "object": object, "created": a.created, "model": a.model, "choices": []any{}, "usage": usageOf(sum)})
+	}
+	if ext := a.pluginResult(st); ext != nil {
+		// after the last token: the post plugin read the whole output
+		send(map[string]any{"id": a.id, "object": object, "created": a.created, "model": a.model, "choices": []any{}, "edgeinfer": ext})
 	}
 	fmt.Fprint(a.w, "data: [DONE]\n\n")
 	_ = rc.Flush()

@@ -37,6 +37,10 @@ type GenerateOptions struct {
 	// ID is the caller's request id, carried into the Summary (the server
 	// uses it for its response id); "" gets the engine's number.
 	ID string
+	// PromptHasSpecials says Generate's prompt already carries its special
+	// tokens (a rendered chat template writes its own BOS): it is encoded
+	// without adding the tokenizer's.
+	PromptHasSpecials bool
 }
 
 // Token is one generated token: its id, its text, its index in the output
@@ -111,13 +115,19 @@ func (e *Engine) Generate(ctx context.Context, model, prompt string, opts Genera
 	case m.tok == nil:
 		s.err = fmt.Errorf("%w: %q (use GenerateTokens)", ErrNoTokenizer, model)
 	default:
-		ids := m.tok.EncodeWith(prompt, tokenizer.EncodeOptions{AddSpecialTokens: true, SplitSpecialTokens: true})
-		s.prompt = make([]int32, len(ids))
-		for i, id := range ids {
-			s.prompt[i] = int32(id)
-		}
+		s.prompt = s.encode(m.tok, prompt)
 	}
 	return s
+}
+
+// encode is Generate's tokenisation of a prompt text.
+func (s *Stream) encode(tok *tokenizer.Tokenizer, text string) []int32 {
+	ids := tok.EncodeWith(text, tokenizer.EncodeOptions{AddSpecialTokens: !s.opts.PromptHasSpecials, SplitSpecialTokens: true})
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
 }
 
 // GenerateTokens is Generate over token ids (Token.Text is filled when the

@@ -19,7 +19,6 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
-	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 // The tensors a decoder's plugins exchange with the engine.
@@ -61,12 +60,7 @@ func (s *Stream) generatePre(m *model) ([]int32, []abi.Tensor, time.Duration, er
 	if err != nil {
 		return nil, nil, pre, fmt.Errorf("engine: %s: pre plugin: %q must be a string tensor: %w", m.name, PluginPrompt, err)
 	}
-	ids := m.tok.EncodeWith(text, tokenizer.EncodeOptions{AddSpecialTokens: true, SplitSpecialTokens: true})
-	prompt := make([]int32, len(ids))
-	for i, id := range ids {
-		prompt[i] = int32(id)
-	}
-	return prompt, pass, pre, nil
+	return s.encode(m.tok, text), pass, pre, nil
 }
 
 // pluginRelay is relay for a model with plugins: it keeps the output text

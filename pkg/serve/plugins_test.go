@@ -1,0 +1,127 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/plugintest"
+)
+
+// TestPluginModel: a decoder bundle with the redact (pre) and jsonout
+// (post) plugins is served through them: the prompt goes by text, the
+// answer carries the post plugin's result (whole and streamed), and
+// token-id prompts are refused with what to send instead.
+func TestPluginModel(t *testing.T) {
+	orttest.Need(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	if _, err := build.ImportHF(ctx, filepath.Join("..", "..", "examples", "tinylm"), dir, build.ImportOptions{Name: "tiny-plug"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := bundle.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for stage, pkg := range map[string]string{"pre.wasm": "redact", "post.wasm": "jsonout"} {
+		data, err := os.ReadFile(plugintest.Build(t, "runtime/plugin/plugins/"+pkg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, stage), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := b.Manifest
+	var files []string
+	for _, f := range m.Files {
+		files = append(files, f.Path)
+	}
+	files = append(files, "pre.wasm", "post.wasm")
+	if err := bundle.Write(dir, &m, files...); err != nil {
+		t.Fatal(err)
+	}
+	sum := map[string]string{}
+	for _, f := range m.Files {
+		sum[f.Path] = f.SHA256
+	}
+	m.Plugins = &bundle.Plugins{Pre: &bundle.PluginRef{File: "pre.wasm", SHA256: sum["pre.wasm"], TimeoutMS: 60000},
+		Post: &bundle.PluginRef{File: "post.wasm", SHA256: sum["post.wasm"], TimeoutMS: 60000}}
+	if err := bundle.Write(dir, &m, files...); err != nil {
+		t.Fatal(err)
+	}
+	cfg := engine.Config{Models: []engine.ModelSpec{{Dir: dir}}}
+	cfg.Session.IntraOpThreads = 1
+	e, err := engine.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(ctx)
+	be, err := NewEngineBackend(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(be, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+
+	post := func(body string) (int, []byte) {
+		t.Helper()
+		r, err := http.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.StatusCode, b
+	}
+	code, data := post(`{"model":"tiny-plug","prompt":"Mail ishmael@pequod.example about","max_tokens":8,"temperature":0}`)
+	var whole struct {
+		Usage     usage `json:"usage"`
+		Edgeinfer struct {
+			Result map[string]json.RawMessage `json:"result"`
+		} `json:"edgeinfer"`
+	}
+	if err := json.Unmarshal(data, &whole); code != 200 || err != nil {
+		t.Fatalf("%d %s: %v", code, data, err)
+	}
+	if string(whole.Edgeinfer.Result["redacted"]) != `{"data":[1],"shape":[1]}` || whole.Edgeinfer.Result["json"] == nil {
+		t.Errorf("result %s", data)
+	}
+	redacted := e.Tokenizer("tiny-plug").Encode("Mail [email] about")
+	if whole.Usage.PromptTokens < len(redacted) || whole.Usage.PromptTokens > len(redacted)+2 {
+		t.Errorf("prompt tokens %d, the redacted prompt has %d", whole.Usage.PromptTokens, len(redacted))
+	}
+	code, data = post(`{"model":"tiny-plug","prompt":"Mail ishmael@pequod.example about","max_tokens":8,"stream":true}`)
+	if code != 200 || !strings.Contains(string(data), `"edgeinfer":{"result":{`) || !strings.HasSuffix(strings.TrimSpace(string(data)), "[DONE]") {
+		t.Errorf("stream %d:\n%s", code, data)
+	}
+	if code, data = post(`{"model":"tiny-plug","prompt":[1,2,3],"max_tokens":2}`); code != 400 || !strings.Contains(string(data), "text_plugin") {
+		t.Errorf("token ids: %d %s", code, data)
+	}
+	r, err := http.Post(ts.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"tiny-plug","messages":[{"role":"user","content":"call +49 30 1234 5678"}],"max_tokens":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != 200 {
+		t.Errorf("chat: %d", r.StatusCode)
+	}
+}
