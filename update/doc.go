@@ -82,9 +82,11 @@
 // fetched) or abandons an update that no longer applies
 // (TestKillDuringUpdate).
 //
-// EngineActivator uses the engine's run-time swap (running requests finish
-// on the old version; TestSwapWhileServing); CheckActivator checks in an
-// engine of its own for a process that does not serve (the CLI).
+// The Activators that meet the engine are update/serving's, so this
+// package links no engine and builds without cgo: EngineActivator uses
+// the engine's run-time swap (running requests finish on the old version;
+// TestSwapWhileServing); CheckActivator checks in an engine of its own for
+// a process that does not serve (the CLI).
 //
 // Figures: TestDeltaFigures (wire bytes per changed byte, publish to
 // active), BenchmarkChunkVerify, BenchmarkMetadataRefresh.
