@@ -369,6 +369,21 @@ func decodeRateLen(b *testing.B, e *Engine, n, vocab int, seed uint64, promptLen
 	return float64(tokens) / to.Sub(from).Seconds()
 }
 
+// prefillRate is one isolated request's prompt tokens per second of TTFT
+// (arrival to the first sampled token: the whole prompt's prefill, in
+// chunks of the scheduler's ChunkSize, and one sampling), what
+// llama-batched-bench reports as its prompt speed at one sequence.
+func prefillRate(b *testing.B, e *Engine, vocab int, seed uint64, promptLen int) float64 {
+	b.Helper()
+	r := rand.New(rand.NewPCG(seed, 5))
+	s := e.GenerateTokens(context.Background(), "bench", randomPrompt(r, promptLen, vocab), GenerateOptions{MaxTokens: 1})
+	sum := s.Summary()
+	if sum.Err != nil || sum.TTFT <= 0 {
+		b.Fatalf("prefill of %d tokens: %v (TTFT %v)", promptLen, sum.Err, sum.TTFT)
+	}
+	return float64(promptLen) / sum.TTFT.Seconds()
+}
+
 // bareLoop runs the bundle's graph with runtime/ort directly: B rows of one
 // token at context length ctxLen, paged inputs like the executor's (each row
 // its own blocks), bound once and run back to back — no scheduler, no
@@ -582,12 +597,17 @@ func BenchmarkDecodeRate(b *testing.B) {
 		e := openBench(b, bd, SchedulerConfig{MaxBatch: 8, ChunkSize: 256})
 		decodeRateLen(b, e, 1, vocab, 1, 128, 16) // warm-up: binds the shapes
 		decodeRateLen(b, e, 8, vocab, 1, 128, 16)
-		var ones, eights []float64
+		var ones, eights, pp128, pp512 []float64
 		for i := range reps {
 			ones = append(ones, decodeRateLen(b, e, 1, vocab, uint64(10+i), 128, 128))
 			eights = append(eights, decodeRateLen(b, e, 8, vocab, uint64(20+i), 128, 128))
+			pp128 = append(pp128, prefillRate(b, e, vocab, uint64(30+i), 128))
+			pp512 = append(pp512, prefillRate(b, e, vocab, uint64(40+i), 512))
 		}
 		closeBench(b, e)
+		b.Logf("RESULT engine=%s prefill128_tok_s_median=%.1f prefill512_tok_s_median=%.1f", cmpOr(bd.Manifest.Quantization, "fp32"), median(pp128), median(pp512))
+		b.ReportMetric(median(pp128), "pp128-tok/s")
+		b.ReportMetric(median(pp512), "pp512-tok/s")
 		b.Logf("RESULT engine=%s batch=1 gen_tok_s_median=%.2f reps=%.1f", cmpOr(bd.Manifest.Quantization, "fp32"), median(ones), ones)
 		b.Logf("RESULT engine=%s batch=8 gen_tok_s_median=%.2f reps=%.1f", cmpOr(bd.Manifest.Quantization, "fp32"), median(eights), eights)
 		b.ReportMetric(median(ones), "b1-tok/s")

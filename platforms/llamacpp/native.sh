@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Same-machine CPU speed against native llama.cpp or ik_llama.cpp builds:
+# edgeinfer's engine (synthetic-110m int4-b32, BenchmarkDecodeRate) and
+# llama-batched-bench on the same shape quantised to Q4_0 by the other side's
+# own llama-quantize, alternated round by round, each round's ratio printed
+# and the medians at the end: batch-1 and batch-8 decode (128-token prompt,
+# 128 generated), and prefill of a 128- and a 512-token prompt at one
+# sequence. 2 threads on both sides.
+#
+#   SRC=~/src/ik_llama.cpp bash platforms/llamacpp/native.sh build   # -> $WORK/<name>/bin
+#   BIN=$WORK/ik_llama.cpp/bin RTR=1 ROUNDS=5 bash platforms/llamacpp/native.sh compare
+#
+# build: a checkout of https://github.com/ggml-org/llama.cpp or
+# https://github.com/ikawrakow/ik_llama.cpp (git clone it; nothing of it is
+# kept in this tree), built with cmake (apt-get install cmake) into the
+# cache: Release, -DGGML_NATIVE=ON, no curl, static; for ik
+# -DGGML_IQK_FA_ALL_QUANTS=OFF shortens the build (~35 min on 2 cores with
+# all quant flash-attention kernels). RTR=1 passes -rtr (ik's run-time
+# repack, its fast CPU path). Needs python3 with numpy (gen_gguf.py), Go and
+# `make setup` (ONNX Runtime). A developer tool: CI does not run it.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+WORK="${WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/llamacpp}"
+ROUNDS="${ROUNDS:-3}"
+THREADS=2 # the engine benchmark's benchThreads (runtime/engine/bench_test.go)
+mkdir -p "$WORK/models"
+
+case "${1:-}" in
+build)
+  : "${SRC:?set SRC to a llama.cpp or ik_llama.cpp checkout}"
+  name="$(basename "$(cd "$SRC" && pwd)")"
+  extra=()
+  [[ -d $SRC/ggml/src/iqk ]] && extra=(-DGGML_IQK_FA_ALL_QUANTS=OFF)
+  cmake -S "$SRC" -B "$WORK/$name" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+    -DBUILD_SHARED_LIBS=OFF "${extra[@]}" >/dev/null
+  cmake --build "$WORK/$name" -j"$(nproc)" --target llama-batched-bench llama-quantize
+  echo "built $WORK/$name/bin"
+  ;;
+compare)
+  : "${BIN:?set BIN to the bin folder of a native build (native.sh build)}"
+  f32="$WORK/models/synthetic-110m-f32.gguf"
+  q4="$WORK/models/synthetic-110m-q4_0-$(printf %s "$BIN" | sha256sum | cut -c1-8).gguf"
+  [[ -f $f32 ]] || python3 "$HERE/gen_gguf.py" "$f32" >/dev/null
+  [[ -f $q4 ]] || "$BIN/llama-quantize" "$f32" "$q4" Q4_0 "$THREADS" >/dev/null 2>&1
+  rtr=(); [[ ${RTR:-0} == 1 ]] && rtr=(-rtr)
+  go test -c -o "$WORK/engine.test" "$ROOT/runtime/engine"
+  # llama-batched-bench's table: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | ...
+  theirs() {
+    "$BIN/llama-batched-bench" -m "$q4" -c 2048 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,8 -t "$THREADS" "${rtr[@]}" 2>&1 |
+      awk -F'|' '/^\|/ && $2+0==128 && $3+0==128 { gsub(/ /,"",$4); gsub(/ /,"",$9); gsub(/ /,"",$7); tg[$4]=$9; pp[$4]=$7 } END { printf "%s %s %s ", tg["1"], tg["8"], pp["1"] }'
+    "$BIN/llama-batched-bench" -m "$q4" -c 2048 -b 2048 -ub 512 -npp 512 -ntg 4 -npl 1 -t "$THREADS" "${rtr[@]}" 2>&1 |
+      awk -F'|' '/^\|/ && $2+0==512 { gsub(/ /,"",$7); pp=$7 } END { print pp }'
+  }
+  ours() {
+    (cd "$ROOT/runtime/engine" && EDGEINFER_BENCH_SCHEME=int4-b32 "$WORK/engine.test" \
+      -test.run '^$' -test.bench '^BenchmarkDecodeRate$' -test.benchtime 1x 2>&1) |
+      awk '/b1-tok\/s/ { for (i = 1; i <= NF; i++) { if ($(i+1) == "b1-tok/s") b1 = $i; if ($(i+1) == "b8-tok/s") b8 = $i;
+        if ($(i+1) == "pp128-tok/s") p1 = $i; if ($(i+1) == "pp512-tok/s") p5 = $i } } END { print b1, b8, p1, p5 }'
+  }
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
+  med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+  r1=(); r8=(); rp1=(); rp5=()
+  echo "anchor $BIN ${rtr[*]}, $THREADS threads, $ROUNDS rounds; engine int4-b32 vs Q4_0 (tok/s)"
+  for r in $(seq "$ROUNDS"); do
+    read -r t1 t8 tp1 tp5 < <(theirs)
+    read -r o1 o8 op1 op5 < <(ours)
+    r1+=("$(ratio "$o1" "$t1")"); r8+=("$(ratio "$o8" "$t8")"); rp1+=("$(ratio "$op1" "$tp1")"); rp5+=("$(ratio "$op5" "$tp5")")
+    echo "round $r: anchor b1 $t1 b8 $t8 pp128 $tp1 pp512 $tp5 | engine b1 $o1 b8 $o8 pp128 $op1 pp512 $op5 |" \
+      "ratios b1 ${r1[-1]} b8 ${r8[-1]} pp128 ${rp1[-1]} pp512 ${rp5[-1]}"
+  done
+  echo "median engine/anchor: b1 $(med "${r1[@]}")  b8 $(med "${r8[@]}")  pp128 $(med "${rp1[@]}")  pp512 $(med "${rp5[@]}")"
+  ;;
+*)
+  echo "usage: native.sh build (SRC=checkout) | compare (BIN=bin folder, RTR=1 for ik, ROUNDS=n)" >&2
+  exit 2
+  ;;
+esac
