@@ -3,11 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
@@ -77,13 +75,7 @@ func BenchmarkDecodeRateMatMulKernel(b *testing.B) {
 // firstTokenMS is the milliseconds to the first token of one 256-token prompt.
 func firstTokenMS(b *testing.B, e *Engine, vocab int, seed uint64) float64 {
 	b.Helper()
-	p := randomPrompt(rand.New(rand.NewPCG(seed, 7)), 256, vocab)
-	start := time.Now()
-	times, err := stream(context.Background(), e, p, GenerateOptions{MaxTokens: 1})
-	if err != nil || len(times) == 0 {
-		b.Fatalf("ttft: %d tokens, %v", len(times), err)
-	}
-	return float64(times[0].Sub(start).Microseconds()) / 1e3
+	return 256 / prefillRate(b, e, vocab, seed, 256) * 1e3
 }
 
 // matmulBundle is the int4-b32 bundle of preset, on the kernel or not,
