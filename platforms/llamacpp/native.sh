@@ -10,6 +10,9 @@
 #   SRC=~/src/ik_llama.cpp bash platforms/llamacpp/native.sh build   # -> $WORK/<name>/bin
 #   BIN=$WORK/ik_llama.cpp/bin RTR=1 ROUNDS=5 bash platforms/llamacpp/native.sh compare
 #
+# SCHEME=int8 QTYPE=Q8_0 compares the int8 bundle with Q8_0 (defaults:
+# int4-b32 and Q4_0).
+#
 # KERNEL=1 runs the engine's bundle on edgeinfer's own int4 operator
 # (ai.edgeinfer.MatMulNBits, `model build --matmul-kernel`) instead of
 # ONNX Runtime's MatMulNBits: same weights, BenchmarkDecodeRateMatMulKernel
@@ -28,6 +31,8 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 WORK="${WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/llamacpp}"
 ROUNDS="${ROUNDS:-3}"
+SCHEME="${SCHEME:-int4-b32}"
+QTYPE="${QTYPE:-Q4_0}"
 THREADS=2 # the engine benchmark's benchThreads (runtime/engine/bench_test.go)
 mkdir -p "$WORK/models"
 
@@ -45,9 +50,9 @@ build)
 compare)
   : "${BIN:?set BIN to the bin folder of a native build (native.sh build)}"
   f32="$WORK/models/synthetic-110m-f32.gguf"
-  q4="$WORK/models/synthetic-110m-q4_0-$(printf %s "$BIN" | sha256sum | cut -c1-8).gguf"
+  q4="$WORK/models/synthetic-110m-$QTYPE-$(printf %s "$BIN" | sha256sum | cut -c1-8).gguf"
   [[ -f $f32 ]] || python3 "$HERE/gen_gguf.py" "$f32" >/dev/null
-  [[ -f $q4 ]] || "$BIN/llama-quantize" "$f32" "$q4" Q4_0 "$THREADS" >/dev/null 2>&1
+  [[ -f $q4 ]] || "$BIN/llama-quantize" "$f32" "$q4" "$QTYPE" "$THREADS" >/dev/null 2>&1
   rtr=(); [[ ${RTR:-0} == 1 ]] && rtr=(-rtr)
   go test -c -o "$WORK/engine.test" "$ROOT/runtime/engine"
   # llama-batched-bench's table: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | ...
@@ -64,7 +69,7 @@ compare)
     bundle=(EDGEINFER_BENCH_BUNDLE="$kdir")
   fi
   ours() {
-    (cd "$ROOT/runtime/engine" && env "${bundle[@]}" EDGEINFER_BENCH_SCHEME=int4-b32 "$WORK/engine.test" \
+    (cd "$ROOT/runtime/engine" && env "${bundle[@]}" EDGEINFER_BENCH_SCHEME="$SCHEME" "$WORK/engine.test" \
       -test.run '^$' -test.bench '^BenchmarkDecodeRate$' -test.benchtime 1x 2>&1) |
       awk '/b1-tok\/s/ { for (i = 1; i <= NF; i++) { if ($(i+1) == "b1-tok/s") b1 = $i; if ($(i+1) == "b8-tok/s") b8 = $i;
         if ($(i+1) == "pp128-tok/s") p1 = $i; if ($(i+1) == "pp512-tok/s") p5 = $i } } END { print b1, b8, p1, p5 }'
@@ -72,7 +77,7 @@ compare)
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
   med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
   r1=(); r8=(); rp1=(); rp5=()
-  echo "anchor $BIN ${rtr[*]}, $THREADS threads, $ROUNDS rounds; engine int4-b32${bundle:+ on ${bundle[0]#*=}} vs Q4_0 (tok/s)"
+  echo "anchor $BIN ${rtr[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME${bundle:+ on ${bundle[0]#*=}} vs $QTYPE (tok/s)"
   for r in $(seq "$ROUNDS"); do
     read -r t1 t8 tp1 tp5 < <(theirs)
     read -r o1 o8 op1 op5 < <(ours)
