@@ -97,6 +97,9 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 		if len(u.Providers) > 0 {
 			*providers = strings.Join(u.Providers, ",")
 		}
+		if *bps == 0 {
+			*bps = u.MaxBytesPerSec
+		}
 	}
 	if *model == "" || *root == "" || (*source == "" && *agentCfg == "" && pos[0] != "status" && pos[0] != "rollback") {
 		return fmt.Errorf("%w: --model, --root and --source are required", errUsage)
@@ -132,6 +135,9 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	cfg := update.Config{Model: *model, ImageRoot: *root, DirectorRoot: *director, MaxBytesPerSec: *bps,
 		Device: update.Device{ID: *deviceID, Board: *board, Providers: splitList(*providers), SDKVersion: *sdk}}
+	if acfg.Update != nil {
+		cfg.MetadataDir = acfg.Update.MetadataDir // the agent's trusted metadata, not a second copy
+	}
 	print := func(v any, text string) error {
 		if *asJSON {
 			b, err := json.MarshalIndent(v, "", "  ")
