@@ -43,6 +43,7 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	kvBudget := fs.Int64("kv-budget", 0, "KV cache bytes per decoder (0 = engine default, 256 MiB)")
 	maxBatch := fs.Int("max-batch", 0, "sequences decoded together (0 = engine default, 8)")
 	chunk := fs.Int("prefill-chunk", 0, "tokens of one prefill chunk: bounds the stall a new prompt puts on running streams (their ITL) against its own TTFT (0 = engine default, 256)")
+	board := fs.String("board", "", "apply a board profile's providers, threads and KV budget: auto (detect) or a profile ID; flags set explicitly win")
 	verbose := fs.Bool("v", false, "log requests and lifecycle to stderr")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -58,6 +59,11 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	cfg := engine.Config{Models: specs, Store: *storePath, KV: engine.KVOptions{BudgetBytes: *kvBudget}, Logger: logger,
 		Scheduler: engine.SchedulerConfig{MaxBatch: *maxBatch, ChunkSize: *chunk}}
 	cfg.Session.IntraOpThreads = *threads
+	if *board != "" {
+		if err := applyBoard(fs, *board, &cfg); err != nil { // cmd_doctor.go
+			return err
+		}
+	}
 	eng, err := engine.Open(ctx, cfg)
 	if err != nil {
 		return err
