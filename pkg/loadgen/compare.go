@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,8 +103,8 @@ func Compare(labels, dirs []string, reps []*Report) (*Comparison, error) {
 		if i == 0 {
 			continue
 		}
-		if w0, w := workloadKey(first), workloadKey(r); w0 != w {
-			c.Notes = append(c.Notes, fmt.Sprintf("%s ran a different workload or SLO than %s (%s vs %s): the columns are not comparable", labels[i], labels[0], w, w0))
+		if !bytes.Equal(workloadKey(first), workloadKey(r)) {
+			c.Notes = append(c.Notes, fmt.Sprintf("%s ran a different workload or SLO than %s (input, output, class, SLO, phases or thresholds differ): the columns are not comparable", labels[i], labels[0]))
 		}
 		if r.Versions.CPU != first.Versions.CPU || r.Versions.Cores != first.Versions.Cores {
 			c.Notes = append(c.Notes, fmt.Sprintf("%s ran on %s (%d cores), %s on %s (%d cores)", labels[i], r.Versions.CPU, r.Versions.Cores, labels[0], first.Versions.CPU, first.Versions.Cores))
@@ -127,22 +128,13 @@ func sweepGoodput(r *Report) *float64 {
 }
 
 // workloadKey is what must match for two reports to be compared.
-func workloadKey(r *Report) string {
+func workloadKey(r *Report) []byte {
 	b, _ := json.Marshal(struct {
 		W          Workload
 		Phases     []Phase
 		Thresholds []Threshold
 	}{r.Workload, r.Spec.Phases, r.Spec.Thresholds})
-	return fmt.Sprintf("%s/%x", r.Name, fnv64(b))
-}
-
-func fnv64(b []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, c := range b {
-		h ^= uint64(c)
-		h *= 1099511628211
-	}
-	return h
+	return b
 }
 
 // WriteMarkdown writes the comparison as a table, runs as columns.
@@ -154,60 +146,40 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		head = append(head, r.Label)
 	}
 	rows := [][]string{head}
-	row := func(name string, higherBetter *bool, get func(CompareRun) (float64, bool), format func(CompareRun) string) {
+	// text rows say what each column is; figure rows add each column's
+	// ratio to the first
+	text := func(name string, f func(CompareRun) string) {
 		cells := []string{name}
-		base, baseOK := get(c.Runs[0])
-		for i, r := range c.Runs {
-			s := format(r)
-			if v, ok := get(r); i > 0 && ok && baseOK && base != 0 && higherBetter != nil {
-				s += fmt.Sprintf(" (%.2f×)", v/base)
-			}
-			cells = append(cells, s)
+		for _, r := range c.Runs {
+			cells = append(cells, f(r))
 		}
 		rows = append(rows, cells)
 	}
-	up, down := true, false
-	num := func(f func(CompareRun) *float64, unit string, prec ...int) (func(CompareRun) (float64, bool), func(CompareRun) string) {
-		format := "%.1f%s"
-		if len(prec) > 0 {
-			format = fmt.Sprintf("%%.%df%%s", prec[0])
-		}
-		return func(r CompareRun) (float64, bool) {
-				if v := f(r); v != nil {
-					return *v, true
-				}
-				return 0, false
-			}, func(r CompareRun) string {
-				if v := f(r); v != nil {
-					return fmt.Sprintf(format, *v, unit)
-				}
-				return "—"
+	figure := func(name, format string, f func(CompareRun) *float64) {
+		cells := []string{name}
+		base := f(c.Runs[0])
+		for i, r := range c.Runs {
+			v := f(r)
+			if v == nil {
+				cells = append(cells, "—")
+				continue
 			}
+			cell := fmt.Sprintf(format, *v)
+			if i > 0 && base != nil && *base != 0 {
+				cell += fmt.Sprintf(" (%.2f×)", *v / *base)
+			}
+			cells = append(cells, cell)
+		}
+		rows = append(rows, cells)
 	}
-	text := func(f func(CompareRun) string) (func(CompareRun) (float64, bool), func(CompareRun) string) {
-		return func(CompareRun) (float64, bool) { return 0, false }, f
-	}
-	g, f := text(func(r CompareRun) string { return r.Server })
-	row("server", nil, g, f)
-	g, f = text(func(r CompareRun) string { return r.Model })
-	row("model", nil, g, f)
-	g, f = text(func(r CompareRun) string {
+	text("server", func(r CompareRun) string { return r.Server })
+	text("model", func(r CompareRun) string { return r.Model })
+	text("verdict", func(r CompareRun) string {
 		return fmt.Sprintf("%s (pass %d, retest %d, block %d)", r.Status, r.Verdicts["pass"], r.Verdicts["retest"], r.Verdicts["block"])
 	})
-	row("verdict", nil, g, f)
-	g, f = num(func(r CompareRun) *float64 { return r.GoodputTokS }, " tok/s")
-	row("goodput at SLO (whole run)", &up, g, f)
-	g, f = num(func(r CompareRun) *float64 { return r.SweepGoodputTokS }, " tok/s")
-	row("goodput at the max stable concurrency", &up, g, f)
-	maxStable := func(r CompareRun) *float64 {
-		if r.MaxStableConcurrency == nil {
-			return nil
-		}
-		v := float64(*r.MaxStableConcurrency)
-		return &v
-	}
-	g, _ = num(maxStable, "")
-	row("max stable concurrency", &up, g, func(r CompareRun) string {
+	figure("goodput at SLO (whole run)", "%.1f tok/s", func(r CompareRun) *float64 { return r.GoodputTokS })
+	figure("goodput at the max stable concurrency", "%.1f tok/s", func(r CompareRun) *float64 { return r.SweepGoodputTokS })
+	text("max stable concurrency", func(r CompareRun) string {
 		switch {
 		case r.MaxStableConcurrency == nil:
 			return "none stable / not swept"
@@ -216,22 +188,14 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		}
 		return fmt.Sprint(*r.MaxStableConcurrency)
 	})
-	g, f = num(func(r CompareRun) *float64 { return r.SLOAttainment }, "", 3)
-	row("SLO attainment", &up, g, f)
-	g, f = num(func(r CompareRun) *float64 { return r.ThroughputTokS }, " tok/s")
-	row("throughput", &up, g, f)
-	g, f = num(func(r CompareRun) *float64 { return r.TTFTP50 }, " ms")
-	row("TTFT p50", &down, g, f)
-	g, f = num(func(r CompareRun) *float64 { return r.TTFTP99 }, " ms")
-	row("TTFT p99", &down, g, f)
-	g, f = num(func(r CompareRun) *float64 { return r.ITLP50 }, " ms")
-	row("ITL p50", &down, g, f)
-	g, f = num(func(r CompareRun) *float64 { return r.ITLP99 }, " ms")
-	row("ITL p99", &down, g, f)
-	g, f = text(func(r CompareRun) string { return fmt.Sprint(r.Requests) })
-	row("requests", nil, g, f)
-	g, f = text(func(r CompareRun) string { return r.CPU })
-	row("CPU", nil, g, f)
+	figure("SLO attainment", "%.3f", func(r CompareRun) *float64 { return r.SLOAttainment })
+	figure("throughput", "%.1f tok/s", func(r CompareRun) *float64 { return r.ThroughputTokS })
+	figure("TTFT p50", "%.1f ms", func(r CompareRun) *float64 { return r.TTFTP50 })
+	figure("TTFT p99", "%.1f ms", func(r CompareRun) *float64 { return r.TTFTP99 })
+	figure("ITL p50", "%.1f ms", func(r CompareRun) *float64 { return r.ITLP50 })
+	figure("ITL p99", "%.1f ms", func(r CompareRun) *float64 { return r.ITLP99 })
+	text("requests", func(r CompareRun) string { return fmt.Sprint(r.Requests) })
+	text("CPU", func(r CompareRun) string { return r.CPU })
 	writeMDTable(&b, rows)
 	b.WriteString("\nRatios are each column over the first.\n")
 	for _, n := range c.Notes {

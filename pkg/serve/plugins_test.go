@@ -6,13 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
-	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/plugintest"
@@ -25,41 +22,7 @@ import (
 func TestPluginModel(t *testing.T) {
 	orttest.Need(t)
 	ctx := context.Background()
-	dir := t.TempDir()
-	if _, err := build.ImportHF(ctx, filepath.Join("..", "..", "examples", "tinylm"), dir, build.ImportOptions{Name: "tiny-plug"}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := bundle.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for stage, pkg := range map[string]string{"pre.wasm": "redact", "post.wasm": "jsonout"} {
-		data, err := os.ReadFile(plugintest.Build(t, "runtime/plugin/plugins/"+pkg))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, stage), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m := b.Manifest
-	var files []string
-	for _, f := range m.Files {
-		files = append(files, f.Path)
-	}
-	files = append(files, "pre.wasm", "post.wasm")
-	if err := bundle.Write(dir, &m, files...); err != nil {
-		t.Fatal(err)
-	}
-	sum := map[string]string{}
-	for _, f := range m.Files {
-		sum[f.Path] = f.SHA256
-	}
-	m.Plugins = &bundle.Plugins{Pre: &bundle.PluginRef{File: "pre.wasm", SHA256: sum["pre.wasm"], TimeoutMS: 60000},
-		Post: &bundle.PluginRef{File: "post.wasm", SHA256: sum["post.wasm"], TimeoutMS: 60000}}
-	if err := bundle.Write(dir, &m, files...); err != nil {
-		t.Fatal(err)
-	}
+	dir := plugintest.TextBundle(t, filepath.Join("..", "..", "examples", "tinylm"), "tiny-plug")
 	cfg := engine.Config{Models: []engine.ModelSpec{{Dir: dir}}}
 	cfg.Session.IntraOpThreads = 1
 	e, err := engine.Open(ctx, cfg)

@@ -87,11 +87,13 @@ type Stream struct {
 	err        error // refused before submission
 
 	// pre is the pre plugin's time; pass its outputs for the post plugin;
-	// result and resultErr the post plugin's answer (Result).
+	// result and resultErr Result's answer, set (resulted) once the
+	// request is refused or a plugin model's generation is over.
 	pre       time.Duration
 	pass      []abi.Tensor
 	result    []abi.Tensor
 	resultErr error
+	resulted  bool
 
 	ver     *model
 	st      *sched.Stream
@@ -114,6 +116,8 @@ func (e *Engine) Generate(ctx context.Context, model, prompt string, opts Genera
 		s.err = fmt.Errorf("%w: %q is a one-shot model (use Infer)", ErrInvalidRequest, model)
 	case m.tok == nil:
 		s.err = fmt.Errorf("%w: %q (use GenerateTokens)", ErrNoTokenizer, model)
+	case m.pl != nil && m.pl.HasPre():
+		// encoded in submit, from what the pre plugin makes of the text
 	default:
 		s.prompt = s.encode(m.tok, prompt)
 	}
@@ -279,7 +283,7 @@ func (s *Stream) relay(yield func(Token, error) bool) {
 func (s *Stream) refused(err error) {
 	s.summed = true
 	s.sum = Summary{ID: s.opts.ID, Model: s.model, Finish: FinishRejected, Err: err, PromptTokens: len(s.prompt)}
-	s.resultErr = err // Result (generate_plugins.go)
+	s.resultErr, s.resulted = err, true // Result (generate_plugins.go)
 }
 
 func (s *Stream) summarise(tl sched.Timeline, err error) {

@@ -85,18 +85,19 @@ func (s *Stream) pluginRelay(yield func(Token, error) bool) {
 	var post time.Duration
 	if ended {
 		<-s.st.Done()
-		if s.st.Err() == nil {
-			t0 := time.Now()
-			s.result, s.resultErr = s.ver.pl.Post(s.ctx, []abi.Tensor{abi.Str(PluginText, text.String())}, s.pass)
-			post = time.Since(t0)
-			if s.resultErr != nil {
-				s.resultErr = fmt.Errorf("engine: %s: %w", s.ver.name, s.resultErr)
-			}
-		}
+		ended = s.st.Err() == nil
 	}
-	if s.resultErr == nil && s.result == nil {
+	if ended {
+		t0 := time.Now()
+		s.result, s.resultErr = s.ver.pl.Post(s.ctx, []abi.Tensor{abi.Str(PluginText, text.String())}, s.pass)
+		post = time.Since(t0)
+		if s.resultErr != nil {
+			s.resultErr = fmt.Errorf("engine: %s: %w", s.ver.name, s.resultErr)
+		}
+	} else {
 		s.resultErr = fmt.Errorf("%w: the generation did not end by itself, so the post plugin did not run", ErrInvalidRequest)
 	}
+	s.resulted = true
 	s.e.pluginsDone(uint64(s.st.ID()), s.pre, post)
 }
 
@@ -109,7 +110,7 @@ func (s *Stream) Result() ([]abi.Tensor, error) {
 		for range s.Tokens() {
 		}
 	}
-	if s.resultErr != nil || s.result != nil {
+	if s.resulted {
 		return s.result, s.resultErr
 	}
 	return nil, fmt.Errorf("%w: %q lists no plugins", ErrInvalidRequest, s.model)

@@ -3,14 +3,11 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
-	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
@@ -18,48 +15,13 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/prepost"
 )
 
-// textBundle imports examples/tinylm and ships it with the redact (pre)
-// and jsonout (post) plugins, as an OTA release would.
-func textBundle(t *testing.T) string {
-	t.Helper()
-	orttest.Need(t)
-	dir := t.TempDir()
-	if _, err := build.ImportHF(context.Background(), "../../examples/tinylm", dir, build.ImportOptions{Name: "tiny-text"}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := bundle.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyFile(t, plugintest.Build(t, "runtime/plugin/plugins/redact"), dir+"/pre.wasm")
-	copyFile(t, plugintest.Build(t, "runtime/plugin/plugins/jsonout"), dir+"/post.wasm")
-	m := b.Manifest
-	var files []string
-	for _, f := range m.Files {
-		files = append(files, f.Path)
-	}
-	files = append(files, "pre.wasm", "post.wasm")
-	if err := bundle.Write(dir, &m, files...); err != nil {
-		t.Fatal(err)
-	}
-	sum := map[string]string{}
-	for _, f := range m.Files {
-		sum[f.Path] = f.SHA256
-	}
-	m.Plugins = &bundle.Plugins{Pre: &bundle.PluginRef{File: "pre.wasm", SHA256: sum["pre.wasm"], TimeoutMS: 60000},
-		Post: &bundle.PluginRef{File: "post.wasm", SHA256: sum["post.wasm"], TimeoutMS: 60000}}
-	if err := bundle.Write(dir, &m, files...); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // TestGeneratePlugins: a decoder bundle's plugins run around Generate: the
 // model is prompted with the pre plugin's redacted prompt, the post
 // plugin's result over the whole output comes with the stream (the pre
 // plugin's outputs passed through), and the record times both apart.
 func TestGeneratePlugins(t *testing.T) {
-	dir := textBundle(t)
+	orttest.Need(t)
+	dir := plugintest.TextBundle(t, "../../examples/tinylm", "tiny-text")
 	sink := &recordSink{}
 	ctx := context.Background()
 	e, err := engine.Open(ctx, engine.Config{Models: []engine.ModelSpec{{Dir: dir}}, Observers: []engine.Observer{sink}})
@@ -133,16 +95,5 @@ func TestGeneratePlugins(t *testing.T) {
 	}
 	if recs := wantRecords(2); recs[1].Post != 0 || recs[1].Pre <= 0 {
 		t.Errorf("early-left record pre %v post %v", recs[1].Pre, recs[1].Post)
-	}
-}
-
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

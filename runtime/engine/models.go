@@ -208,9 +208,6 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 		if err := e.openDecoderPlugins(ctx, m, b); err != nil { // generate_plugins.go
 			return nil, errors.Join(err, m.close())
 		}
-		if m.pl != nil {
-			m.info.Plugins = m.pl.Infos()
-		}
 	} else {
 		s, err := ort.NewSessionFromFile(ctx, b.ModelPath(), e.cfg.Session)
 		if err != nil {
@@ -222,9 +219,9 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 		}
 		m.info.setSession(s)
 		m.info.Inputs, m.info.Outputs = s.Inputs(), s.Outputs()
-		if m.pl != nil {
-			m.info.Plugins = m.pl.Infos()
-		}
+	}
+	if m.pl != nil {
+		m.info.Plugins = m.pl.Infos()
 	}
 	m.info.LoadTime = time.Since(start)
 	m.key = e.keyFor(m.name)

@@ -36,9 +36,7 @@ type Client struct {
 // Dial connects an operator's client (_op-<random>, clean session) and
 // subscribes to the fleet's state.
 func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	l, err := link.Open(ctx, link.Config{Broker: cfg.Broker, Fleet: cfg.Fleet, Device: "_op-" + hex.EncodeToString(b[:]),
+	l, err := link.Open(ctx, link.Config{Broker: cfg.Broker, Fleet: cfg.Fleet, Device: OperatorName(),
 		Username: cfg.Username, Password: cfg.Password, CAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile,
 		CleanSession: true, QueueLen: 1 << 14}, nil)
 	if err != nil {
@@ -54,6 +52,15 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// OperatorName is a fresh client name for an operator's session
+// ("_op-<random>"): names starting with '_' are the fleet's own, never a
+// device's, so an operator's client never takes over a device's session.
+func OperatorName() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "_op-" + hex.EncodeToString(b[:])
 }
 
 // View is the client's picture of the fleet (filling as retained

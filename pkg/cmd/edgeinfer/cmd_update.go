@@ -5,10 +5,8 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +20,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/device"
+	"github.com/edgeinfer/edgeinfer/update/fleet"
 	"github.com/edgeinfer/edgeinfer/update/link"
 	"github.com/edgeinfer/edgeinfer/update/serving"
 )
@@ -242,9 +241,7 @@ func updateSource(source, caFile string) (update.Source, error) {
 // so the agent's session is untouched.
 func agentUpdateStatus(ctx context.Context, stdout io.Writer, lc link.Config, asJSON bool) error {
 	topics := link.NewTopics(lc.Fleet, lc.Device)
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	lc.Device, lc.ClientID, lc.CleanSession = "_op-"+hex.EncodeToString(b[:]), "", true
+	lc.Device, lc.ClientID, lc.CleanSession = fleet.OperatorName(), "", true
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	l, err := link.Open(ctx, lc, nil)
