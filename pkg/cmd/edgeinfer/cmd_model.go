@@ -22,9 +22,9 @@ func init() {
 }
 
 const modelUsage = `usage:
-  edgeinfer model build --preset NAME --out DIR [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32 [--keep lm_head] [--matmul-kernel]]
+  edgeinfer model build --preset NAME --out DIR [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32 [--keep lm_head] [--matmul-kernel]]
   edgeinfer model import --onnx DIR --out DIR [--name NAME] [--version V]   (an Optimum/GenAI export, run through the compatible contract)
-  edgeinfer model import --hf DIR --out DIR [--name NAME] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32 [--keep lm_head] [--matmul-kernel]]
+  edgeinfer model import --hf DIR --out DIR [--name NAME] [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32 [--keep lm_head] [--matmul-kernel]]
 presets: `
 
 func runModel(ctx context.Context, stdout io.Writer, args []string) error {
@@ -46,6 +46,7 @@ func runModel(ctx context.Context, stdout io.Writer, args []string) error {
 
 // graphFlags are the build options both subcommands take.
 type graphFlags struct {
+	version   string
 	contract  string
 	blockSize int
 	allLogits bool
@@ -61,6 +62,7 @@ type graphFlags struct {
 
 // register adds the flags both subcommands share.
 func (g *graphFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.version, "version", "1", "bundle version (what a fleet publishes and a store keeps apart)")
 	fs.StringVar(&g.contract, "contract", string(llama.ContractPaged), "decoder contract: paged or compatible")
 	fs.IntVar(&g.blockSize, "block-size", llama.DefaultBlockSize, "paged KV block size (tokens)")
 	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
@@ -125,7 +127,7 @@ func runModelBuild(ctx context.Context, stdout io.Writer, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	b, err := build.BuildDecoder(ctx, *out, build.DecoderSpec{
-		Name: *preset, Version: "1", Config: cfg, Weights: src, Options: opts,
+		Name: *preset, Version: g.version, Config: cfg, Weights: src, Options: opts,
 		CreatedBy: fmt.Sprintf("edgeinfer model build --preset %s --contract %s --scheme %s", *preset, opts.Contract, g.scheme),
 	})
 	if err != nil {
@@ -139,7 +141,6 @@ func runModelImport(ctx context.Context, stdout io.Writer, args []string) error 
 	fs := newFlagSet("model import")
 	hf := fs.String("hf", "", "Hugging Face checkpoint directory (config.json, *.safetensors, tokenizer.json)")
 	exported := fs.String("onnx", "", "directory of an exported ONNX model (Optimum / onnxruntime-genai decoder, or a one-shot model) to bundle as it is")
-	version := fs.String("version", "", "bundle version for --onnx (default 1)")
 	out := fs.String("out", "", "bundle directory to write")
 	name := fs.String("name", "", "bundle name (default: the checkpoint directory's name)")
 	var g graphFlags
@@ -155,7 +156,7 @@ func runModelImport(ctx context.Context, stdout io.Writer, args []string) error 
 		}
 	}
 	if *exported != "" && *out != "" && *hf == "" {
-		b, err := build.ImportExported(ctx, *exported, *out, *name, *version)
+		b, err := build.ImportExported(ctx, *exported, *out, *name, g.version)
 		if err != nil {
 			return err
 		}
@@ -169,7 +170,7 @@ func runModelImport(ctx context.Context, stdout io.Writer, args []string) error 
 	if err != nil {
 		return err
 	}
-	b, err := build.ImportHF(ctx, *hf, *out, build.ImportOptions{Name: *name, Options: opts})
+	b, err := build.ImportHF(ctx, *hf, *out, build.ImportOptions{Name: *name, Version: g.version, Options: opts})
 	if err != nil {
 		return err
 	}
