@@ -1,26 +1,33 @@
-// ai.edgeinfer.MatMulNBits: y = a · Bᵀ for int4 weights in block 32, the
-// weights (and inputs) of com.microsoft.MatMulNBits with bits 4, block_size
-// 32 and no zero points (code 8 is zero), so a graph moves between the two
-// by the node's domain alone.
+// ai.edgeinfer.MatMulNBits: y = a · Bᵀ for int4 or int8 weights in block
+// 32, the weights (and inputs) of com.microsoft.MatMulNBits with bits 4 or
+// 8, block_size 32 and no zero points (code 8, or 128, is zero), so a graph
+// moves between the two by the node's domain alone.
 //
 // Why a kernel of our own: MatMulNBits (MLAS) is where a decode step and a
 // prefill chunk spend most of their time on the CPU (TestProfileDecode in
-// quant gives the table), and its int8-activation path (accuracy_level 4)
-// leaves the memory bus idle at batch 1. This one quantises each row of a
-// to int8 per block of 32 once (ei_q4_quantize), then takes each weight
-// block from memory once for up to four rows of a (a decode step's row, or
-// a tile of a prefill chunk), with the dot products in integers: AVX-512
+// quant gives the table). This one quantises each row of a to int8 per
+// block of 32 once (ei_q4_quantize), then multiplies in integers: AVX-512
 // VNNI, AVX2, NEON dot-product, or generic C, picked at load.
 //
-// Weights are read in MatMulNBits' own layout, in place: low nibble = even
-// element. The activation codes are stored in that order (the block's even
-// elements, then its odd ones), so a block's 16 bytes unpack into 32 codes
-// that line up with them without shuffles, and the session holds no second
-// copy of the weights.
+// The layout (ei_q4_pack, once when the node loads): weight rows in groups
+// of eight, and per group and block the eight rows' codes interleaved four
+// bytes at a time, then their eight scales. One 32-byte vector of codes so
+// holds the same four elements of eight weight rows, and one broadcast of
+// four activation codes meets all eight: a product of one activation row
+// by eight weight rows is eight lanes of one register from the first
+// multiply to the store, with no horizontal sums, and each weight vector
+// taken from memory serves up to four activation rows (a tile).
 //
-// Per output and block: Σ (w−8)·x = Σ w·x − 8·Σx. The x86 paths multiply
-// unsigned codes w ∈ [0, 15] by signed x (maddubs, dpbusd) and subtract the
-// zero point's share, 8·scale·Σx, precomputed per activation block (za).
+// int4, per group and block, 160 bytes: four vectors, byte 4c+i of vector
+// v holding row c's elements 8v+i (low nibble) and 8v+4+i (high nibble),
+// codes 0..15 as MatMulNBits has them; then eight float scales.
+// int8, 288 bytes: eight vectors, byte 4c+i of vector v holding row c's
+// element 4v+i as a signed value (code − 128); then eight scales.
+//
+// The x86 paths multiply unsigned codes by signed activations (maddubs,
+// dpbusd): Σ (w−zp)·x = Σ w·x − zp·Σx, the second term per activation
+// block (za). AVX2's int8 path multiplies |w| by x·sign(w) instead, since
+// 255·127·2 overflows maddubs' 16-bit sums and 128·127·2 does not.
 
 #include <math.h>
 #include <stdio.h>
@@ -29,27 +36,53 @@
 
 #include "matmul_q4.h"
 
+static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+// ---------------------------------------------------------------------------
+// Packing the weights.
+
+static inline size_t block_bytes(int bits) { return (size_t)EI_Q4_GROUP * EI_Q4_BLOCK * (size_t)bits / 8 + EI_Q4_GROUP * sizeof(float); }
+static inline size_t code_bytes(int bits) { return (size_t)EI_Q4_GROUP * EI_Q4_BLOCK * (size_t)bits / 8; }
+
+size_t ei_q4_packed_size(int bits, int64_t N, int64_t nb) {
+  return (size_t)((N + EI_Q4_GROUP - 1) / EI_Q4_GROUP) * (size_t)nb * block_bytes(bits);
+}
+
+// code is element e of block blk of weight row n, as MatMulNBits stores it.
+static inline int code(int bits, const uint8_t* b, int64_t nb, int64_t n, int64_t blk, int e) {
+  const uint8_t* p = b + (n * nb + blk) * (EI_Q4_BLOCK * bits / 8);
+  return bits == 8 ? p[e] : (p[e / 2] >> (4 * (e & 1))) & 15;
+}
+
+// Rows past N (the last group's padding) are zero codes with zero scales.
+void ei_q4_pack(int bits, const uint8_t* b, const float* scales, int64_t N, int64_t nb, uint8_t* out) {
+  const int64_t groups = (N + EI_Q4_GROUP - 1) / EI_Q4_GROUP;
+  for (int64_t g = 0; g < groups; g++)
+    for (int64_t blk = 0; blk < nb; blk++) {
+      uint8_t* dst = out + ((size_t)(g * nb + blk)) * block_bytes(bits);
+      float* sc = (float*)(dst + code_bytes(bits));
+      for (int c = 0; c < EI_Q4_GROUP; c++) {
+        const int64_t n = g * EI_Q4_GROUP + c;
+        sc[c] = n < N ? scales[n * nb + blk] : 0.0f;
+        for (int v = 0; v < bits; v++)  // code_bytes / 32 vectors
+          for (int i = 0; i < 4; i++) {
+            uint8_t* d = dst + 32 * v + 4 * c + i;
+            if (bits == 8)
+              *d = (uint8_t)(int8_t)((n < N ? code(8, b, nb, n, blk, 4 * v + i) : 128) - 128);
+            else if (n < N)
+              *d = (uint8_t)(code(4, b, nb, n, blk, 8 * v + i) | code(4, b, nb, n, blk, 8 * v + 4 + i) << 4);
+            else
+              *d = 0x88;
+          }
+      }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Quantising the activations.
 
-static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
-
-// ei_q4_codes finds block blk's even and odd codes in a row of nb blocks
-// (the layout is described at ei_q4_quantize).
-static inline void ei_q4_codes(const int8_t* row, int64_t nb, int64_t blk, int8_t** even, int8_t** odd) {
-  const int8_t* pair = row + (blk & ~(int64_t)1) * EI_Q4_BLOCK;
-  if ((blk | 1) < nb) {
-    *even = (int8_t*)pair + (blk & 1) * 16;
-    *odd = *even + 32;
-  } else {
-    *even = (int8_t*)pair;
-    *odd = *even + 16;
-  }
-}
-
 size_t ei_q4_scratch(int64_t M, int64_t nb) {
-  return align64((size_t)(M * nb * EI_Q4_BLOCK)) + 2 * align64((size_t)(M * nb) * sizeof(float)) +
-         align64((size_t)(M * (nb / 2) * 8) * sizeof(float)) + 64;
+  return align64((size_t)(M * nb * EI_Q4_BLOCK)) + 2 * align64((size_t)(M * nb) * sizeof(float)) + 64;
 }
 
 void ei_q4_bind(ei_q4_job* j, void* scratch) {
@@ -58,28 +91,20 @@ void ei_q4_bind(ei_q4_job* j, void* scratch) {
   p += align64((size_t)(j->M * j->nb * EI_Q4_BLOCK));
   j->sa = (float*)p;
   p += align64((size_t)(j->M * j->nb) * sizeof(float));
-  j->za = (float*)p;
-  p += align64((size_t)(j->M * j->nb) * sizeof(float));
-  j->sa8 = (float*)p;
+  j->za = (int32_t*)p;
 }
 
+static inline int zero_point(int bits) { return bits == 8 ? 128 : 8; }
+
 // Symmetric per block: the largest magnitude maps to ±127, rounding half
-// away from zero. A last partial block is padded with zero codes, which
-// meet the weights' padding and add nothing.
-//
-// Layout of a row's codes: blocks in pairs, 64 bytes a pair — the even
-// elements of both blocks, then the odd ones ([e0 e1 o0 o1], 16 bytes
-// each) — so that one 32-byte load of a weight row's two consecutive
-// blocks (MatMulNBits keeps a row's blocks adjacent) unpacks into the
-// nibbles that meet [e0 e1] and [o0 o1]. A last unpaired block is [e o].
-void ei_q4_quantize(void* p, size_t i) {
-  const ei_q4_job* j = p;
+// away from zero (the vector path below gives the same codes). A last
+// partial block is padded with zero codes, which add nothing whatever the
+// weights' padding holds.
+static void quantize_generic(const ei_q4_job* j, size_t i) {
   const int64_t K = j->K, nb = j->nb;
   const float* a = j->a + (int64_t)i * K;
-  int8_t* row = j->qa + (int64_t)i * nb * EI_Q4_BLOCK;
+  int8_t* q = j->qa + (int64_t)i * nb * EI_Q4_BLOCK;
   for (int64_t blk = 0; blk < nb; blk++) {
-    int8_t *even, *odd;
-    ei_q4_codes(row, nb, blk, &even, &odd);
     float x[EI_Q4_BLOCK] = {0};
     int64_t n = K - blk * EI_Q4_BLOCK < EI_Q4_BLOCK ? K - blk * EI_Q4_BLOCK : EI_Q4_BLOCK;
     memcpy(x, a + blk * EI_Q4_BLOCK, (size_t)n * sizeof(float));
@@ -91,43 +116,61 @@ void ei_q4_quantize(void* p, size_t i) {
       float v = x[e] * id;
       int c = (int)(v + (v >= 0 ? 0.5f : -0.5f));
       c = c > 127 ? 127 : c < -127 ? -127 : c;
-      (e & 1 ? odd : even)[e / 2] = (int8_t)c;
+      q[blk * EI_Q4_BLOCK + e] = (int8_t)c;
       sum += c;
     }
     j->sa[(int64_t)i * nb + blk] = d;
-    j->za[(int64_t)i * nb + blk] = 8.0f * d * (float)sum;
-    if (blk % 2 == 1)
-      for (int l = 0; l < 8; l++) j->sa8[((int64_t)i * (nb / 2) + blk / 2) * 8 + l] = j->sa[(int64_t)i * nb + blk - 1 + l / 4];
+    j->za[(int64_t)i * nb + blk] = zero_point(j->bits) * sum;
   }
 }
 
 // ---------------------------------------------------------------------------
-// Tiles: rows [m0, m0+R) of a, R ≤ 4, against weight rows [n0, n1).
+// Tiles: rows [m0, m0+R) of a, R ≤ 4, against groups [g0, g1).
 
-typedef void (*tile_fn)(const ei_q4_job* j, int64_t m0, int64_t R, int64_t n0, int64_t n1);
+typedef void (*tile_fn)(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1);
+typedef void (*quantize_fn)(const ei_q4_job* j, size_t i);
 
-// The generic path, in signed integers (w−8)·x, vectorised by the compiler.
-static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t n0, int64_t n1) {
+// The generic path, in signed integers (w−zp)·x.
+static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;
-  for (int64_t n = n0; n < n1; n++) {
-    const uint8_t* w = j->b + n * nb * 16;
-    const float* sw = j->scales + n * nb;
+  const size_t bb = block_bytes(j->bits), cb = code_bytes(j->bits);
+  for (int64_t g = g0; g < g1; g++)
     for (int64_t r = 0; r < R; r++) {
+      float acc[EI_Q4_GROUP] = {0};
       const int8_t* x = j->qa + (m0 + r) * nb * EI_Q4_BLOCK;
-      const float* sa = j->sa + (m0 + r) * nb;
-      float acc = 0;
       for (int64_t blk = 0; blk < nb; blk++) {
-        const uint8_t* wb = w + blk * 16;
-        int8_t *xe, *xo;
-        ei_q4_codes(x, nb, blk, &xe, &xo);
-        int32_t s = 0;
-        for (int e = 0; e < 16; e++) s += ((wb[e] & 15) - 8) * xe[e] + ((wb[e] >> 4) - 8) * xo[e];
-        acc += sw[blk] * sa[blk] * (float)s;
+        const uint8_t* wb = j->w + (size_t)(g * nb + blk) * bb;
+        const float* sw = (const float*)(wb + cb);
+        const int8_t* xb = x + blk * EI_Q4_BLOCK;
+        for (int c = 0; c < EI_Q4_GROUP; c++) {
+          int32_t s = 0;
+          if (j->bits == 8)
+            for (int v = 0; v < 8; v++)
+              for (int i = 0; i < 4; i++) s += (int8_t)wb[32 * v + 4 * c + i] * xb[4 * v + i];
+          else
+            for (int v = 0; v < 4; v++)
+              for (int i = 0; i < 4; i++) {
+                const uint8_t byte = wb[32 * v + 4 * c + i];
+                s += ((byte & 15) - 8) * xb[8 * v + i] + ((byte >> 4) - 8) * xb[8 * v + 4 + i];
+              }
+          acc[c] += sw[c] * j->sa[(m0 + r) * nb + blk] * (float)s;
+        }
       }
-      j->y[(m0 + r) * j->N + n] = acc;
+      const int64_t n0 = g * EI_Q4_GROUP, n = j->N - n0 < EI_Q4_GROUP ? j->N - n0 : EI_Q4_GROUP;
+      memcpy(j->y + (m0 + r) * j->N + n0, acc, (size_t)n * sizeof(float));
     }
-  }
 }
+
+// A tile function of a fixed R per R, so the row loops unroll.
+#define EI_BY_ROWS(NAME, ATTR)                                                                    \
+  ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {      \
+    switch (R) {                                                                                   \
+      case 1: NAME##_rows(j, m0, 1, g0, g1); break;                                                \
+      case 2: NAME##_rows(j, m0, 2, g0, g1); break;                                                \
+      case 3: NAME##_rows(j, m0, 3, g0, g1); break;                                                \
+      default: NAME##_rows(j, m0, 4, g0, g1); break;                                               \
+    }                                                                                              \
+  }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EI_Q4_X86 1
@@ -135,105 +178,189 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t n0, 
 
 #define EI_AVX2 __attribute__((target("avx2,fma")))
 #define EI_VNNI __attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni")))
+#define EI_INLINE static inline __attribute__((always_inline))
 
-EI_AVX2 static inline float hsum_avx2(__m256 a) {
-  __m128 x = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
+EI_AVX2 EI_INLINE __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  memcpy(&v, p, sizeof v);
+  return _mm256_set1_epi32(v);
 }
 
-// zero_share is Σ_blk sw[blk]·za[blk], the zero point's part of one
-// output: as eight lanes still to be summed, and the blocks past the last
-// multiple of eight subtracted from *tail.
-EI_AVX2 static inline __m256 zero_share(const float* sw, const float* za, int64_t nb, float* tail) {
-  __m256 acc = _mm256_setzero_ps();
-  int64_t blk = 0;
-  for (; blk + 8 <= nb; blk += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(sw + blk), _mm256_loadu_ps(za + blk), acc);
-  for (; blk < nb; blk++) *tail -= sw[blk] * za[blk];
-  return acc;
+// store8 writes one row's eight outputs of group g (fewer in a last group).
+EI_AVX2 EI_INLINE void store8(const ei_q4_job* j, int64_t row, int64_t g, __m256 v) {
+  float* y = j->y + row * j->N + g * EI_Q4_GROUP;
+  if (g * EI_Q4_GROUP + EI_Q4_GROUP <= j->N) {
+    _mm256_storeu_ps(y, v);
+  } else {
+    float t[EI_Q4_GROUP];
+    _mm256_storeu_ps(t, v);
+    memcpy(y, t, (size_t)(j->N - g * EI_Q4_GROUP) * sizeof(float));
+  }
 }
 
-// hsum4 sums each of four vectors: one row's output each.
-EI_AVX2 static inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
-  __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
-  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-}
-
-#define EI_Q4_STEP(DOT2, BLK, A)                                                                      \
-  do {                                                                                                 \
-    const int64_t blk = (BLK);                                                                         \
-    __m256i raw = _mm256_loadu_si256((const __m256i*)(w + blk * 16));                                  \
-    __m256i lo = _mm256_and_si256(raw, low), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);     \
-    __m128 s2 = _mm_castpd_ps(_mm_load_sd((const double*)(sw + blk)));                                 \
-    __m256 sw8 = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), spread);                        \
-    for (int r = 0; r < R; r++) {                                                                      \
-      const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;                                   \
-      __m256i p = DOT2(lo, _mm256_load_si256((const __m256i*)x), hi, _mm256_load_si256((const __m256i*)(x + 32))); \
-      __m256 sc = _mm256_mul_ps(sw8, _mm256_load_ps(j->sa8 + ((m0 + r) * pairs + blk / 2) * 8));      \
-      acc[r][A] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), sc, acc[r][A]);                              \
-    }                                                                                                  \
+// scale_add: acc += float(p − za)·sw·sa, one block's eight dot products.
+#define EI_SCALE_ADD(acc, p, r, blk)                                                   \
+  do {                                                                                \
+    const int64_t at = (m0 + (r)) * nb + (blk);                                       \
+    __m256i q = _mm256_sub_epi32((p), _mm256_set1_epi32(j->za[at]));                  \
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(sw, _mm256_set1_ps(j->sa[at])), acc); \
   } while (0)
 
-#define EI_Q4_TILE(NAME, ATTR, DOT2)                                                                  \
-  ATTR static inline __attribute__((always_inline)) void NAME##_rows(                                \
-      const ei_q4_job* j, int64_t m0, const int R, int64_t n0, int64_t n1) {                         \
-    const int64_t nb = j->nb, pairs = nb / 2;                                                         \
-    const __m256i low = _mm256_set1_epi8(0x0F);                                                        \
-    const __m256i spread = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);                                 \
-    for (int64_t n = n0; n < n1; n++) {                                                                \
-      const uint8_t* w = j->b + n * nb * 16;                                                           \
-      const float* sw = j->scales + n * nb;                                                            \
-      __m256 acc[4][2];                                                                                \
-      for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();                        \
-      int64_t pr = 0;                                                                                  \
-      for (; pr + 2 <= pairs; pr += 2) {                                                               \
-        EI_Q4_STEP(DOT2, 2 * pr, 0);                                                                   \
-        EI_Q4_STEP(DOT2, 2 * pr + 2, R == 1); /* a row of its own: a second accumulator */            \
-      }                                                                                                \
-      if (pr < pairs) EI_Q4_STEP(DOT2, 2 * pr, 0);                                                     \
-      float tail[4] = {0, 0, 0, 0};                                                                    \
-      if (nb & 1) { /* a last unpaired block: [e o] */                                                 \
-        const int64_t blk = nb - 1;                                                                    \
-        __m128i raw = _mm_loadu_si128((const __m128i*)(w + blk * 16));                                 \
-        __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low);             \
-        for (int r = 0; r < R; r++) {                                                                  \
-          const int64_t row = (m0 + r) * nb;                                                           \
-          const int8_t* x = j->qa + (row + blk) * EI_Q4_BLOCK;                                         \
-          __m256i p = DOT2(q, _mm256_load_si256((const __m256i*)x), _mm256_setzero_si256(),            \
-                           _mm256_setzero_si256());                                                    \
-          tail[r] = sw[blk] * j->sa[row + blk] * hsum_avx2(_mm256_cvtepi32_ps(p));                     \
-        }                                                                                              \
-      }                                                                                                \
-      __m256 t[4];                                                                                     \
-      for (int r = 0; r < 4; r++) t[r] = _mm256_setzero_ps();                                          \
-      for (int r = 0; r < R; r++)                                                                      \
-        t[r] = _mm256_sub_ps(_mm256_add_ps(acc[r][0], acc[r][1]), zero_share(sw, j->za + (m0 + r) * nb, nb, &tail[r])); \
-      __m128 sums = hsum4(t[0], t[1], t[2], t[3]);                                                     \
-      float out[4];                                                                                    \
-      _mm_storeu_ps(out, sums);                                                                        \
-      for (int r = 0; r < R; r++) j->y[(m0 + r) * j->N + n] = out[r] + tail[r];                        \
-    }                                                                                                  \
-  }                                                                                                    \
-  ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t n0, int64_t n1) {          \
-    switch (R) {                                                                                       \
-      case 1: NAME##_rows(j, m0, 1, n0, n1); break;                                                    \
-      case 2: NAME##_rows(j, m0, 2, n0, n1); break;                                                    \
-      case 3: NAME##_rows(j, m0, 3, n0, n1); break;                                                    \
-      default: NAME##_rows(j, m0, 4, n0, n1); break;                                                   \
-    }                                                                                                  \
+// int4, AVX2: a block's codes unpacked once into eight registers for the
+// tile's rows (row by row, so the compiler keeps them there: a loop over
+// the vectors outside the rows spilled its partial sums), eight maddubs
+// per row summed in 16 bits (each pair is at most 2·15·127, eight of them
+// 30,480), one madd to 32.
+EI_AVX2 EI_INLINE void avx2_q4_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
+  const int64_t nb = j->nb;
+  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  for (int64_t g = g0; g < g1; g++) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const uint8_t* wg = j->w + (size_t)(g * nb) * 160;
+    for (int64_t blk = 0; blk < nb; blk++) {
+      const uint8_t* wb = wg + blk * 160;
+      __m256i lo[4], hi[4];
+      for (int v = 0; v < 4; v++) {
+        __m256i raw = _mm256_load_si256((const __m256i*)(wb + 32 * v));
+        lo[v] = _mm256_and_si256(raw, low), hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+      }
+      const __m256 sw = _mm256_load_ps((const float*)(wb + 128));
+      for (int r = 0; r < R; r++) {
+        const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;
+        __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bcast4(x)), _mm256_maddubs_epi16(hi[0], bcast4(x + 4)));
+        for (int v = 1; v < 4; v++)
+          s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(lo[v], bcast4(x + 8 * v)), _mm256_maddubs_epi16(hi[v], bcast4(x + 8 * v + 4))));
+        EI_SCALE_ADD(acc[r], _mm256_madd_epi16(s, ones), r, blk);
+      }
+    }
+    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r]);
   }
-
-EI_AVX2 static inline __m256i dot_avx2(__m256i lo, __m256i xe, __m256i hi, __m256i xo) {
-  // each maddubs pair is at most 2·15·127, so the int16 sum cannot overflow
-  __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xe), _mm256_maddubs_epi16(hi, xo));
-  return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
-}
-EI_VNNI static inline __m256i dot_vnni(__m256i lo, __m256i xe, __m256i hi, __m256i xo) {
-  return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, xe), hi, xo);
 }
 
-EI_Q4_TILE(tile_avx2, EI_AVX2, dot_avx2)
-EI_Q4_TILE(tile_vnni, EI_VNNI, dot_vnni)
+// int8, AVX2: |w| by x·sign(w), each maddubs widened to 32 bits on its own.
+// No zero point: the packed codes are signed.
+EI_AVX2 EI_INLINE void avx2_q8_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
+  const int64_t nb = j->nb;
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t g = g0; g < g1; g++) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const uint8_t* wg = j->w + (size_t)(g * nb) * 288;
+    for (int64_t blk = 0; blk < nb; blk++) {
+      const uint8_t* wb = wg + blk * 288;
+      __m256i s[4];
+      for (int v = 0; v < 8; v++) {
+        __m256i w = _mm256_load_si256((const __m256i*)(wb + 32 * v)), aw = _mm256_abs_epi8(w);
+        for (int r = 0; r < R; r++) {
+          const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK + 4 * v;
+          __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast4(x), w)), ones);
+          s[r] = v ? _mm256_add_epi32(s[r], t) : t;
+        }
+      }
+      const __m256 sw = _mm256_load_ps((const float*)(wb + 256));
+      for (int r = 0; r < R; r++) {
+        const int64_t at = (m0 + r) * nb + blk;
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(sw, _mm256_set1_ps(j->sa[at])), acc[r]);
+      }
+    }
+    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r]);
+  }
+}
+
+// VNNI: dpbusd sums four products into 32 bits directly; int8 codes go
+// back to unsigned (w + 128) with the zero point's share subtracted.
+EI_VNNI EI_INLINE void vnni_q4_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
+  const int64_t nb = j->nb;
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  for (int64_t g = g0; g < g1; g++) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const uint8_t* wg = j->w + (size_t)(g * nb) * 160;
+    for (int64_t blk = 0; blk < nb; blk++) {
+      const uint8_t* wb = wg + blk * 160;
+      __m256i lo[4], hi[4];
+      for (int v = 0; v < 4; v++) {
+        __m256i raw = _mm256_load_si256((const __m256i*)(wb + 32 * v));
+        lo[v] = _mm256_and_si256(raw, low), hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
+      }
+      const __m256 sw = _mm256_load_ps((const float*)(wb + 128));
+      for (int r = 0; r < R; r++) {
+        const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;
+        __m256i s = _mm256_setzero_si256();
+        for (int v = 0; v < 4; v++)
+          s = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(s, lo[v], bcast4(x + 8 * v)), hi[v], bcast4(x + 8 * v + 4));
+        EI_SCALE_ADD(acc[r], s, r, blk);
+      }
+    }
+    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r]);
+  }
+}
+
+EI_VNNI EI_INLINE void vnni_q8_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
+  const int64_t nb = j->nb;
+  const __m256i flip = _mm256_set1_epi8((char)0x80);
+  for (int64_t g = g0; g < g1; g++) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const uint8_t* wg = j->w + (size_t)(g * nb) * 288;
+    for (int64_t blk = 0; blk < nb; blk++) {
+      const uint8_t* wb = wg + blk * 288;
+      __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+      for (int v = 0; v < 8; v++) {
+        __m256i u = _mm256_xor_si256(_mm256_load_si256((const __m256i*)(wb + 32 * v)), flip);
+        for (int r = 0; r < R; r++)
+          s[r] = _mm256_dpbusd_epi32(s[r], u, bcast4(j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK + 4 * v));
+      }
+      const __m256 sw = _mm256_load_ps((const float*)(wb + 256));
+      for (int r = 0; r < R; r++) EI_SCALE_ADD(acc[r], s[r], r, blk);
+    }
+    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r]);
+  }
+}
+
+EI_BY_ROWS(avx2_q4, EI_AVX2)
+EI_BY_ROWS(avx2_q8, EI_AVX2)
+EI_BY_ROWS(vnni_q4, EI_VNNI)
+EI_BY_ROWS(vnni_q8, EI_VNNI)
+
+// The AVX2 quantiser: the generic one's arithmetic, eight lanes at a time
+// (the same float operations in the same order, so the same codes).
+EI_AVX2 static void quantize_avx2(const ei_q4_job* j, size_t i) {
+  const int64_t K = j->K, nb = j->nb;
+  const float* a = j->a + (int64_t)i * K;
+  int8_t* q = j->qa + (int64_t)i * nb * EI_Q4_BLOCK;
+  const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const int zp = zero_point(j->bits);
+  for (int64_t blk = 0; blk < nb; blk++) {
+    float pad[EI_Q4_BLOCK] = {0};
+    const float* x = a + blk * EI_Q4_BLOCK;
+    if (K - blk * EI_Q4_BLOCK < EI_Q4_BLOCK) {
+      memcpy(pad, x, (size_t)(K - blk * EI_Q4_BLOCK) * sizeof(float));
+      x = pad;
+    }
+    __m256 v[4];
+    for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                             _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h), d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+    const __m256 mul = _mm256_set1_ps(id);
+    __m256i c[4], sum = _mm256_setzero_si256();
+    for (int k = 0; k < 4; k++) {
+      __m256 t = _mm256_mul_ps(v[k], mul);
+      t = _mm256_add_ps(t, _mm256_or_ps(_mm256_and_ps(t, sign), half));
+      c[k] = _mm256_cvttps_epi32(t);
+      sum = _mm256_add_epi32(sum, c[k]);
+    }
+    __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+    _mm256_storeu_si256((__m256i*)(q + blk * EI_Q4_BLOCK), _mm256_permutevar8x32_epi32(packed, order));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    j->sa[(int64_t)i * nb + blk] = d;
+    j->za[(int64_t)i * nb + blk] = zp * _mm_cvtsi128_si32(s);
+  }
+}
 
 static int has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 static int has_vnni(void) {
@@ -251,28 +378,59 @@ static int has_vnni(void) {
 #endif
 #define EI_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
 
-// The NEON dot-product tile, in signed integers (w−8)·x as the generic one.
-EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, int64_t n0, int64_t n1) {
+static inline int8x16_t dup4(const int8_t* p) {
+  int32_t v;
+  memcpy(&v, p, sizeof v);
+  return vreinterpretq_s8_s32(vdupq_n_s32(v));
+}
+
+// The NEON dot-product tile, in signed integers (w−zp)·x: a vector of
+// codes is four weight rows, so a group is two.
+EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;
+  const int bits = j->bits;
+  const size_t bb = block_bytes(bits), cb = code_bytes(bits);
   const uint8x16_t low = vdupq_n_u8(0x0F);
   const int8x16_t eight = vdupq_n_s8(8);
-  for (int64_t n = n0; n < n1; n++) {
-    const uint8_t* w = j->b + n * nb * 16;
-    const float* sw = j->scales + n * nb;
-    float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+  for (int64_t g = g0; g < g1; g++) {
+    float32x4_t acc[4][2];
+    for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = vdupq_n_f32(0);
     for (int64_t blk = 0; blk < nb; blk++) {
-      uint8x16_t raw = vld1q_u8(w + blk * 16);
-      int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, low)), eight);
-      int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), eight);
-      for (int64_t r = 0; r < R; r++) {
-        const int64_t row = (m0 + r) * nb + blk;
-        int8_t *xe, *xo;
-        ei_q4_codes(j->qa + (m0 + r) * nb * EI_Q4_BLOCK, nb, blk, &xe, &xo);
-        int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), lo, vld1q_s8(xe)), hi, vld1q_s8(xo));
-        acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(p), sw[blk] * j->sa[row]);
+      const uint8_t* wb = j->w + (size_t)(g * nb + blk) * bb;
+      int32x4_t s[4][2];
+      for (int r = 0; r < 4; r++) s[r][0] = s[r][1] = vdupq_n_s32(0);
+      for (int h = 0; h < 2; h++) {
+        if (bits == 8) {
+          for (int v = 0; v < 8; v++) {
+            int8x16_t w = vld1q_s8((const int8_t*)wb + 32 * v + 16 * h);
+            for (int64_t r = 0; r < R; r++)
+              s[r][h] = vdotq_s32(s[r][h], w, dup4(j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK + 4 * v));
+          }
+        } else {
+          for (int v = 0; v < 4; v++) {
+            uint8x16_t raw = vld1q_u8(wb + 32 * v + 16 * h);
+            int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, low)), eight);
+            int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), eight);
+            for (int64_t r = 0; r < R; r++) {
+              const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK + 8 * v;
+              s[r][h] = vdotq_s32(vdotq_s32(s[r][h], lo, dup4(x)), hi, dup4(x + 4));
+            }
+          }
+        }
       }
+      const float* sw = (const float*)(wb + cb);
+      for (int64_t r = 0; r < R; r++)
+        for (int h = 0; h < 2; h++)
+          acc[r][h] = vfmaq_f32(acc[r][h], vcvtq_f32_s32(s[r][h]),
+                                vmulq_n_f32(vld1q_f32(sw + 4 * h), j->sa[(m0 + r) * nb + blk]));
     }
-    for (int64_t r = 0; r < R; r++) j->y[(m0 + r) * j->N + n] = vaddvq_f32(acc[r]);
+    const int64_t n0 = g * EI_Q4_GROUP, n = j->N - n0 < EI_Q4_GROUP ? j->N - n0 : EI_Q4_GROUP;
+    for (int64_t r = 0; r < R; r++) {
+      float t[EI_Q4_GROUP];
+      vst1q_f32(t, acc[r][0]);
+      vst1q_f32(t + 4, acc[r][1]);
+      memcpy(j->y + (m0 + r) * j->N + n0, t, (size_t)n * sizeof(float));
+    }
   }
 }
 
@@ -284,20 +442,21 @@ static int has_dotprod(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0
 
 typedef struct {
   const char* name;
-  tile_fn tile;
+  tile_fn q4, q8;
+  quantize_fn quantize;
   int (*runs)(void);
 } variant;
 
 static int always(void) { return 1; }
 
 static const variant variants[] = {
-    {"generic", tile_generic, always},
+    {"generic", tile_generic, tile_generic, quantize_generic, always},
 #ifdef EI_Q4_X86
-    {"avx2", tile_avx2, has_avx2},
-    {"avx512vnni", tile_vnni, has_vnni},
+    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2},
+    {"avx512vnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni},
 #endif
 #ifdef EI_Q4_DOTPROD
-    {"neon-dotprod", tile_dotprod, has_dotprod},
+    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -331,16 +490,22 @@ int ei_q4_use(const char* name) {
   return -1;
 }
 
-// Rows of a per tile, and weight rows per work item: a decode step's few
-// rows split over the columns finely enough for every thread; a prefill
-// chunk's items keep one chunk of weights (64 rows of ~K/2 bytes) in the
+void ei_q4_quantize(void* p, size_t i) {
+  const ei_q4_job* j = p;
+  __atomic_load_n(&current, __ATOMIC_ACQUIRE)->quantize(j, i);
+}
+
+// Rows of a per tile, and groups per work item: a decode step's few rows
+// split over the weights finely enough for every thread; a prefill chunk's
+// items keep one chunk of weights (64 rows of ~K/2 bytes) in the
 // first-level cache while a thread runs its tiles of a over it.
 #define EI_Q4_ROWS 4
 
 size_t ei_q4_items(ei_q4_job* j) {
+  j->groups = (j->N + EI_Q4_GROUP - 1) / EI_Q4_GROUP;
   j->row_tiles = (j->M + EI_Q4_ROWS - 1) / EI_Q4_ROWS;
-  j->chunk = j->row_tiles == 1 ? 16 : 64;
-  j->col_chunks = (j->N + j->chunk - 1) / j->chunk;
+  j->chunk = j->row_tiles == 1 ? 2 : 8;
+  j->col_chunks = (j->groups + j->chunk - 1) / j->chunk;
   return (size_t)(j->row_tiles * j->col_chunks);
 }
 
@@ -351,6 +516,6 @@ void ei_q4_work(void* p, size_t i) {
   const variant* v = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
   int64_t c = (int64_t)i / j->row_tiles, t = (int64_t)i % j->row_tiles;
   int64_t m0 = t * EI_Q4_ROWS, R = j->M - m0 < EI_Q4_ROWS ? j->M - m0 : EI_Q4_ROWS;
-  int64_t n0 = c * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
-  v->tile(j, m0, R, n0, n1);
+  int64_t g0 = c * j->chunk, g1 = g0 + j->chunk < j->groups ? g0 + j->chunk : j->groups;
+  (j->bits == 8 ? v->q8 : v->q4)(j, m0, R, g0, g1);
 }

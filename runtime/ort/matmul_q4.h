@@ -1,34 +1,42 @@
-// The int4 matrix kernel's interface to the operator glue (ops.c); nothing
-// here knows ONNX Runtime.
+// The int4/int8 matrix kernel's interface to the operator glue (ops.c);
+// nothing here knows ONNX Runtime.
 #ifndef EDGEINFER_MATMUL_Q4_H
 #define EDGEINFER_MATMUL_Q4_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-// Weights in com.microsoft.MatMulNBits' layout for bits 4, block 32, no
-// zero points: b [N, nb, 16] (low nibble = even element, code 8 = zero),
-// scales [N, nb], nb = ceil(K/32).
+// Weights arrive in com.microsoft.MatMulNBits' layout for block 32 and no
+// zero points: b [N, nb, 32·bits/8] (bits 4: low nibble = even element,
+// code 8 = zero; bits 8: code 128 = zero), scales [N, nb], nb = ceil(K/32).
+// ei_q4_pack rearranges them once, when the node loads, into groups of
+// EI_Q4_GROUP weight rows (matmul_q4.c describes the layout).
 #define EI_Q4_BLOCK 32
+#define EI_Q4_GROUP 8
 
 typedef struct {
-  const float* a;  // [M, K]
-  float* y;        // [M, N]
-  const uint8_t* b;
-  const float* scales;
-  int64_t M, N, K, nb;
-  // Activations quantised per block of 32 (ei_q4_quantize fills them):
-  // codes reordered to the weights' nibble order (even elements, then odd),
-  // the block's scale, and 8·scale·Σcodes, the zero point's share.
-  int8_t* qa;  // [M, nb, 32]
-  float *sa, *za;  // [M, nb]
-  float* sa8;      // [M, nb/2, 8]: a pair of blocks' scales, each over four lanes
-  // Work split (ei_q4_items sets them).
+  const float* a;   // [M, K]
+  float* y;         // [M, N]
+  const uint8_t* w;  // packed weights (ei_q4_pack)
+  int bits;          // 4 or 8
+  int64_t M, N, K, nb, groups;
+  // Activations quantised per block of 32 (ei_q4_quantize fills them): the
+  // codes in their natural order, the block's scale, and zp·Σcodes, the
+  // weights' zero point's share (zp = 8 for int4, 128 for int8).
+  int8_t* qa;   // [M, nb, 32]
+  float* sa;    // [M, nb]
+  int32_t* za;  // [M, nb]
+  // Work split (ei_q4_items sets them); chunk is in groups.
   int64_t row_tiles, col_chunks, chunk;
 } ei_q4_job;
 
-// ei_q4_scratch is the bytes of scratch a job of M rows needs for qa, sa,
-// za and sa8; ei_q4_bind points them into scratch (64-byte aligned).
+// ei_q4_packed_size is the bytes ei_q4_pack writes for N weight rows of nb
+// blocks; ei_q4_pack writes them (out 64-byte aligned).
+size_t ei_q4_packed_size(int bits, int64_t N, int64_t nb);
+void ei_q4_pack(int bits, const uint8_t* b, const float* scales, int64_t N, int64_t nb, uint8_t* out);
+
+// ei_q4_scratch is the bytes of scratch a job of M rows needs for qa, sa
+// and za; ei_q4_bind points them into scratch (64-byte aligned).
 size_t ei_q4_scratch(int64_t M, int64_t nb);
 void ei_q4_bind(ei_q4_job* j, void* scratch);
 // First pass: item i quantises row i of a (M items).

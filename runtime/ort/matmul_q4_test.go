@@ -13,31 +13,38 @@ import (
 	"time"
 )
 
-// q4Case is one int4 product: M rows of a [M, K] against N weight rows in
-// MatMulNBits' layout (bits 4, block 32, symmetric).
+// q4Case is one int4 or int8 product: M rows of a [M, K] against N weight
+// rows in MatMulNBits' layout (bits 4 or 8, block 32, symmetric).
 type q4Case struct {
-	M, N, K int
-	a       []float32
-	b       []uint8   // [N, nb, 16]
-	scales  []float32 // [N, nb]
+	M, N, K, bits int
+	a             []float32
+	b             []uint8   // [N, nb, 32·bits/8]
+	scales        []float32 // [N, nb]
 }
 
 func (c *q4Case) nb() int { return (c.K + 31) / 32 }
 
-func newQ4Case(M, N, K int, r *rand.Rand) *q4Case {
-	c := &q4Case{M: M, N: N, K: K}
+func newQ4Case(M, N, K int, r *rand.Rand) *q4Case { return newNBitsCase(4, M, N, K, r) }
+
+// newNBitsCase draws codes over their whole range (int8's include −128).
+func newNBitsCase(bits, M, N, K int, r *rand.Rand) *q4Case {
+	c := &q4Case{M: M, N: N, K: K, bits: bits}
 	nb := c.nb()
 	c.a = make([]float32, M*K)
 	for i := range c.a {
 		c.a[i] = float32(r.NormFloat64())
 	}
-	c.b = make([]uint8, N*nb*16)
+	c.b = make([]uint8, N*nb*32*bits/8)
 	c.scales = make([]float32, N*nb)
 	for n := range N {
 		for k := range nb * 32 {
-			code := uint8(r.IntN(16))
+			code, zero := uint8(r.IntN(1<<bits)), uint8(1<<(bits-1))
 			if k >= K {
-				code = 8 // the padding of a last partial block: zero, as quant writes it
+				code = zero // the padding of a last partial block: zero, as quant writes it
+			}
+			if bits == 8 {
+				c.b[n*nb*32+k] = code
+				continue
 			}
 			i := (n*nb*32 + k) / 2
 			if k%2 == 0 {
@@ -56,6 +63,9 @@ func newQ4Case(M, N, K int, r *rand.Rand) *q4Case {
 // weight is element (n, k) of B dequantised.
 func (c *q4Case) weight(n, k int) float64 {
 	nb := c.nb()
+	if c.bits == 8 {
+		return float64(int(c.b[n*nb*32+k])-128) * float64(c.scales[n*nb+k/32])
+	}
 	v := c.b[(n*nb*32+k)/2]
 	if k%2 == 1 {
 		v >>= 4
@@ -114,7 +124,7 @@ func (c *q4Case) reference() (exact, quantised, bound, magnitude []float64) {
 func q4Model(c *q4Case, ops ...string) []byte {
 	nb := int64(c.nb())
 	attrs := func(acc int64) [][]byte {
-		a := [][]byte{attrInt("K", int64(c.K)), attrInt("N", int64(c.N)), attrInt("bits", 4), attrInt("block_size", 32)}
+		a := [][]byte{attrInt("K", int64(c.K)), attrInt("N", int64(c.N)), attrInt("bits", int64(c.bits)), attrInt("block_size", 32)}
 		if acc > 0 {
 			a = append(a, attrInt("accuracy_level", acc))
 		}
@@ -132,7 +142,7 @@ func q4Model(c *q4Case, ops ...string) []byte {
 	m := tModel{
 		opsets: map[string]int64{"": 17, OpDomain: 1, "com.microsoft": 1},
 		inputs: []tValue{{name: "a", dtype: Float32, dims: []any{"M", c.K}}},
-		inits: []tInit{{name: "b", dims: []int64{int64(c.N), nb, 16}, u8: c.b},
+		inits: []tInit{{name: "b", dims: []int64{int64(c.N), nb, int64(4 * c.bits)}, u8: c.b},
 			{name: "scales", dims: []int64{int64(c.N) * nb}, f32: c.scales}},
 	}
 	for _, o := range ops {
@@ -176,10 +186,19 @@ func (c *q4Case) run(t testing.TB, s *Session) map[string][]float32 {
 // quantisation step per activation (bound, computed per output) — and
 // MatMulNBits at accuracy_level 4, which also quantises a per block of 32,
 // must meet the same bound, so the two agree within twice it.
+//
+// Both weight widths run on every shape: int4 and int8 take different
+// code paths in each variant.
 func TestKernelMatMulQ4Variants(t *testing.T) {
 	needLib(t)
-	shapes := []struct{ M, N, K int }{
-		{1, 2048, 768}, {1, 33, 100}, {1, 19, 448}, {1, 7, 992}, {3, 40, 288}, {4, 17, 32}, {7, 70, 1000}, {9, 5, 31}, {64, 96, 544},
+	type shape struct{ bits, M, N, K int }
+	var shapes []shape
+	for _, bits := range []int{4, 8} {
+		for _, sh := range []shape{{0, 1, 2048, 768}, {0, 1, 33, 100}, {0, 1, 19, 448}, {0, 1, 7, 992}, {0, 3, 40, 288},
+			{0, 4, 17, 32}, {0, 7, 70, 1000}, {0, 9, 5, 31}, {0, 64, 96, 544}} {
+			sh.bits = bits
+			shapes = append(shapes, sh)
+		}
 	}
 	r := rand.New(rand.NewPCG(3, 5))
 	type prepared struct {
@@ -190,7 +209,7 @@ func TestKernelMatMulQ4Variants(t *testing.T) {
 	}
 	var all []*prepared
 	for _, sh := range shapes {
-		c := newQ4Case(sh.M, sh.N, sh.K, r)
+		c := newNBitsCase(sh.bits, sh.M, sh.N, sh.K, r)
 		s, err := NewSession(context.Background(), q4Model(c), Options{IntraOpThreads: 2})
 		if err != nil {
 			t.Fatal(err)
@@ -216,7 +235,7 @@ func TestKernelMatMulQ4Variants(t *testing.T) {
 				worstMS0 = max(worstMS0, math.Abs(float64(y)-float64(got["y0"][i]))/(p.bound[i]+2*tol))
 			}
 		}
-		t.Logf("%s, worst as a share of the allowance: vs quantised reference %.3f, vs first variant %.3f, "+
+		t.Logf("%s (int4 and int8), worst as a share of the allowance: vs quantised reference %.3f, vs first variant %.3f, "+
 			"vs exact %.3f, vs MatMulNBits acc4 %.3f, vs MatMulNBits fp32 %.3f", v, worstQ, worstFirst, worstBound, worstMS, worstMS0)
 		for what, w := range map[string]float64{"the quantised reference": worstQ, "the first variant": worstFirst,
 			"the exact product": worstBound, "MatMulNBits accuracy_level 4": worstMS, "MatMulNBits fp32": worstMS0} {
@@ -235,10 +254,10 @@ func TestKernelMatMulQ4Refuses(t *testing.T) {
 	m := tModel{
 		opsets: map[string]int64{"": 17, OpDomain: 1},
 		inputs: []tValue{{name: "a", dtype: Float32, dims: []any{"M", c.K}}},
-		inits: []tInit{{name: "b", dims: []int64{8, 2, 16}, u8: c.b},
-			{name: "scales", dims: []int64{16}, f32: c.scales}},
+		inits: []tInit{{name: "b", dims: []int64{8, 1, 32}, u8: c.b},
+			{name: "scales", dims: []int64{8}, f32: c.scales[:8]}},
 		nodes: []tNode{{op: "MatMulNBits", domain: OpDomain, in: []string{"a", "b", "scales"}, out: []string{"y"},
-			attrs: [][]byte{attrInt("K", 64), attrInt("N", 8), attrInt("bits", 8), attrInt("block_size", 32)}}},
+			attrs: [][]byte{attrInt("K", 64), attrInt("N", 8), attrInt("bits", 4), attrInt("block_size", 64)}}},
 		outs: []tValue{{name: "y", dtype: Float32, dims: []any{"M", 8}}},
 	}
 	s, err := NewSession(context.Background(), m.encode(), Options{IntraOpThreads: 1})
@@ -247,7 +266,7 @@ func TestKernelMatMulQ4Refuses(t *testing.T) {
 		s.Close()
 	}
 	if err == nil || !strings.Contains(err.Error(), "com.microsoft.MatMulNBits") {
-		t.Fatalf("bits 8: err = %v, want one naming com.microsoft.MatMulNBits", err)
+		t.Fatalf("block_size 64: err = %v, want one naming com.microsoft.MatMulNBits", err)
 	}
 }
 
@@ -359,41 +378,43 @@ func median(x []float64) float64 {
 // and give the same product.
 func TestKernelMatMulQ4WeightsAsInputs(t *testing.T) {
 	needLib(t)
-	c := newQ4Case(5, 24, 96, rand.New(rand.NewPCG(2, 2)))
-	nb := int64(c.nb())
-	m := tModel{
-		opsets: map[string]int64{"": 17, OpDomain: 1},
-		inputs: []tValue{{name: "a", dtype: Float32, dims: []any{"M", c.K}},
-			{name: "b", dtype: Uint8, dims: []any{c.N, nb, 16}}, {name: "scales", dtype: Float32, dims: []any{int64(c.N) * nb}}},
-		nodes: []tNode{{op: "MatMulNBits", domain: OpDomain, in: []string{"a", "b", "scales"}, out: []string{"y"},
-			attrs: [][]byte{attrInt("K", int64(c.K)), attrInt("N", int64(c.N)), attrInt("bits", 4), attrInt("block_size", 32)}}},
-		outs: []tValue{{name: "y", dtype: Float32, dims: []any{"M", c.N}}},
-	}
-	s, err := NewSession(context.Background(), m.encode(), Options{IntraOpThreads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	out, err := s.Run(context.Background(), map[string]*Tensor{
-		"a":      mustCopy(t, []int64{int64(c.M), int64(c.K)}, c.a),
-		"b":      mustCopy(t, []int64{int64(c.N), nb, 16}, c.b),
-		"scales": mustCopy(t, []int64{int64(c.N) * nb}, c.scales),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer CloseAll(out)
-	got, err := Data[float32](out["y"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := NewSession(context.Background(), q4Model(c, "y"), Options{IntraOpThreads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	want := c.run(t, cs)["y"]
-	if d := maxAbsDiff(got, want); d != 0 {
-		t.Errorf("weights as inputs differ from constant weights by %g", d)
+	for _, bits := range []int{4, 8} {
+		c := newNBitsCase(bits, 5, 24, 96, rand.New(rand.NewPCG(2, 2)))
+		nb, width := int64(c.nb()), int64(4*bits)
+		m := tModel{
+			opsets: map[string]int64{"": 17, OpDomain: 1},
+			inputs: []tValue{{name: "a", dtype: Float32, dims: []any{"M", c.K}},
+				{name: "b", dtype: Uint8, dims: []any{c.N, nb, width}}, {name: "scales", dtype: Float32, dims: []any{int64(c.N) * nb}}},
+			nodes: []tNode{{op: "MatMulNBits", domain: OpDomain, in: []string{"a", "b", "scales"}, out: []string{"y"},
+				attrs: [][]byte{attrInt("K", int64(c.K)), attrInt("N", int64(c.N)), attrInt("bits", int64(bits)), attrInt("block_size", 32)}}},
+			outs: []tValue{{name: "y", dtype: Float32, dims: []any{"M", c.N}}},
+		}
+		s, err := NewSession(context.Background(), m.encode(), Options{IntraOpThreads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out, err := s.Run(context.Background(), map[string]*Tensor{
+			"a":      mustCopy(t, []int64{int64(c.M), int64(c.K)}, c.a),
+			"b":      mustCopy(t, []int64{int64(c.N), nb, width}, c.b),
+			"scales": mustCopy(t, []int64{int64(c.N) * nb}, c.scales),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer CloseAll(out)
+		got, err := Data[float32](out["y"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := NewSession(context.Background(), q4Model(c, "y"), Options{IntraOpThreads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		want := c.run(t, cs)["y"]
+		if d := maxAbsDiff(got, want); d != 0 {
+			t.Errorf("bits %d: weights as inputs differ from constant weights by %g", bits, d)
+		}
 	}
 }

@@ -194,17 +194,17 @@ static ONNXTensorElementDataType attention_input_type(size_t i) {
 
 // ---------------------------------------------------------------------------
 // MatMulNBits (the contract is in matmul_q4.c): com.microsoft.MatMulNBits'
-// inputs and attributes, for bits 4, block_size 32 and no zero points.
+// inputs and attributes, for bits 4 or 8, block_size 32 and no zero points.
 
-// Constant weights are copied when the node loads into memory of the
-// node's own (packed): the initializers may be pages of the model's
-// external-data file, which stay in 4 KiB pages, where a copy on the heap
-// is collapsed into 2 MiB pages with the rest of the session's memory
-// (hugepages.go), and a decode step reads every weight once.
+// Constant weights are packed when the node loads into memory of the
+// node's own (ei_q4_pack's layout): the initializers may be pages of the
+// model's external-data file, which stay in 4 KiB pages, where the packed
+// copy on the heap is collapsed into 2 MiB pages with the rest of the
+// session's memory (hugepages.go), and a decode step reads every weight
+// once. Weights that are graph inputs are packed at each run.
 typedef struct {
-  int64_t K, N;
-  uint8_t* b;      // packed copies, or NULL: read the inputs
-  float* scales;
+  int64_t K, N, bits;
+  uint8_t* w;  // packed, or NULL: pack the inputs at each run
 } q4_node;
 
 static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
@@ -213,21 +213,21 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   tensor in[4];
   for (size_t i = 0; i < 4; i++) TRY(input(op, ctx, i, &in[i]));
   if (in[3].v != NULL)
-    return fail("%s: zero_points are not supported (symmetric int4 only); build the bundle's weights "
+    return fail("%s: zero_points are not supported (symmetric weights only); build the bundle's weights "
                 "without -asym, or use com.microsoft.MatMulNBits", op);
   ei_q4_job j = {0};
-  j.K = kn->K, j.N = kn->N, j.nb = (kn->K + EI_Q4_BLOCK - 1) / EI_Q4_BLOCK;
+  j.bits = (int)kn->bits, j.K = kn->K, j.N = kn->N, j.nb = (kn->K + EI_Q4_BLOCK - 1) / EI_Q4_BLOCK;
   if (in[0].rank < 1 || in[0].dims[in[0].rank - 1] != j.K)
     return fail("%s: A's last dimension is %lld, want K = %lld", op,
                 in[0].rank ? (long long)in[0].dims[in[0].rank - 1] : -1LL, (long long)j.K);
   j.M = 1;
   for (size_t d = 0; d + 1 < in[0].rank; d++) j.M *= in[0].dims[d];
-  TRY(check_shape(op, "B", &in[1], 3, (int64_t[]){j.N, j.nb, 16}));
+  TRY(check_shape(op, "B", &in[1], 3, (int64_t[]){j.N, j.nb, EI_Q4_BLOCK * j.bits / 8}));
   int64_t ns = 1;
   for (size_t d = 0; d < in[2].rank; d++) ns *= in[2].dims[d];
   if (ns != j.N * j.nb)
     return fail("%s: scales has %lld values, want N·ceil(K/32) = %lld", op, (long long)ns, (long long)(j.N * j.nb));
-  j.a = in[0].data, j.b = kn->b ? kn->b : in[1].data, j.scales = kn->scales ? kn->scales : in[2].data;
+  j.a = in[0].data, j.w = kn->w;
 
   OrtValue* out;
   int64_t odims[8];
@@ -237,8 +237,18 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   TRY(api->GetTensorMutableData(out, (void**)&j.y));
   if (j.M == 0 || j.N == 0) return NULL;
 
+  void* packed = NULL;
+  if (j.w == NULL) {
+    if (posix_memalign(&packed, 64, ei_q4_packed_size(j.bits, j.N, j.nb)) != 0)
+      return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for the packed weights");
+    ei_q4_pack(j.bits, in[1].data, in[2].data, j.N, j.nb, packed);
+    j.w = packed;
+  }
   void* scratch = malloc(ei_q4_scratch(j.M, j.nb));
-  if (scratch == NULL) return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for quantised activations");
+  if (scratch == NULL) {
+    free(packed);
+    return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for quantised activations");
+  }
   ei_q4_bind(&j, scratch);
   // At most EI_Q4_BATCHES batches of consecutive items: a prefill chunk
   // has hundreds of small items, and one task each cost more in the thread
@@ -253,60 +263,58 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
     st = api->KernelContext_ParallelFor(ctx, ei_q4_quantize, (size_t)j.M, EI_Q4_BATCHES, &j);
   if (st == NULL) st = api->KernelContext_ParallelFor(ctx, ei_q4_work, ei_q4_items(&j), EI_Q4_BATCHES, &j);
   free(scratch);
+  free(packed);
   return st;
 }
 
 static void q4_destroy(void* node) {
   q4_node* k = node;
-  free(k->b);
-  free(k->scales);
+  free(k->w);
   free(k);
 }
 
-// q4_pack copies constant input i of `bytes` bytes into *out (left NULL
-// when the input is not a constant or not of that size: then the node reads
-// the input at each run, where compute checks it).
-static OrtStatus* q4_pack(const OrtKernelInfo* info, size_t i, size_t bytes, void** out) {
+// q4_constant finds constant input i holding `count` elements (*data left
+// NULL when it is not a constant or not of that size: then the node packs
+// the inputs at each run, where compute checks them).
+static OrtStatus* q4_constant(const OrtKernelInfo* info, size_t i, size_t count, const void** data) {
+  *data = NULL;
   int constant = 0;
   const OrtValue* v = NULL;
   TRY(api->KernelInfoGetConstantInput_tensor(info, i, &constant, &v));
   if (!constant || v == NULL) return NULL;
   OrtTensorTypeAndShapeInfo* shape;
   TRY(api->GetTensorTypeAndShape(v, &shape));
-  size_t count = 0;
-  OrtStatus* st = api->GetTensorShapeElementCount(shape, &count);
+  size_t n = 0;
+  OrtStatus* st = api->GetTensorShapeElementCount(shape, &n);
   api->ReleaseTensorTypeAndShapeInfo(shape);
-  if (st != NULL) return st;
-  if (count * (i == 1 ? 1 : sizeof(float)) != bytes) return NULL;
-  void* data;
-  TRY(api->GetTensorMutableData((OrtValue*)v, &data));
-  if (posix_memalign(out, 64, bytes) != 0) {
-    *out = NULL;
-    return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for the weights");
-  }
-  memcpy(*out, data, bytes);
-  return NULL;
+  if (st != NULL || n != count) return st;
+  return api->GetTensorMutableData((OrtValue*)v, (void**)data);
 }
 
 static OrtStatus* q4_create(const OrtKernelInfo* info, void** out) {
-  int64_t bits = 0, block = 0;
+  int64_t block = 0;
   q4_node* k = calloc(1, sizeof *k);
   if (k == NULL) return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory");
   OrtStatus* st = api->KernelInfoGetAttribute_int64(info, "K", &k->K);
   if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "N", &k->N);
-  if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "bits", &bits);
+  if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "bits", &k->bits);
   if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "block_size", &block);
-  if (st == NULL && (bits != 4 || block != EI_Q4_BLOCK || k->K <= 0 || k->N <= 0))
-    st = fail("MatMulNBits: bits %lld, block_size %lld, K %lld, N %lld: this kernel runs bits 4, block_size 32; "
-              "use com.microsoft.MatMulNBits for others", (long long)bits, (long long)block, (long long)k->K,
+  if (st == NULL && ((k->bits != 4 && k->bits != 8) || block != EI_Q4_BLOCK || k->K <= 0 || k->N <= 0))
+    st = fail("MatMulNBits: bits %lld, block_size %lld, K %lld, N %lld: this kernel runs bits 4 or 8, block_size 32; "
+              "use com.microsoft.MatMulNBits for others", (long long)k->bits, (long long)block, (long long)k->K,
               (long long)k->N);
   if (st == NULL) {
-    size_t blocks = (size_t)(k->N * ((k->K + EI_Q4_BLOCK - 1) / EI_Q4_BLOCK));
-    st = q4_pack(info, 1, blocks * 16, (void**)&k->b);
-    if (st == NULL) st = q4_pack(info, 2, blocks * sizeof(float), (void**)&k->scales);
-    if (st == NULL && (k->b == NULL) != (k->scales == NULL)) {  // both or neither
-      free(k->b), free(k->scales);
-      k->b = NULL, k->scales = NULL;
+    const int64_t nb = (k->K + EI_Q4_BLOCK - 1) / EI_Q4_BLOCK;
+    const void *b = NULL, *scales = NULL;
+    st = q4_constant(info, 1, (size_t)(k->N * nb * EI_Q4_BLOCK * k->bits / 8), &b);
+    if (st == NULL) st = q4_constant(info, 2, (size_t)(k->N * nb), &scales);
+    if (st == NULL && b != NULL && scales != NULL) {  // both, or pack at each run
+      if (posix_memalign((void**)&k->w, 64, ei_q4_packed_size((int)k->bits, k->N, nb)) != 0) {
+        k->w = NULL;
+        st = api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for the weights");
+      } else {
+        ei_q4_pack((int)k->bits, b, scales, k->N, nb, k->w);
+      }
     }
   }
   if (st != NULL) {
