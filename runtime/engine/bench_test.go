@@ -50,13 +50,26 @@ func benchModel(b *testing.B) *bundle.Bundle {
 	preset := cmpOr(os.Getenv("EDGEINFER_BENCH_PRESET"), "synthetic-110m")
 	// The issue benchmarks the shape as an edge device runs it: int4 weights
 	// (MatMulNBits, block 32), quantised while the graph is built.
-	// EDGEINFER_BENCH_SCHEME=fp32 (or int8) measures the other precisions.
+	// EDGEINFER_BENCH_SCHEME=fp32 (or int8) measures the other precisions,
+	// EDGEINFER_BENCH_KERNEL=1 the same weights on ai.edgeinfer.MatMulNBits.
 	scheme := cmpOr(os.Getenv("EDGEINFER_BENCH_SCHEME"), "int4-b32")
+	return benchBundle(b, preset, scheme, os.Getenv("EDGEINFER_BENCH_KERNEL") == "1")
+}
+
+// benchBundle is preset's bundle in scheme, its quantised projections on
+// edgeinfer's MatMulNBits kernel or not (llama.Options.MatMulKernel), built
+// once into the user cache.
+func benchBundle(b *testing.B, preset, scheme string, kernel bool) *bundle.Bundle {
+	b.Helper()
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir := filepath.Join(cache, "edgeinfer", "bench", fmt.Sprintf("%s-%s-g%d", preset, scheme, llama.GraphRevision))
+	form := ""
+	if kernel {
+		form = "-kernel"
+	}
+	dir := filepath.Join(cache, "edgeinfer", "bench", fmt.Sprintf("%s-%s%s-g%d", preset, scheme, form, llama.GraphRevision))
 	if bd, err := bundle.Load(dir); err == nil {
 		return bd
 	}
@@ -68,7 +81,7 @@ func benchModel(b *testing.B) *bundle.Bundle {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var opts llama.Options
+	opts := llama.Options{MatMulKernel: kernel}
 	if scheme != "fp32" {
 		em, err := quant.NewEmitter(scheme)
 		if err != nil {

@@ -1,23 +1,17 @@
 package engine
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
-	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
-	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
-	"github.com/edgeinfer/edgeinfer/quant"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
 // BenchmarkDecodeRateMatMulKernel is BenchmarkDecodeRate's batch-1 and
 // batch-8 decode rates, and the time to the first token of a 256-token
-// prompt (one prefill chunk), for the int4-b32 bundle on
-// com.microsoft.MatMulNBits and the same weights on edgeinfer's
+// prompt (one prefill chunk), for the int4-b32 bundle (EDGEINFER_BENCH_SCHEME:
+// or int8) on com.microsoft.MatMulNBits and the same weights on edgeinfer's
 // ai.edgeinfer.MatMulNBits (llama.Options.MatMulKernel), both engines open
 // at once and alternated round by round (EDGEINFER_BENCH_REPS, 5). It
 // reports the medians and the median of the per-round ratios, kernel ÷
@@ -27,7 +21,8 @@ func BenchmarkDecodeRateMatMulKernel(b *testing.B) {
 	orttest.Need(b)
 	preset := cmpOr(os.Getenv("EDGEINFER_BENCH_PRESET"), "synthetic-110m")
 	reps := envInt("EDGEINFER_BENCH_REPS", 5)
-	bundles := map[bool]*bundle.Bundle{false: matmulBundle(b, preset, false), true: matmulBundle(b, preset, true)}
+	scheme := cmpOr(os.Getenv("EDGEINFER_BENCH_SCHEME"), "int4-b32")
+	bundles := map[bool]*bundle.Bundle{false: benchBundle(b, preset, scheme, false), true: benchBundle(b, preset, scheme, true)}
 	vocab := bundles[false].Manifest.Geometry.Vocab
 	for b.Loop() {
 		engines := map[bool]*Engine{}
@@ -60,7 +55,7 @@ func BenchmarkDecodeRateMatMulKernel(b *testing.B) {
 				name = "kernel (ai.edgeinfer.MatMulNBits)"
 			}
 			f := got[k]
-			b.Logf("%s %s: b1 %.1f tok/s %.1f, b8 %.1f tok/s %.1f, TTFT(256) %.1f ms %.1f", preset, name,
+			b.Logf("%s %s %s: b1 %.1f tok/s %.1f, b8 %.1f tok/s %.1f, TTFT(256) %.1f ms %.1f", preset, scheme, name,
 				median(f.b1), f.b1, median(f.b8), f.b8, median(f.ttft), f.ttft)
 		}
 		b.Logf("kernel ÷ portable per round: b1 %.3f, b8 %.3f, TTFT %.3f", r1, r8, rt)
@@ -76,42 +71,4 @@ func BenchmarkDecodeRateMatMulKernel(b *testing.B) {
 func firstTokenMS(b *testing.B, e *Engine, vocab int, seed uint64) float64 {
 	b.Helper()
 	return 256 / prefillRate(b, e, vocab, seed, 256) * 1e3
-}
-
-// matmulBundle is the int4-b32 bundle of preset, on the kernel or not,
-// built once into the user cache.
-func matmulBundle(b *testing.B, preset string, kernel bool) *bundle.Bundle {
-	b.Helper()
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		b.Fatal(err)
-	}
-	form := "portable"
-	if kernel {
-		form = "kernel"
-	}
-	dir := filepath.Join(cache, "edgeinfer", "bench", fmt.Sprintf("%s-int4-b32-%s-g%d", preset, form, llama.GraphRevision))
-	if bd, err := bundle.Load(dir); err == nil {
-		return bd
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		b.Fatal(err)
-	}
-	cfg, src, err := llama.Preset(preset)
-	if err != nil {
-		b.Fatal(err)
-	}
-	em, err := quant.NewEmitter("int4-b32")
-	if err != nil {
-		b.Fatal(err)
-	}
-	bd, err := build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
-		Name: preset, Version: "1", Config: cfg, Weights: src,
-		Options: llama.Options{Emitter: em, MatMulKernel: kernel}, CreatedBy: "engine benchmark",
-	})
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		b.Fatal(err)
-	}
-	return bd
 }

@@ -31,7 +31,7 @@ import (
 // attention over the paged KV cache read in place (paged_attention.c has
 // its contract); the SDK's paged decoder graphs use it unless built for
 // portability (pkg/onnx/llama Options.PortableAttention). MatMulNBits is
-// int4 block-32 MatMulNBits (matmul_q4.c), used by graphs built with
+// int4 and int8 block-32 MatMulNBits (matmul_q4.c), used by graphs built with
 // pkg/onnx/llama Options.MatMulKernel.
 const OpDomain = C.EDGEINFER_OP_DOMAIN
 
@@ -135,7 +135,7 @@ func useAttentionVariant(name string) error {
 }
 
 // q4Variants, q4Compiled, q4Variant and useQ4Variant are the same for the
-// int4 matrix kernel (matmul_q4.c).
+// int4/int8 matrix kernel (matmul_q4.c).
 func q4Variants() []string { return strings.Split(C.GoString(C.ei_q4_variants()), ",") }
 func q4Compiled() []string { return strings.Split(C.GoString(C.ei_q4_compiled()), ",") }
 func q4Variant() string    { return C.GoString(C.ei_q4_current()) }
@@ -144,7 +144,7 @@ func useQ4Variant(name string) error {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	if C.ei_q4_use(cname) != 0 {
-		return fmt.Errorf("ort: int4 matmul variant %q is not one this CPU runs (%s)", name, strings.Join(q4Variants(), ", "))
+		return fmt.Errorf("ort: matmul variant %q is not one this CPU runs (%s)", name, strings.Join(q4Variants(), ", "))
 	}
 	return nil
 }

@@ -21,7 +21,7 @@
 // load (ops.c binds them): PagedAttention, attention over the paged KV cache
 // read in place through the block table (paged_attention.c), which the
 // SDK's paged decoder graphs use; and MatMulNBits, com.microsoft.MatMulNBits'
-// contract for int4 block-32 weights with integer dot products
+// contract for int4 and int8 block-32 weights with integer dot products
 // (matmul_q4.c), which graphs built with pkg/onnx/llama
 // Options.MatMulKernel use.
 //

@@ -22,9 +22,9 @@ func init() {
 }
 
 const modelUsage = `usage:
-  edgeinfer model build --preset NAME --out DIR [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32 [--keep lm_head] [--matmul-kernel]]
+  edgeinfer model build --preset NAME --out DIR [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--matmul-kernel]]
   edgeinfer model import --onnx DIR --out DIR [--name NAME] [--version V]   (an Optimum/GenAI export, run through the compatible contract)
-  edgeinfer model import --hf DIR --out DIR [--name NAME] [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32 [--keep lm_head] [--matmul-kernel]]
+  edgeinfer model import --hf DIR --out DIR [--name NAME] [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--matmul-kernel]]
 presets: `
 
 func runModel(ctx context.Context, stdout io.Writer, args []string) error {
@@ -68,7 +68,7 @@ func (g *graphFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
 	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; half the KV memory)")
 	fs.BoolVar(&g.portable, "portable-attention", false, "paged graph computes attention from standard operators, not edgeinfer's ai.edgeinfer.PagedAttention kernel (for an ONNX Runtime or provider without it; slower on the CPU)")
-	fs.BoolVar(&g.matmul, "matmul-kernel", false, "with --scheme int4-b32: run the int4 projections on edgeinfer's ai.edgeinfer.MatMulNBits kernel instead of com.microsoft.MatMulNBits (same weights; CPU)")
+	fs.BoolVar(&g.matmul, "matmul-kernel", false, "with --scheme int4-b32 or int8: run the quantised projections on edgeinfer's ai.edgeinfer.MatMulNBits kernel instead of com.microsoft.MatMulNBits (same weights; CPU)")
 	fs.StringVar(&g.scheme, "scheme", "fp32", "weight format: fp32, or quantise while building: int4-b32|int4-b64|int4-b128|int8|int8-pc|fp16 (+ -asym, -accN; int8-pc: per-channel, DynamicQuantizeMatMul)")
 	fs.Func("keep", "with --scheme: keep weights whose names contain this fp32 (repeatable, comma-separated; e.g. lm_head, embed)", func(s string) error {
 		for _, k := range strings.Split(s, ",") {
@@ -96,11 +96,11 @@ func (g *graphFlags) options() (llama.Options, error) {
 		return llama.Options{}, fmt.Errorf("%w: --keep needs --scheme", errUsage)
 	}
 	if g.matmul {
-		// the kernel runs int4 block 32 without zero points; anything else
-		// would build a graph with nothing on it
+		// the kernel runs int4 and int8 block 32 without zero points;
+		// anything else would build a graph with nothing on it
 		sc, err := quant.ParseScheme(g.scheme)
-		if err != nil || sc.Format != quant.FormatInt4 || sc.BlockSize != 32 || sc.Asymmetric {
-			return llama.Options{}, fmt.Errorf("%w: --matmul-kernel needs --scheme int4-b32 (symmetric), not %q", errUsage, g.scheme)
+		if err != nil || (sc.Format != quant.FormatInt4 && sc.Format != quant.FormatInt8) || sc.BlockSize != 32 || sc.Asymmetric {
+			return llama.Options{}, fmt.Errorf("%w: --matmul-kernel needs --scheme int4-b32 or int8 (symmetric, block 32), not %q", errUsage, g.scheme)
 		}
 	}
 	return opts, nil

@@ -14,19 +14,25 @@ import (
 )
 
 // TestMatMulKernelPerplexity: the trained tiny model (examples/tinylm)
-// imported as int4-b32 on com.microsoft.MatMulNBits and, with
+// imported as int4-b32 and as int8 on com.microsoft.MatMulNBits and, with
 // --matmul-kernel, on ai.edgeinfer.MatMulNBits scores the same held-out
 // perplexity within 0.1 %, and the kernel bundle really uses the kernel.
 func TestMatMulKernelPerplexity(t *testing.T) {
 	if testing.Short() {
-		t.Skip("scores the held-out text twice")
+		t.Skip("scores the held-out text four times")
 	}
 	orttest.Need(t)
+	for _, scheme := range []string{"int4-b32", "int8"} {
+		t.Run(scheme, func(t *testing.T) { matmulKernelPerplexity(t, scheme) })
+	}
+}
+
+func matmulKernelPerplexity(t *testing.T, scheme string) {
 	hf := filepath.Join("..", "..", "..", "examples", "tinylm")
 	nll := map[bool]float64{}
 	for _, kernel := range []bool{false, true} {
 		dir := filepath.Join(t.TempDir(), "b")
-		args := []string{"model", "import", "--hf", hf, "--out", dir, "--scheme", "int4-b32"}
+		args := []string{"model", "import", "--hf", hf, "--out", dir, "--scheme", scheme}
 		if kernel {
 			args = append(args, "--matmul-kernel")
 		}
@@ -60,13 +66,13 @@ func TestMatMulKernelPerplexity(t *testing.T) {
 }
 
 // TestMatMulKernelNeedsInt4B32: --matmul-kernel with weights the kernel
-// does not run is a usage error naming the scheme it needs.
+// does not run is a usage error naming the schemes it needs.
 func TestMatMulKernelNeedsInt4B32(t *testing.T) {
-	for _, scheme := range []string{"fp32", "int8", "int4-b64", "int4-b32-asym"} {
+	for _, scheme := range []string{"fp32", "int8-pc", "int8-asym", "int4-b64", "int4-b32-asym"} {
 		var stdout, stderr bytes.Buffer
 		code := runMain(context.Background(), &stdout, &stderr, []string{"model", "build", "--preset", "tiny-test",
 			"--out", filepath.Join(t.TempDir(), "b"), "--scheme", scheme, "--matmul-kernel"})
-		if code != 2 || !bytes.Contains(stderr.Bytes(), []byte("--matmul-kernel needs --scheme int4-b32")) {
+		if code != 2 || !bytes.Contains(stderr.Bytes(), []byte("--matmul-kernel needs --scheme int4-b32 or int8")) {
 			t.Errorf("--scheme %s --matmul-kernel: exit %d, stderr %q; want 2 naming int4-b32", scheme, code, stderr.String())
 		}
 	}

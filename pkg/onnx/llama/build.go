@@ -66,8 +66,8 @@ type Options struct {
 	// the CPU (~25 nodes per layer instead of one, and a copy of every
 	// cached key and value per step).
 	PortableAttention bool
-	// MatMulKernel runs the int4 projections (block 32, symmetric: the
-	// int4-b32 scheme's) on edgeinfer's ai.edgeinfer.MatMulNBits kernel
+	// MatMulKernel runs the int4 and int8 projections (block 32,
+	// symmetric: the int4-b32 and int8 schemes') on edgeinfer's ai.edgeinfer.MatMulNBits kernel
 	// instead of com.microsoft.MatMulNBits. Same initializers and
 	// attributes: SetMatMulKernel turns a model built either way into the
 	// other. The default stays the portable operator, which every ONNX

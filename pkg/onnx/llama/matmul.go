@@ -7,10 +7,10 @@ import (
 )
 
 // MetadataMatMul is the model metadata key that says which operator runs
-// the int4 projections: MatMulKernel or MatMulPortable.
+// the int4 and int8 projections: MatMulKernel or MatMulPortable.
 const (
 	MetadataMatMul = "edgeinfer.matmul"
-	// MatMulKernel: ai.edgeinfer.MatMulNBits, edgeinfer's int4 kernel
+	// MatMulKernel: ai.edgeinfer.MatMulNBits, edgeinfer's int4/int8 kernel
 	// (runtime/ort registers it with every session; Options.MatMulKernel).
 	MatMulKernel = onnx.DomainEdgeInfer + ".MatMulNBits"
 	// MatMulPortable: com.microsoft.MatMulNBits, ONNX Runtime's own.
@@ -18,7 +18,7 @@ const (
 )
 
 // SetMatMulKernel moves the MatMulNBits nodes of m that edgeinfer's kernel
-// runs — bits 4, block_size 32, no zero points — to ai.edgeinfer (kernel
+// runs — bits 4 or 8, block_size 32, no zero points — to ai.edgeinfer (kernel
 // true) or back to com.microsoft (false), and records in the
 // MetadataMatMul entry whether any node now runs on the kernel. The two operators take the same inputs and
 // attributes, so the weights are untouched: a model built for one runs on
@@ -81,5 +81,5 @@ func kernelRuns(n *onnx.NodeProto) bool {
 			block = a.GetI()
 		}
 	}
-	return bits == 4 && block == 32
+	return (bits == 4 || bits == 8) && block == 32
 }
