@@ -65,7 +65,7 @@ func TestProfileDecodeAndPrefill(t *testing.T) {
 			name = "kernel"
 		}
 		// the bundle runtime/engine's BenchmarkDecodeRateMatMulKernel builds
-		dir := filepath.Join(cache, "edgeinfer", "bench", fmt.Sprintf("%s-int4-b32-%s-g%d", preset, name, llama.GraphRevision))
+		dir := filepath.Join(cache, "edgeinfer", "bench", fmt.Sprintf("%s-int4-b32%s-g%d", preset, map[bool]string{false: "", true: "-kernel"}[kernel], llama.GraphRevision))
 		if _, err := bundle.Load(dir); err != nil {
 			em, err := quant.NewEmitter("int4-b32")
 			if err != nil {

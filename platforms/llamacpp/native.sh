@@ -13,10 +13,9 @@
 # SCHEME=int8 QTYPE=Q8_0 compares the int8 bundle with Q8_0 (defaults:
 # int4-b32 and Q4_0).
 #
-# KERNEL=1 runs the engine's bundle on edgeinfer's own int4 operator
+# KERNEL=1 runs the engine's bundle on edgeinfer's own int4/int8 operator
 # (ai.edgeinfer.MatMulNBits, `model build --matmul-kernel`) instead of
-# ONNX Runtime's MatMulNBits: same weights, BenchmarkDecodeRateMatMulKernel
-# builds it into the cache.
+# ONNX Runtime's MatMulNBits: same weights (EDGEINFER_BENCH_KERNEL=1).
 #
 # build: a checkout of https://github.com/ggml-org/llama.cpp or
 # https://github.com/ikawrakow/ik_llama.cpp (git clone it; nothing of it is
@@ -62,14 +61,8 @@ compare)
     "$BIN/llama-batched-bench" -m "$q4" -c 2048 -b 2048 -ub 512 -npp 512 -ntg 4 -npl 1 -t "$THREADS" "${rtr[@]}" 2>&1 |
       awk -F'|' '/^\|/ && $2+0==512 { gsub(/ /,"",$7); pp=$7 } END { print pp }'
   }
-  bundle=()
-  if [[ ${KERNEL:-0} == 1 ]]; then
-    kdir="$(ls -d "${XDG_CACHE_HOME:-$HOME/.cache}"/edgeinfer/bench/synthetic-110m-int4-b32-kernel-g* 2>/dev/null | sort | tail -1)"
-    [[ -n $kdir ]] || { echo "native.sh: KERNEL=1 needs the kernel bundle: go test ./runtime/engine -run '^$' -bench '^BenchmarkDecodeRateMatMulKernel$' -benchtime 1x builds it" >&2; exit 1; }
-    bundle=(EDGEINFER_BENCH_BUNDLE="$kdir")
-  fi
   ours() {
-    (cd "$ROOT/runtime/engine" && env "${bundle[@]}" EDGEINFER_BENCH_SCHEME="$SCHEME" "$WORK/engine.test" \
+    (cd "$ROOT/runtime/engine" && EDGEINFER_BENCH_KERNEL="${KERNEL:-0}" EDGEINFER_BENCH_SCHEME="$SCHEME" "$WORK/engine.test" \
       -test.run '^$' -test.bench '^BenchmarkDecodeRate$' -test.benchtime 1x 2>&1) |
       awk '/b1-tok\/s/ { for (i = 1; i <= NF; i++) { if ($(i+1) == "b1-tok/s") b1 = $i; if ($(i+1) == "b8-tok/s") b8 = $i;
         if ($(i+1) == "pp128-tok/s") p1 = $i; if ($(i+1) == "pp512-tok/s") p5 = $i } } END { print b1, b8, p1, p5 }'
@@ -77,7 +70,7 @@ compare)
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
   med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
   r1=(); r8=(); rp1=(); rp5=()
-  echo "anchor $BIN ${rtr[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME${bundle:+ on ${bundle[0]#*=}} vs $QTYPE (tok/s)"
+  echo "anchor $BIN ${rtr[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME$([[ ${KERNEL:-0} == 1 ]] && echo " on ai.edgeinfer.MatMulNBits") vs $QTYPE (tok/s)"
   for r in $(seq "$ROUNDS"); do
     read -r t1 t8 tp1 tp5 < <(theirs)
     read -r o1 o8 op1 op5 < <(ours)

@@ -1,13 +1,16 @@
 package ort
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -128,5 +131,33 @@ func TestKernelCompilesCleanly(t *testing.T) {
 		if err != nil {
 			t.Errorf("%s %s: %v\n%s", cc, f, err, out)
 		}
+	}
+}
+
+// TestKernelMatMulQ4VNNIEmulated: on an x86 CPU without AVX-512 VNNI, the
+// int4/int8 kernel's VNNI paths still run — built with EI_Q4_EMULATE_VNNI,
+// their one VNNI instruction written in AVX2 — against the generic path
+// (testdata/matmul_emulated.c has the cases). On a CPU with VNNI,
+// TestKernelMatMulQ4Variants runs the real instruction.
+func TestKernelMatMulQ4VNNIEmulated(t *testing.T) {
+	if goruntime.GOARCH != "amd64" {
+		t.Skip("the VNNI paths are x86-64 code")
+	}
+	cc := cmp.Or(os.Getenv("CC"), "gcc")
+	if _, err := exec.LookPath(cc); err != nil {
+		t.Skipf("no C compiler %q: %v", cc, err)
+	}
+	bin := filepath.Join(t.TempDir(), "emulated")
+	if out, err := exec.Command(cc, "-O2", "-Wall", "-Wextra", "-Werror", "-DEI_Q4_EMULATE_VNNI", "-o", bin,
+		filepath.Join("testdata", "matmul_emulated.c"), "matmul_q4.c", "-lm").CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cc, err, out)
+	}
+	out, err := exec.Command(bin).CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("the emulated VNNI paths differ from the generic one: %v", err)
+	}
+	if !strings.Contains(string(out), "avx512vnni") {
+		t.Fatalf("no case ran")
 	}
 }

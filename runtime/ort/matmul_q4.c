@@ -55,14 +55,16 @@ static inline int code(int bits, const uint8_t* b, int64_t nb, int64_t n, int64_
 }
 
 // Rows past N (the last group's padding) are zero codes with zero scales.
-void ei_q4_pack(int bits, const uint8_t* b, const float* scales, int64_t N, int64_t nb, uint8_t* out) {
+// For swiglu, group 2p is gate rows 8p.., group 2p+1 the up rows N/2+8p..
+void ei_q4_pack(int bits, int swiglu, const uint8_t* b, const float* scales, int64_t N, int64_t nb, uint8_t* out) {
   const int64_t groups = (N + EI_Q4_GROUP - 1) / EI_Q4_GROUP;
   for (int64_t g = 0; g < groups; g++)
     for (int64_t blk = 0; blk < nb; blk++) {
       uint8_t* dst = out + ((size_t)(g * nb + blk)) * block_bytes(bits);
       float* sc = (float*)(dst + code_bytes(bits));
+      const int64_t first = swiglu ? (g & 1) * (N / 2) + (g >> 1) * EI_Q4_GROUP : g * EI_Q4_GROUP;
       for (int c = 0; c < EI_Q4_GROUP; c++) {
-        const int64_t n = g * EI_Q4_GROUP + c;
+        const int64_t n = first + c;
         sc[c] = n < N ? scales[n * nb + blk] : 0.0f;
         for (int v = 0; v < bits; v++)  // code_bytes / 32 vectors
           for (int i = 0; i < 4; i++) {
@@ -130,10 +132,26 @@ static void quantize_generic(const ei_q4_job* j, size_t i) {
 typedef void (*tile_fn)(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1);
 typedef void (*quantize_fn)(const ei_q4_job* j, size_t i);
 
+// put8 writes one row's eight outputs of group g (fewer in a last group).
+// For swiglu a gate group's (even g) wait in pend for its up group's.
+static inline void put8(const ei_q4_job* j, int64_t row, int64_t g, float* v, float* pend) {
+  if (j->swiglu) {
+    if (!(g & 1)) {
+      memcpy(pend, v, EI_Q4_GROUP * sizeof(float));
+      return;
+    }
+    for (int c = 0; c < EI_Q4_GROUP; c++) v[c] *= pend[c] / (1.0f + expf(-pend[c]));
+    g >>= 1;
+  }
+  const int64_t width = EI_Q4_Y(j), n0 = g * EI_Q4_GROUP, n = width - n0 < EI_Q4_GROUP ? width - n0 : EI_Q4_GROUP;
+  memcpy(j->y + row * width + n0, v, (size_t)n * sizeof(float));
+}
+
 // The generic path, in signed integers (w−zp)·x.
 static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;
   const size_t bb = block_bytes(j->bits), cb = code_bytes(j->bits);
+  float pend[4][EI_Q4_GROUP] = {{0}};
   for (int64_t g = g0; g < g1; g++)
     for (int64_t r = 0; r < R; r++) {
       float acc[EI_Q4_GROUP] = {0};
@@ -156,8 +174,7 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, 
           acc[c] += sw[c] * j->sa[(m0 + r) * nb + blk] * (float)s;
         }
       }
-      const int64_t n0 = g * EI_Q4_GROUP, n = j->N - n0 < EI_Q4_GROUP ? j->N - n0 : EI_Q4_GROUP;
-      memcpy(j->y + (m0 + r) * j->N + n0, acc, (size_t)n * sizeof(float));
+      put8(j, m0 + r, g, acc, pend[r]);
     }
 }
 
@@ -177,8 +194,24 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, 
 #include <immintrin.h>
 
 #define EI_AVX2 __attribute__((target("avx2,fma")))
-#define EI_VNNI __attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni")))
 #define EI_INLINE static inline __attribute__((always_inline))
+
+#ifndef EI_Q4_EMULATE_VNNI
+#define EI_VNNI __attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni")))
+#define EI_DPBUSD _mm256_dpbusd_epi32
+#else
+// Tests only (testdata/matmul_emulated.c, TestKernelMatMulQ4VNNIEmulated):
+// the VNNI paths built for AVX2 with dpbusd — four u8·s8 products summed
+// into each 32-bit lane, exactly — in AVX2, so that a CPU without AVX-512
+// runs their arithmetic.
+#define EI_VNNI EI_AVX2
+EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
+  const __m256i even = _mm256_set1_epi16(0x00FF);
+  __m256i ue = _mm256_and_si256(u, even), uo = _mm256_srli_epi16(u, 8);
+  __m256i se = _mm256_srai_epi16(_mm256_slli_epi16(s, 8), 8), so = _mm256_srai_epi16(s, 8);
+  return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(ue, se), _mm256_madd_epi16(uo, so)));
+}
+#endif
 
 EI_AVX2 EI_INLINE __m256i bcast4(const int8_t* p) {
   int32_t v;
@@ -186,15 +219,46 @@ EI_AVX2 EI_INLINE __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// exp_avx2 is Cephes' expf in eight lanes: 2^n·e^r with n = round(x·log2 e),
+// r = x − n·ln 2 in two parts, e^r by its degree-6 polynomial (about one
+// ulp), x clamped to where 2^n stays a normal float.
+EI_AVX2 EI_INLINE __m256 exp_avx2(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+  __m256i pow2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(e, _mm256_castsi256_ps(pow2));
+}
+
 // store8 writes one row's eight outputs of group g (fewer in a last group).
-EI_AVX2 EI_INLINE void store8(const ei_q4_job* j, int64_t row, int64_t g, __m256 v) {
-  float* y = j->y + row * j->N + g * EI_Q4_GROUP;
-  if (g * EI_Q4_GROUP + EI_Q4_GROUP <= j->N) {
+// For swiglu a gate group's (even g) wait in *pend for its up group's.
+EI_AVX2 EI_INLINE void store8(const ei_q4_job* j, int64_t row, int64_t g, __m256 v, __m256* pend) {
+  if (j->swiglu) {
+    if (!(g & 1)) {
+      *pend = v;
+      return;
+    }
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 gate = *pend, sig = _mm256_div_ps(one, _mm256_add_ps(one, exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), gate))));
+    v = _mm256_mul_ps(v, _mm256_mul_ps(gate, sig));
+    g >>= 1;
+  }
+  const int64_t width = EI_Q4_Y(j);
+  float* y = j->y + row * width + g * EI_Q4_GROUP;
+  if (g * EI_Q4_GROUP + EI_Q4_GROUP <= width) {
     _mm256_storeu_ps(y, v);
   } else {
     float t[EI_Q4_GROUP];
     _mm256_storeu_ps(t, v);
-    memcpy(y, t, (size_t)(j->N - g * EI_Q4_GROUP) * sizeof(float));
+    memcpy(y, t, (size_t)(width - g * EI_Q4_GROUP) * sizeof(float));
   }
 }
 
@@ -214,6 +278,7 @@ EI_AVX2 EI_INLINE void store8(const ei_q4_job* j, int64_t row, int64_t g, __m256
 EI_AVX2 EI_INLINE void avx2_q4_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;
   const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const uint8_t* wg = j->w + (size_t)(g * nb) * 160;
@@ -233,7 +298,7 @@ EI_AVX2 EI_INLINE void avx2_q4_rows(const ei_q4_job* j, int64_t m0, const int R,
         EI_SCALE_ADD(acc[r], _mm256_madd_epi16(s, ones), r, blk);
       }
     }
-    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r]);
+    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r], &pend[r]);
   }
 }
 
@@ -242,6 +307,7 @@ EI_AVX2 EI_INLINE void avx2_q4_rows(const ei_q4_job* j, int64_t m0, const int R,
 EI_AVX2 EI_INLINE void avx2_q8_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;
   const __m256i ones = _mm256_set1_epi16(1);
+  __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const uint8_t* wg = j->w + (size_t)(g * nb) * 288;
@@ -262,7 +328,7 @@ EI_AVX2 EI_INLINE void avx2_q8_rows(const ei_q4_job* j, int64_t m0, const int R,
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(sw, _mm256_set1_ps(j->sa[at])), acc[r]);
       }
     }
-    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r]);
+    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r], &pend[r]);
   }
 }
 
@@ -271,6 +337,7 @@ EI_AVX2 EI_INLINE void avx2_q8_rows(const ei_q4_job* j, int64_t m0, const int R,
 EI_VNNI EI_INLINE void vnni_q4_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;
   const __m256i low = _mm256_set1_epi8(0x0F);
+  __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const uint8_t* wg = j->w + (size_t)(g * nb) * 160;
@@ -286,17 +353,18 @@ EI_VNNI EI_INLINE void vnni_q4_rows(const ei_q4_job* j, int64_t m0, const int R,
         const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;
         __m256i s = _mm256_setzero_si256();
         for (int v = 0; v < 4; v++)
-          s = _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(s, lo[v], bcast4(x + 8 * v)), hi[v], bcast4(x + 8 * v + 4));
+          s = EI_DPBUSD(EI_DPBUSD(s, lo[v], bcast4(x + 8 * v)), hi[v], bcast4(x + 8 * v + 4));
         EI_SCALE_ADD(acc[r], s, r, blk);
       }
     }
-    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r]);
+    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r], &pend[r]);
   }
 }
 
 EI_VNNI EI_INLINE void vnni_q8_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;
   const __m256i flip = _mm256_set1_epi8((char)0x80);
+  __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const uint8_t* wg = j->w + (size_t)(g * nb) * 288;
@@ -306,12 +374,12 @@ EI_VNNI EI_INLINE void vnni_q8_rows(const ei_q4_job* j, int64_t m0, const int R,
       for (int v = 0; v < 8; v++) {
         __m256i u = _mm256_xor_si256(_mm256_load_si256((const __m256i*)(wb + 32 * v)), flip);
         for (int r = 0; r < R; r++)
-          s[r] = _mm256_dpbusd_epi32(s[r], u, bcast4(j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK + 4 * v));
+          s[r] = EI_DPBUSD(s[r], u, bcast4(j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK + 4 * v));
       }
       const __m256 sw = _mm256_load_ps((const float*)(wb + 256));
       for (int r = 0; r < R; r++) EI_SCALE_ADD(acc[r], s[r], r, blk);
     }
-    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r]);
+    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r], &pend[r]);
   }
 }
 
@@ -363,9 +431,13 @@ EI_AVX2 static void quantize_avx2(const ei_q4_job* j, size_t i) {
 }
 
 static int has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+#ifndef EI_Q4_EMULATE_VNNI
 static int has_vnni(void) {
   return has_avx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
+#else
+static int has_vnni(void) { return has_avx2(); }
+#endif
 #endif
 
 #if defined(__aarch64__) && defined(__GNUC__) && defined(__linux__)
@@ -392,6 +464,7 @@ EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, i
   const size_t bb = block_bytes(bits), cb = code_bytes(bits);
   const uint8x16_t low = vdupq_n_u8(0x0F);
   const int8x16_t eight = vdupq_n_s8(8);
+  float pend[4][EI_Q4_GROUP] = {{0}};
   for (int64_t g = g0; g < g1; g++) {
     float32x4_t acc[4][2];
     for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = vdupq_n_f32(0);
@@ -424,12 +497,11 @@ EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, i
           acc[r][h] = vfmaq_f32(acc[r][h], vcvtq_f32_s32(s[r][h]),
                                 vmulq_n_f32(vld1q_f32(sw + 4 * h), j->sa[(m0 + r) * nb + blk]));
     }
-    const int64_t n0 = g * EI_Q4_GROUP, n = j->N - n0 < EI_Q4_GROUP ? j->N - n0 : EI_Q4_GROUP;
     for (int64_t r = 0; r < R; r++) {
       float t[EI_Q4_GROUP];
       vst1q_f32(t, acc[r][0]);
       vst1q_f32(t + 4, acc[r][1]);
-      memcpy(j->y + (m0 + r) * j->N + n0, t, (size_t)n * sizeof(float));
+      put8(j, m0 + r, g, t, pend[r]);
     }
   }
 }

@@ -13,12 +13,17 @@
 // EI_Q4_GROUP weight rows (matmul_q4.c describes the layout).
 #define EI_Q4_BLOCK 32
 #define EI_Q4_GROUP 8
+#define EI_Q4_Y(j) ((j)->swiglu ? (j)->N / 2 : (j)->N)  // y's row length
 
 typedef struct {
   const float* a;   // [M, K]
   float* y;         // [M, N]
   const uint8_t* w;  // packed weights (ei_q4_pack)
   int bits;          // 4 or 8
+  // swiglu: B stacks a gate and an up projection of N/2 rows each, and y
+  // [M, N/2] is silu(a·gateᵀ)·(a·upᵀ), the SwiGLU MLP's activation (the
+  // packing pairs each gate group with its up group; N/2 a multiple of 8).
+  int swiglu;
   int64_t M, N, K, nb, groups;
   // Activations quantised per block of 32 (ei_q4_quantize fills them): the
   // codes in their natural order, the block's scale, and zp·Σcodes, the
@@ -31,9 +36,10 @@ typedef struct {
 } ei_q4_job;
 
 // ei_q4_packed_size is the bytes ei_q4_pack writes for N weight rows of nb
-// blocks; ei_q4_pack writes them (out 64-byte aligned).
+// blocks; ei_q4_pack writes them (out 64-byte aligned), for swiglu in the
+// pairing that option needs.
 size_t ei_q4_packed_size(int bits, int64_t N, int64_t nb);
-void ei_q4_pack(int bits, const uint8_t* b, const float* scales, int64_t N, int64_t nb, uint8_t* out);
+void ei_q4_pack(int bits, int swiglu, const uint8_t* b, const float* scales, int64_t N, int64_t nb, uint8_t* out);
 
 // ei_q4_scratch is the bytes of scratch a job of M rows needs for qa, sa
 // and za; ei_q4_bind points them into scratch (64-byte aligned).

@@ -418,3 +418,79 @@ func TestKernelMatMulQ4WeightsAsInputs(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelMatMulQ4SwiGLU: a node with swiglu=1 — B the gate and up
+// projections stacked, y = silu(a·gateᵀ)·(a·upᵀ) — against the float64
+// reference of the same quantised product and against the standard
+// spelling (com.microsoft.MatMulNBits, Split, Sigmoid, Mul, Mul) on every
+// variant, int4 and int8. Allowance per output: the two halves' own
+// (float rounding against the reference; the quantisation bound against
+// MatMulNBits) carried through silu(g)·u, whose slope in g is at most 1.1.
+func TestKernelMatMulQ4SwiGLU(t *testing.T) {
+	needLib(t)
+	type prepared struct {
+		c                           *q4Case
+		s                           *Session
+		quantised, bound, magnitude []float64
+	}
+	var all []*prepared
+	r := rand.New(rand.NewPCG(7, 7))
+	for _, bits := range []int{4, 8} {
+		for _, sh := range []struct{ M, N, K int }{{1, 64, 256}, {3, 48, 100}, {6, 32, 31}, {17, 80, 544}} {
+			c := newNBitsCase(bits, sh.M, sh.N, sh.K, r)
+			nb := int64(c.nb())
+			attrs := func(extra ...[]byte) [][]byte {
+				return append([][]byte{attrInt("K", int64(c.K)), attrInt("N", int64(c.N)), attrInt("bits", int64(bits)),
+					attrInt("block_size", 32)}, extra...)
+			}
+			in := []string{"a", "b", "scales"}
+			m := tModel{
+				opsets: map[string]int64{"": 18, OpDomain: 1, "com.microsoft": 1},
+				inputs: []tValue{{name: "a", dtype: Float32, dims: []any{"M", c.K}}},
+				inits: []tInit{{name: "b", dims: []int64{int64(c.N), nb, int64(4 * bits)}, u8: c.b},
+					{name: "scales", dims: []int64{int64(c.N) * nb}, f32: c.scales}},
+				nodes: []tNode{
+					{op: "MatMulNBits", domain: OpDomain, in: in, out: []string{"y"}, attrs: attrs(attrInt("swiglu", 1))},
+					{op: "MatMulNBits", domain: "com.microsoft", in: in, out: []string{"gu"}, attrs: attrs(attrInt("accuracy_level", 4))},
+					{op: "Split", in: []string{"gu"}, out: []string{"g", "u"}, attrs: [][]byte{attrInt("axis", -1), attrInt("num_outputs", 2)}},
+					{op: "Sigmoid", in: []string{"g"}, out: []string{"sg"}},
+					{op: "Mul", in: []string{"g", "sg"}, out: []string{"silu"}},
+					{op: "Mul", in: []string{"silu", "u"}, out: []string{"y4"}},
+				},
+				outs: []tValue{{name: "y", dtype: Float32, dims: []any{"M", c.N / 2}}, {name: "y4", dtype: Float32, dims: []any{"M", c.N / 2}}},
+			}
+			s, err := NewSession(context.Background(), m.encode(), Options{IntraOpThreads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			p := &prepared{c: c, s: s}
+			_, p.quantised, p.bound, p.magnitude = c.reference()
+			all = append(all, p)
+		}
+	}
+	silu := func(g float64) float64 { return g / (1 + math.Exp(-g)) }
+	forEachVariant(t, "int4 matmul", q4Compiled(), q4Variants(), q4Variant(), useQ4Variant, func(t *testing.T, v string) {
+		var worstRef, worstMS float64
+		for _, p := range all {
+			got := p.c.run(t, p.s)
+			half := p.c.N / 2
+			for m := range p.c.M {
+				for n := range half {
+					gi, ui := m*p.c.N+n, m*p.c.N+half+n
+					g, u := p.quantised[gi], p.quantised[ui]
+					carry := func(dg, du float64) float64 { return 1.1*dg*(math.Abs(u)+du) + math.Abs(silu(g))*du }
+					y := float64(got["y"][m*half+n])
+					tolG, tolU := 1e-5*p.magnitude[gi]+1e-6, 1e-5*p.magnitude[ui]+1e-6
+					worstRef = max(worstRef, math.Abs(y-silu(g)*u)/(carry(tolG, tolU)+1e-6*math.Abs(silu(g)*u)))
+					worstMS = max(worstMS, math.Abs(y-float64(got["y4"][m*half+n]))/(carry(2*p.bound[gi]+tolG, 2*p.bound[ui]+tolU)))
+				}
+			}
+		}
+		t.Logf("%s swiglu, worst as a share of the allowance: vs quantised reference %.3f, vs MatMulNBits+Split+Sigmoid+Mul %.3f",
+			v, worstRef, worstMS)
+		if worstRef > 1 || worstMS > 1 {
+			t.Errorf("%s: swiglu off by %.2f (reference) and %.2f (standard ops) times the allowance", v, worstRef, worstMS)
+		}
+	})
+}

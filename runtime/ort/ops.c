@@ -203,7 +203,7 @@ static ONNXTensorElementDataType attention_input_type(size_t i) {
 // session's memory (hugepages.go), and a decode step reads every weight
 // once. Weights that are graph inputs are packed at each run.
 typedef struct {
-  int64_t K, N, bits;
+  int64_t K, N, bits, swiglu;
   uint8_t* w;  // packed, or NULL: pack the inputs at each run
 } q4_node;
 
@@ -216,7 +216,7 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
     return fail("%s: zero_points are not supported (symmetric weights only); build the bundle's weights "
                 "without -asym, or use com.microsoft.MatMulNBits", op);
   ei_q4_job j = {0};
-  j.bits = (int)kn->bits, j.K = kn->K, j.N = kn->N, j.nb = (kn->K + EI_Q4_BLOCK - 1) / EI_Q4_BLOCK;
+  j.bits = (int)kn->bits, j.swiglu = (int)kn->swiglu, j.K = kn->K, j.N = kn->N, j.nb = (kn->K + EI_Q4_BLOCK - 1) / EI_Q4_BLOCK;
   if (in[0].rank < 1 || in[0].dims[in[0].rank - 1] != j.K)
     return fail("%s: A's last dimension is %lld, want K = %lld", op,
                 in[0].rank ? (long long)in[0].dims[in[0].rank - 1] : -1LL, (long long)j.K);
@@ -232,7 +232,7 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   OrtValue* out;
   int64_t odims[8];
   memcpy(odims, in[0].dims, in[0].rank * sizeof odims[0]);
-  odims[in[0].rank - 1] = j.N;
+  odims[in[0].rank - 1] = EI_Q4_Y(&j);
   TRY(api->KernelContext_GetOutput(ctx, 0, odims, in[0].rank, &out));
   TRY(api->GetTensorMutableData(out, (void**)&j.y));
   if (j.M == 0 || j.N == 0) return NULL;
@@ -241,7 +241,7 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   if (j.w == NULL) {
     if (posix_memalign(&packed, 64, ei_q4_packed_size(j.bits, j.N, j.nb)) != 0)
       return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for the packed weights");
-    ei_q4_pack(j.bits, in[1].data, in[2].data, j.N, j.nb, packed);
+    ei_q4_pack(j.bits, j.swiglu, in[1].data, in[2].data, j.N, j.nb, packed);
     j.w = packed;
   }
   void* scratch = malloc(ei_q4_scratch(j.M, j.nb));
@@ -299,6 +299,13 @@ static OrtStatus* q4_create(const OrtKernelInfo* info, void** out) {
   if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "N", &k->N);
   if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "bits", &k->bits);
   if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "block_size", &block);
+  if (st == NULL) {  // optional: y is silu(gate)·up of the two stacked halves of B
+    OrtStatus* none = api->KernelInfoGetAttribute_int64(info, "swiglu", &k->swiglu);
+    if (none != NULL) api->ReleaseStatus(none), k->swiglu = 0;
+  }
+  if (st == NULL && k->swiglu != 0 && (k->swiglu != 1 || k->N % (2 * EI_Q4_GROUP) != 0))
+    st = fail("MatMulNBits: swiglu %lld with N %lld: swiglu is 0 or 1, and N (gate and up stacked) a multiple of %d",
+              (long long)k->swiglu, (long long)k->N, 2 * EI_Q4_GROUP);
   if (st == NULL && ((k->bits != 4 && k->bits != 8) || block != EI_Q4_BLOCK || k->K <= 0 || k->N <= 0))
     st = fail("MatMulNBits: bits %lld, block_size %lld, K %lld, N %lld: this kernel runs bits 4 or 8, block_size 32; "
               "use com.microsoft.MatMulNBits for others", (long long)k->bits, (long long)block, (long long)k->K,
@@ -313,7 +320,7 @@ static OrtStatus* q4_create(const OrtKernelInfo* info, void** out) {
         k->w = NULL;
         st = api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for the weights");
       } else {
-        ei_q4_pack((int)k->bits, b, scales, k->N, nb, k->w);
+        ei_q4_pack((int)k->bits, (int)k->swiglu, b, scales, k->N, nb, k->w);
       }
     }
   }

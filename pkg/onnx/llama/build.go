@@ -306,8 +306,9 @@ func (d *decoder) weights(name string, out, in int, hasBias bool) (Tensor, []flo
 // whenever the emitted graph changes for the same config and options:
 // caches of built bundles (the benchmarks' among them) key on it, so they
 // never time an old graph. 4: q/k/v and gate/up stacked into one projection
-// each. 5: paged attention by ai.edgeinfer.PagedAttention.
-const GraphRevision = 5
+// each. 5: paged attention by ai.edgeinfer.PagedAttention. 6: on the
+// MatMulNBits kernel, gate/up and the SwiGLU activation as one node.
+const GraphRevision = 6
 
 // linears emits the projections parts of one input x as one: their
 // weights (and biases) stacked along the output axis into name, one

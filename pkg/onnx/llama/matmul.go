@@ -22,11 +22,16 @@ const (
 // true) or back to com.microsoft (false), and records in the
 // MetadataMatMul entry whether any node now runs on the kernel. The two operators take the same inputs and
 // attributes, so the weights are untouched: a model built for one runs on
-// the other after this. It returns the number of nodes moved.
+// the other after this. On the kernel, an MLP's gate/up projection and its
+// SwiGLU activation become one node (swiglu.go), and going back splits it
+// again. It returns the number of nodes moved.
 func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
 	from, to := onnx.DomainMicrosoft, onnx.DomainEdgeInfer
 	if !kernel {
 		from, to = to, from
+	}
+	if !kernel {
+		splitSwiGLU(m.GetGraph())
 	}
 	moved := 0
 	for _, n := range m.GetGraph().GetNode() {
@@ -35,6 +40,9 @@ func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
 		}
 		n.Domain = proto.String(to)
 		moved++
+	}
+	if kernel {
+		fuseSwiGLU(m.GetGraph())
 	}
 	if moved > 0 {
 		found := false

@@ -89,6 +89,26 @@ func TestMatMulKernelEitherWay(t *testing.T) {
 	if n := SetMatMulKernel(back, true); n != want {
 		t.Fatalf("SetMatMulKernel(portable graph, true) moved %d nodes, want %d", n, want)
 	}
+	// each layer's gate/up projection and SwiGLU are one node on the kernel
+	fused := func(m *onnx.ModelProto) (swiglu, sigmoid int) {
+		for _, node := range m.GetGraph().GetNode() {
+			if attrInt(node, attrSwiGLU) == 1 {
+				swiglu++
+			}
+			if node.GetOpType() == "Sigmoid" {
+				sigmoid++
+			}
+		}
+		return swiglu, sigmoid
+	}
+	for name, m := range map[string]*onnx.ModelProto{"kernel": kernel, "portable→kernel": back} {
+		if sw, sig := fused(m); sw != c.NumHiddenLayers || sig != 0 {
+			t.Errorf("%s graph: %d swiglu nodes and %d Sigmoids, want %d and 0", name, sw, sig, c.NumHiddenLayers)
+		}
+	}
+	if sw, sig := fused(converted); sw != 0 || sig != c.NumHiddenLayers {
+		t.Errorf("kernel→portable graph: %d swiglu nodes and %d Sigmoids, want 0 and %d", sw, sig, c.NumHiddenLayers)
+	}
 
 	const prompt, bs = 12, 4
 	ids := randomIDs(3, prompt, c.VocabSize)
