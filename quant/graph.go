@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -24,6 +25,14 @@ type Options struct {
 	ExternalThreshold int
 	// Logger receives one debug record per weight; nil discards.
 	Logger *slog.Logger
+	// MatMulKernel puts the int4 and int8 products that edgeinfer's
+	// ai.edgeinfer.MatMulNBits runs (block 32, symmetric, int8
+	// activations) on it (llama.SetMatMulKernel): QuantizeBundle's default,
+	// since a bundle runs on edgeinfer's runtime; a plain QuantizeFile keeps
+	// the portable com.microsoft.MatMulNBits unless asked.
+	MatMulKernel bool
+	// PortableMatMul keeps QuantizeBundle's products portable.
+	PortableMatMul bool
 }
 
 // Result says what QuantizeFile did.
@@ -95,6 +104,9 @@ func QuantizeFile(ctx context.Context, in, out string, opts Options) (*Result, e
 		err = fmt.Errorf("quant: %w", cerr)
 	}
 	if err == nil {
+		if opts.MatMulKernel {
+			llama.SetMatMulKernel(m, true)
+		}
 		var raw []byte
 		if raw, err = proto.Marshal(m); err == nil {
 			err = os.WriteFile(out, raw, 0o644)

@@ -11,9 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
@@ -30,7 +28,7 @@ import (
 // (ai.edgeinfer.MatMulNBits): two intra-op threads, the model
 // EDGEINFER_PROFILE_PRESET (synthetic-110m). For the matrix products it
 // puts the bytes of weights a step reads beside a read bandwidth measured
-// in the same run (a Go read loop on two goroutines), and a prefill
+// in the same run (orttest.ReadBandwidth on two threads), and a prefill
 // chunk's multiply-adds beside the time they took. Opt-in: EDGEINFER_PROFILE=1
 // (it builds two 110m bundles into the user cache once, where
 // runtime/engine's BenchmarkDecodeRateMatMulKernel finds them).
@@ -75,7 +73,7 @@ func TestProfileDecodeAndPrefill(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, err := build.BuildDecoder(ctx, dir, build.DecoderSpec{Name: preset, Version: "1", Config: cfg,
-				Weights: src, Options: llama.Options{Emitter: em, MatMulKernel: kernel}, CreatedBy: "engine benchmark"}); err != nil {
+				Weights: src, Options: llama.Options{Emitter: em, PortableMatMul: !kernel}, CreatedBy: "engine benchmark"}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -85,7 +83,7 @@ func TestProfileDecodeAndPrefill(t *testing.T) {
 			ctx  int
 			runs int
 		}{{"decode step, batch 1, context 128", 1, ctxLen, decodeSteps}, {"prefill chunk of 256 tokens", chunk, 0, prefillRuns}} {
-			bw := readBandwidth(2)
+			bw := orttest.ReadBandwidth(2)
 			prefix := filepath.Join(t.TempDir(), "prof")
 			s, err := ort.NewSessionFromFile(ctx, filepath.Join(dir, llama.ModelFile), ort.Options{IntraOpThreads: 2, ProfilePrefix: prefix})
 			if err != nil {
@@ -107,7 +105,7 @@ func TestProfileDecodeAndPrefill(t *testing.T) {
 			if len(files) != 1 {
 				t.Fatalf("profile files %v", files)
 			}
-			t.Logf("%s graph, %s (read bandwidth just before: %.1f GB/s, two goroutines over 256 MiB):\n%s",
+			t.Logf("%s graph, %s (read bandwidth just before: %.1f GB/s, two threads over 256 MiB):\n%s",
 				name, phase.what, bw/1e9, profileTable(t, files[0], phase.runs, phase.T, weights, bw))
 		}
 	}
@@ -239,41 +237,4 @@ func profileTable(t *testing.T, path string, runs, T int, weights, bw float64) s
 		fmt.Fprintf(&b, "  %-22s %6d %10.0f %5.1f%%  %s\n", r.op, r.nodes/runs, r.us/n, 100*r.us/total, limit)
 	}
 	return b.String()
-}
-
-// readBandwidth is the best of three passes of g goroutines summing a
-// 256 MiB buffer, in bytes per second.
-func readBandwidth(g int) float64 {
-	buf := make([]uint64, 256<<20/8)
-	for i := range buf {
-		buf[i] = uint64(i)
-	}
-	best := 0.0
-	var sink uint64
-	for range 3 {
-		var wg sync.WaitGroup
-		sums := make([]uint64, g)
-		start := time.Now()
-		per := len(buf) / g
-		for w := range g {
-			wg.Go(func() {
-				part := buf[w*per : (w+1)*per]
-				var s0, s1, s2, s3 uint64
-				for i := 0; i+4 <= len(part); i += 4 {
-					s0 += part[i]
-					s1 += part[i+1]
-					s2 += part[i+2]
-					s3 += part[i+3]
-				}
-				sums[w] = s0 + s1 + s2 + s3
-			})
-		}
-		wg.Wait()
-		best = max(best, float64(len(buf)*8)/time.Since(start).Seconds())
-		for _, s := range sums {
-			sink += s
-		}
-	}
-	_ = sink
-	return best
 }

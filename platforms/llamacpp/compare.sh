@@ -19,11 +19,33 @@
 # tokens per sequence at batch 1 and batch 8 (aggregate), the median of 3
 # repetitions; llama.cpp decodes random tokens and computes logits, the
 # engine samples greedily and streams through its scheduler.
+#
+# Native builds first: where native.sh has built ik_llama.cpp or llama.cpp
+# into the cache ($WORK/<name>/bin: `native.sh fetch NAME && native.sh build
+# NAME`), this runs native.sh compare against each of them instead, for
+# synthetic-110m and synthetic-1b (b1, b8, prefill of 128 and 512 tokens,
+# and the batch-1 share of the read bandwidth); NPM=1 forces the npm
+# libraries.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 WORK="${WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/llamacpp}"
 ROUNDS="${ROUNDS:-3}"
+if [[ ${NPM:-0} != 1 ]]; then
+  native=0
+  for name in ik_llama.cpp llama.cpp; do
+    bin="$WORK/$name/bin"
+    [[ -x $bin/llama-batched-bench && -x $bin/llama-quantize ]] || continue
+    native=1
+    rtr=0; [[ $name == ik_llama.cpp ]] && rtr=1
+    for preset in synthetic-110m synthetic-1b; do
+      echo "== $name, $preset"
+      BIN="$bin" RTR=$rtr PRESET=$preset ROUNDS="$ROUNDS" bash "$HERE/native.sh" compare
+    done
+  done
+  ((native)) && exit 0
+  echo "compare.sh: no native build in $WORK (native.sh fetch/build ik_llama.cpp); the npm libraries instead" >&2
+fi
 PKG=node-llama-cpp-linux-x64-3.22.1.tgz
 SHA=0d953e1503d5ab4608d8ed5b739132308c81ac05ffeb760d2a7f30e08a9f90e0
 

@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""Write a GGUF v3, all-F32 Llama model of the "synthetic-110m" shape with random weights.
+"""Write a GGUF v3, all-F32 Llama model of a synthetic shape with random weights.
 
-hidden 768, 12 layers, 12 heads, 4 KV heads, head_dim 64, SwiGLU ffn 2048, vocab 32000,
-untied output.weight, rms eps 1e-5, rope theta 10000, ctx 4096.
+  gen_gguf.py OUT.gguf [synthetic-110m|synthetic-1b]
+
+The shapes are pkg/onnx/llama's presets of the same names:
+  synthetic-110m: hidden 768, 12 layers, 12 heads, 4 KV heads, head_dim 64, SwiGLU ffn 2048;
+  synthetic-1b: hidden 2048, 16 layers, 32 heads, 8 KV heads, head_dim 64, ffn 8192;
+both vocab 32000, untied output.weight, rms eps 1e-5, rope theta 10000, ctx 4096.
 Weights ~ N(0, 0.02), norm weights = 1. Seeded, deterministic.
 
 Format (ggml/docs/gguf.md, gguf-py/gguf/constants.py):
@@ -22,12 +26,11 @@ U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
 GGML_TYPE_F32 = 0
 ALIGN = 32
 
-HIDDEN = 768
-LAYERS = 12
-HEADS = 12
-KV_HEADS = 4
+SHAPES = {
+    "synthetic-110m": dict(hidden=768, layers=12, heads=12, kv_heads=4, ffn=2048),
+    "synthetic-1b": dict(hidden=2048, layers=16, heads=32, kv_heads=8, ffn=8192),
+}
 HEAD_DIM = 64
-FFN = 2048
 VOCAB = 32000
 CTX = 4096
 
@@ -67,7 +70,9 @@ def kv_arr(key, etype, vals):
     return out
 
 
-def main(path):
+def main(path, shape):
+    sh = SHAPES[shape]
+    HIDDEN, LAYERS, HEADS, KV_HEADS, FFN = sh["hidden"], sh["layers"], sh["heads"], sh["kv_heads"], sh["ffn"]
     rng = np.random.default_rng(1234)
 
     # ---- vocab ----
@@ -81,7 +86,7 @@ def main(path):
 
     kvs = [
         kv("general.architecture", STR, "llama"),
-        kv("general.name", STR, "synthetic-110m"),
+        kv("general.name", STR, shape),
         kv("general.alignment", U32, ALIGN),
         kv("general.file_type", U32, 0),
         kv("llama.context_length", U32, CTX),
@@ -156,4 +161,7 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "synthetic-110m-f32.gguf")
+    shape = sys.argv[2] if len(sys.argv) > 2 else "synthetic-110m"
+    if shape not in SHAPES:
+        sys.exit("gen_gguf.py: unknown shape %r (want one of %s)" % (shape, ", ".join(SHAPES)))
+    main(sys.argv[1] if len(sys.argv) > 1 else shape + "-f32.gguf", shape)

@@ -7,20 +7,29 @@
 # 128 generated), and prefill of a 128- and a 512-token prompt at one
 # sequence. 2 threads on both sides.
 #
-#   SRC=~/src/ik_llama.cpp bash platforms/llamacpp/native.sh build   # -> $WORK/<name>/bin
+#   bash platforms/llamacpp/native.sh fetch ik_llama.cpp    # -> $WORK/src/ik_llama.cpp at the pinned commit
+#   bash platforms/llamacpp/native.sh build ik_llama.cpp    # -> $WORK/ik_llama.cpp/bin
 #   BIN=$WORK/ik_llama.cpp/bin RTR=1 ROUNDS=5 bash platforms/llamacpp/native.sh compare
 #
+# (llama.cpp the same way; `build` also takes SRC=any checkout.) compare.sh
+# runs compare against every native build it finds, for both shapes.
+#
 # SCHEME=int8 QTYPE=Q8_0 compares the int8 bundle with Q8_0 (defaults:
-# int4-b32 and Q4_0).
+# int4-b32 and Q4_0); PRESET=synthetic-1b the 1B shape (default
+# synthetic-110m). Each engine round also measures the read bandwidth on
+# the same threads just before its batch-1 run and prints the share of it
+# the batch-1 weight stream reached.
 #
-# KERNEL=1 runs the engine's bundle on edgeinfer's own int4/int8 operator
-# (ai.edgeinfer.MatMulNBits, `model build --matmul-kernel`) instead of
-# ONNX Runtime's MatMulNBits: same weights (EDGEINFER_BENCH_KERNEL=1).
+# The engine's bundle runs its int4/int8 projections on edgeinfer's own
+# operator (ai.edgeinfer.MatMulNBits, the default of `model build`);
+# PORTABLE=1 on ONNX Runtime's MatMulNBits instead (same weights,
+# `--portable-matmul`).
 #
-# build: a checkout of https://github.com/ggml-org/llama.cpp or
-# https://github.com/ikawrakow/ik_llama.cpp (git clone it; nothing of it is
-# kept in this tree), built with cmake (apt-get install cmake) into the
-# cache: Release, -DGGML_NATIVE=ON, no curl, static; for ik
+# fetch: a git clone of https://github.com/ggml-org/llama.cpp or
+# https://github.com/ikawrakow/ik_llama.cpp into the cache at the commit
+# measured in this tree's notes (PIN=<commit> for another; nothing of either
+# is kept in this tree). build: that checkout (or SRC), built with cmake
+# (apt-get install cmake) into the cache: Release, -DGGML_NATIVE=ON, no curl, static; for ik
 # -DGGML_IQK_FA_ALL_QUANTS=OFF shortens the build (~35 min on 2 cores with
 # all quant flash-attention kernels). RTR=1 passes -rtr (ik's run-time
 # repack, its fast CPU path). Needs python3 with numpy (gen_gguf.py), Go and
@@ -32,12 +41,26 @@ WORK="${WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/llamacpp}"
 ROUNDS="${ROUNDS:-3}"
 SCHEME="${SCHEME:-int4-b32}"
 QTYPE="${QTYPE:-Q4_0}"
+PRESET="${PRESET:-synthetic-110m}"
 THREADS=2 # the engine benchmark's benchThreads (runtime/engine/bench_test.go)
 mkdir -p "$WORK/models"
 
+declare -A REPO=([llama.cpp]=https://github.com/ggml-org/llama.cpp [ik_llama.cpp]=https://github.com/ikawrakow/ik_llama.cpp)
+declare -A COMMIT=([llama.cpp]=c392e5094deaf2d1a7c18683214f007fad3fe42b [ik_llama.cpp]=8337e4cd3861406fc04e0854b1409cd1b027fbc9)
+
 case "${1:-}" in
+fetch)
+  name="${2:?usage: native.sh fetch llama.cpp|ik_llama.cpp}"
+  [[ -n ${REPO[$name]:-} ]] || { echo "native.sh: fetch llama.cpp or ik_llama.cpp, not $name" >&2; exit 2; }
+  dst="$WORK/src/$name"
+  [[ -d $dst/.git ]] || git clone --filter=blob:none "${REPO[$name]}" "$dst"
+  git -C "$dst" fetch --quiet origin "${PIN:-${COMMIT[$name]}}" 2>/dev/null || true
+  git -C "$dst" checkout --quiet "${PIN:-${COMMIT[$name]}}"
+  echo "fetched $dst at $(git -C "$dst" rev-parse HEAD)"
+  ;;
 build)
-  : "${SRC:?set SRC to a llama.cpp or ik_llama.cpp checkout}"
+  SRC="${SRC:-$WORK/src/${2:?usage: native.sh build llama.cpp|ik_llama.cpp (or SRC=checkout)}}"
+  [[ -d $SRC ]] || { echo "native.sh: no checkout at $SRC (native.sh fetch ${2:-NAME} first)" >&2; exit 1; }
   name="$(basename "$(cd "$SRC" && pwd)")"
   extra=()
   [[ -d $SRC/ggml/src/iqk ]] && extra=(-DGGML_IQK_FA_ALL_QUANTS=OFF)
@@ -48,9 +71,9 @@ build)
   ;;
 compare)
   : "${BIN:?set BIN to the bin folder of a native build (native.sh build)}"
-  f32="$WORK/models/synthetic-110m-f32.gguf"
-  q4="$WORK/models/synthetic-110m-$QTYPE-$(printf %s "$BIN" | sha256sum | cut -c1-8).gguf"
-  [[ -f $f32 ]] || python3 "$HERE/gen_gguf.py" "$f32" >/dev/null
+  f32="$WORK/models/$PRESET-f32.gguf"
+  q4="$WORK/models/$PRESET-$QTYPE-$(printf %s "$BIN" | sha256sum | cut -c1-8).gguf"
+  [[ -f $f32 ]] || python3 "$HERE/gen_gguf.py" "$f32" "$PRESET" >/dev/null
   [[ -f $q4 ]] || "$BIN/llama-quantize" "$f32" "$q4" "$QTYPE" "$THREADS" >/dev/null 2>&1
   rtr=(); [[ ${RTR:-0} == 1 ]] && rtr=(-rtr)
   go test -c -o "$WORK/engine.test" "$ROOT/runtime/engine"
@@ -62,26 +85,28 @@ compare)
       awk -F'|' '/^\|/ && $2+0==512 { gsub(/ /,"",$7); pp=$7 } END { print pp }'
   }
   ours() {
-    (cd "$ROOT/runtime/engine" && EDGEINFER_BENCH_KERNEL="${KERNEL:-0}" EDGEINFER_BENCH_SCHEME="$SCHEME" "$WORK/engine.test" \
+    (cd "$ROOT/runtime/engine" && EDGEINFER_BENCH_PORTABLE="${PORTABLE:-0}" EDGEINFER_BENCH_SCHEME="$SCHEME" EDGEINFER_BENCH_PRESET="$PRESET" "$WORK/engine.test" \
       -test.run '^$' -test.bench '^BenchmarkDecodeRate$' -test.benchtime 1x 2>&1) |
       awk '/b1-tok\/s/ { for (i = 1; i <= NF; i++) { if ($(i+1) == "b1-tok/s") b1 = $i; if ($(i+1) == "b8-tok/s") b8 = $i;
-        if ($(i+1) == "pp128-tok/s") p1 = $i; if ($(i+1) == "pp512-tok/s") p5 = $i } } END { print b1, b8, p1, p5 }'
+        if ($(i+1) == "pp128-tok/s") p1 = $i; if ($(i+1) == "pp512-tok/s") p5 = $i;
+        if ($(i+1) == "b1-bandwidth-share") bs = $i; if ($(i+1) == "read-GB/s") bw = $i } } END { print b1, b8, p1, p5, bs, bw }'
   }
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
   med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-  r1=(); r8=(); rp1=(); rp5=()
-  echo "anchor $BIN ${rtr[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME$([[ ${KERNEL:-0} == 1 ]] && echo " on ai.edgeinfer.MatMulNBits") vs $QTYPE (tok/s)"
+  r1=(); r8=(); rp1=(); rp5=(); shares=()
+  echo "anchor $BIN ${rtr[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME on $([[ ${PORTABLE:-0} == 1 ]] && echo com.microsoft || echo ai.edgeinfer).MatMulNBits vs $QTYPE (tok/s)"
   for r in $(seq "$ROUNDS"); do
     read -r t1 t8 tp1 tp5 < <(theirs)
-    read -r o1 o8 op1 op5 < <(ours)
+    read -r o1 o8 op1 op5 share bw < <(ours)
+    shares+=("$share")
     r1+=("$(ratio "$o1" "$t1")"); r8+=("$(ratio "$o8" "$t8")"); rp1+=("$(ratio "$op1" "$tp1")"); rp5+=("$(ratio "$op5" "$tp5")")
     echo "round $r: anchor b1 $t1 b8 $t8 pp128 $tp1 pp512 $tp5 | engine b1 $o1 b8 $o8 pp128 $op1 pp512 $op5 |" \
-      "ratios b1 ${r1[-1]} b8 ${r8[-1]} pp128 ${rp1[-1]} pp512 ${rp5[-1]}"
+      "ratios b1 ${r1[-1]} b8 ${r8[-1]} pp128 ${rp1[-1]} pp512 ${rp5[-1]} | engine b1 read $share of $bw GB/s"
   done
-  echo "median engine/anchor: b1 $(med "${r1[@]}")  b8 $(med "${r8[@]}")  pp128 $(med "${rp1[@]}")  pp512 $(med "${rp5[@]}")"
+  echo "median engine/anchor: b1 $(med "${r1[@]}")  b8 $(med "${r8[@]}")  pp128 $(med "${rp1[@]}")  pp512 $(med "${rp5[@]}")  (engine b1 bandwidth share $(med "${shares[@]}"))"
   ;;
 *)
-  echo "usage: native.sh build (SRC=checkout) | compare (BIN=bin folder, RTR=1 for ik, ROUNDS=n)" >&2
+  echo "usage: native.sh fetch NAME | build NAME (or SRC=checkout) | compare (BIN=bin folder, RTR=1 for ik, ROUNDS=n, PRESET, SCHEME/QTYPE, PORTABLE=1)" >&2
   exit 2
   ;;
 esac

@@ -24,10 +24,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
@@ -51,13 +54,15 @@ func benchModel(b *testing.B) *bundle.Bundle {
 	// The issue benchmarks the shape as an edge device runs it: int4 weights
 	// (MatMulNBits, block 32), quantised while the graph is built.
 	// EDGEINFER_BENCH_SCHEME=fp32 (or int8) measures the other precisions,
-	// EDGEINFER_BENCH_KERNEL=1 the same weights on ai.edgeinfer.MatMulNBits.
+	// EDGEINFER_BENCH_PORTABLE=1 the same weights on com.microsoft.MatMulNBits
+	// (the graph `model build --portable-matmul` makes) instead of the
+	// default ai.edgeinfer.MatMulNBits.
 	scheme := cmpOr(os.Getenv("EDGEINFER_BENCH_SCHEME"), "int4-b32")
-	return benchBundle(b, preset, scheme, os.Getenv("EDGEINFER_BENCH_KERNEL") == "1")
+	return benchBundle(b, preset, scheme, os.Getenv("EDGEINFER_BENCH_PORTABLE") != "1")
 }
 
 // benchBundle is preset's bundle in scheme, its quantised projections on
-// edgeinfer's MatMulNBits kernel or not (llama.Options.MatMulKernel), built
+// edgeinfer's MatMulNBits kernel or not (llama.Options.PortableMatMul), built
 // once into the user cache.
 func benchBundle(b *testing.B, preset, scheme string, kernel bool) *bundle.Bundle {
 	b.Helper()
@@ -81,7 +86,7 @@ func benchBundle(b *testing.B, preset, scheme string, kernel bool) *bundle.Bundl
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := llama.Options{MatMulKernel: kernel}
+	opts := llama.Options{PortableMatMul: !kernel}
 	if scheme != "fp32" {
 		em, err := quant.NewEmitter(scheme)
 		if err != nil {
@@ -606,13 +611,18 @@ func BenchmarkDecodeRate(b *testing.B) {
 	logPrecision(b, bd)
 	vocab := bd.Manifest.Geometry.Vocab
 	reps := envInt("EDGEINFER_BENCH_REPS", 3)
+	streamed := streamedBytes(b, bd)
 	for b.Loop() {
 		e := openBench(b, bd, SchedulerConfig{MaxBatch: 8, ChunkSize: 256})
 		decodeRateLen(b, e, 1, vocab, 1, 128, 16) // warm-up: binds the shapes
 		decodeRateLen(b, e, 8, vocab, 1, 128, 16)
-		var ones, eights, pp128, pp512 []float64
+		var ones, eights, pp128, pp512, bws, shares []float64
 		for i := range reps {
+			// the read bandwidth just before each batch-1 run, on as many
+			// threads: batch 1 streams every projection's weights once a token
+			bw := orttest.ReadBandwidth(benchThreads)
 			ones = append(ones, decodeRateLen(b, e, 1, vocab, uint64(10+i), 128, 128))
+			bws, shares = append(bws, bw), append(shares, streamed*ones[i]/bw)
 			eights = append(eights, decodeRateLen(b, e, 8, vocab, uint64(20+i), 128, 128))
 			pp128 = append(pp128, prefillRate(b, e, vocab, uint64(30+i), 128))
 			pp512 = append(pp512, prefillRate(b, e, vocab, uint64(40+i), 512))
@@ -625,7 +635,55 @@ func BenchmarkDecodeRate(b *testing.B) {
 		b.Logf("RESULT engine=%s batch=8 gen_tok_s_median=%.2f reps=%.1f", cmpOr(bd.Manifest.Quantization, "fp32"), median(eights), eights)
 		b.ReportMetric(median(ones), "b1-tok/s")
 		b.ReportMetric(median(eights), "b8-tok/s")
+		if streamed > 0 {
+			b.Logf("batch 1 streams %.1f MB of quantised weights a token: %.2f GB/s at the rates above against a read bandwidth of %.2f GB/s (rounds %.2f), share %.3f (rounds %.3f)",
+				streamed/1e6, streamed*median(ones)/1e9, median(bws)/1e9, scaled(bws, 1e-9), median(shares), shares)
+			b.ReportMetric(median(shares), "b1-bandwidth-share")
+			b.ReportMetric(median(bws)/1e9, "read-GB/s")
+		}
 	}
+}
+
+// scaled is x times k, for logging.
+func scaled(x []float64, k float64) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = v * k
+	}
+	return out
+}
+
+// streamedBytes is the bytes of MatMulNBits weights and scales in bd's
+// graph: what a batch-1 step reads from memory once (the embedding's
+// gather reads one row, and fp32 MatMul graphs return 0: not measured).
+func streamedBytes(b *testing.B, bd *bundle.Bundle) float64 {
+	b.Helper()
+	raw, err := os.ReadFile(bd.ModelPath())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var m onnx.ModelProto
+	if err := proto.Unmarshal(raw, &m); err != nil {
+		b.Fatal(err)
+	}
+	sizes := map[string]float64{}
+	for _, t := range m.GetGraph().GetInitializer() {
+		n := 1.0
+		for _, d := range t.GetDims() {
+			n *= float64(d)
+		}
+		if t.GetDataType() == int32(onnx.TensorProto_FLOAT) {
+			n *= 4
+		}
+		sizes[t.GetName()] = n // uint8 codes: one byte each
+	}
+	total := 0.0
+	for _, n := range m.GetGraph().GetNode() {
+		if n.GetOpType() == "MatMulNBits" && len(n.GetInput()) >= 3 {
+			total += sizes[n.GetInput()[1]] + sizes[n.GetInput()[2]]
+		}
+	}
+	return total
 }
 
 // -----------------------------------------------------------------------------

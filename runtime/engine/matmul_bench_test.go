@@ -12,7 +12,7 @@ import (
 // batch-8 decode rates, and the time to the first token of a 256-token
 // prompt (one prefill chunk), for the int4-b32 bundle (EDGEINFER_BENCH_SCHEME:
 // or int8) on com.microsoft.MatMulNBits and the same weights on edgeinfer's
-// ai.edgeinfer.MatMulNBits (llama.Options.MatMulKernel), both engines open
+// ai.edgeinfer.MatMulNBits (the default; llama.Options.PortableMatMul builds the other), both engines open
 // at once and alternated round by round (EDGEINFER_BENCH_REPS, 5). It
 // reports the medians and the median of the per-round ratios, kernel ÷
 // portable (above 1 is faster for rates, below 1 for TTFT).

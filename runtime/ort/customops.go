@@ -32,7 +32,7 @@ import (
 // its contract); the SDK's paged decoder graphs use it unless built for
 // portability (pkg/onnx/llama Options.PortableAttention). MatMulNBits is
 // int4 and int8 block-32 MatMulNBits (matmul_q4.c), used by graphs built with
-// pkg/onnx/llama Options.MatMulKernel.
+// pkg/onnx/llama by default (Options.PortableMatMul: not).
 const OpDomain = C.EDGEINFER_OP_DOMAIN
 
 // ErrCustomOps reports that edgeinfer's operators could not be bound to the
@@ -65,7 +65,7 @@ func customOpsFor(info ModelInfo) error {
 	for _, o := range info.Opsets {
 		if o.Domain == OpDomain {
 			return fmt.Errorf("the model uses operators of %s that this ONNX Runtime cannot run (%w); "+
-				"use ONNX Runtime 1.17 or later, or rebuild the bundle with --portable-attention and without --matmul-kernel", OpDomain, why)
+				"use ONNX Runtime 1.17 or later, or rebuild the bundle with --portable-attention --portable-matmul", OpDomain, why)
 		}
 	}
 	return nil

@@ -23,7 +23,7 @@
 // SDK's paged decoder graphs use; and MatMulNBits, com.microsoft.MatMulNBits'
 // contract for int4 and int8 block-32 weights with integer dot products
 // (matmul_q4.c), which graphs built with pkg/onnx/llama
-// Options.MatMulKernel use.
+// use unless built with Options.PortableMatMul.
 //
 // Usage:
 //

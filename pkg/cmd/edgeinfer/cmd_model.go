@@ -22,9 +22,9 @@ func init() {
 }
 
 const modelUsage = `usage:
-  edgeinfer model build --preset NAME --out DIR [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--matmul-kernel]]
+  edgeinfer model build --preset NAME --out DIR [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--portable-matmul]]
   edgeinfer model import --onnx DIR --out DIR [--name NAME] [--version V]   (an Optimum/GenAI export, run through the compatible contract)
-  edgeinfer model import --hf DIR --out DIR [--name NAME] [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--matmul-kernel]]
+  edgeinfer model import --hf DIR --out DIR [--name NAME] [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--kv-int8] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--portable-matmul]]
 presets: `
 
 func runModel(ctx context.Context, stdout io.Writer, args []string) error {
@@ -46,13 +46,14 @@ func runModel(ctx context.Context, stdout io.Writer, args []string) error {
 
 // graphFlags are the build options both subcommands take.
 type graphFlags struct {
-	version   string
-	contract  string
-	blockSize int
-	allLogits bool
-	kvInt8    bool
-	portable  bool
-	matmul    bool
+	version    string
+	contract   string
+	blockSize  int
+	allLogits  bool
+	kvInt8     bool
+	portable   bool
+	matmul     bool // --matmul-kernel: the default, asked for (an error where the scheme cannot have it)
+	portableMM bool
 	// scheme and keep quantise while building (quant.NewEmitter): the
 	// weights are quantised one at a time as the builder emits them, so
 	// the fp32 model is never held whole.
@@ -68,7 +69,8 @@ func (g *graphFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
 	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; half the KV memory)")
 	fs.BoolVar(&g.portable, "portable-attention", false, "paged graph computes attention from standard operators, not edgeinfer's ai.edgeinfer.PagedAttention kernel (for an ONNX Runtime or provider without it; slower on the CPU)")
-	fs.BoolVar(&g.matmul, "matmul-kernel", false, "with --scheme int4-b32 or int8: run the quantised projections on edgeinfer's ai.edgeinfer.MatMulNBits kernel instead of com.microsoft.MatMulNBits (same weights; CPU)")
+	fs.BoolVar(&g.portableMM, "portable-matmul", false, "keep the int4-b32/int8 projections on com.microsoft.MatMulNBits (any ONNX Runtime or provider) instead of edgeinfer's faster CPU kernel ai.edgeinfer.MatMulNBits (same weights)")
+	fs.BoolVar(&g.matmul, "matmul-kernel", false, "require edgeinfer's ai.edgeinfer.MatMulNBits kernel (the default for --scheme int4-b32 and int8): an error for any other scheme")
 	fs.StringVar(&g.scheme, "scheme", "fp32", "weight format: fp32, or quantise while building: int4-b32|int4-b64|int4-b128|int8|int8-pc|fp16 (+ -asym, -accN; int8-pc: per-channel, DynamicQuantizeMatMul)")
 	fs.Func("keep", "with --scheme: keep weights whose names contain this fp32 (repeatable, comma-separated; e.g. lm_head, embed)", func(s string) error {
 		for _, k := range strings.Split(s, ",") {
@@ -85,7 +87,7 @@ func (g *graphFlags) options() (llama.Options, error) {
 	if c != llama.ContractPaged && c != llama.ContractCompatible {
 		return llama.Options{}, fmt.Errorf("%w: --contract %q (want paged or compatible)", errUsage, g.contract)
 	}
-	opts := llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits, KVInt8: g.kvInt8, PortableAttention: g.portable, MatMulKernel: g.matmul}
+	opts := llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits, KVInt8: g.kvInt8, PortableAttention: g.portable, PortableMatMul: g.portableMM}
 	if g.scheme != "" && g.scheme != "fp32" {
 		em, err := quant.NewEmitter(g.scheme, g.keep...)
 		if err != nil {
@@ -95,12 +97,15 @@ func (g *graphFlags) options() (llama.Options, error) {
 	} else if len(g.keep) > 0 {
 		return llama.Options{}, fmt.Errorf("%w: --keep needs --scheme", errUsage)
 	}
+	if g.matmul && g.portableMM {
+		return llama.Options{}, fmt.Errorf("%w: --matmul-kernel and --portable-matmul ask for opposite graphs", errUsage)
+	}
 	if g.matmul {
 		// the kernel runs int4 and int8 block 32 without zero points;
 		// anything else would build a graph with nothing on it
 		sc, err := quant.ParseScheme(g.scheme)
-		if err != nil || (sc.Format != quant.FormatInt4 && sc.Format != quant.FormatInt8) || sc.BlockSize != 32 || sc.Asymmetric {
-			return llama.Options{}, fmt.Errorf("%w: --matmul-kernel needs --scheme int4-b32 or int8 (symmetric, block 32), not %q", errUsage, g.scheme)
+		if err != nil || (sc.Format != quant.FormatInt4 && sc.Format != quant.FormatInt8) || sc.BlockSize != 32 || sc.Asymmetric || sc.AccuracyLevel != quant.DefaultAccuracyLevel {
+			return llama.Options{}, fmt.Errorf("%w: --matmul-kernel needs --scheme int4-b32 or int8 (symmetric, block 32, int8 activations), not %q", errUsage, g.scheme)
 		}
 	}
 	return opts, nil

@@ -14,9 +14,10 @@ import (
 )
 
 // TestMatMulKernelPerplexity: the trained tiny model (examples/tinylm)
-// imported as int4-b32 and as int8 on com.microsoft.MatMulNBits and, with
-// --matmul-kernel, on ai.edgeinfer.MatMulNBits scores the same held-out
-// perplexity within 0.1 %, and the kernel bundle really uses the kernel.
+// imported as int4-b32 and as int8 with --portable-matmul
+// (com.microsoft.MatMulNBits) and by default (ai.edgeinfer.MatMulNBits)
+// scores the same held-out perplexity within 0.1 %, and the default bundle
+// really uses the kernel.
 func TestMatMulKernelPerplexity(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scores the held-out text four times")
@@ -33,8 +34,8 @@ func matmulKernelPerplexity(t *testing.T, scheme string) {
 	for _, kernel := range []bool{false, true} {
 		dir := filepath.Join(t.TempDir(), "b")
 		args := []string{"model", "import", "--hf", hf, "--out", dir, "--scheme", scheme}
-		if kernel {
-			args = append(args, "--matmul-kernel")
+		if !kernel {
+			args = append(args, "--portable-matmul")
 		}
 		var stdout, stderr bytes.Buffer
 		if code := runMain(context.Background(), &stdout, &stderr, args); code != 0 {
@@ -68,7 +69,7 @@ func matmulKernelPerplexity(t *testing.T, scheme string) {
 // TestMatMulKernelNeedsInt4B32: --matmul-kernel with weights the kernel
 // does not run is a usage error naming the schemes it needs.
 func TestMatMulKernelNeedsInt4B32(t *testing.T) {
-	for _, scheme := range []string{"fp32", "int8-pc", "int8-asym", "int4-b64", "int4-b32-asym"} {
+	for _, scheme := range []string{"fp32", "int8-pc", "int8-asym", "int4-b64", "int4-b32-asym", "int4-b32-acc1"} {
 		var stdout, stderr bytes.Buffer
 		code := runMain(context.Background(), &stdout, &stderr, []string{"model", "build", "--preset", "tiny-test",
 			"--out", filepath.Join(t.TempDir(), "b"), "--scheme", scheme, "--matmul-kernel"})

@@ -60,6 +60,7 @@ func runQuantize(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		return nil
 	})
+	portable := fs.Bool("portable-matmul", false, "bundles: keep the int4-b32/int8 products on com.microsoft.MatMulNBits (any ONNX Runtime or provider) instead of edgeinfer's faster CPU kernel ai.edgeinfer.MatMulNBits")
 	noPad := fs.Bool("no-pad", false, "refuse weights whose K is not a multiple of the block size instead of padding")
 	table := fs.Bool("table", false, "print every weight's row, not only the total")
 	report := fs.Bool("report", false, "score the quantised bundle against the input (needs ONNX Runtime)")
@@ -87,7 +88,7 @@ func runQuantize(ctx context.Context, stdout io.Writer, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	sc.PadK = !*noPad
-	opts := quant.Options{Scheme: sc, Keep: keep}
+	opts := quant.Options{Scheme: sc, Keep: keep, PortableMatMul: *portable}
 	st, err := os.Stat(*in)
 	if err != nil {
 		return err

@@ -66,13 +66,15 @@ type Options struct {
 	// the CPU (~25 nodes per layer instead of one, and a copy of every
 	// cached key and value per step).
 	PortableAttention bool
-	// MatMulKernel runs the int4 and int8 projections (block 32,
-	// symmetric: the int4-b32 and int8 schemes') on edgeinfer's ai.edgeinfer.MatMulNBits kernel
-	// instead of com.microsoft.MatMulNBits. Same initializers and
-	// attributes: SetMatMulKernel turns a model built either way into the
-	// other. The default stays the portable operator, which every ONNX
-	// Runtime build and provider runs.
-	MatMulKernel bool
+	// PortableMatMul keeps the int4 and int8 projections on
+	// com.microsoft.MatMulNBits, which every ONNX Runtime build and
+	// provider runs. By default those of block 32 without zero points (the
+	// int4-b32 and int8 schemes') run on edgeinfer's ai.edgeinfer.MatMulNBits
+	// kernel, faster on the CPU (runtime/engine's
+	// BenchmarkDecodeRateMatMulKernel), with each MLP's gate/up projection
+	// and SwiGLU as one node. Same initializers: SetMatMulKernel turns a
+	// model built either way into the other.
+	PortableMatMul bool
 }
 
 func (o *Options) normalise(c *Config) error {
@@ -150,7 +152,7 @@ func Build(b *onnx.Builder, c *Config, src WeightSource, opts Options) error {
 		b.Metadata("edgeinfer.block_size", strconv.Itoa(opts.BlockSize))
 		b.Metadata("edgeinfer.kv_dtype", opts.kvDType())
 	}
-	if err := d.build(); err != nil || !opts.MatMulKernel {
+	if err := d.build(); err != nil || opts.PortableMatMul {
 		return err
 	}
 	m, err := b.Model()

@@ -59,8 +59,8 @@
 // new_values of token t of row b to position context_lens[b]+t. Pool
 // slots must hold finite values (zero the pool once).
 //
-// Options.MatMulKernel puts the int4 and int8 projections (block 32, symmetric) on
-// edgeinfer's ai.edgeinfer.MatMulNBits kernel, registered by runtime/ort
+// The int4 and int8 projections (block 32, symmetric) run on edgeinfer's
+// ai.edgeinfer.MatMulNBits kernel unless Options.PortableMatMul, registered by runtime/ort
 // like PagedAttention; the node keeps com.microsoft.MatMulNBits' inputs and
 // attributes, so SetMatMulKernel turns either graph into the other and
 // metadata "edgeinfer.matmul" says which it is.

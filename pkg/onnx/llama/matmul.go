@@ -11,14 +11,16 @@ import (
 const (
 	MetadataMatMul = "edgeinfer.matmul"
 	// MatMulKernel: ai.edgeinfer.MatMulNBits, edgeinfer's int4/int8 kernel
-	// (runtime/ort registers it with every session; Options.MatMulKernel).
+	// (runtime/ort registers it with every session; the default, unless
+	// Options.PortableMatMul).
 	MatMulKernel = onnx.DomainEdgeInfer + ".MatMulNBits"
 	// MatMulPortable: com.microsoft.MatMulNBits, ONNX Runtime's own.
 	MatMulPortable = "portable"
 )
 
 // SetMatMulKernel moves the MatMulNBits nodes of m that edgeinfer's kernel
-// runs — bits 4 or 8, block_size 32, no zero points — to ai.edgeinfer (kernel
+// runs — bits 4 or 8, block_size 32, no zero points, accuracy_level 4 (int8
+// activations) — to ai.edgeinfer (kernel
 // true) or back to com.microsoft (false), and records in the
 // MetadataMatMul entry whether any node now runs on the kernel. The two operators take the same inputs and
 // attributes, so the weights are untouched: a model built for one runs on
@@ -80,14 +82,18 @@ func kernelRuns(n *onnx.NodeProto) bool {
 			return false // g_idx, bias
 		}
 	}
-	bits, block := int64(0), int64(0)
+	// accuracy_level 4 is int8 activations, the kernel's arithmetic; a
+	// node asking for fp32 ones (0 or 1) keeps them
+	bits, block, acc := int64(0), int64(0), int64(0)
 	for _, a := range n.GetAttribute() {
 		switch a.GetName() {
 		case "bits":
 			bits = a.GetI()
 		case "block_size":
 			block = a.GetI()
+		case "accuracy_level":
+			acc = a.GetI()
 		}
 	}
-	return (bits == 4 || bits == 8) && block == 32
+	return (bits == 4 || bits == 8) && block == 32 && acc == 4
 }

@@ -57,7 +57,7 @@ func TestMatMulKernelEitherWay(t *testing.T) {
 	c, src := tinyModel(t)
 	build := func(kernel bool) *onnx.ModelProto {
 		b := onnx.NewBuilder("test")
-		if err := Build(b, c, src, Options{BlockSize: 4, Emitter: int4Emitter{}, MatMulKernel: kernel}); err != nil {
+		if err := Build(b, c, src, Options{BlockSize: 4, Emitter: int4Emitter{}, PortableMatMul: !kernel}); err != nil {
 			t.Fatal(err)
 		}
 		m, err := b.Model()
