@@ -3,6 +3,8 @@ package quant
 import (
 	"fmt"
 	"math"
+
+	"github.com/edgeinfer/edgeinfer/pkg/f16"
 )
 
 // Blockwise is one weight quantised for com.microsoft.MatMulNBits
@@ -85,7 +87,7 @@ func QuantizeBlockwise(w []float32, n, k, bits, bs int, asymmetric bool) (*Block
 						big = v
 					}
 				}
-				scale = big / -float32(mid)
+				scale = f16Scale(big / -float32(mid))
 			}
 			inv := float32(0)
 			if scale != 0 {
@@ -174,3 +176,19 @@ func RelativeRMS(ref, approx []float32) float64 {
 }
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
+
+// f16Scale is s rounded to float16 where that is a normal float16: GGUF's
+// Q4_0 and Q8_0 keep their block scales so, and ai.edgeinfer.MatMulNBits
+// (runtime/ort matmul_q4.c) packs a node's scales as float16 when every one
+// is exactly one, so a decode step streams 18 bytes per 32 int4 weights
+// instead of 20. The codes are then rounded against the rounded scale, so
+// the blocks stay exact for both operators. Scales too small for a normal
+// float16 (≈6e-5, blocks whose largest weight is ~5e-4) keep float32, and
+// their node the float32 layout.
+func f16Scale(s float32) float32 {
+	h := f16.ToFloat32(f16.FromFloat32(s))
+	if a := abs32(h); a >= 0x1p-14 && a <= 65504 {
+		return h
+	}
+	return s
+}

@@ -18,11 +18,15 @@
 // multiply to the store, with no horizontal sums, and each weight vector
 // taken from memory serves up to four activation rows (a tile).
 //
-// int4, per group and block, 160 bytes: four vectors, byte 4c+i of vector
-// v holding row c's elements 8v+i (low nibble) and 8v+4+i (high nibble),
-// codes 0..15 as MatMulNBits has them; then eight float scales.
-// int8, 288 bytes: eight vectors, byte 4c+i of vector v holding row c's
-// element 4v+i as a signed value (code − 128); then eight scales.
+// A group is its blocks' codes, then their scales (each block's eight),
+// padded to 64 bytes. int4 codes, 128 bytes a block: four vectors, byte
+// 4c+i of vector v holding row c's elements 8v+i (low nibble) and 8v+4+i
+// (high nibble), codes 0..15 as MatMulNBits has them. int8 codes, 256
+// bytes: eight vectors, byte 4c+i of vector v holding row c's element 4v+i
+// as a signed value (code − 128). Scales are float16 when every scale of
+// the node is one exactly (quant writes them so, as GGUF's Q4_0 and Q8_0
+// store theirs: a decode step then reads 18 bytes per 32 int4 weights, not
+// 20), else float32.
 //
 // The x86 paths multiply unsigned codes by signed activations (maddubs,
 // dpbusd): Σ (w−zp)·x = Σ w·x − zp·Σx, the second term per activation
@@ -41,11 +45,46 @@ static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 // ---------------------------------------------------------------------------
 // Packing the weights.
 
-static inline size_t block_bytes(int bits) { return (size_t)EI_Q4_GROUP * EI_Q4_BLOCK * (size_t)bits / 8 + EI_Q4_GROUP * sizeof(float); }
 static inline size_t code_bytes(int bits) { return (size_t)EI_Q4_GROUP * EI_Q4_BLOCK * (size_t)bits / 8; }
+static inline size_t scale_bytes(int f16) { return EI_Q4_GROUP * (f16 ? 2 : 4); }
+static inline size_t group_bytes(int bits, int f16, int64_t nb) {
+  return align64((size_t)nb * (code_bytes(bits) + scale_bytes(f16)));
+}
 
-size_t ei_q4_packed_size(int bits, int64_t N, int64_t nb) {
-  return (size_t)((N + EI_Q4_GROUP - 1) / EI_Q4_GROUP) * (size_t)nb * block_bytes(bits);
+size_t ei_q4_packed_size(int bits, int f16, int64_t N, int64_t nb) {
+  return (size_t)((N + EI_Q4_GROUP - 1) / EI_Q4_GROUP) * group_bytes(bits, f16, nb);
+}
+
+// Float16 conversions, in C (F16C and NEON convert in the tiles): to_f16
+// rounds to nearest even; only its exact results are ever stored.
+static uint16_t to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  const uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7FFFFFFF;
+  if (ax >= 0x47800000) return (uint16_t)(sign | (ax > 0x7F800000 ? 0x7E00 : 0x7C00));  // overflow, inf, nan
+  if (ax < 0x38800000) {  // a subnormal half (or zero)
+    float h;
+    const float a = fabsf(f) * 16777216.0f;  // 2^24: units of the smallest subnormal
+    h = rintf(a);
+    return (uint16_t)(sign | (uint32_t)h);
+  }
+  const uint32_t e = ax + 0xC8000FFF + ((ax >> 13) & 1);  // rebias, round to nearest even
+  return (uint16_t)(sign | (e >> 13));
+}
+
+static float from_f16(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 0x3FF;
+  if (e == 0) return (sign ? -1.0f : 1.0f) * (float)m / 16777216.0f;
+  uint32_t x = sign | (e == 31 ? 0x7F800000 | m << 13 : ((e + 112) << 23) | m << 13);
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+int ei_q4_f16_exact(const float* scales, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (from_f16(to_f16(scales[i])) != scales[i] || !isfinite(scales[i])) return 0;
+  return 1;
 }
 
 // code is element e of block blk of weight row n, as MatMulNBits stores it.
@@ -56,16 +95,24 @@ static inline int code(int bits, const uint8_t* b, int64_t nb, int64_t n, int64_
 
 // Rows past N (the last group's padding) are zero codes with zero scales.
 // For swiglu, group 2p is gate rows 8p.., group 2p+1 the up rows N/2+8p..
-void ei_q4_pack(int bits, int swiglu, const uint8_t* b, const float* scales, int64_t N, int64_t nb, uint8_t* out) {
+void ei_q4_pack(int bits, int f16, int swiglu, const uint8_t* b, const float* scales, int64_t N, int64_t nb, uint8_t* out) {
   const int64_t groups = (N + EI_Q4_GROUP - 1) / EI_Q4_GROUP;
+  memset(out, 0, ei_q4_packed_size(bits, f16, N, nb));  // the groups' padding too
   for (int64_t g = 0; g < groups; g++)
     for (int64_t blk = 0; blk < nb; blk++) {
-      uint8_t* dst = out + ((size_t)(g * nb + blk)) * block_bytes(bits);
-      float* sc = (float*)(dst + code_bytes(bits));
+      uint8_t* group = out + (size_t)g * group_bytes(bits, f16, nb);
+      uint8_t* dst = group + (size_t)blk * code_bytes(bits);
+      uint8_t* sc = group + (size_t)nb * code_bytes(bits) + (size_t)blk * scale_bytes(f16);
       const int64_t first = swiglu ? (g & 1) * (N / 2) + (g >> 1) * EI_Q4_GROUP : g * EI_Q4_GROUP;
       for (int c = 0; c < EI_Q4_GROUP; c++) {
         const int64_t n = first + c;
-        sc[c] = n < N ? scales[n * nb + blk] : 0.0f;
+        const float s = n < N ? scales[n * nb + blk] : 0.0f;
+        if (f16) {
+          const uint16_t h = to_f16(s);
+          memcpy(sc + 2 * c, &h, sizeof h);
+        } else {
+          memcpy(sc + 4 * c, &s, sizeof s);
+        }
         for (int v = 0; v < bits; v++)  // code_bytes / 32 vectors
           for (int i = 0; i < 4; i++) {
             uint8_t* d = dst + 32 * v + 4 * c + i;
@@ -150,15 +197,25 @@ static inline void put8(const ei_q4_job* j, int64_t row, int64_t g, float* v, fl
 // The generic path, in signed integers (w−zp)·x.
 static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;
-  const size_t bb = block_bytes(j->bits), cb = code_bytes(j->bits);
+  const size_t gb = group_bytes(j->bits, j->f16, nb), cb = code_bytes(j->bits), sb = scale_bytes(j->f16);
   float pend[4][EI_Q4_GROUP] = {{0}};
   for (int64_t g = g0; g < g1; g++)
     for (int64_t r = 0; r < R; r++) {
       float acc[EI_Q4_GROUP] = {0};
       const int8_t* x = j->qa + (m0 + r) * nb * EI_Q4_BLOCK;
       for (int64_t blk = 0; blk < nb; blk++) {
-        const uint8_t* wb = j->w + (size_t)(g * nb + blk) * bb;
-        const float* sw = (const float*)(wb + cb);
+        const uint8_t* wb = j->w + (size_t)g * gb + (size_t)blk * cb;
+        const uint8_t* sp = j->w + (size_t)g * gb + (size_t)nb * cb + (size_t)blk * sb;
+        float sw[EI_Q4_GROUP];
+        for (int c = 0; c < EI_Q4_GROUP; c++) {
+          if (j->f16) {
+            uint16_t h;
+            memcpy(&h, sp + 2 * c, sizeof h);
+            sw[c] = from_f16(h);
+          } else {
+            memcpy(&sw[c], sp + 4 * c, sizeof sw[c]);
+          }
+        }
         const int8_t* xb = x + blk * EI_Q4_BLOCK;
         for (int c = 0; c < EI_Q4_GROUP; c++) {
           int32_t s = 0;
@@ -193,11 +250,11 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, 
 #define EI_Q4_X86 1
 #include <immintrin.h>
 
-#define EI_AVX2 __attribute__((target("avx2,fma")))
+#define EI_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define EI_INLINE static inline __attribute__((always_inline))
 
 #ifndef EI_Q4_EMULATE_VNNI
-#define EI_VNNI __attribute__((target("avx2,fma,avx512f,avx512vl,avx512vnni")))
+#define EI_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
 #define EI_DPBUSD _mm256_dpbusd_epi32
 #else
 // Tests only (testdata/matmul_emulated.c, TestKernelMatMulQ4VNNIEmulated):
@@ -212,6 +269,11 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
   return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(ue, se), _mm256_madd_epi16(uo, so)));
 }
 #endif
+
+// scales8 is one block's eight weight scales, float16 or float32.
+EI_AVX2 EI_INLINE __m256 scales8(int f16, const uint8_t* p) {
+  return f16 ? _mm256_cvtph_ps(_mm_load_si128((const __m128i*)p)) : _mm256_load_ps((const float*)p);
+}
 
 EI_AVX2 EI_INLINE __m256i bcast4(const int8_t* p) {
   int32_t v;
@@ -281,15 +343,16 @@ EI_AVX2 EI_INLINE void avx2_q4_rows(const ei_q4_job* j, int64_t m0, const int R,
   __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const uint8_t* wg = j->w + (size_t)(g * nb) * 160;
+    const uint8_t* wg = j->w + (size_t)g * group_bytes(4, j->f16, nb);
+    const uint8_t* sg = wg + (size_t)nb * 128;
     for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = wg + blk * 160;
+      const uint8_t* wb = wg + blk * 128;
       __m256i lo[4], hi[4];
       for (int v = 0; v < 4; v++) {
         __m256i raw = _mm256_load_si256((const __m256i*)(wb + 32 * v));
         lo[v] = _mm256_and_si256(raw, low), hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
       }
-      const __m256 sw = _mm256_load_ps((const float*)(wb + 128));
+      const __m256 sw = scales8(j->f16, sg + blk * scale_bytes(j->f16));
       for (int r = 0; r < R; r++) {
         const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;
         __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bcast4(x)), _mm256_maddubs_epi16(hi[0], bcast4(x + 4)));
@@ -310,9 +373,10 @@ EI_AVX2 EI_INLINE void avx2_q8_rows(const ei_q4_job* j, int64_t m0, const int R,
   __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const uint8_t* wg = j->w + (size_t)(g * nb) * 288;
+    const uint8_t* wg = j->w + (size_t)g * group_bytes(8, j->f16, nb);
+    const uint8_t* sg = wg + (size_t)nb * 256;
     for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = wg + blk * 288;
+      const uint8_t* wb = wg + blk * 256;
       __m256i s[4];
       for (int v = 0; v < 8; v++) {
         __m256i w = _mm256_load_si256((const __m256i*)(wb + 32 * v)), aw = _mm256_abs_epi8(w);
@@ -322,7 +386,7 @@ EI_AVX2 EI_INLINE void avx2_q8_rows(const ei_q4_job* j, int64_t m0, const int R,
           s[r] = v ? _mm256_add_epi32(s[r], t) : t;
         }
       }
-      const __m256 sw = _mm256_load_ps((const float*)(wb + 256));
+      const __m256 sw = scales8(j->f16, sg + blk * scale_bytes(j->f16));
       for (int r = 0; r < R; r++) {
         const int64_t at = (m0 + r) * nb + blk;
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(sw, _mm256_set1_ps(j->sa[at])), acc[r]);
@@ -340,15 +404,16 @@ EI_VNNI EI_INLINE void vnni_q4_rows(const ei_q4_job* j, int64_t m0, const int R,
   __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const uint8_t* wg = j->w + (size_t)(g * nb) * 160;
+    const uint8_t* wg = j->w + (size_t)g * group_bytes(4, j->f16, nb);
+    const uint8_t* sg = wg + (size_t)nb * 128;
     for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = wg + blk * 160;
+      const uint8_t* wb = wg + blk * 128;
       __m256i lo[4], hi[4];
       for (int v = 0; v < 4; v++) {
         __m256i raw = _mm256_load_si256((const __m256i*)(wb + 32 * v));
         lo[v] = _mm256_and_si256(raw, low), hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
       }
-      const __m256 sw = _mm256_load_ps((const float*)(wb + 128));
+      const __m256 sw = scales8(j->f16, sg + blk * scale_bytes(j->f16));
       for (int r = 0; r < R; r++) {
         const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;
         __m256i s = _mm256_setzero_si256();
@@ -367,16 +432,17 @@ EI_VNNI EI_INLINE void vnni_q8_rows(const ei_q4_job* j, int64_t m0, const int R,
   __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const uint8_t* wg = j->w + (size_t)(g * nb) * 288;
+    const uint8_t* wg = j->w + (size_t)g * group_bytes(8, j->f16, nb);
+    const uint8_t* sg = wg + (size_t)nb * 256;
     for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = wg + blk * 288;
+      const uint8_t* wb = wg + blk * 256;
       __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
       for (int v = 0; v < 8; v++) {
         __m256i u = _mm256_xor_si256(_mm256_load_si256((const __m256i*)(wb + 32 * v)), flip);
         for (int r = 0; r < R; r++)
           s[r] = EI_DPBUSD(s[r], u, bcast4(j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK + 4 * v));
       }
-      const __m256 sw = _mm256_load_ps((const float*)(wb + 256));
+      const __m256 sw = scales8(j->f16, sg + blk * scale_bytes(j->f16));
       for (int r = 0; r < R; r++) EI_SCALE_ADD(acc[r], s[r], r, blk);
     }
     for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r], &pend[r]);
@@ -430,7 +496,9 @@ EI_AVX2 static void quantize_avx2(const ei_q4_job* j, size_t i) {
   }
 }
 
-static int has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+static int has_avx2(void) {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
 #ifndef EI_Q4_EMULATE_VNNI
 static int has_vnni(void) {
   return has_avx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
@@ -461,7 +529,7 @@ static inline int8x16_t dup4(const int8_t* p) {
 EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;
   const int bits = j->bits;
-  const size_t bb = block_bytes(bits), cb = code_bytes(bits);
+  const size_t gb = group_bytes(bits, j->f16, nb), cb = code_bytes(bits), sb = scale_bytes(j->f16);
   const uint8x16_t low = vdupq_n_u8(0x0F);
   const int8x16_t eight = vdupq_n_s8(8);
   float pend[4][EI_Q4_GROUP] = {{0}};
@@ -469,7 +537,8 @@ EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, i
     float32x4_t acc[4][2];
     for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = vdupq_n_f32(0);
     for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = j->w + (size_t)(g * nb + blk) * bb;
+      const uint8_t* wb = j->w + (size_t)g * gb + (size_t)blk * cb;
+      const uint8_t* sp = j->w + (size_t)g * gb + (size_t)nb * cb + (size_t)blk * sb;
       int32x4_t s[4][2];
       for (int r = 0; r < 4; r++) s[r][0] = s[r][1] = vdupq_n_s32(0);
       for (int h = 0; h < 2; h++) {
@@ -491,11 +560,13 @@ EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, i
           }
         }
       }
-      const float* sw = (const float*)(wb + cb);
+      float32x4_t sw[2];
+      for (int h = 0; h < 2; h++)
+        sw[h] = j->f16 ? vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t*)sp + 4 * h)))
+                       : vld1q_f32((const float*)sp + 4 * h);
       for (int64_t r = 0; r < R; r++)
         for (int h = 0; h < 2; h++)
-          acc[r][h] = vfmaq_f32(acc[r][h], vcvtq_f32_s32(s[r][h]),
-                                vmulq_n_f32(vld1q_f32(sw + 4 * h), j->sa[(m0 + r) * nb + blk]));
+          acc[r][h] = vfmaq_f32(acc[r][h], vcvtq_f32_s32(s[r][h]), vmulq_n_f32(sw[h], j->sa[(m0 + r) * nb + blk]));
     }
     for (int64_t r = 0; r < R; r++) {
       float t[EI_Q4_GROUP];

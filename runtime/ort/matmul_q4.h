@@ -24,6 +24,7 @@ typedef struct {
   // [M, N/2] is silu(a·gateᵀ)·(a·upᵀ), the SwiGLU MLP's activation (the
   // packing pairs each gate group with its up group; N/2 a multiple of 8).
   int swiglu;
+  int f16;  // the packed scales are float16 (ei_q4_pack's f16)
   int64_t M, N, K, nb, groups;
   // Activations quantised per block of 32 (ei_q4_quantize fills them): the
   // codes in their natural order, the block's scale, and zp·Σcodes, the
@@ -37,9 +38,12 @@ typedef struct {
 
 // ei_q4_packed_size is the bytes ei_q4_pack writes for N weight rows of nb
 // blocks; ei_q4_pack writes them (out 64-byte aligned), for swiglu in the
-// pairing that option needs.
-size_t ei_q4_packed_size(int bits, int64_t N, int64_t nb);
-void ei_q4_pack(int bits, int swiglu, const uint8_t* b, const float* scales, int64_t N, int64_t nb, uint8_t* out);
+// pairing that option needs, the scales as float16 where f16 (only when
+// ei_q4_f16_exact says every one of them is a float16 exactly).
+int ei_q4_f16_exact(const float* scales, size_t n);
+size_t ei_q4_packed_size(int bits, int f16, int64_t N, int64_t nb);
+void ei_q4_pack(int bits, int f16, int swiglu, const uint8_t* b, const float* scales, int64_t N, int64_t nb,
+                uint8_t* out);
 
 // ei_q4_scratch is the bytes of scratch a job of M rows needs for qa, sa
 // and za; ei_q4_bind points them into scratch (64-byte aligned).

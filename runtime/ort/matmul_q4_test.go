@@ -60,6 +60,14 @@ func newNBitsCase(bits, M, N, K int, r *rand.Rand) *q4Case {
 	return c
 }
 
+// f16Scales gives c scales that are float16 numbers exactly (k/4096 for k
+// in 1..64), which the kernel packs as float16.
+func f16Scales(c *q4Case, r *rand.Rand) {
+	for i := range c.scales {
+		c.scales[i] = float32(1+r.IntN(64)) / 4096
+	}
+}
+
 // weight is element (n, k) of B dequantised.
 func (c *q4Case) weight(n, k int) float64 {
 	nb := c.nb()
@@ -187,17 +195,23 @@ func (c *q4Case) run(t testing.TB, s *Session) map[string][]float32 {
 // MatMulNBits at accuracy_level 4, which also quantises a per block of 32,
 // must meet the same bound, so the two agree within twice it.
 //
-// Both weight widths run on every shape: int4 and int8 take different
-// code paths in each variant.
+// Both weight widths run on every shape, with scales that are float16
+// numbers and scales that are not: int4 and int8, and the float16 and
+// float32 packing of the scales, take different code paths in each variant.
 func TestKernelMatMulQ4Variants(t *testing.T) {
 	needLib(t)
-	type shape struct{ bits, M, N, K int }
+	type shape struct {
+		bits, M, N, K int
+		f16           bool
+	}
 	var shapes []shape
 	for _, bits := range []int{4, 8} {
-		for _, sh := range []shape{{0, 1, 2048, 768}, {0, 1, 33, 100}, {0, 1, 19, 448}, {0, 1, 7, 992}, {0, 3, 40, 288},
-			{0, 4, 17, 32}, {0, 7, 70, 1000}, {0, 9, 5, 31}, {0, 64, 96, 544}} {
-			sh.bits = bits
-			shapes = append(shapes, sh)
+		for _, f16 := range []bool{false, true} {
+			for _, sh := range []shape{{M: 1, N: 2048, K: 768}, {M: 1, N: 33, K: 100}, {M: 1, N: 19, K: 448}, {M: 1, N: 7, K: 992},
+				{M: 3, N: 40, K: 288}, {M: 4, N: 17, K: 32}, {M: 7, N: 70, K: 1000}, {M: 9, N: 5, K: 31}, {M: 64, N: 96, K: 544}} {
+				sh.bits, sh.f16 = bits, f16
+				shapes = append(shapes, sh)
+			}
 		}
 	}
 	r := rand.New(rand.NewPCG(3, 5))
@@ -210,6 +224,9 @@ func TestKernelMatMulQ4Variants(t *testing.T) {
 	var all []*prepared
 	for _, sh := range shapes {
 		c := newNBitsCase(sh.bits, sh.M, sh.N, sh.K, r)
+		if sh.f16 {
+			f16Scales(c, r)
+		}
 		s, err := NewSession(context.Background(), q4Model(c), Options{IntraOpThreads: 2})
 		if err != nil {
 			t.Fatal(err)
@@ -438,6 +455,9 @@ func TestKernelMatMulQ4SwiGLU(t *testing.T) {
 	for _, bits := range []int{4, 8} {
 		for _, sh := range []struct{ M, N, K int }{{1, 64, 256}, {3, 48, 100}, {6, 32, 31}, {17, 80, 544}} {
 			c := newNBitsCase(bits, sh.M, sh.N, sh.K, r)
+			if sh.N%32 == 16 { // these two shapes with float16 scales
+				f16Scales(c, r)
+			}
 			nb := int64(c.nb())
 			attrs := func(extra ...[]byte) [][]byte {
 				return append([][]byte{attrInt("K", int64(c.K)), attrInt("N", int64(c.N)), attrInt("bits", int64(bits)),

@@ -22,6 +22,7 @@
 #include "matmul_q4.h"
 #include "ops.h"
 #include "paged_attention.h"
+#include "rotary_qkv.h"
 
 static const OrtApi* api;
 
@@ -204,6 +205,7 @@ static ONNXTensorElementDataType attention_input_type(size_t i) {
 // once. Weights that are graph inputs are packed at each run.
 typedef struct {
   int64_t K, N, bits, swiglu;
+  int f16;     // w's scales are float16
   uint8_t* w;  // packed, or NULL: pack the inputs at each run
 } q4_node;
 
@@ -227,7 +229,7 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   for (size_t d = 0; d < in[2].rank; d++) ns *= in[2].dims[d];
   if (ns != j.N * j.nb)
     return fail("%s: scales has %lld values, want N·ceil(K/32) = %lld", op, (long long)ns, (long long)(j.N * j.nb));
-  j.a = in[0].data, j.w = kn->w;
+  j.a = in[0].data, j.w = kn->w, j.f16 = kn->f16;
 
   OrtValue* out;
   int64_t odims[8];
@@ -239,9 +241,10 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
 
   void* packed = NULL;
   if (j.w == NULL) {
-    if (posix_memalign(&packed, 64, ei_q4_packed_size(j.bits, j.N, j.nb)) != 0)
+    j.f16 = ei_q4_f16_exact(in[2].data, (size_t)(j.N * j.nb));
+    if (posix_memalign(&packed, 64, ei_q4_packed_size(j.bits, j.f16, j.N, j.nb)) != 0)
       return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for the packed weights");
-    ei_q4_pack(j.bits, j.swiglu, in[1].data, in[2].data, j.N, j.nb, packed);
+    ei_q4_pack(j.bits, j.f16, j.swiglu, in[1].data, in[2].data, j.N, j.nb, packed);
     j.w = packed;
   }
   void* scratch = malloc(ei_q4_scratch(j.M, j.nb));
@@ -316,11 +319,12 @@ static OrtStatus* q4_create(const OrtKernelInfo* info, void** out) {
     st = q4_constant(info, 1, (size_t)(k->N * nb * EI_Q4_BLOCK * k->bits / 8), &b);
     if (st == NULL) st = q4_constant(info, 2, (size_t)(k->N * nb), &scales);
     if (st == NULL && b != NULL && scales != NULL) {  // both, or pack at each run
-      if (posix_memalign((void**)&k->w, 64, ei_q4_packed_size((int)k->bits, k->N, nb)) != 0) {
+      k->f16 = ei_q4_f16_exact(scales, (size_t)(k->N * nb));
+      if (posix_memalign((void**)&k->w, 64, ei_q4_packed_size((int)k->bits, k->f16, k->N, nb)) != 0) {
         k->w = NULL;
         st = api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for the weights");
       } else {
-        ei_q4_pack((int)k->bits, (int)k->swiglu, b, scales, k->N, nb, k->w);
+        ei_q4_pack((int)k->bits, k->f16, (int)k->swiglu, b, scales, k->N, nb, k->w);
       }
     }
   }
@@ -337,6 +341,78 @@ static ONNXTensorElementDataType q4_input_type(size_t i) {
 }
 
 // ---------------------------------------------------------------------------
+// RotaryQKV (the contract is in rotary_qkv.c): inputs qkv [B, T, (Hq +
+// 2·Hkv)·D], position_ids [B, T], cos_cache and sin_cache [P, D/2];
+// attributes num_heads and kv_num_heads; outputs q, k, v [B, T, H·D] (q and
+// k rotated) and new_keys, new_values [B, Hkv, T, D].
+
+typedef struct {
+  int64_t heads, kv_heads;
+} rotary_node;
+
+// output allocates output i of dims and returns its data.
+static OrtStatus* output(OrtKernelContext* ctx, size_t i, const int64_t* dims, size_t rank, float** data) {
+  OrtValue* v;
+  TRY(api->KernelContext_GetOutput(ctx, i, dims, rank, &v));
+  return api->GetTensorMutableData(v, (void**)data);
+}
+
+static OrtStatus* rotary_compute(void* node, OrtKernelContext* ctx) {
+  static const char* op = "RotaryQKV";
+  const rotary_node* kn = node;
+  tensor in[4];
+  for (size_t i = 0; i < 4; i++) TRY(input(op, ctx, i, &in[i]));
+  ei_rotary_job j = {0};
+  j.Hq = kn->heads, j.Hkv = kn->kv_heads;
+  const int64_t parts = j.Hq + 2 * j.Hkv;
+  if (in[0].rank != 3 || in[0].dims[2] % parts != 0 || (in[0].dims[2] / parts) % 2 != 0)
+    return fail("%s: qkv is rank %zu, last dimension %lld; want [batch, seq, (num_heads + 2·kv_num_heads)·head_dim] "
+                "= [·, ·, %lld·D] with D even", op, in[0].rank, in[0].rank ? (long long)in[0].dims[in[0].rank - 1] : -1LL,
+                (long long)parts);
+  j.B = in[0].dims[0], j.T = in[0].dims[1], j.D = in[0].dims[2] / parts;
+  TRY(check_shape(op, "position_ids", &in[1], 2, (int64_t[]){j.B, j.T}));
+  TRY(check_shape(op, "cos_cache", &in[2], 2, (int64_t[]){-1, j.D / 2}));
+  j.P = in[2].dims[0];
+  TRY(check_shape(op, "sin_cache", &in[3], 2, (int64_t[]){j.P, j.D / 2}));
+  j.qkv = in[0].data, j.pos = in[1].data, j.cos = in[2].data, j.sin = in[3].data;
+  TRY(output(ctx, 0, (int64_t[]){j.B, j.T, j.Hq * j.D}, 3, &j.q));
+  TRY(output(ctx, 1, (int64_t[]){j.B, j.T, j.Hkv * j.D}, 3, &j.k));
+  TRY(output(ctx, 2, (int64_t[]){j.B, j.T, j.Hkv * j.D}, 3, &j.v));
+  TRY(output(ctx, 3, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.kh));
+  TRY(output(ctx, 4, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.vh));
+  const int64_t n = j.B * j.T;
+  // a decode step's few tokens: on this thread, sparing the pool a hand-over
+  if (n <= 16)
+    for (int64_t i = 0; i < n; i++) ei_rotary_work(&j, (size_t)i);
+  else
+    TRY(api->KernelContext_ParallelFor(ctx, ei_rotary_work, (size_t)n, 0, &j));
+  if (j.bad != 0)
+    return fail("%s: position_ids[%lld] is %lld, outside the rotary caches' %lld positions", op,
+                (long long)(j.bad - 1), (long long)j.pos[j.bad - 1], (long long)j.P);
+  return NULL;
+}
+
+static OrtStatus* rotary_create(const OrtKernelInfo* info, void** out) {
+  rotary_node* k = calloc(1, sizeof *k);
+  if (k == NULL) return api->CreateStatus(ORT_FAIL, "RotaryQKV: out of memory");
+  OrtStatus* st = api->KernelInfoGetAttribute_int64(info, "num_heads", &k->heads);
+  if (st == NULL) st = api->KernelInfoGetAttribute_int64(info, "kv_num_heads", &k->kv_heads);
+  if (st == NULL && (k->heads <= 0 || k->kv_heads <= 0))
+    st = fail("RotaryQKV: num_heads %lld and kv_num_heads %lld must be positive", (long long)k->heads,
+              (long long)k->kv_heads);
+  if (st != NULL) {
+    free(k);
+    return st;
+  }
+  *out = k;
+  return NULL;
+}
+
+static ONNXTensorElementDataType rotary_input_type(size_t i) {
+  return i == 1 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+}
+
+// ---------------------------------------------------------------------------
 // The operator tables. Each operator is an opdef whose first member is the
 // OrtCustomOp ONNX Runtime holds, so the callbacks find their opdef from
 // the pointer ONNX Runtime passes back.
@@ -345,6 +421,7 @@ typedef struct {
   OrtCustomOp op;
   const char* name;
   size_t inputs, required;  // inputs from `required` on are optional
+  size_t outputs;           // 0: one
   ONNXTensorElementDataType (*input_type)(size_t i);
   OrtStatus* (*create)(const OrtKernelInfo* info, void** node);
   OrtStatus* (*compute)(void* node, OrtKernelContext* ctx);
@@ -356,7 +433,7 @@ typedef struct {
 static const char* op_name(const OrtCustomOp* op) { return DEF(op)->name; }
 static const char* op_ep(const OrtCustomOp* op) { (void)op; return NULL; }  // CPU
 static size_t n_inputs(const OrtCustomOp* op) { return DEF(op)->inputs; }
-static size_t n_outputs(const OrtCustomOp* op) { (void)op; return 1; }
+static size_t n_outputs(const OrtCustomOp* op) { return DEF(op)->outputs ? DEF(op)->outputs : 1; }
 static ONNXTensorElementDataType input_type(const OrtCustomOp* op, size_t i) { return DEF(op)->input_type(i); }
 static ONNXTensorElementDataType output_type(const OrtCustomOp* op, size_t i) {
   (void)op, (void)i;
@@ -384,6 +461,8 @@ static opdef ops[] = {
      .create = attention_create, .compute = attention_compute, .destroy = free_node},
     {.name = "MatMulNBits", .inputs = 4, .required = 3, .input_type = q4_input_type, .create = q4_create,
      .compute = q4_compute, .destroy = q4_destroy},
+    {.name = "RotaryQKV", .inputs = 4, .required = 4, .outputs = 5, .input_type = rotary_input_type,
+     .create = rotary_create, .compute = rotary_compute, .destroy = free_node},
 };
 #define N_OPS (sizeof ops / sizeof ops[0])
 

@@ -211,19 +211,28 @@ func (d *decoder) layer(i int, x, delta, pos string) (residual, mlpOut string, e
 		return "", "", err
 	}
 	qDim, kvDim := c.NumAttentionHeads*c.HeadDim, c.NumKeyValueHeads*c.HeadDim
-	qkv, err := d.linears(p+"self_attn.qkv_proj", h, []string{p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"},
-		[]int{qDim, kvDim, kvDim}, c.HiddenSize, c.QKVBias())
-	if err != nil {
-		return "", "", err
-	}
-	q, k, v := qkv[0], qkv[1], qkv[2]
-	q = d.rotary(q, pos, c.NumAttentionHeads)
-	k = d.rotary(k, pos, c.NumKeyValueHeads)
+	qkvName, qkvParts := p+"self_attn.qkv_proj", []string{p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"}
 	var attn string
-	if d.opts.Contract == ContractPaged {
-		attn = d.pagedAttention(i, q, k, v)
+	if d.opts.Contract == ContractPaged && !d.opts.PortableAttention {
+		// the kernels' graph: split and rotary in one node (RotaryQKV)
+		qkv, err := d.stacked(qkvName, h, qkvParts, []int{qDim, kvDim, kvDim}, c.HiddenSize, c.QKVBias())
+		if err != nil {
+			return "", "", err
+		}
+		attn = d.fusedAttention(i, qkv, pos)
 	} else {
-		attn = d.compatibleAttention(i, q, k, v)
+		qkv, err := d.linears(qkvName, h, qkvParts, []int{qDim, kvDim, kvDim}, c.HiddenSize, c.QKVBias())
+		if err != nil {
+			return "", "", err
+		}
+		q, k, v := qkv[0], qkv[1], qkv[2]
+		q = d.rotary(q, pos, c.NumAttentionHeads)
+		k = d.rotary(k, pos, c.NumKeyValueHeads)
+		if d.opts.Contract == ContractPaged {
+			attn = d.pagedAttention(i, q, k, v)
+		} else {
+			attn = d.compatibleAttention(i, q, k, v)
+		}
 	}
 	o, err := d.linear(p+"self_attn.o_proj", attn, c.HiddenSize, qDim, c.OBias())
 	if err != nil {
@@ -309,8 +318,10 @@ func (d *decoder) weights(name string, out, in int, hasBias bool) (Tensor, []flo
 // caches of built bundles (the benchmarks' among them) key on it, so they
 // never time an old graph. 4: q/k/v and gate/up stacked into one projection
 // each. 5: paged attention by ai.edgeinfer.PagedAttention. 6: on the
-// MatMulNBits kernel, gate/up and the SwiGLU activation as one node.
-const GraphRevision = 6
+// MatMulNBits kernel, gate/up and the SwiGLU activation as one node. 7:
+// with PagedAttention, the q/k/v split and rotary by ai.edgeinfer.RotaryQKV.
+// 8: quant's int4/int8 block scales rounded to float16.
+const GraphRevision = 8
 
 // linears emits the projections parts of one input x as one: their
 // weights (and biases) stacked along the output axis into name, one
@@ -321,6 +332,19 @@ const GraphRevision = 6
 // stacked weight quantises exactly as the parts would; a quantiser's keep
 // rule sees the stacked name (e.g. "self_attn.qkv_proj": keep "self_attn").
 func (d *decoder) linears(name, x string, parts []string, outs []int, in int, hasBias bool) ([]string, error) {
+	y, err := d.stacked(name, x, parts, outs, in, hasBias)
+	if err != nil {
+		return nil, err
+	}
+	sizes := make([]int64, len(outs))
+	for i, o := range outs {
+		sizes[i] = int64(o)
+	}
+	return d.b.Node(onnx.DomainONNX, "Split", []string{y, d.b.Ints(sizes...)}, make([]string, len(parts)), onnx.AttrInt("axis", -1)), d.b.Err()
+}
+
+// stacked is linears' one projection, its output not split.
+func (d *decoder) stacked(name, x string, parts []string, outs []int, in int, hasBias bool) (string, error) {
 	total := 0
 	for _, o := range outs {
 		total += o
@@ -330,20 +354,12 @@ func (d *decoder) linears(name, x string, parts []string, outs []int, in int, ha
 	for i, part := range parts {
 		t, b, err := d.weights(part, outs[i], in, hasBias)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		w.Data = append(w.Data, t.Data...)
 		bias = append(bias, b...)
 	}
-	y, err := d.em.Linear(d.b, name, x, w, bias)
-	if err != nil {
-		return nil, err
-	}
-	sizes := make([]int64, len(outs))
-	for i, o := range outs {
-		sizes[i] = int64(o)
-	}
-	return d.b.Node(onnx.DomainONNX, "Split", []string{y, d.b.Ints(sizes...)}, make([]string, len(parts)), onnx.AttrInt("axis", -1)), d.b.Err()
+	return d.em.Linear(d.b, name, x, w, bias)
 }
 
 // rmsNorm emits SimplifiedLayerNormalization, ONNX Runtime's RMSNorm

@@ -62,12 +62,34 @@ func (d *decoder) pagedInputs() string {
 	return pos
 }
 
-// pagedAttention emits attention of q [B,T,Hq·D] over the pooled cache and
-// the step's own k, v [B,T,Hkv·D] (already rotated), returning
-// [B,T,Hq·D]. It also emits the outputs new_keys.i / new_values.i.
-//
-// By default that is one ai.edgeinfer.PagedAttention node, which reads the
-// pool through the block table in place (runtime/ort/paged_attention.c).
+// fusedAttention emits attention over the pooled cache and the step's own
+// tokens from the stacked q/k/v projection qkv, returning [B,T,Hq·D], and
+// the outputs new_keys.i / new_values.i. By default (not
+// PortableAttention) that is two nodes: ai.edgeinfer.RotaryQKV splits qkv,
+// rotates q and k and writes the step's keys and values head-major, in place
+// of Split, two RotaryEmbedding, two Reshape and two Transpose; then
+// ai.edgeinfer.PagedAttention reads the pool through the block table in
+// place (runtime/ort/paged_attention.c).
+func (d *decoder) fusedAttention(i int, qkv, pos string) string {
+	b, c := d.b, d.c
+	hkv, hd := int64(c.NumKeyValueHeads), int64(c.HeadDim)
+	li := strconv.Itoa(i)
+	heads := []*onnx.AttributeProto{onnx.AttrInt("num_heads", int64(c.NumAttentionHeads)), onnx.AttrInt("kv_num_heads", hkv)}
+	out := b.Node(onnx.DomainEdgeInfer, "RotaryQKV", []string{qkv, pos, d.cos, d.sin},
+		[]string{"", "", "", "new_keys." + li, "new_values." + li}, heads...)
+	for _, name := range []string{"new_keys.", "new_values."} {
+		b.Output(name+li, onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(hkv), onnx.Sym("seq"), onnx.Fixed(hd))
+	}
+	in := []string{out[0], out[1], out[2], "key_cache." + li, "value_cache." + li, d.blockTables, d.contextLens}
+	if d.opts.KVInt8 {
+		in = append(in, "key_scale."+li, "value_scale."+li)
+	}
+	return b.Node(onnx.DomainEdgeInfer, "PagedAttention", in, []string{""}, heads...)[0]
+}
+
+// pagedAttention is the paged contract from standard and com.microsoft
+// operators (Options.PortableAttention) for the rotated q and k and v: the
+// step's new_keys/new_values head-major, then portableAttention.
 func (d *decoder) pagedAttention(i int, q, k, v string) string {
 	b, c := d.b, d.c
 	hkv, hd := int64(c.NumKeyValueHeads), int64(c.HeadDim)
@@ -79,15 +101,7 @@ func (d *decoder) pagedAttention(i int, q, k, v string) string {
 		b.Node(onnx.DomainONNX, "Transpose", []string{kv[0]}, []string{kv[1] + li}, onnx.AttrInts("perm", 0, 2, 1, 3))
 		b.Output(kv[1]+li, onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(hkv), onnx.Sym("seq"), onnx.Fixed(hd))
 	}
-	if d.opts.PortableAttention {
-		return d.portableAttention(li, q, k4, v4)
-	}
-	in := []string{q, k, v, "key_cache." + li, "value_cache." + li, d.blockTables, d.contextLens}
-	if d.opts.KVInt8 {
-		in = append(in, "key_scale."+li, "value_scale."+li)
-	}
-	return b.Node(onnx.DomainEdgeInfer, "PagedAttention", in, []string{""},
-		onnx.AttrInt("num_heads", int64(c.NumAttentionHeads)), onnx.AttrInt("kv_num_heads", hkv))[0]
+	return d.portableAttention(li, q, k4, v4)
 }
 
 // portableAttention is pagedAttention from standard and com.microsoft
