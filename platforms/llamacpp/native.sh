@@ -78,7 +78,9 @@ compare)
   rtr=(); [[ ${RTR:-0} == 1 ]] && rtr=(-rtr)
   go test -c -o "$WORK/engine.test" "$ROOT/runtime/engine"
   # llama-batched-bench's table: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | ...
+  # from the cache: ik's tools write llama.log into the working directory
   theirs() {
+    cd "$WORK"
     "$BIN/llama-batched-bench" -m "$q4" -c 2048 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,8 -t "$THREADS" "${rtr[@]}" 2>&1 |
       awk -F'|' '/^\|/ && $2+0==128 && $3+0==128 { gsub(/ /,"",$4); gsub(/ /,"",$9); gsub(/ /,"",$7); tg[$4]=$9; pp[$4]=$7 } END { printf "%s %s %s ", tg["1"], tg["8"], pp["1"] }'
     "$BIN/llama-batched-bench" -m "$q4" -c 2048 -b 2048 -ub 512 -npp 512 -ntg 4 -npl 1 -t "$THREADS" "${rtr[@]}" 2>&1 |
