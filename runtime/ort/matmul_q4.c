@@ -18,8 +18,8 @@
 // multiply to the store, with no horizontal sums, and each weight vector
 // taken from memory serves up to four activation rows (a tile).
 //
-// A group is its blocks' codes, then their scales (each block's eight),
-// padded to 64 bytes. int4 codes, 128 bytes a block: four vectors, byte
+// A group is its blocks in pairs, each pair the two blocks' codes and then
+// their scales (each block's eight; group_bytes). int4 codes, 128 bytes a block: four vectors, byte
 // 4c+i of vector v holding row c's elements 8v+i (low nibble) and 8v+4+i
 // (high nibble), codes 0..15 as MatMulNBits has them. int8 codes, 256
 // bytes: eight vectors, byte 4c+i of vector v holding row c's element 4v+i
@@ -47,8 +47,16 @@ static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static inline size_t code_bytes(int bits) { return (size_t)EI_Q4_GROUP * EI_Q4_BLOCK * (size_t)bits / 8; }
 static inline size_t scale_bytes(int f16) { return EI_Q4_GROUP * (f16 ? 2 : 4); }
-static inline size_t group_bytes(int bits, int f16, int64_t nb) {
-  return align64((size_t)nb * (code_bytes(bits) + scale_bytes(f16)));
+// Blocks go in pairs: two blocks' codes, then their scales — one stream
+// for a row of weights, 32-byte aligned throughout (a pair is 288, 320, 544
+// or 576 bytes); an odd last block's pair is padded.
+static inline size_t pair_bytes(int bits, int f16) { return 2 * (code_bytes(bits) + scale_bytes(f16)); }
+static inline size_t group_bytes(int bits, int f16, int64_t nb) { return (size_t)((nb + 1) / 2) * pair_bytes(bits, f16); }
+static inline size_t code_at(int bits, int f16, int64_t blk) {
+  return (size_t)(blk >> 1) * pair_bytes(bits, f16) + (size_t)(blk & 1) * code_bytes(bits);
+}
+static inline size_t scale_at(int bits, int f16, int64_t blk) {
+  return (size_t)(blk >> 1) * pair_bytes(bits, f16) + 2 * code_bytes(bits) + (size_t)(blk & 1) * scale_bytes(f16);
 }
 
 size_t ei_q4_packed_size(int bits, int f16, int64_t N, int64_t nb) {
@@ -101,8 +109,8 @@ void ei_q4_pack(int bits, int f16, int swiglu, const uint8_t* b, const float* sc
   for (int64_t g = 0; g < groups; g++)
     for (int64_t blk = 0; blk < nb; blk++) {
       uint8_t* group = out + (size_t)g * group_bytes(bits, f16, nb);
-      uint8_t* dst = group + (size_t)blk * code_bytes(bits);
-      uint8_t* sc = group + (size_t)nb * code_bytes(bits) + (size_t)blk * scale_bytes(f16);
+      uint8_t* dst = group + code_at(bits, f16, blk);
+      uint8_t* sc = group + scale_at(bits, f16, blk);
       const int64_t first = swiglu ? (g & 1) * (N / 2) + (g >> 1) * EI_Q4_GROUP : g * EI_Q4_GROUP;
       for (int c = 0; c < EI_Q4_GROUP; c++) {
         const int64_t n = first + c;
@@ -197,15 +205,15 @@ static inline void put8(const ei_q4_job* j, int64_t row, int64_t g, float* v, fl
 // The generic path, in signed integers (w−zp)·x.
 static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;
-  const size_t gb = group_bytes(j->bits, j->f16, nb), cb = code_bytes(j->bits), sb = scale_bytes(j->f16);
+  const size_t gb = group_bytes(j->bits, j->f16, nb);
   float pend[4][EI_Q4_GROUP] = {{0}};
   for (int64_t g = g0; g < g1; g++)
     for (int64_t r = 0; r < R; r++) {
       float acc[EI_Q4_GROUP] = {0};
       const int8_t* x = j->qa + (m0 + r) * nb * EI_Q4_BLOCK;
       for (int64_t blk = 0; blk < nb; blk++) {
-        const uint8_t* wb = j->w + (size_t)g * gb + (size_t)blk * cb;
-        const uint8_t* sp = j->w + (size_t)g * gb + (size_t)nb * cb + (size_t)blk * sb;
+        const uint8_t* wb = j->w + (size_t)g * gb + code_at(j->bits, j->f16, blk);
+        const uint8_t* sp = j->w + (size_t)g * gb + scale_at(j->bits, j->f16, blk);
         float sw[EI_Q4_GROUP];
         for (int c = 0; c < EI_Q4_GROUP; c++) {
           if (j->f16) {
@@ -344,15 +352,14 @@ EI_AVX2 EI_INLINE void avx2_q4_rows(const ei_q4_job* j, int64_t m0, const int R,
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const uint8_t* wg = j->w + (size_t)g * group_bytes(4, j->f16, nb);
-    const uint8_t* sg = wg + (size_t)nb * 128;
     for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = wg + blk * 128;
+      const uint8_t* wb = wg + code_at(4, j->f16, blk);
       __m256i lo[4], hi[4];
       for (int v = 0; v < 4; v++) {
         __m256i raw = _mm256_load_si256((const __m256i*)(wb + 32 * v));
         lo[v] = _mm256_and_si256(raw, low), hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
       }
-      const __m256 sw = scales8(j->f16, sg + blk * scale_bytes(j->f16));
+      const __m256 sw = scales8(j->f16, wg + scale_at(4, j->f16, blk));
       for (int r = 0; r < R; r++) {
         const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;
         __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bcast4(x)), _mm256_maddubs_epi16(hi[0], bcast4(x + 4)));
@@ -374,9 +381,8 @@ EI_AVX2 EI_INLINE void avx2_q8_rows(const ei_q4_job* j, int64_t m0, const int R,
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const uint8_t* wg = j->w + (size_t)g * group_bytes(8, j->f16, nb);
-    const uint8_t* sg = wg + (size_t)nb * 256;
     for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = wg + blk * 256;
+      const uint8_t* wb = wg + code_at(8, j->f16, blk);
       __m256i s[4];
       for (int v = 0; v < 8; v++) {
         __m256i w = _mm256_load_si256((const __m256i*)(wb + 32 * v)), aw = _mm256_abs_epi8(w);
@@ -386,7 +392,7 @@ EI_AVX2 EI_INLINE void avx2_q8_rows(const ei_q4_job* j, int64_t m0, const int R,
           s[r] = v ? _mm256_add_epi32(s[r], t) : t;
         }
       }
-      const __m256 sw = scales8(j->f16, sg + blk * scale_bytes(j->f16));
+      const __m256 sw = scales8(j->f16, wg + scale_at(8, j->f16, blk));
       for (int r = 0; r < R; r++) {
         const int64_t at = (m0 + r) * nb + blk;
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[r]), _mm256_mul_ps(sw, _mm256_set1_ps(j->sa[at])), acc[r]);
@@ -405,15 +411,14 @@ EI_VNNI EI_INLINE void vnni_q4_rows(const ei_q4_job* j, int64_t m0, const int R,
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const uint8_t* wg = j->w + (size_t)g * group_bytes(4, j->f16, nb);
-    const uint8_t* sg = wg + (size_t)nb * 128;
     for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = wg + blk * 128;
+      const uint8_t* wb = wg + code_at(4, j->f16, blk);
       __m256i lo[4], hi[4];
       for (int v = 0; v < 4; v++) {
         __m256i raw = _mm256_load_si256((const __m256i*)(wb + 32 * v));
         lo[v] = _mm256_and_si256(raw, low), hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
       }
-      const __m256 sw = scales8(j->f16, sg + blk * scale_bytes(j->f16));
+      const __m256 sw = scales8(j->f16, wg + scale_at(4, j->f16, blk));
       for (int r = 0; r < R; r++) {
         const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;
         __m256i s = _mm256_setzero_si256();
@@ -433,16 +438,15 @@ EI_VNNI EI_INLINE void vnni_q8_rows(const ei_q4_job* j, int64_t m0, const int R,
   for (int64_t g = g0; g < g1; g++) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const uint8_t* wg = j->w + (size_t)g * group_bytes(8, j->f16, nb);
-    const uint8_t* sg = wg + (size_t)nb * 256;
     for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = wg + blk * 256;
+      const uint8_t* wb = wg + code_at(8, j->f16, blk);
       __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
       for (int v = 0; v < 8; v++) {
         __m256i u = _mm256_xor_si256(_mm256_load_si256((const __m256i*)(wb + 32 * v)), flip);
         for (int r = 0; r < R; r++)
           s[r] = EI_DPBUSD(s[r], u, bcast4(j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK + 4 * v));
       }
-      const __m256 sw = scales8(j->f16, sg + blk * scale_bytes(j->f16));
+      const __m256 sw = scales8(j->f16, wg + scale_at(8, j->f16, blk));
       for (int r = 0; r < R; r++) EI_SCALE_ADD(acc[r], s[r], r, blk);
     }
     for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r], &pend[r]);
@@ -529,7 +533,7 @@ static inline int8x16_t dup4(const int8_t* p) {
 EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;
   const int bits = j->bits;
-  const size_t gb = group_bytes(bits, j->f16, nb), cb = code_bytes(bits), sb = scale_bytes(j->f16);
+  const size_t gb = group_bytes(bits, j->f16, nb);
   const uint8x16_t low = vdupq_n_u8(0x0F);
   const int8x16_t eight = vdupq_n_s8(8);
   float pend[4][EI_Q4_GROUP] = {{0}};
@@ -537,8 +541,8 @@ EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, i
     float32x4_t acc[4][2];
     for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = vdupq_n_f32(0);
     for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = j->w + (size_t)g * gb + (size_t)blk * cb;
-      const uint8_t* sp = j->w + (size_t)g * gb + (size_t)nb * cb + (size_t)blk * sb;
+      const uint8_t* wb = j->w + (size_t)g * gb + code_at(bits, j->f16, blk);
+      const uint8_t* sp = j->w + (size_t)g * gb + scale_at(bits, j->f16, blk);
       int32x4_t s[4][2];
       for (int r = 0; r < 4; r++) s[r][0] = s[r][1] = vdupq_n_s32(0);
       for (int h = 0; h < 2; h++) {
