@@ -108,7 +108,7 @@ func (p *pass) quantizeGathers(res *Result, replaced map[int][]*onnx.NodeProto, 
 			res.Layers = append(res.Layers, Layer{Name: t.GetName(), Shape: []int{vocab, hidden}, Format: "fp32 (kept)", BytesBefore: before, BytesAfter: before})
 			continue
 		}
-		vals, err := tensorFloat32(t, p.srcDir)
+		vals, err := TensorFloat32(t, p.srcDir)
 		if err != nil {
 			return nil, err
 		}

@@ -270,7 +270,7 @@ func (p *pass) run(ctx context.Context, m *onnx.ModelProto, plan []target) (*Res
 			res.Layers = append(res.Layers, Layer{Name: tg.weight, Shape: []int{nn, k}, Format: "fp32 (kept)", BytesBefore: before, BytesAfter: before})
 			continue
 		}
-		vals, err := tensorFloat32(wt, p.srcDir)
+		vals, err := TensorFloat32(wt, p.srcDir)
 		if err != nil {
 			return nil, err
 		}

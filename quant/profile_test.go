@@ -51,8 +51,10 @@ func TestProfileDecodeAndPrefill(t *testing.T) {
 		t.Fatal(err)
 	}
 	// int4 b32 weights of every projection and lm_head: 16 bytes and a
-	// float32 scale per 32 (MatMulNBits' parameter_size is its prepacked
-	// buffer, not what it reads, so the bytes come from the shapes)
+	// scale per 32, float32 for com.microsoft.MatMulNBits and float16 on
+	// the kernel, which packs quant's float16-exact scales so
+	// (MatMulNBits' parameter_size is its prepacked buffer, not what it
+	// reads, so the bytes come from the shapes)
 	q, kv := cfg.NumAttentionHeads*cfg.HeadDim, cfg.NumKeyValueHeads*cfg.HeadDim
 	perLayer := (q+2*kv)*cfg.HiddenSize + cfg.HiddenSize*q + 3*cfg.IntermediateSize*cfg.HiddenSize
 	weights := float64(cfg.NumHiddenLayers*perLayer + cfg.VocabSize*cfg.HiddenSize)
@@ -106,7 +108,7 @@ func TestProfileDecodeAndPrefill(t *testing.T) {
 				t.Fatalf("profile files %v", files)
 			}
 			t.Logf("%s graph, %s (read bandwidth just before: %.1f GB/s, two threads over 256 MiB):\n%s",
-				name, phase.what, bw/1e9, profileTable(t, files[0], phase.runs, phase.T, weights, bw))
+				name, phase.what, bw/1e9, profileTable(t, files[0], phase.runs, phase.T, weights, map[bool]float64{false: 20, true: 18}[kernel]/32, bw))
 		}
 	}
 }
@@ -157,9 +159,9 @@ func pagedInputs(t *testing.T, c *llama.Config, T, ctx int) map[string]*ort.Tens
 
 // profileTable sums ONNX Runtime's per-node kernel times by operator over
 // the last runs runs of a trace and prints them per run, with, for the
-// int4 matrix products, the bytes of their weights (int4 b32) against the
+// int4 matrix products, the bytes of their weights (bytesPerWeight each) against the
 // bandwidth bw and, for T > 1, the multiply-adds per second.
-func profileTable(t *testing.T, path string, runs, T int, weights, bw float64) string {
+func profileTable(t *testing.T, path string, runs, T int, weights, bytesPerWeight, bw float64) string {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -227,7 +229,7 @@ func profileTable(t *testing.T, path string, runs, T int, weights, bw float64) s
 	for _, r := range list {
 		limit := ""
 		if r.op == "MatMulNBits" {
-			bytes := weights * 20 / 32
+			bytes := weights * bytesPerWeight
 			floor := bytes / bw * 1e6
 			limit = fmt.Sprintf("weights %.1f MB/run ÷ bandwidth = %.0f µs (%.0f%% of the time)", bytes/1e6, floor, 100*floor/(r.us/n))
 			if T > 1 {

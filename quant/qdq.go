@@ -310,7 +310,7 @@ func (q *QDQModel) QuantizeQDQ(ctx context.Context, out string, opts QDQOptions)
 			continue
 		}
 		w := q.inits[wname]
-		vals, err := tensorFloat32(w, q.srcDir)
+		vals, err := TensorFloat32(w, q.srcDir)
 		if err != nil {
 			return nil, err
 		}
@@ -348,7 +348,7 @@ func (q *QDQModel) QuantizeQDQ(ctx context.Context, out string, opts QDQOptions)
 		// 10 lacks.
 		if len(n.Input) > 2 && q.isFloatInit(n.Input[2]) && n.GetOpType() != "MatMul" {
 			b := q.inits[n.Input[2]]
-			bv, err := tensorFloat32(b, q.srcDir)
+			bv, err := TensorFloat32(b, q.srcDir)
 			if err != nil {
 				return nil, err
 			}

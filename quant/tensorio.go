@@ -70,8 +70,9 @@ func tensorBytes(t *onnx.TensorProto, dir string) ([]byte, error) {
 	return nil, nil
 }
 
-// tensorFloat32 decodes a float32 tensor's values.
-func tensorFloat32(t *onnx.TensorProto, dir string) ([]float32, error) {
+// TensorFloat32 decodes a float32 initializer of a model in dir (its
+// external data read relative to dir).
+func TensorFloat32(t *onnx.TensorProto, dir string) ([]float32, error) {
 	if dt := onnx.TensorProto_DataType(t.GetDataType()); dt != onnx.TensorProto_FLOAT {
 		return nil, fmt.Errorf("%w: %q is %s", ErrDType, t.GetName(), onnx.TypeName(dt))
 	}

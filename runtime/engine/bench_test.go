@@ -30,6 +30,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/f16"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
@@ -656,6 +657,9 @@ func scaled(x []float64, k float64) []float64 {
 // streamedBytes is the bytes of MatMulNBits weights and scales in bd's
 // graph: what a batch-1 step reads from memory once (the embedding's
 // gather reads one row, and fp32 MatMul graphs return 0: not measured).
+// On ai.edgeinfer.MatMulNBits a node's scales count 2 bytes each where
+// every one is a float16 number, as the kernel then packs them
+// (runtime/ort matmul_q4.c).
 func streamedBytes(b *testing.B, bd *bundle.Bundle) float64 {
 	b.Helper()
 	raw, err := os.ReadFile(bd.ModelPath())
@@ -666,22 +670,34 @@ func streamedBytes(b *testing.B, bd *bundle.Bundle) float64 {
 	if err := proto.Unmarshal(raw, &m); err != nil {
 		b.Fatal(err)
 	}
-	sizes := map[string]float64{}
+	inits := map[string]*onnx.TensorProto{}
 	for _, t := range m.GetGraph().GetInitializer() {
+		inits[t.GetName()] = t
+	}
+	count := func(t *onnx.TensorProto) float64 {
 		n := 1.0
 		for _, d := range t.GetDims() {
 			n *= float64(d)
 		}
-		if t.GetDataType() == int32(onnx.TensorProto_FLOAT) {
-			n *= 4
-		}
-		sizes[t.GetName()] = n // uint8 codes: one byte each
+		return n
 	}
 	total := 0.0
 	for _, n := range m.GetGraph().GetNode() {
-		if n.GetOpType() == "MatMulNBits" && len(n.GetInput()) >= 3 {
-			total += sizes[n.GetInput()[1]] + sizes[n.GetInput()[2]]
+		if n.GetOpType() != "MatMulNBits" || len(n.GetInput()) < 3 || inits[n.GetInput()[1]] == nil || inits[n.GetInput()[2]] == nil {
+			continue
 		}
+		codes, scales := inits[n.GetInput()[1]], inits[n.GetInput()[2]]
+		per := 4.0
+		if n.GetDomain() == onnx.DomainEdgeInfer {
+			values, err := quant.TensorFloat32(scales, bd.Dir)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !slices.ContainsFunc(values, func(v float32) bool { return f16.ToFloat32(f16.FromFloat32(v)) != v }) {
+				per = 2
+			}
+		}
+		total += count(codes) + per*count(scales) // uint8 codes: one byte each
 	}
 	return total
 }
