@@ -30,7 +30,8 @@ import (
 // registered with every session (ops.c binds them). PagedAttention is
 // attention over the paged KV cache read in place (paged_attention.c has
 // its contract); the SDK's paged decoder graphs use it unless built for
-// portability (pkg/onnx/llama Options.PortableAttention). MatMulNBits is
+// portability (pkg/onnx/llama Options.PortableAttention), RotaryQKV
+// before it (rotary_qkv.c). MatMulNBits is
 // int4 and int8 block-32 MatMulNBits (matmul_q4.c), used by graphs built with
 // pkg/onnx/llama by default (Options.PortableMatMul: not).
 const OpDomain = C.EDGEINFER_OP_DOMAIN

@@ -20,10 +20,11 @@
 // "ai.edgeinfer"), C kernels with per-instruction-set variants picked at
 // load (ops.c binds them): PagedAttention, attention over the paged KV cache
 // read in place through the block table (paged_attention.c), which the
-// SDK's paged decoder graphs use; and MatMulNBits, com.microsoft.MatMulNBits'
-// contract for int4 and int8 block-32 weights with integer dot products
-// (matmul_q4.c), which graphs built with pkg/onnx/llama
-// use unless built with Options.PortableMatMul.
+// SDK's paged decoder graphs use, with RotaryQKV before it (the q/k/v
+// split and rotary embedding, rotary_qkv.c); and MatMulNBits,
+// com.microsoft.MatMulNBits' contract for int4 and int8 block-32 weights
+// with integer dot products (matmul_q4.c), which graphs built with
+// pkg/onnx/llama use unless built with Options.PortableMatMul.
 //
 // Usage:
 //
