@@ -72,8 +72,7 @@ func QuantizeBundle(ctx context.Context, inDir, outDir string, opts Options) (*b
 		return nil, nil, fmt.Errorf("quant: %w", err)
 	}
 	model := ref.Manifest.Model
-	opts.MatMulKernel = !opts.PortableMatMul
-	res, err := QuantizeFile(ctx, ref.ModelPath(), filepath.Join(outDir, model), opts)
+	res, err := quantizeFile(ctx, ref.ModelPath(), filepath.Join(outDir, model), opts, !opts.PortableMatMul)
 	if err != nil {
 		return nil, nil, err
 	}

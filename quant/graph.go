@@ -25,13 +25,12 @@ type Options struct {
 	ExternalThreshold int
 	// Logger receives one debug record per weight; nil discards.
 	Logger *slog.Logger
-	// MatMulKernel puts the int4 and int8 products that edgeinfer's
-	// ai.edgeinfer.MatMulNBits runs (block 32, symmetric, int8
-	// activations) on it (llama.SetMatMulKernel): QuantizeBundle's default,
-	// since a bundle runs on edgeinfer's runtime; a plain QuantizeFile keeps
-	// the portable com.microsoft.MatMulNBits unless asked.
-	MatMulKernel bool
-	// PortableMatMul keeps QuantizeBundle's products portable.
+	// PortableMatMul keeps QuantizeBundle's int4 and int8 products on
+	// com.microsoft.MatMulNBits. By default a bundle, which runs on
+	// edgeinfer's runtime, has those edgeinfer's ai.edgeinfer.MatMulNBits
+	// runs (block 32, symmetric, int8 activations) on it
+	// (llama.SetMatMulKernel). QuantizeFile writes a plain model that may
+	// run anywhere, so it always keeps the portable operator.
 	PortableMatMul bool
 }
 
@@ -59,6 +58,12 @@ type Result struct {
 // A graph with no such weight returns ErrNothingToQuantize and writes
 // nothing; a constant MatMul weight of another float type returns ErrDType.
 func QuantizeFile(ctx context.Context, in, out string, opts Options) (*Result, error) {
+	return quantizeFile(ctx, in, out, opts, false)
+}
+
+// quantizeFile is QuantizeFile, the kernel's products moved to
+// ai.edgeinfer.MatMulNBits where kernel.
+func quantizeFile(ctx context.Context, in, out string, opts Options, kernel bool) (*Result, error) {
 	if err := opts.Scheme.Validate(); err != nil {
 		return nil, err
 	}
@@ -104,7 +109,7 @@ func QuantizeFile(ctx context.Context, in, out string, opts Options) (*Result, e
 		err = fmt.Errorf("quant: %w", cerr)
 	}
 	if err == nil {
-		if opts.MatMulKernel {
+		if kernel {
 			llama.SetMatMulKernel(m, true)
 		}
 		var raw []byte
