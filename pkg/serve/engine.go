@@ -112,27 +112,31 @@ func (s *engineStream) Result() (map[string]any, error) {
 	}
 	out := map[string]any{}
 	for _, t := range ts {
+		var data any
 		switch t.DType {
 		case abi.String:
 			out[t.Name], _ = t.Text()
+			continue
 		case abi.Float32:
-			v, _ := t.Float32s()
-			out[t.Name] = map[string]any{"shape": t.Shape, "data": v}
+			data = elements(t.Float32s())
 		case abi.Float64:
-			v, _ := t.Float64s()
-			out[t.Name] = map[string]any{"shape": t.Shape, "data": v}
+			data = elements(t.Float64s())
 		case abi.Int64:
-			v, _ := t.Int64s()
-			out[t.Name] = map[string]any{"shape": t.Shape, "data": v}
+			data = elements(t.Int64s())
 		case abi.Int32:
-			v, _ := t.Int32s()
-			out[t.Name] = map[string]any{"shape": t.Shape, "data": v}
+			data = elements(t.Int32s())
 		default: // uint8: bytes, as base64 by encoding/json
-			out[t.Name] = map[string]any{"shape": t.Shape, "data": t.Data}
+			data = t.Data
 		}
+		out[t.Name] = map[string]any{"shape": t.Shape, "data": data}
 	}
 	return out, nil
 }
+
+// elements is a decoded plugin tensor's elements (typed: int64 stays exact,
+// unlike values' float64s for an /infer response); the plugin ABI checked their
+// count against the shape when the result crossed the boundary.
+func elements[T any](v []T, _ error) any { return v }
 
 // engineStream is the engine's stream in the server's terms.
 type engineStream struct{ s *engine.Stream }

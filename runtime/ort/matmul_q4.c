@@ -353,38 +353,44 @@ EI_AVX2 EI_INLINE void store8(const ei_q4_job* j, int64_t row, int64_t g, __m256
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(sw, _mm256_set1_ps(j->sa[at])), acc); \
   } while (0)
 
-// int4, AVX2: a block's codes unpacked once into eight registers for the
+// The int4 tile: a block's codes unpacked once into eight registers for the
 // tile's rows (row by row, so the compiler keeps them there: a loop over
-// the vectors outside the rows spilled its partial sums), eight maddubs
-// per row summed in 16 bits (each pair is at most 2·15·127, eight of them
-// 30,480), one madd to 32.
-EI_AVX2 EI_INLINE void avx2_q4_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
-  const int64_t nb = j->nb;
-  const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t g = g0; g < g1; g++) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const uint8_t* wg = j->w + (size_t)g * group_bytes(4, j->f16, nb);
-    for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = wg + code_at(4, j->f16, blk);
-      ahead(j, wb, 192);
-      __m256i lo[4], hi[4];
-      for (int v = 0; v < 4; v++) {
-        __m256i raw = _mm256_load_si256((const __m256i*)(wb + 32 * v));
-        lo[v] = _mm256_and_si256(raw, low), hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-      }
-      const __m256 sw = scales8(j->f16, wg + scale_at(4, j->f16, blk));
-      for (int r = 0; r < R; r++) {
-        const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;
-        __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bcast4(x)), _mm256_maddubs_epi16(hi[0], bcast4(x + 4)));
-        for (int v = 1; v < 4; v++)
-          s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(lo[v], bcast4(x + 8 * v)), _mm256_maddubs_epi16(hi[v], bcast4(x + 8 * v + 4))));
-        EI_SCALE_ADD(acc[r], _mm256_madd_epi16(s, ones), r, blk);
-      }
-    }
-    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r], &pend[r]);
+// the vectors outside the rows spilled its partial sums), then DOT, one
+// row's block of dot products in eight 32-bit lanes.
+#define EI_Q4_TILE(NAME, ATTR, DOT)                                                                    \
+  ATTR EI_INLINE void NAME##_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) { \
+    const int64_t nb = j->nb;                                                                         \
+    const __m256i low = _mm256_set1_epi8(0x0F);                                                       \
+    __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+    for (int64_t g = g0; g < g1; g++) {                                                               \
+      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+      const uint8_t* wg = j->w + (size_t)g * group_bytes(4, j->f16, nb);                              \
+      for (int64_t blk = 0; blk < nb; blk++) {                                                        \
+        const uint8_t* wb = wg + code_at(4, j->f16, blk);                                             \
+        ahead(j, wb, 192);                                                                            \
+        __m256i lo[4], hi[4];                                                                         \
+        for (int v = 0; v < 4; v++) {                                                                 \
+          __m256i raw = _mm256_load_si256((const __m256i*)(wb + 32 * v));                             \
+          lo[v] = _mm256_and_si256(raw, low), hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low); \
+        }                                                                                             \
+        const __m256 sw = scales8(j->f16, wg + scale_at(4, j->f16, blk));                             \
+        for (int r = 0; r < R; r++)                                                                   \
+          EI_SCALE_ADD(acc[r], DOT(lo, hi, j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK), r, blk);     \
+      }                                                                                               \
+      for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r], &pend[r]);                             \
+    }                                                                                                 \
   }
+
+// AVX2: eight maddubs summed in 16 bits (each pair is at most 2·15·127,
+// eight of them 30,480), one madd to 32.
+EI_AVX2 EI_INLINE __m256i dot4_avx2(const __m256i* lo, const __m256i* hi, const int8_t* x) {
+  __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bcast4(x)), _mm256_maddubs_epi16(hi[0], bcast4(x + 4)));
+  for (int v = 1; v < 4; v++)
+    s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(lo[v], bcast4(x + 8 * v)),
+                                             _mm256_maddubs_epi16(hi[v], bcast4(x + 8 * v + 4))));
+  return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
+EI_Q4_TILE(avx2_q4, EI_AVX2, dot4_avx2)
 
 // int8, AVX2: |w| by x·sign(w), each maddubs widened to 32 bits on its own.
 // No zero point: the packed codes are signed.
@@ -419,33 +425,12 @@ EI_AVX2 EI_INLINE void avx2_q8_rows(const ei_q4_job* j, int64_t m0, const int R,
 
 // VNNI: dpbusd sums four products into 32 bits directly; int8 codes go
 // back to unsigned (w + 128) with the zero point's share subtracted.
-EI_VNNI EI_INLINE void vnni_q4_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
-  const int64_t nb = j->nb;
-  const __m256i low = _mm256_set1_epi8(0x0F);
-  __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t g = g0; g < g1; g++) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const uint8_t* wg = j->w + (size_t)g * group_bytes(4, j->f16, nb);
-    for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = wg + code_at(4, j->f16, blk);
-      ahead(j, wb, 192);
-      __m256i lo[4], hi[4];
-      for (int v = 0; v < 4; v++) {
-        __m256i raw = _mm256_load_si256((const __m256i*)(wb + 32 * v));
-        lo[v] = _mm256_and_si256(raw, low), hi[v] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low);
-      }
-      const __m256 sw = scales8(j->f16, wg + scale_at(4, j->f16, blk));
-      for (int r = 0; r < R; r++) {
-        const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;
-        __m256i s = _mm256_setzero_si256();
-        for (int v = 0; v < 4; v++)
-          s = EI_DPBUSD(EI_DPBUSD(s, lo[v], bcast4(x + 8 * v)), hi[v], bcast4(x + 8 * v + 4));
-        EI_SCALE_ADD(acc[r], s, r, blk);
-      }
-    }
-    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r], &pend[r]);
-  }
+EI_VNNI EI_INLINE __m256i dot4_vnni(const __m256i* lo, const __m256i* hi, const int8_t* x) {
+  __m256i s = _mm256_setzero_si256();
+  for (int v = 0; v < 4; v++) s = EI_DPBUSD(EI_DPBUSD(s, lo[v], bcast4(x + 8 * v)), hi[v], bcast4(x + 8 * v + 4));
+  return s;
 }
+EI_Q4_TILE(vnni_q4, EI_VNNI, dot4_vnni)
 
 EI_VNNI EI_INLINE void vnni_q8_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
   const int64_t nb = j->nb;

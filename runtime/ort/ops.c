@@ -66,6 +66,13 @@ static OrtStatus* input(const char* op, OrtKernelContext* ctx, size_t i, tensor*
   return api->GetTensorMutableData((OrtValue*)t->v, &t->data);
 }
 
+// output allocates output i of dims and returns its data.
+static OrtStatus* output(OrtKernelContext* ctx, size_t i, const int64_t* dims, size_t rank, float** data) {
+  OrtValue* v;
+  TRY(api->KernelContext_GetOutput(ctx, i, dims, rank, &v));
+  return api->GetTensorMutableData(v, (void**)data);
+}
+
 // check_shape wants rank dimensions equal to want, where want[d] ≥ 0.
 static OrtStatus* check_shape(const char* op, const char* name, const tensor* t, size_t rank, const int64_t* want) {
   if (t->rank != rank) return fail("%s: %s has rank %zu, want %zu", op, name, t->rank, rank);
@@ -150,10 +157,7 @@ static OrtStatus* attention_compute(void* node, OrtKernelContext* ctx) {
     if (c + j.T > j.max_keys) j.max_keys = c + j.T;
   }
 
-  OrtValue* out;
-  int64_t odims[3] = {j.B, j.T, j.Hq * j.D};
-  TRY(api->KernelContext_GetOutput(ctx, 0, odims, 3, &out));
-  TRY(api->GetTensorMutableData(out, (void**)&j.out));
+  TRY(output(ctx, 0, (int64_t[]){j.B, j.T, j.Hq * j.D}, 3, &j.out));
   if (j.B == 0 || j.T == 0) return NULL;
 
   size_t items = ei_attention_items(&j);
@@ -231,12 +235,10 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
     return fail("%s: scales has %lld values, want N·ceil(K/32) = %lld", op, (long long)ns, (long long)(j.N * j.nb));
   j.a = in[0].data, j.w = kn->w, j.f16 = kn->f16;
 
-  OrtValue* out;
   int64_t odims[8];
   memcpy(odims, in[0].dims, in[0].rank * sizeof odims[0]);
   odims[in[0].rank - 1] = EI_Q4_Y(&j);
-  TRY(api->KernelContext_GetOutput(ctx, 0, odims, in[0].rank, &out));
-  TRY(api->GetTensorMutableData(out, (void**)&j.y));
+  TRY(output(ctx, 0, odims, in[0].rank, &j.y));
   if (j.M == 0 || j.N == 0) return NULL;
 
   void* packed = NULL;
@@ -349,13 +351,6 @@ static ONNXTensorElementDataType q4_input_type(size_t i) {
 typedef struct {
   int64_t heads, kv_heads;
 } rotary_node;
-
-// output allocates output i of dims and returns its data.
-static OrtStatus* output(OrtKernelContext* ctx, size_t i, const int64_t* dims, size_t rank, float** data) {
-  OrtValue* v;
-  TRY(api->KernelContext_GetOutput(ctx, i, dims, rank, &v));
-  return api->GetTensorMutableData(v, (void**)data);
-}
 
 static OrtStatus* rotary_compute(void* node, OrtKernelContext* ctx) {
   static const char* op = "RotaryQKV";
