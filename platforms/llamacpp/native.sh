@@ -27,8 +27,8 @@
 #
 # fetch: a git clone of https://github.com/ggml-org/llama.cpp or
 # https://github.com/ikawrakow/ik_llama.cpp into the cache at the commit
-# measured in this tree's notes (PIN=<commit> for another; nothing of either
-# is kept in this tree). build: that checkout (or SRC), built with cmake
+# measured in this tree's notes (PIN=<commit> for another, URL=<url or path>
+# for a mirror of the repository; nothing of either is kept in this tree). build: that checkout (or SRC), built with cmake
 # (apt-get install cmake) into the cache: Release, -DGGML_NATIVE=ON, no curl, static; for ik
 # -DGGML_IQK_FA_ALL_QUANTS=OFF shortens the build (~35 min on 2 cores with
 # all quant flash-attention kernels). RTR=1 passes -rtr (ik's run-time
@@ -53,7 +53,7 @@ fetch)
   name="${2:?usage: native.sh fetch llama.cpp|ik_llama.cpp}"
   [[ -n ${REPO[$name]:-} ]] || { echo "native.sh: fetch llama.cpp or ik_llama.cpp, not $name" >&2; exit 2; }
   dst="$WORK/src/$name"
-  [[ -d $dst/.git ]] || git clone --filter=blob:none "${REPO[$name]}" "$dst"
+  [[ -d $dst/.git ]] || git clone --filter=blob:none "${URL:-${REPO[$name]}}" "$dst"
   git -C "$dst" fetch --quiet origin "${PIN:-${COMMIT[$name]}}" 2>/dev/null || true
   git -C "$dst" checkout --quiet "${PIN:-${COMMIT[$name]}}"
   echo "fetched $dst at $(git -C "$dst" rev-parse HEAD)"

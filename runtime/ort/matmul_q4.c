@@ -243,7 +243,8 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, 
     }
 }
 
-// A tile function of a fixed R per R, so the row loops unroll.
+// A tile function of a fixed R per R, so the row loops unroll (up to four
+// rows, or eight for the 512-bit tiles).
 #define EI_BY_ROWS(NAME, ATTR)                                                                    \
   ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {      \
     switch (R) {                                                                                   \
@@ -251,6 +252,19 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, 
       case 2: NAME##_rows(j, m0, 2, g0, g1); break;                                                \
       case 3: NAME##_rows(j, m0, 3, g0, g1); break;                                                \
       default: NAME##_rows(j, m0, 4, g0, g1); break;                                               \
+    }                                                                                              \
+  }
+#define EI_BY_ROWS8(NAME, ATTR)                                                                   \
+  ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {      \
+    switch (R) {                                                                                   \
+      case 1: NAME##_rows(j, m0, 1, g0, g1); break;                                                \
+      case 2: NAME##_rows(j, m0, 2, g0, g1); break;                                                \
+      case 3: NAME##_rows(j, m0, 3, g0, g1); break;                                                \
+      case 4: NAME##_rows(j, m0, 4, g0, g1); break;                                                \
+      case 5: NAME##_rows(j, m0, 5, g0, g1); break;                                                \
+      case 6: NAME##_rows(j, m0, 6, g0, g1); break;                                                \
+      case 7: NAME##_rows(j, m0, 7, g0, g1); break;                                                \
+      default: NAME##_rows(j, m0, 8, g0, g1); break;                                               \
     }                                                                                              \
   }
 
@@ -261,14 +275,20 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, 
 #define EI_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define EI_INLINE static inline __attribute__((always_inline))
 
+// The 256-bit VNNI tiles come twice: VEX-encoded for AVX-VNNI (Intel's
+// client cores from Alder Lake, Zen 5), EVEX for AVX-512 VL, whose 512-bit
+// variant runs a last odd group with them (Zen 4 and Ice Lake have
+// AVX-512 VNNI but not AVX-VNNI).
 #ifndef EI_Q4_EMULATE_VNNI
-#define EI_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
-#define EI_DPBUSD _mm256_dpbusd_epi32
+#define EI_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define EI_DPBUSD _mm256_dpbusd_avx_epi32
+#define EI_EVEX __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512dq,avx512bw,avx512vnni")))
+#define EI_Q4_512 1
 #else
 // Tests only (testdata/matmul_emulated.c, TestKernelMatMulQ4VNNIEmulated):
-// the VNNI paths built for AVX2 with dpbusd — four u8·s8 products summed
-// into each 32-bit lane, exactly — in AVX2, so that a CPU without AVX-512
-// runs their arithmetic.
+// the 256-bit VNNI paths built for AVX2 with dpbusd — four u8·s8 products
+// summed into each 32-bit lane, exactly — in AVX2, so that a CPU without
+// VNNI runs their arithmetic (the 512-bit variant is left out).
 #define EI_VNNI EI_AVX2
 EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
   const __m256i even = _mm256_set1_epi16(0x00FF);
@@ -424,36 +444,154 @@ EI_AVX2 EI_INLINE void avx2_q8_rows(const ei_q4_job* j, int64_t m0, const int R,
 }
 
 // VNNI: dpbusd sums four products into 32 bits directly; int8 codes go
-// back to unsigned (w + 128) with the zero point's share subtracted.
-EI_VNNI EI_INLINE __m256i dot4_vnni(const __m256i* lo, const __m256i* hi, const int8_t* x) {
-  __m256i s = _mm256_setzero_si256();
-  for (int v = 0; v < 4; v++) s = EI_DPBUSD(EI_DPBUSD(s, lo[v], bcast4(x + 8 * v)), hi[v], bcast4(x + 8 * v + 4));
-  return s;
-}
-EI_Q4_TILE(vnni_q4, EI_VNNI, dot4_vnni)
-
-EI_VNNI EI_INLINE void vnni_q8_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
-  const int64_t nb = j->nb;
-  const __m256i flip = _mm256_set1_epi8((char)0x80);
-  __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t g = g0; g < g1; g++) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    const uint8_t* wg = j->w + (size_t)g * group_bytes(8, j->f16, nb);
-    for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = wg + code_at(8, j->f16, blk);
-      ahead(j, wb, 320);
-      __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-      for (int v = 0; v < 8; v++) {
-        __m256i u = _mm256_xor_si256(_mm256_load_si256((const __m256i*)(wb + 32 * v)), flip);
-        for (int r = 0; r < R; r++)
-          s[r] = EI_DPBUSD(s[r], u, bcast4(j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK + 4 * v));
-      }
-      const __m256 sw = scales8(j->f16, wg + scale_at(8, j->f16, blk));
-      for (int r = 0; r < R; r++) EI_SCALE_ADD(acc[r], s[r], r, blk);
-    }
-    for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r], &pend[r]);
+// back to unsigned (w + 128) with the zero point's share subtracted. Each
+// row's block runs in two chains of four (even and odd vectors), so that
+// dpbusd's latency does not serialise a row.
+#define EI_DOT4_VNNI(NAME, ATTR, DP)                                                    \
+  ATTR EI_INLINE __m256i NAME(const __m256i* lo, const __m256i* hi, const int8_t* x) {   \
+    __m256i s0 = DP(_mm256_setzero_si256(), lo[0], bcast4(x)), s1 = DP(_mm256_setzero_si256(), hi[0], bcast4(x + 4)); \
+    for (int v = 1; v < 4; v++) s0 = DP(s0, lo[v], bcast4(x + 8 * v)), s1 = DP(s1, hi[v], bcast4(x + 8 * v + 4)); \
+    return _mm256_add_epi32(s0, s1);                                                     \
   }
+
+#define EI_Q8_VNNI_TILE(NAME, ATTR, DP)                                                                \
+  ATTR EI_INLINE void NAME##_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) { \
+    const int64_t nb = j->nb;                                                                         \
+    const __m256i flip = _mm256_set1_epi8((char)0x80);                                                \
+    __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+    for (int64_t g = g0; g < g1; g++) {                                                               \
+      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+      const uint8_t* wg = j->w + (size_t)g * group_bytes(8, j->f16, nb);                              \
+      for (int64_t blk = 0; blk < nb; blk++) {                                                        \
+        const uint8_t* wb = wg + code_at(8, j->f16, blk);                                             \
+        ahead(j, wb, 320);                                                                            \
+        __m256i u[8];                                                                                 \
+        for (int v = 0; v < 8; v++) u[v] = _mm256_xor_si256(_mm256_load_si256((const __m256i*)(wb + 32 * v)), flip); \
+        const __m256 sw = scales8(j->f16, wg + scale_at(8, j->f16, blk));                             \
+        for (int r = 0; r < R; r++) {                                                                 \
+          const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;                              \
+          __m256i s0 = DP(_mm256_setzero_si256(), u[0], bcast4(x)), s1 = DP(_mm256_setzero_si256(), u[1], bcast4(x + 4)); \
+          for (int v = 2; v < 8; v += 2) s0 = DP(s0, u[v], bcast4(x + 4 * v)), s1 = DP(s1, u[v + 1], bcast4(x + 4 * v + 4)); \
+          EI_SCALE_ADD(acc[r], _mm256_add_epi32(s0, s1), r, blk);                                     \
+        }                                                                                             \
+      }                                                                                               \
+      for (int r = 0; r < R; r++) store8(j, m0 + r, g, acc[r], &pend[r]);                             \
+    }                                                                                                 \
+  }
+
+EI_DOT4_VNNI(dot4_vnni, EI_VNNI, EI_DPBUSD)
+EI_Q4_TILE(vnni_q4, EI_VNNI, dot4_vnni)
+EI_Q8_VNNI_TILE(vnni_q8, EI_VNNI, EI_DPBUSD)
+
+#ifdef EI_Q4_512
+EI_DOT4_VNNI(dot4_evex, EI_EVEX, _mm256_dpbusd_epi32)
+EI_Q4_TILE(evex_q4, EI_EVEX, dot4_evex)
+EI_Q8_VNNI_TILE(evex_q8, EI_EVEX, _mm256_dpbusd_epi32)
+EI_BY_ROWS(evex_q4, EI_EVEX)
+EI_BY_ROWS(evex_q8, EI_EVEX)
+
+// AVX-512: two groups (sixteen weight rows) in one 512-bit register, group
+// g in its low half and g+1 in its high half, so one broadcast of four
+// activation codes (dpbusd's {1to16} operand, no shuffle) meets sixteen
+// rows, and the 32 registers hold a tile of up to eight activation rows:
+// a prefill chunk unpacks each block's codes once per eight rows, not
+// four. For swiglu the pair is a gate group and its up group, the halves
+// store8 already pairs. A chunk's odd last group runs on the 256-bit tile.
+#define EI_512 EI_EVEX
+EI_512 EI_INLINE __m512i load2(const uint8_t* p0, const uint8_t* p1) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i*)p0)),
+                            _mm256_load_si256((const __m256i*)p1), 1);
 }
+EI_512 EI_INLINE __m512 scales16(int f16, const uint8_t* p0, const uint8_t* p1) {
+  if (f16)
+    return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(_mm_load_si128((const __m128i*)p0)),
+                                                   _mm_load_si128((const __m128i*)p1), 1));
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps((const float*)p0)), _mm256_load_ps((const float*)p1), 1);
+}
+EI_512 EI_INLINE __m512i bcast16(const int8_t* p) {
+  int32_t v;
+  memcpy(&v, p, sizeof v);
+  return _mm512_set1_epi32(v);
+}
+// acc += float(p − za)·sw·sa for one row's block of sixteen dot products.
+EI_512 EI_INLINE __m512 scale_add16(const ei_q4_job* j, __m512 acc, __m512i p, __m512 sw, int64_t at) {
+  __m512i q = _mm512_sub_epi32(p, _mm512_set1_epi32(j->za[at]));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), _mm512_mul_ps(sw, _mm512_set1_ps(j->sa[at])), acc);
+}
+EI_512 EI_INLINE void store16(const ei_q4_job* j, int64_t row, int64_t g, __m512 v) {
+  __m256 pend = _mm256_setzero_ps();
+  store8(j, row, g, _mm512_castps512_ps256(v), &pend);
+  store8(j, row, g + 1, _mm512_extractf32x8_ps(v, 1), &pend);
+}
+
+// The 256-bit tiles take at most four rows.
+#define EI_TAIL4(FN, j, m0, R, g0, g1)                                 \
+  for (int64_t t = 0; t < (R); t += 4) FN(j, (m0) + t, (R) - t < 4 ? (R) - t : 4, g0, g1)
+
+EI_512 EI_INLINE void avx512_q4_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
+  const int64_t nb = j->nb;
+  const size_t gb = group_bytes(4, j->f16, nb);
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  int64_t g = g0;
+  for (; g + 1 < g1; g += 2) {
+    __m512 acc[8];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    const uint8_t *w0 = j->w + (size_t)g * gb, *w1 = w0 + gb;
+    for (int64_t blk = 0; blk < nb; blk++) {
+      const uint8_t *b0 = w0 + code_at(4, j->f16, blk), *b1 = w1 + code_at(4, j->f16, blk);
+      ahead(j, b0, 192), ahead(j, b1, 192);
+      __m512i lo[4], hi[4];
+      for (int v = 0; v < 4; v++) {
+        __m512i raw = load2(b0 + 32 * v, b1 + 32 * v);
+        lo[v] = _mm512_and_si512(raw, low), hi[v] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low);
+      }
+      const __m512 sw = scales16(j->f16, w0 + scale_at(4, j->f16, blk), w1 + scale_at(4, j->f16, blk));
+      for (int r = 0; r < R; r++) {
+        const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;
+        __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], bcast16(x));
+        __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[0], bcast16(x + 4));
+        for (int v = 1; v < 4; v++)
+          s0 = _mm512_dpbusd_epi32(s0, lo[v], bcast16(x + 8 * v)), s1 = _mm512_dpbusd_epi32(s1, hi[v], bcast16(x + 8 * v + 4));
+        acc[r] = scale_add16(j, acc[r], _mm512_add_epi32(s0, s1), sw, (m0 + r) * nb + blk);
+      }
+    }
+    for (int r = 0; r < R; r++) store16(j, m0 + r, g, acc[r]);
+  }
+  if (g < g1) EI_TAIL4(evex_q4, j, m0, R, g, g1);
+}
+
+EI_512 EI_INLINE void avx512_q8_rows(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1) {
+  const int64_t nb = j->nb;
+  const size_t gb = group_bytes(8, j->f16, nb);
+  const __m512i flip = _mm512_set1_epi8((char)0x80);
+  int64_t g = g0;
+  for (; g + 1 < g1; g += 2) {
+    __m512 acc[8];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    const uint8_t *w0 = j->w + (size_t)g * gb, *w1 = w0 + gb;
+    for (int64_t blk = 0; blk < nb; blk++) {
+      const uint8_t *b0 = w0 + code_at(8, j->f16, blk), *b1 = w1 + code_at(8, j->f16, blk);
+      ahead(j, b0, 320), ahead(j, b1, 320);
+      __m512i u[8];
+      for (int v = 0; v < 8; v++) u[v] = _mm512_xor_si512(load2(b0 + 32 * v, b1 + 32 * v), flip);
+      const __m512 sw = scales16(j->f16, w0 + scale_at(8, j->f16, blk), w1 + scale_at(8, j->f16, blk));
+      for (int r = 0; r < R; r++) {
+        const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK;
+        __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], bcast16(x));
+        __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], bcast16(x + 4));
+        for (int v = 2; v < 8; v += 2)
+          s0 = _mm512_dpbusd_epi32(s0, u[v], bcast16(x + 4 * v)), s1 = _mm512_dpbusd_epi32(s1, u[v + 1], bcast16(x + 4 * v + 4));
+        acc[r] = scale_add16(j, acc[r], _mm512_add_epi32(s0, s1), sw, (m0 + r) * nb + blk);
+      }
+    }
+    for (int r = 0; r < R; r++) store16(j, m0 + r, g, acc[r]);
+  }
+  if (g < g1) EI_TAIL4(evex_q8, j, m0, R, g, g1);
+}
+
+EI_BY_ROWS8(avx512_q4, EI_512)
+EI_BY_ROWS8(avx512_q8, EI_512)
+#endif
 
 EI_BY_ROWS(avx2_q4, EI_AVX2)
 EI_BY_ROWS(avx2_q8, EI_AVX2)
@@ -506,8 +644,10 @@ static int has_avx2(void) {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 #ifndef EI_Q4_EMULATE_VNNI
-static int has_vnni(void) {
-  return has_avx2() && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+static int has_vnni(void) { return has_avx2() && __builtin_cpu_supports("avxvnni"); }
+static int has_avx512(void) {
+  return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 }
 #else
 static int has_vnni(void) { return has_avx2(); }
@@ -594,18 +734,22 @@ typedef struct {
   tile_fn q4, q8;
   quantize_fn quantize;
   int (*runs)(void);
+  int rows;  // the most activation rows a tile takes
 } variant;
 
 static int always(void) { return 1; }
 
 static const variant variants[] = {
-    {"generic", tile_generic, tile_generic, quantize_generic, always},
+    {"generic", tile_generic, tile_generic, quantize_generic, always, 4},
 #ifdef EI_Q4_X86
-    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2},
-    {"avx512vnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni},
+    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4},
+    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4},
+#endif
+#ifdef EI_Q4_512
+    {"avx512vnni", avx512_q4, avx512_q8, quantize_avx2, has_avx512, 8},
 #endif
 #ifdef EI_Q4_DOTPROD
-    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod},
+    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -644,15 +788,17 @@ void ei_q4_quantize(void* p, size_t i) {
   __atomic_load_n(&current, __ATOMIC_ACQUIRE)->quantize(j, i);
 }
 
-// Rows of a per tile, and groups per work item: a decode step's few rows
-// split over the weights finely enough for every thread; a prefill chunk's
-// items keep one chunk of weights (64 rows of ~K/2 bytes) in the
-// first-level cache while a thread runs its tiles of a over it.
-#define EI_Q4_ROWS 4
-
+// Rows of a per tile (the variant's), and groups per work item: a decode
+// step's few rows split over the weights finely enough for every thread; a
+// prefill chunk's items keep one chunk of weights (64 rows of ~K/2 bytes)
+// in the first-level cache while a thread runs its tiles of a over it.
+// The job keeps the variant it was split for.
 size_t ei_q4_items(ei_q4_job* j) {
+  const variant* v = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+  j->impl = v;
+  j->rows = v->rows;
   j->groups = (j->N + EI_Q4_GROUP - 1) / EI_Q4_GROUP;
-  j->row_tiles = (j->M + EI_Q4_ROWS - 1) / EI_Q4_ROWS;
+  j->row_tiles = (j->M + j->rows - 1) / j->rows;
   j->chunk = j->row_tiles == 1 ? 2 : 8;
   j->col_chunks = (j->groups + j->chunk - 1) / j->chunk;
   return (size_t)(j->row_tiles * j->col_chunks);
@@ -662,9 +808,9 @@ size_t ei_q4_items(ei_q4_job* j) {
 // consecutive items a thread takes share their weights.
 void ei_q4_work(void* p, size_t i) {
   const ei_q4_job* j = p;
-  const variant* v = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+  const variant* v = j->impl;
   int64_t c = (int64_t)i / j->row_tiles, t = (int64_t)i % j->row_tiles;
-  int64_t m0 = t * EI_Q4_ROWS, R = j->M - m0 < EI_Q4_ROWS ? j->M - m0 : EI_Q4_ROWS;
+  int64_t m0 = t * j->rows, R = j->M - m0 < j->rows ? j->M - m0 : j->rows;
   int64_t g0 = c * j->chunk, g1 = g0 + j->chunk < j->groups ? g0 + j->chunk : j->groups;
   (j->bits == 8 ? v->q8 : v->q4)(j, m0, R, g0, g1);
 }

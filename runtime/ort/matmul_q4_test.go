@@ -208,7 +208,8 @@ func TestKernelMatMulQ4Variants(t *testing.T) {
 	for _, bits := range []int{4, 8} {
 		for _, f16 := range []bool{false, true} {
 			for _, sh := range []shape{{M: 1, N: 2048, K: 768}, {M: 1, N: 33, K: 100}, {M: 1, N: 19, K: 448}, {M: 1, N: 7, K: 992},
-				{M: 3, N: 40, K: 288}, {M: 4, N: 17, K: 32}, {M: 7, N: 70, K: 1000}, {M: 9, N: 5, K: 31}, {M: 64, N: 96, K: 544}} {
+				{M: 3, N: 40, K: 288}, {M: 4, N: 17, K: 32}, {M: 7, N: 70, K: 1000}, {M: 8, N: 24, K: 64}, {M: 9, N: 5, K: 31},
+				{M: 13, N: 40, K: 96}, {M: 64, N: 96, K: 544}} {
 				sh.bits, sh.f16 = bits, f16
 				shapes = append(shapes, sh)
 			}

@@ -26,8 +26,8 @@ static void product(ei_q4_job* j) {
 
 int main(void) {
   ei_q4_init();
-  if (ei_q4_use("avx512vnni") != 0) {
-    printf("skip: avx512vnni does not run here (built without EI_Q4_EMULATE_VNNI, or no AVX2)\n");
+  if (ei_q4_use("avxvnni") != 0) {
+    printf("skip: avxvnni does not run here (built without EI_Q4_EMULATE_VNNI, or no AVX2)\n");
     return 0;
   }
   const int shapes[][3] = {{1, 40, 768}, {1, 19, 100}, {3, 33, 288}, {6, 17, 1000}, {9, 8, 31}, {64, 70, 544}};
@@ -50,7 +50,7 @@ int main(void) {
       uint8_t* w = aligned_alloc(64, (ei_q4_packed_size(bits, f16, N, nb) + 63) / 64 * 64);
       void* scratch = malloc(ei_q4_scratch(M, nb));
       ei_q4_pack(bits, f16, 0, b, sc, N, nb, w);
-      const char* names[2] = {"generic", "avx512vnni"};
+      const char* names[2] = {"generic", "avxvnni"};
       for (int v = 0; v < 2; v++) {
         ei_q4_use(names[v]);
         ei_q4_job j = {.a = a, .y = y[v], .w = w, .bits = bits, .f16 = f16, .M = M, .N = N, .K = K, .nb = nb};
@@ -69,7 +69,7 @@ int main(void) {
           double d = fabs((double)y[0][m * N + n] - y[1][m * N + n]) / (1e-5 * mag + 1e-6);
           worst = d > worst ? d : worst;
         }
-      printf("bits %d, M %lld N %lld K %lld, float%d scales: |avx512vnni − generic| at most %.3f of the allowance\n",
+      printf("bits %d, M %lld N %lld K %lld, float%d scales: |avxvnni − generic| at most %.3f of the allowance\n",
              bits, (long long)M, (long long)N, (long long)K, f16 ? 16 : 32, worst);
       failed |= worst > 1;
       free(a), free(sc), free(y[0]), free(y[1]), free(b), free(w), free(scratch);
