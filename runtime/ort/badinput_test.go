@@ -124,17 +124,18 @@ func TestRunAfterClose(t *testing.T) {
 	}
 }
 
-// slowSession runs a chain of many small MatMuls: long enough (seconds) to
+// slowSession runs a chain of many small MatMuls: long enough (seconds, even
+// with AVX-512: at 128 a side the chain took under 100 ms) to
 // be interrupted, with nodes short enough, even under qemu, that the
 // terminate flag checked between nodes is seen quickly.
 func slowSession(t *testing.T) (*Session, *Tensor) {
 	t.Helper()
 	needLib(t)
-	s, err := NewSession(context.Background(), slowModel(3000, 128), Options{IntraOpThreads: 1})
+	s, err := NewSession(context.Background(), slowModel(3000, 256), Options{IntraOpThreads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := NewEmptyTensor(Float32, []int64{128, 128})
+	x, err := NewEmptyTensor(Float32, []int64{256, 256})
 	if err != nil {
 		t.Fatal(err)
 	}

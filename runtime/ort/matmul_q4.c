@@ -153,18 +153,54 @@ void ei_q4_bind(ei_q4_job* j, void* scratch) {
 
 static inline int zero_point(int bits) { return bits == 8 ? 128 : 8; }
 
+// The norm in front (j->gamma set): row i of a, plus skip's row when
+// given (the sum stored in j->sum), is scaled by gamma over its root mean
+// square, as SimplifiedLayerNormalization and SkipSimplifiedLayerNormalization
+// do. row_norm makes the first pass (the sum, and the mean of its
+// squares, summed in double); it returns 1/rms.
+static float row_norm(const ei_q4_job* j, size_t i) {
+  const int64_t K = j->K;
+  const float* a = j->a + (int64_t)i * K;
+  double ss = 0;
+  if (j->skip != NULL) {
+    const float* b = j->skip + (int64_t)i * K;
+    float* s = j->sum + (int64_t)i * K;
+    for (int64_t k = 0; k < K; k++) {
+      s[k] = a[k] + b[k];
+      ss += (double)s[k] * s[k];
+    }
+  } else {
+    for (int64_t k = 0; k < K; k++) ss += (double)a[k] * a[k];
+  }
+  return (float)(1.0 / sqrt(ss / (double)K + (double)j->eps));
+}
+
+// block_of is block blk of row i as the product sees it: a's own 32 values
+// in place, or in pad (zeros past K; normalised first under a norm).
+static inline const float* block_of(const ei_q4_job* j, size_t i, int64_t blk, float inv, float* pad) {
+  const int64_t K = j->K, k0 = blk * EI_Q4_BLOCK, n = K - k0 < EI_Q4_BLOCK ? K - k0 : EI_Q4_BLOCK;
+  if (j->gamma == NULL) {
+    const float* x = j->a + (int64_t)i * K + k0;
+    if (n == EI_Q4_BLOCK) return x;
+    memset(pad, 0, EI_Q4_BLOCK * sizeof(float));
+    memcpy(pad, x, (size_t)n * sizeof(float));
+    return pad;
+  }
+  const float* x = (j->skip != NULL ? j->sum : j->a) + (int64_t)i * K + k0;
+  for (int64_t e = 0; e < EI_Q4_BLOCK; e++) pad[e] = e < n ? x[e] * inv * j->gamma[k0 + e] : 0.0f;
+  return pad;
+}
+
 // Symmetric per block: the largest magnitude maps to ±127, rounding half
 // away from zero (the vector path below gives the same codes). A last
 // partial block is padded with zero codes, which add nothing whatever the
 // weights' padding holds.
-static void quantize_generic(const ei_q4_job* j, size_t i) {
-  const int64_t K = j->K, nb = j->nb;
-  const float* a = j->a + (int64_t)i * K;
+static void quantize_generic(const ei_q4_job* j, size_t i, float inv) {
+  const int64_t nb = j->nb;
   int8_t* q = j->qa + (int64_t)i * nb * EI_Q4_BLOCK;
   for (int64_t blk = 0; blk < nb; blk++) {
-    float x[EI_Q4_BLOCK] = {0};
-    int64_t n = K - blk * EI_Q4_BLOCK < EI_Q4_BLOCK ? K - blk * EI_Q4_BLOCK : EI_Q4_BLOCK;
-    memcpy(x, a + blk * EI_Q4_BLOCK, (size_t)n * sizeof(float));
+    float pad[EI_Q4_BLOCK];
+    const float* x = block_of(j, i, blk, inv, pad);
     float amax = 0;
     for (int e = 0; e < EI_Q4_BLOCK; e++) amax = fabsf(x[e]) > amax ? fabsf(x[e]) : amax;
     float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
@@ -185,7 +221,7 @@ static void quantize_generic(const ei_q4_job* j, size_t i) {
 // Tiles: rows [m0, m0+R) of a, R ≤ 4, against groups [g0, g1).
 
 typedef void (*tile_fn)(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1);
-typedef void (*quantize_fn)(const ei_q4_job* j, size_t i);
+typedef void (*quantize_fn)(const ei_q4_job* j, size_t i, float inv);
 
 // put8 writes one row's eight outputs of group g (fewer in a last group).
 // For swiglu a gate group's (even g) wait in pend for its up group's.
@@ -600,20 +636,15 @@ EI_BY_ROWS(vnni_q8, EI_VNNI)
 
 // The AVX2 quantiser: the generic one's arithmetic, eight lanes at a time
 // (the same float operations in the same order, so the same codes).
-EI_AVX2 static void quantize_avx2(const ei_q4_job* j, size_t i) {
-  const int64_t K = j->K, nb = j->nb;
-  const float* a = j->a + (int64_t)i * K;
+EI_AVX2 static void quantize_avx2(const ei_q4_job* j, size_t i, float inv) {
+  const int64_t nb = j->nb;
   int8_t* q = j->qa + (int64_t)i * nb * EI_Q4_BLOCK;
   const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const int zp = zero_point(j->bits);
   for (int64_t blk = 0; blk < nb; blk++) {
-    float pad[EI_Q4_BLOCK] = {0};
-    const float* x = a + blk * EI_Q4_BLOCK;
-    if (K - blk * EI_Q4_BLOCK < EI_Q4_BLOCK) {
-      memcpy(pad, x, (size_t)(K - blk * EI_Q4_BLOCK) * sizeof(float));
-      x = pad;
-    }
+    float pad[EI_Q4_BLOCK];
+    const float* x = block_of(j, i, blk, inv, pad);
     __m256 v[4];
     for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
     __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
@@ -785,7 +816,7 @@ int ei_q4_use(const char* name) {
 
 void ei_q4_quantize(void* p, size_t i) {
   const ei_q4_job* j = p;
-  __atomic_load_n(&current, __ATOMIC_ACQUIRE)->quantize(j, i);
+  __atomic_load_n(&current, __ATOMIC_ACQUIRE)->quantize(j, i, j->gamma != NULL ? row_norm(j, i) : 1.0f);
 }
 
 // Rows of a per tile (the variant's), and groups per work item: a decode

@@ -25,6 +25,12 @@ typedef struct {
   // packing pairs each gate group with its up group; N/2 a multiple of 8).
   int swiglu;
   int f16;  // the packed scales are float16 (ei_q4_pack's f16)
+  // norm: a is first normalised per row, a·gamma/rms(a) (RMSNorm), when
+  // gamma [K] is set; with skip [M, K], a+skip is, and that sum goes to
+  // sum [M, K]. eps is added to the mean square.
+  const float *gamma, *skip;
+  float* sum;
+  float eps;
   int64_t M, N, K, nb, groups;
   // Activations quantised per block of 32 (ei_q4_quantize fills them): the
   // codes in their natural order, the block's scale, and zp·Σcodes, the

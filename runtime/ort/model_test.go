@@ -60,6 +60,12 @@ func attrInt(name string, v int64) []byte {
 	return msg(fString(1, name), fVarint(20, 2), fVarint(3, v))
 }
 
+func attrFloat(name string, v float32) []byte {
+	f := protowire.AppendTag(nil, 2, protowire.Fixed32Type)
+	f = protowire.AppendFixed32(f, math.Float32bits(v))
+	return msg(fString(1, name), fVarint(20, 1), f)
+}
+
 func (v tValue) encode() []byte {
 	var shape []byte
 	for _, d := range v.dims {

@@ -199,7 +199,13 @@ static ONNXTensorElementDataType attention_input_type(size_t i) {
 
 // ---------------------------------------------------------------------------
 // MatMulNBits (the contract is in matmul_q4.c): com.microsoft.MatMulNBits'
-// inputs and attributes, for bits 4 or 8, block_size 32 and no zero points.
+// inputs and attributes, for bits 4 or 8, block_size 32 and no zero points,
+// and two inputs of its own for the RMSNorm in front of a projection:
+// input 4, the norm's weight gamma [K] (A is normalised first, with the
+// attribute epsilon), and input 5, skip (shaped as A: A+skip is
+// normalised, and that sum is output 1) — the graph's
+// (Skip)SimplifiedLayerNormalization and the MatMulNBits it feeds in one
+// node (pkg/onnx/llama's norm.go fuses them).
 
 // Constant weights are packed when the node loads into memory of the
 // node's own (ei_q4_pack's layout): the initializers may be pages of the
@@ -209,6 +215,7 @@ static ONNXTensorElementDataType attention_input_type(size_t i) {
 // once. Weights that are graph inputs are packed at each run.
 typedef struct {
   int64_t K, N, bits, swiglu;
+  float eps;   // the norm's epsilon (input 4 given)
   int f16;     // w's scales are float16
   uint8_t* w;  // packed, or NULL: pack the inputs at each run
 } q4_node;
@@ -216,8 +223,8 @@ typedef struct {
 static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   static const char* op = "MatMulNBits";
   const q4_node* kn = node;
-  tensor in[4];
-  for (size_t i = 0; i < 4; i++) TRY(input(op, ctx, i, &in[i]));
+  tensor in[6];
+  for (size_t i = 0; i < 6; i++) TRY(input(op, ctx, i, &in[i]));
   if (in[3].v != NULL)
     return fail("%s: zero_points are not supported (symmetric weights only); build the bundle's weights "
                 "without -asym, or use com.microsoft.MatMulNBits", op);
@@ -234,6 +241,19 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   if (ns != j.N * j.nb)
     return fail("%s: scales has %lld values, want N·ceil(K/32) = %lld", op, (long long)ns, (long long)(j.N * j.nb));
   j.a = in[0].data, j.w = kn->w, j.f16 = kn->f16;
+  size_t outputs = 0;
+  TRY(api->KernelContext_GetOutputCount(ctx, &outputs));
+  if (in[4].v != NULL) {
+    TRY(check_shape(op, "norm weight (input 4)", &in[4], 1, (int64_t[]){j.K}));
+    j.gamma = in[4].data, j.eps = kn->eps;
+  }
+  if (in[5].v != NULL) {
+    if (j.gamma == NULL) return fail("%s: skip (input 5) needs the norm weight (input 4)", op);
+    TRY(check_shape(op, "skip (input 5)", &in[5], in[0].rank, in[0].dims));
+    if (outputs < 2) return fail("%s: skip (input 5) needs output 1 for the sum A+skip", op);
+    j.skip = in[5].data;
+    TRY(output(ctx, 1, in[0].dims, in[0].rank, &j.sum));
+  }
 
   int64_t odims[8];
   memcpy(odims, in[0].dims, in[0].rank * sizeof odims[0]);
@@ -308,6 +328,12 @@ static OrtStatus* q4_create(const OrtKernelInfo* info, void** out) {
     OrtStatus* none = api->KernelInfoGetAttribute_int64(info, "swiglu", &k->swiglu);
     if (none != NULL) api->ReleaseStatus(none), k->swiglu = 0;
   }
+  if (st == NULL) {  // optional: the norm's epsilon, when input 4 is given
+    OrtStatus* none = api->KernelInfoGetAttribute_float(info, "epsilon", &k->eps);
+    if (none != NULL) api->ReleaseStatus(none), k->eps = 1e-5f;
+  }
+  if (st == NULL && !(k->eps >= 0))
+    st = fail("MatMulNBits: epsilon %g must be at least 0", (double)k->eps);
   if (st == NULL && k->swiglu != 0 && (k->swiglu != 1 || k->N % (2 * EI_Q4_GROUP) != 0))
     st = fail("MatMulNBits: swiglu %lld with N %lld: swiglu is 0 or 1, and N (gate and up stacked) a multiple of %d",
               (long long)k->swiglu, (long long)k->N, 2 * EI_Q4_GROUP);
@@ -417,6 +443,7 @@ typedef struct {
   const char* name;
   size_t inputs, required;  // inputs from `required` on are optional
   size_t outputs;           // 0: one
+  size_t outputs_required;  // outputs from this on are optional (0: none are)
   ONNXTensorElementDataType (*input_type)(size_t i);
   OrtStatus* (*create)(const OrtKernelInfo* info, void** node);
   OrtStatus* (*compute)(void* node, OrtKernelContext* ctx);
@@ -438,8 +465,7 @@ static OrtCustomOpInputOutputCharacteristic input_kind(const OrtCustomOp* op, si
   return i >= DEF(op)->required ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
 }
 static OrtCustomOpInputOutputCharacteristic output_kind(const OrtCustomOp* op, size_t i) {
-  (void)op, (void)i;
-  return INPUT_OUTPUT_REQUIRED;
+  return DEF(op)->outputs_required && i >= DEF(op)->outputs_required ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
 }
 static OrtMemType input_mem(const OrtCustomOp* op, size_t i) { (void)op, (void)i; return OrtMemTypeDefault; }
 static int start_version(const OrtCustomOp* op) { (void)op; return 1; }
@@ -454,8 +480,8 @@ static void free_node(void* node) { free(node); }
 static opdef ops[] = {
     {.name = "PagedAttention", .inputs = 9, .required = 7, .input_type = attention_input_type,
      .create = attention_create, .compute = attention_compute, .destroy = free_node},
-    {.name = "MatMulNBits", .inputs = 4, .required = 3, .input_type = q4_input_type, .create = q4_create,
-     .compute = q4_compute, .destroy = q4_destroy},
+    {.name = "MatMulNBits", .inputs = 6, .required = 3, .outputs = 2, .outputs_required = 1,
+     .input_type = q4_input_type, .create = q4_create, .compute = q4_compute, .destroy = q4_destroy},
     {.name = "RotaryQKV", .inputs = 4, .required = 4, .outputs = 5, .input_type = rotary_input_type,
      .create = rotary_create, .compute = rotary_compute, .destroy = free_node},
 };

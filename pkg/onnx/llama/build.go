@@ -320,8 +320,9 @@ func (d *decoder) weights(name string, out, in int, hasBias bool) (Tensor, []flo
 // each. 5: paged attention by ai.edgeinfer.PagedAttention. 6: on the
 // MatMulNBits kernel, gate/up and the SwiGLU activation as one node. 7:
 // with PagedAttention, the q/k/v split and rotary by ai.edgeinfer.RotaryQKV.
-// 8: quant's int4/int8 block scales rounded to float16.
-const GraphRevision = 8
+// 8: quant's int4/int8 block scales rounded to float16. 9: on the kernel,
+// each RMSNorm in the MatMulNBits node it feeds.
+const GraphRevision = 9
 
 // linears emits the projections parts of one input x as one: their
 // weights (and biases) stacked along the output axis into name, one

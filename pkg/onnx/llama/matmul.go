@@ -25,14 +25,16 @@ const (
 // MetadataMatMul entry whether any node now runs on the kernel. The two operators take the same inputs and
 // attributes, so the weights are untouched: a model built for one runs on
 // the other after this. On the kernel, an MLP's gate/up projection and its
-// SwiGLU activation become one node (swiglu.go), and going back splits it
-// again. It returns the number of nodes moved.
+// SwiGLU activation become one node (swiglu.go), each RMSNorm joins the
+// projection it feeds (norm.go), and going back splits them again. It
+// returns the number of nodes moved.
 func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
 	from, to := onnx.DomainMicrosoft, onnx.DomainEdgeInfer
 	if !kernel {
 		from, to = to, from
 	}
 	if !kernel {
+		splitNorm(m.GetGraph())
 		splitSwiGLU(m.GetGraph())
 	}
 	moved := 0
@@ -45,6 +47,7 @@ func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
 	}
 	if kernel {
 		fuseSwiGLU(m.GetGraph())
+		fuseNorm(m.GetGraph())
 	}
 	if moved > 0 {
 		found := false

@@ -3,6 +3,7 @@ package llama
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -108,6 +109,29 @@ func TestMatMulKernelEitherWay(t *testing.T) {
 	}
 	if sw, sig := fused(converted); sw != 0 || sig != c.NumHiddenLayers {
 		t.Errorf("kernel→portable graph: %d swiglu nodes and %d Sigmoids, want 0 and %d", sw, sig, c.NumHiddenLayers)
+	}
+	// and every RMSNorm joins the projection it feeds: two a layer and the
+	// final one
+	norms := func(m *onnx.ModelProto) (folded, nodes int) {
+		for _, node := range m.GetGraph().GetNode() {
+			if in := node.GetInput(); node.GetOpType() == "MatMulNBits" && len(in) > normWeightInput && in[normWeightInput] != "" {
+				folded++
+			}
+			if strings.HasSuffix(node.GetOpType(), "SimplifiedLayerNormalization") {
+				nodes++
+			}
+		}
+		return folded, nodes
+	}
+	for name, m := range map[string]*onnx.ModelProto{"kernel": kernel, "portable→kernel": back} {
+		if f, n := norms(m); f != 2*c.NumHiddenLayers+1 || n != 0 {
+			t.Errorf("%s graph: %d norms in projections and %d norm nodes, want %d and 0", name, f, n, 2*c.NumHiddenLayers+1)
+		}
+	}
+	for name, m := range map[string]*onnx.ModelProto{"portable": portable, "kernel→portable": converted} {
+		if f, n := norms(m); f != 0 || n != 2*c.NumHiddenLayers+1 {
+			t.Errorf("%s graph: %d norms in projections and %d norm nodes, want 0 and %d", name, f, n, 2*c.NumHiddenLayers+1)
+		}
 	}
 
 	const prompt, bs = 12, 4
