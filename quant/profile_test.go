@@ -84,7 +84,9 @@ func TestProfileDecodeAndPrefill(t *testing.T) {
 			T    int
 			ctx  int
 			runs int
-		}{{"decode step, batch 1, context 128", 1, ctxLen, decodeSteps}, {"prefill chunk of 256 tokens", chunk, 0, prefillRuns}} {
+		}{{"decode step, batch 1, context 128", 1, ctxLen, decodeSteps}, {"prefill chunk of 256 tokens", chunk, 0, prefillRuns},
+			// a 512-token prompt's second chunk (the engine's chunks are 256)
+			{"prefill chunk of 256 tokens after 256", chunk, chunk, prefillRuns}} {
 			bw := orttest.ReadBandwidth(2)
 			prefix := filepath.Join(t.TempDir(), "prof")
 			s, err := ort.NewSessionFromFile(ctx, filepath.Join(dir, llama.ModelFile), ort.Options{IntraOpThreads: 2, ProfilePrefix: prefix})

@@ -73,7 +73,8 @@ compare)
   : "${BIN:?set BIN to the bin folder of a native build (native.sh build)}"
   f32="$WORK/models/$PRESET-f32.gguf"
   q4="$WORK/models/$PRESET-$QTYPE-$(printf %s "$BIN" | sha256sum | cut -c1-8).gguf"
-  [[ -f $f32 ]] || python3 "$HERE/gen_gguf.py" "$f32" "$PRESET" >/dev/null
+  PY="${PY:-$(command -v /usr/bin/python3 || command -v python3)}" # Debian python3-numpy
+  [[ -f $f32 ]] || "$PY" "$HERE/gen_gguf.py" "$f32" "$PRESET" >/dev/null
   [[ -f $q4 ]] || "$BIN/llama-quantize" "$f32" "$q4" "$QTYPE" "$THREADS" >/dev/null 2>&1
   rtr=(); [[ ${RTR:-0} == 1 ]] && rtr=(-rtr)
   go test -c -o "$WORK/engine.test" "$ROOT/runtime/engine"

@@ -113,17 +113,22 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   const int64_t* table = j->bt + b * j->M;
 
   // Scores against the cached slots, block by block through the table,
-  // then against this step's keys: token t sees t' ≤ t, so new key tk is
-  // scored by the rows of tokens max(tk, t0).. — a suffix of the rows.
+  // then against this step's keys: token t sees t' ≤ t, so the keys before
+  // the item's first token are one run for every row (Hkv·D floats apart
+  // in key), and new key tk ≥ t0 is scored by the rows of tokens tk.. — a
+  // suffix of the rows. (One key at a time throughout, a 256-token prefill
+  // chunk spent twice as long in attention: TestProfileDecodeAndPrefill.)
   for (int64_t m = 0; m * bs < ctx; m++) {
     int64_t blk = h * j->N + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
     pool_score(q, rows, (const char*)j->kc + blk * bs * D * elem, D, n, D,
                j->int8 ? j->scale * j->ks[blk] : j->scale, s, stride, m * bs);
   }
-  for (int64_t tk = 0; tk < t1; tk++) {
-    int64_t first = ((tk > t0 ? tk : t0) - t0) * G;
-    score(q + first, rows - first, j->k + ((b * j->T + tk) * j->Hkv + h) * D, 0, 1, D, j->scale,
-          s + first * stride, stride, ctx + tk);
+  const int64_t kstep = j->Hkv * D;
+  const float *keys = j->k + (b * j->T * j->Hkv + h) * D, *values = j->v + (b * j->T * j->Hkv + h) * D;
+  if (t0 > 0) score(q, rows, keys, kstep, t0, D, j->scale, s, stride, ctx);
+  for (int64_t tk = t0; tk < t1; tk++) {
+    int64_t first = (tk - t0) * G;
+    score(q + first, rows - first, keys + tk * kstep, 0, 1, D, j->scale, s + first * stride, stride, ctx + tk);
   }
 
   // Softmax numerators in place; each row's sum is divided out at the end.
@@ -148,10 +153,10 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
     pool_value(o, rows, (const char*)j->vc + blk * bs * D * elem, D, n, D, j->int8 ? j->vs[blk] : 1.0f, s, stride,
                m * bs);
   }
-  for (int64_t tk = 0; tk < t1; tk++) {
-    int64_t first = ((tk > t0 ? tk : t0) - t0) * G;
-    value(o + first, rows - first, j->v + ((b * j->T + tk) * j->Hkv + h) * D, 0, 1, D, 1.0f, s + first * stride,
-          stride, ctx + tk);
+  if (t0 > 0) value(o, rows, values, kstep, t0, D, 1.0f, s, stride, ctx);
+  for (int64_t tk = t0; tk < t1; tk++) {
+    int64_t first = (tk - t0) * G;
+    value(o + first, rows - first, values + tk * kstep, 0, 1, D, 1.0f, s + first * stride, stride, ctx + tk);
   }
   for (int64_t r = 0; r < rows; r++)
     for (int64_t d = 0; d < D; d++) o[r][d] *= inv[r];
