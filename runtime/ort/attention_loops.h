@@ -37,12 +37,14 @@ static inline void EI_FN(axpy_i8)(float* restrict y, float w, const int8_t* rest
   for (int64_t i = 0; i < n; i++) y[i] += w * (float)x[i];
 }
 
-// exp for x ≤ 0 (scores minus their maximum): Cephes' expf polynomial with
-// the exponent put in by bit arithmetic, branch-free so a row vectorises.
-// Relative error ~2e-7; inputs below -87 give 0.
+// exp for x in [-87, 0] (scores minus their maximum, clamped by the
+// caller): Cephes' expf polynomial with the exponent put in by bit
+// arithmetic, branch-free so a row vectorises. Relative error ~2e-7.
 static inline float EI_FN(exp_neg)(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  float fx = floorf(x * 1.44269504088896341f + 0.5f);
+  // n = round(x·log2 e) by the 1.5·2^23 trick, not floorf(·+0.5): a call
+  // or a branch where SSE4.1 is not assumed, which kept the row's loop
+  // from vectorising (a tie rounds to even; r stays within ±ln2/2 either way)
+  float fx = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   float r = x - fx * 0.693359375f + fx * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -54,6 +56,32 @@ static inline float EI_FN(exp_neg)(float x) {
   union { int32_t i; float f; } e;
   e.i = ((int32_t)fx + 127) << 23;
   return p * e.f;
+}
+
+// softmax_num turns a row of n ≥ 1 scores into its softmax numerators
+// exp(s − max) in place and returns their sum: three loops the compiler
+// vectorises (eight lanes for the max and the sum, a map for exp), where
+// one loop carrying the sum ran exp one score at a time — most of a
+// prefill chunk's attention (TestProfileDecodeAndPrefill).
+static inline float EI_FN(softmax_num)(float* restrict s, int64_t n) {
+  float m[8];
+  for (int l = 0; l < 8; l++) m[l] = s[0];
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int l = 0; l < 8; l++) m[l] = s[c + l] > m[l] ? s[c + l] : m[l];
+  float mx = m[0];
+  for (int l = 1; l < 8; l++) mx = m[l] > mx ? m[l] : mx;
+  for (; c < n; c++) mx = s[c] > mx ? s[c] : mx;
+  // the clamp in a loop of its own: with it, GCC vectorised the exp loop
+  // for AVX-512 (masks) but not for AVX2
+  for (c = 0; c < n; c++) s[c] = s[c] - mx < -87.0f ? -87.0f : s[c] - mx;
+  for (c = 0; c < n; c++) s[c] = EI_FN(exp_neg)(s[c]);
+  float a[8] = {0};
+  for (c = 0; c + 8 <= n; c += 8)
+    for (int l = 0; l < 8; l++) a[l] += s[c + l];
+  float sum = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+  for (; c < n; c++) sum += s[c];
+  return sum;
 }
 
 // The two inner loops as functions of a run of keys (score_fn, value_fn in
@@ -134,16 +162,7 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   // Softmax numerators in place; each row's sum is divided out at the end.
   float inv[EI_TOKEN_BLOCK * EI_MAX_GROUP];
   for (int64_t r = 0; r < rows; r++) {
-    float* sr = s + r * stride;
-    int64_t n = ctx + t0 + r / G + 1;
-    float mx = sr[0];
-    for (int64_t c = 1; c < n; c++) mx = sr[c] > mx ? sr[c] : mx;
-    float sum = 0;
-    for (int64_t c = 0; c < n; c++) {
-      sr[c] = EI_FN(exp_neg)(sr[c] - mx);
-      sum += sr[c];
-    }
-    inv[r] = 1.0f / sum;
+    inv[r] = 1.0f / EI_FN(softmax_num)(s + r * stride, ctx + t0 + r / G + 1);
     memset(o[r], 0, (size_t)D * sizeof(float));
   }
 
@@ -158,6 +177,70 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
     int64_t first = (tk - t0) * G;
     value(o + first, rows - first, values + tk * kstep, 0, 1, D, 1.0f, s + first * stride, stride, ctx + tk);
   }
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t d = 0; d < D; d++) o[r][d] *= inv[r];
+}
+
+// The prefill path's two loops (pscore_fn, pvalue_fn in paged_attention.c),
+// over a (row, KV head)'s gathered keys: s[r][c] = scale·q[r]·kt[·][c] for
+// keys c < n (n a multiple of 16), and o[r] = Σ_c s[r][c]·v[c]. Sixteen
+// keys' scores of four rows at a time, each an FMA of one query element
+// by sixteen keys' (no horizontal sums), as the compiler vectorises them.
+static void EI_FN(pscore)(const float* const* q, int64_t rows, const float* kt, int64_t n, int64_t D,
+                          float scale, float* s, int64_t stride) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) {
+    const int64_t R = rows - r0 < 4 ? rows - r0 : 4;
+    for (int64_t c0 = 0; c0 < n; c0 += 16) {
+      float acc[4][16] = {{0}};
+      for (int64_t d = 0; d < D; d++) {
+        const float* kd = kt + c0 * D + d * 16;
+        for (int64_t r = 0; r < R; r++) {
+          const float x = q[r0 + r][d];
+          for (int c = 0; c < 16; c++) acc[r][c] += x * kd[c];
+        }
+      }
+      for (int64_t r = 0; r < R; r++)
+        for (int c = 0; c < 16; c++) s[(r0 + r) * stride + c0 + c] = scale * acc[r][c];
+    }
+  }
+}
+
+static void EI_FN(pvalue)(float* const* o, int64_t rows, const float* v, int64_t n, int64_t D, const float* s,
+                          int64_t stride) {
+  for (int64_t r = 0; r < rows; r++) {
+    memset(o[r], 0, (size_t)D * sizeof(float));
+    for (int64_t c = 0; c < n; c++) EI_FN(axpy_f32)(o[r], s[r * stride + c], v + c * D, D);
+  }
+}
+
+// attend_prefill is attend for a prefill step: the same item, over the
+// gathered keys and values (ei_attention_prep). Scores run to the item's
+// last token's keys rounded up to 16; each row's beyond its own last key
+// are zeroed after the softmax, so they add nothing to its values.
+static void EI_FN(attend_prefill)(const ei_attention_job* j, int64_t b, int64_t h, int64_t t0, int64_t t1, float* s,
+                                  pscore_fn fast_score, pvalue_fn fast_value) {
+  const int64_t G = j->G, D = j->D, ctx = j->cl[b];
+  const int64_t rows = (t1 - t0) * G, stride = j->Lp;
+  const float* q[EI_TOKEN_BLOCK * EI_MAX_GROUP];
+  float* o[EI_TOKEN_BLOCK * EI_MAX_GROUP];
+  for (int64_t t = t0; t < t1; t++)
+    for (int64_t g = 0; g < G; g++) {
+      int64_t r = (t - t0) * G + g, off = ((b * j->T + t) * j->Hq + h * G + g) * D;
+      q[r] = j->q + off;
+      o[r] = j->out + off;
+    }
+  const int fast = D % 16 == 0 && fast_score != NULL;
+  const size_t at = (size_t)((b * j->Hkv + h) * j->Lp * D);
+  const int64_t n = (ctx + t1 + 15) / 16 * 16;
+  (fast ? fast_score : EI_FN(pscore))(q, rows, j->kt + at, n, D, j->scale, s, stride);
+  float inv[EI_TOKEN_BLOCK * EI_MAX_GROUP];
+  for (int64_t r = 0; r < rows; r++) {
+    float* sr = s + r * stride;
+    const int64_t nr = ctx + t0 + r / G + 1;
+    inv[r] = 1.0f / EI_FN(softmax_num)(sr, nr);
+    for (int64_t c = nr; c < n; c++) sr[c] = 0;
+  }
+  (fast ? fast_value : EI_FN(pvalue))(o, rows, j->vt + at, n, D, s, stride);
   for (int64_t r = 0; r < rows; r++)
     for (int64_t d = 0; d < D; d++) o[r][d] *= inv[r];
 }

@@ -62,6 +62,13 @@ func TestKernelAttentionVariants(t *testing.T) {
 			ctx: []int64{21, 9}, table: []int64{4, 8, 1, 7, 0, 0}},
 		"int8 pools, D 24": {B: 1, T: 2, Hq: 2, Hkv: 1, D: 24, N: 4, bs: 4, M: 3, int8: true,
 			ctx: []int64{10}, table: []int64{3, 1, 2}},
+		// the prefill path (T ≥ 8): gathered keys, rows of different pasts
+		"prefill path, D 64, 3 heads per KV head, two rows": {B: 2, T: 13, Hq: 6, Hkv: 2, D: 64, N: 12, bs: 4, M: 6,
+			ctx: []int64{7, 0}, table: []int64{11, 2, 5, 0, 0, 0, 8, 1, 9, 3, 4, 6}},
+		"prefill path, D 128, 4 heads per KV head, no past": {B: 1, T: 21, Hq: 8, Hkv: 2, D: 128, N: 6, bs: 8, M: 3,
+			ctx: []int64{0}, table: []int64{1, 4, 2}},
+		"prefill path, int8 pools, D 80": {B: 1, T: 8, Hq: 4, Hkv: 2, D: 80, N: 9, bs: 4, M: 7, int8: true,
+			ctx: []int64{19}, table: []int64{8, 3, 6, 1, 0, 5, 7}},
 	}
 	ctx := context.Background()
 	type prepared struct {

@@ -160,8 +160,23 @@ static OrtStatus* attention_compute(void* node, OrtKernelContext* ctx) {
   TRY(output(ctx, 0, (int64_t[]){j.B, j.T, j.Hq * j.D}, 3, &j.out));
   if (j.B == 0 || j.T == 0) return NULL;
 
+  // Prefill: every row's keys and values gathered first (ei_attention_prep).
+  void* gathered = NULL;
+  size_t bytes = ei_attention_prep_bytes(&j);
+  if (bytes > 0) {
+    if (posix_memalign(&gathered, 64, bytes) != 0)
+      return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory for a prefill step's keys and values");
+    j.kt = gathered, j.vt = j.kt + bytes / sizeof(float) / 2;
+    OrtStatus* st = api->KernelContext_ParallelFor(ctx, ei_attention_prep, (size_t)(j.B * j.Hkv), 0, &j);
+    if (st != NULL) {
+      free(gathered);
+      return st;
+    }
+  }
   size_t items = ei_attention_items(&j);
-  TRY(api->KernelContext_ParallelFor(ctx, ei_attention_work, items, 0, &j));
+  OrtStatus* st = api->KernelContext_ParallelFor(ctx, ei_attention_work, items, 0, &j);
+  free(gathered);
+  TRY(st);
   if (__atomic_load_n(&j.failed, __ATOMIC_RELAXED))
     return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory for attention scores");
   return NULL;

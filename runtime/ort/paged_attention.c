@@ -47,6 +47,11 @@ typedef void (*score_fn)(const float* const* q, int64_t rows, const void* k, int
                          int64_t D, float scale, float* s, int64_t stride, int64_t col0);
 typedef void (*value_fn)(float* const* o, int64_t rows, const void* v, int64_t step, int64_t n, int64_t D,
                          float w, const float* s, int64_t stride, int64_t col0);
+// The prefill path's loops (attention_loops.h has the contract).
+typedef void (*pscore_fn)(const float* const* q, int64_t rows, const float* kt, int64_t n, int64_t D,
+                          float scale, float* s, int64_t stride);
+typedef void (*pvalue_fn)(float* const* o, int64_t rows, const float* v, int64_t n, int64_t D, const float* s,
+                          int64_t stride);
 
 // The loops (attention_loops.h) are compiled for the baseline and, on
 // x86-64 with GCC, also for x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512);
@@ -180,6 +185,145 @@ EI_AVX2 static void value_avx2(float* const* o, int64_t rows, const void* values
   if (rows - r == 2) value_rows(o + r, 2, v, step, n, D, w, s + r * stride + col0, stride);
   if (rows - r == 1) value_rows(o + r, 1, v, step, n, D, w, s + r * stride + col0, stride);
 }
+
+// The prefill loops by hand. Scores: a tile of rows against sixteen keys,
+// one query element broadcast against a vector of the transposed keys
+// (a 64-byte aligned vector of kt's), the tile's
+// accumulators in registers across the whole head; values: a tile of
+// rows by 16 (AVX2) or 32 (AVX-512) output columns, each value vector
+// loaded once for the tile. D is a multiple of 16 (checked by the caller).
+#define EI_PTILE(NAME, ATTR, ...)                                                            \
+  ATTR static void NAME(const float* const* q, int64_t rows, const float* kt, int64_t n, int64_t D, \
+                        float scale, float* s, int64_t stride) {                                \
+    for (int64_t r0 = 0; r0 < rows; r0 += EI_PR) {                                             \
+      switch (rows - r0 < EI_PR ? rows - r0 : EI_PR) { __VA_ARGS__ }                            \
+    }                                                                                          \
+  }
+
+EI_AVX2 static inline __attribute__((always_inline)) void pscore_rows_avx2(const float* const* q, const int R,
+                                                                         const float* kt, int64_t n,
+                                                                         int64_t D, float scale, float* s,
+                                                                         int64_t stride) {
+  const __m256 sc = _mm256_set1_ps(scale);
+  for (int64_t c0 = 0; c0 < n; c0 += 16) {
+    __m256 a[4][2];
+    for (int r = 0; r < R; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+    for (int64_t d = 0; d < D; d++) {
+      const __m256 k0 = _mm256_load_ps(kt + c0 * D + d * 16), k1 = _mm256_load_ps(kt + c0 * D + d * 16 + 8);
+      for (int r = 0; r < R; r++) {
+        const __m256 x = _mm256_broadcast_ss(q[r] + d);
+        a[r][0] = _mm256_fmadd_ps(x, k0, a[r][0]), a[r][1] = _mm256_fmadd_ps(x, k1, a[r][1]);
+      }
+    }
+    for (int r = 0; r < R; r++) {
+      _mm256_storeu_ps(s + r * stride + c0, _mm256_mul_ps(a[r][0], sc));
+      _mm256_storeu_ps(s + r * stride + c0 + 8, _mm256_mul_ps(a[r][1], sc));
+    }
+  }
+}
+#define EI_PR 4
+EI_PTILE(pscore_avx2, EI_AVX2,
+         case 1: pscore_rows_avx2(q + r0, 1, kt, n, D, scale, s + r0 * stride, stride); break;
+         case 2: pscore_rows_avx2(q + r0, 2, kt, n, D, scale, s + r0 * stride, stride); break;
+         case 3: pscore_rows_avx2(q + r0, 3, kt, n, D, scale, s + r0 * stride, stride); break;
+         default: pscore_rows_avx2(q + r0, 4, kt, n, D, scale, s + r0 * stride, stride); break;)
+
+EI_AVX2 static inline __attribute__((always_inline)) void pvalue_rows_avx2(float* const* o, const int R, const float* v,
+                                                                         int64_t n, int64_t D, const float* s,
+                                                                         int64_t stride) {
+  for (int64_t d = 0; d < D; d += 16) {
+    __m256 a[4][2];
+    for (int r = 0; r < R; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < n; c++) {
+      const __m256 v0 = _mm256_loadu_ps(v + c * D + d), v1 = _mm256_loadu_ps(v + c * D + d + 8);
+      for (int r = 0; r < R; r++) {
+        const __m256 p = _mm256_broadcast_ss(s + r * stride + c);
+        a[r][0] = _mm256_fmadd_ps(p, v0, a[r][0]), a[r][1] = _mm256_fmadd_ps(p, v1, a[r][1]);
+      }
+    }
+    for (int r = 0; r < R; r++) _mm256_storeu_ps(o[r] + d, a[r][0]), _mm256_storeu_ps(o[r] + d + 8, a[r][1]);
+  }
+}
+EI_AVX2 static void pvalue_avx2(float* const* o, int64_t rows, const float* v, int64_t n, int64_t D, const float* s,
+                                int64_t stride) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 4) switch (rows - r0 < 4 ? rows - r0 : 4) {
+      case 1: pvalue_rows_avx2(o + r0, 1, v, n, D, s + r0 * stride, stride); break;
+      case 2: pvalue_rows_avx2(o + r0, 2, v, n, D, s + r0 * stride, stride); break;
+      case 3: pvalue_rows_avx2(o + r0, 3, v, n, D, s + r0 * stride, stride); break;
+      default: pvalue_rows_avx2(o + r0, 4, v, n, D, s + r0 * stride, stride); break;
+    }
+}
+#undef EI_PR
+
+#define EI_AVX512 __attribute__((target("avx512f,avx2,fma")))
+EI_AVX512 static inline __attribute__((always_inline)) void pscore_rows_avx512(const float* const* q, const int R,
+                                                                             const float* kt, int64_t n,
+                                                                             int64_t D, float scale, float* s,
+                                                                             int64_t stride) {
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int64_t c0 = 0; c0 < n; c0 += 16) {
+    __m512 a[8];
+    for (int r = 0; r < R; r++) a[r] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < D; d++) {
+      const __m512 k = _mm512_load_ps(kt + c0 * D + d * 16);
+      for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][d]), k, a[r]);
+    }
+    for (int r = 0; r < R; r++) _mm512_storeu_ps(s + r * stride + c0, _mm512_mul_ps(a[r], sc));
+  }
+}
+#define EI_PR 8
+EI_PTILE(pscore_avx512, EI_AVX512,
+         case 1: pscore_rows_avx512(q + r0, 1, kt, n, D, scale, s + r0 * stride, stride); break;
+         case 2: pscore_rows_avx512(q + r0, 2, kt, n, D, scale, s + r0 * stride, stride); break;
+         case 3: pscore_rows_avx512(q + r0, 3, kt, n, D, scale, s + r0 * stride, stride); break;
+         case 4: pscore_rows_avx512(q + r0, 4, kt, n, D, scale, s + r0 * stride, stride); break;
+         case 5: pscore_rows_avx512(q + r0, 5, kt, n, D, scale, s + r0 * stride, stride); break;
+         case 6: pscore_rows_avx512(q + r0, 6, kt, n, D, scale, s + r0 * stride, stride); break;
+         case 7: pscore_rows_avx512(q + r0, 7, kt, n, D, scale, s + r0 * stride, stride); break;
+         default: pscore_rows_avx512(q + r0, 8, kt, n, D, scale, s + r0 * stride, stride); break;)
+#undef EI_PR
+
+// Values, 32 columns by up to eight rows (16 columns where D is an odd
+// multiple of 16).
+EI_AVX512 static inline __attribute__((always_inline)) void pvalue_rows_avx512(float* const* o, const int R,
+                                                                             const float* v, int64_t n, int64_t D,
+                                                                             const float* s, int64_t stride) {
+  int64_t d = 0;
+  for (; d + 32 <= D; d += 32) {
+    __m512 a[8][2];
+    for (int r = 0; r < R; r++) a[r][0] = a[r][1] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < n; c++) {
+      const __m512 v0 = _mm512_loadu_ps(v + c * D + d), v1 = _mm512_loadu_ps(v + c * D + d + 16);
+      for (int r = 0; r < R; r++) {
+        const __m512 p = _mm512_set1_ps(s[r * stride + c]);
+        a[r][0] = _mm512_fmadd_ps(p, v0, a[r][0]), a[r][1] = _mm512_fmadd_ps(p, v1, a[r][1]);
+      }
+    }
+    for (int r = 0; r < R; r++) _mm512_storeu_ps(o[r] + d, a[r][0]), _mm512_storeu_ps(o[r] + d + 16, a[r][1]);
+  }
+  if (d < D) {
+    __m512 a[8];
+    for (int r = 0; r < R; r++) a[r] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < n; c++) {
+      const __m512 v0 = _mm512_loadu_ps(v + c * D + d);
+      for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(s[r * stride + c]), v0, a[r]);
+    }
+    for (int r = 0; r < R; r++) _mm512_storeu_ps(o[r] + d, a[r]);
+  }
+}
+EI_AVX512 static void pvalue_avx512(float* const* o, int64_t rows, const float* v, int64_t n, int64_t D,
+                                    const float* s, int64_t stride) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 8) switch (rows - r0 < 8 ? rows - r0 : 8) {
+      case 1: pvalue_rows_avx512(o + r0, 1, v, n, D, s + r0 * stride, stride); break;
+      case 2: pvalue_rows_avx512(o + r0, 2, v, n, D, s + r0 * stride, stride); break;
+      case 3: pvalue_rows_avx512(o + r0, 3, v, n, D, s + r0 * stride, stride); break;
+      case 4: pvalue_rows_avx512(o + r0, 4, v, n, D, s + r0 * stride, stride); break;
+      case 5: pvalue_rows_avx512(o + r0, 5, v, n, D, s + r0 * stride, stride); break;
+      case 6: pvalue_rows_avx512(o + r0, 6, v, n, D, s + r0 * stride, stride); break;
+      case 7: pvalue_rows_avx512(o + r0, 7, v, n, D, s + r0 * stride, stride); break;
+      default: pvalue_rows_avx512(o + r0, 8, v, n, D, s + r0 * stride, stride); break;
+    }
+}
 #endif
 
 // ---------------------------------------------------------------------------
@@ -187,6 +331,8 @@ EI_AVX2 static void value_avx2(float* const* o, int64_t rows, const void* values
 
 typedef void (*attend_fn)(const ei_attention_job* j, int64_t b, int64_t h, int64_t t0, int64_t t1, float* s,
                           score_fn fast_score, value_fn fast_value);
+typedef void (*prefill_fn)(const ei_attention_job* j, int64_t b, int64_t h, int64_t t0, int64_t t1, float* s,
+                           pscore_fn fast_score, pvalue_fn fast_value);
 
 typedef struct {
   const char* name;
@@ -194,6 +340,9 @@ typedef struct {
   score_fn fast_score;  // NULL: the compiled loops for every head size
   value_fn fast_value;
   int (*runs)(void);    // whether this CPU can run it
+  prefill_fn prefill;
+  pscore_fn prefill_score;  // NULL: the compiled loops
+  pvalue_fn prefill_value;
 } variant;
 
 static int always(void) { return 1; }
@@ -206,12 +355,12 @@ static int has_v4(void) { return __builtin_cpu_supports("x86-64-v4"); }
 // variants use the compiled loops also where a hand-written one exists, so
 // that a test reaches code a host would never pick.
 static const variant variants[] = {
-    {"generic", attend_generic, NULL, NULL, always},
+    {"generic", attend_generic, NULL, NULL, always, attend_prefill_generic, NULL, NULL},
 #ifdef EI_X86_LEVELS
-    {"avx2-loops", attend_v3, NULL, NULL, has_v3},
-    {"avx2", attend_v3, score_avx2, value_avx2, has_v3},
-    {"avx512-loops", attend_v4, NULL, NULL, has_v4},
-    {"avx512", attend_v4, score_avx2, value_avx2, has_v4},
+    {"avx2-loops", attend_v3, NULL, NULL, has_v3, attend_prefill_v3, NULL, NULL},
+    {"avx2", attend_v3, score_avx2, value_avx2, has_v3, attend_prefill_v3, pscore_avx2, pvalue_avx2},
+    {"avx512-loops", attend_v4, NULL, NULL, has_v4, attend_prefill_v4, NULL, NULL},
+    {"avx512", attend_v4, score_avx2, value_avx2, has_v4, attend_prefill_v4, pscore_avx512, pvalue_avx512},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -247,6 +396,44 @@ int ei_attention_use(const char* name) {
 }
 
 // ---------------------------------------------------------------------------
+// The prefill path's gathered keys and values.
+
+size_t ei_attention_prep_bytes(ei_attention_job* j) {
+  if (j->T < EI_PREFILL_TOKENS) return 0;
+  j->Lp = (j->max_keys + 15) / 16 * 16;
+  return 2 * (size_t)(j->B * j->Hkv * j->Lp * j->D) * sizeof(float);
+}
+
+// Item i: row b's keys for KV head h, the cached ones through the block
+// table (an int8 pool's times its block's scale), then this step's.
+void ei_attention_prep(void* p, size_t i) {
+  const ei_attention_job* j = p;
+  const int64_t b = (int64_t)i / j->Hkv, h = (int64_t)i % j->Hkv, D = j->D, Lp = j->Lp;
+  const int64_t ctx = j->cl[b], L = ctx + j->T;
+  float *kt = j->kt + i * (size_t)(Lp * D), *vt = j->vt + i * (size_t)(Lp * D);
+  for (int64_t c = 0; c < ctx; c++) {
+    const int64_t blk = h * j->N + j->bt[b * j->M + c / j->bs], slot = (blk * j->bs + c % j->bs) * D;
+    if (j->int8) {
+      const int8_t *k = (const int8_t*)j->kc + slot, *v = (const int8_t*)j->vc + slot;
+      const float ks = j->ks[blk], vs = j->vs[blk];
+      for (int64_t d = 0; d < D; d++) kt[EI_KT(c, d, D)] = ks * (float)k[d], vt[c * D + d] = vs * (float)v[d];
+    } else {
+      const float *k = (const float*)j->kc + slot, *v = (const float*)j->vc + slot;
+      for (int64_t d = 0; d < D; d++) kt[EI_KT(c, d, D)] = k[d];
+      memcpy(vt + c * D, v, (size_t)D * sizeof(float));
+    }
+  }
+  for (int64_t t = 0; t < j->T; t++) {
+    const size_t at = (size_t)(((b * j->T + t) * j->Hkv + h) * D);
+    for (int64_t d = 0; d < D; d++) kt[EI_KT(ctx + t, d, D)] = j->k[at + d];
+    memcpy(vt + (ctx + t) * D, j->v + at, (size_t)D * sizeof(float));
+  }
+  for (int64_t c = L; c < Lp; c++)
+    for (int64_t d = 0; d < D; d++) kt[EI_KT(c, d, D)] = 0;
+  memset(vt + L * D, 0, (size_t)((Lp - L) * D) * sizeof(float));
+}
+
+// ---------------------------------------------------------------------------
 // Work items: (row, KV head, block of EI_TOKEN_BLOCK tokens).
 
 size_t ei_attention_items(ei_attention_job* j) {
@@ -263,12 +450,15 @@ void ei_attention_work(void* p, size_t i) {
   // Score rows: on the stack up to 32 KiB (a decode step up to ~2,700
   // cached tokens with 3 query heads per KV head), else on the heap.
   float stack[8192];
-  size_t need = (size_t)((t1 - t0) * j->G * j->max_keys);
+  size_t need = (size_t)((t1 - t0) * j->G * (j->kt != NULL ? j->Lp : j->max_keys));
   float* s = need <= sizeof stack / sizeof stack[0] ? stack : malloc(need * sizeof(float));
   if (s == NULL) {
     __atomic_store_n((int*)&j->failed, 1, __ATOMIC_RELAXED);
     return;
   }
-  v->attend(j, b, h, t0, t1, s, v->fast_score, v->fast_value);
+  if (j->kt != NULL)
+    v->prefill(j, b, h, t0, t1, s, v->prefill_score, v->prefill_value);
+  else
+    v->attend(j, b, h, t0, t1, s, v->fast_score, v->fast_value);
   if (s != stack) free(s);
 }

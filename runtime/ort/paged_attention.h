@@ -26,7 +26,26 @@ typedef struct {
   float scale;
   int64_t max_keys;  // max over rows of context_lens + T
   int failed;        // set by a work item that could not get memory
+  // Prefill (T ≥ EI_PREFILL_TOKENS): each (row, KV head)'s keys, cached and
+  // new, gathered once by ei_attention_prep into kt, transposed in chunks
+  // of 16 keys ([Lp/16][D][16], EI_KT: one vector holds element d of 16
+  // keys, and a chunk is contiguous), and its values into vt [Lp][D],
+  // float, zero past the row's keys; Lp is max_keys rounded up to 16.
+  // ops.c allocates them (ei_attention_prep_bytes), 64-byte aligned.
+  float *kt, *vt;
+  int64_t Lp;
 } ei_attention_job;
+
+#define EI_KT(c, d, D) ((((c) >> 4) * (D) + (d)) * 16 + ((c)&15))
+
+// Steps of at least this many tokens per row take the prefill path.
+#define EI_PREFILL_TOKENS 8
+
+// ei_attention_prep_bytes is the scratch a job's prefill path needs (0:
+// the job does not take it; it sets Lp); ei_attention_prep fills item i
+// (row i / Hkv, KV head i % Hkv) of B·Hkv, before any ei_attention_work.
+size_t ei_attention_prep_bytes(ei_attention_job* j);
+void ei_attention_prep(void* j, size_t i);
 
 // ei_attention_items is the number of work items of a filled job (it sets
 // j->token_blocks); ei_attention_work runs item i. Items are independent.
