@@ -305,12 +305,17 @@ func TestPagedAttentionBadInput(t *testing.T) {
 }
 
 // BenchmarkPagedAttentionDecode times the kernel alone on one layer of a
-// synthetic-110m batch-8 decode step (12 query heads, 4 KV heads, head size
-// 64, context 192, each row's blocks in order), pools small enough to stay
-// in the last-level cache: the kernel's arithmetic, not the memory's speed.
+// synthetic-110m decode step (12 query heads, 4 KV heads, head size 64):
+// batch 8 at context 192 and batch 1 at context 128, each row's blocks in
+// order, pools small enough to stay in the last-level cache: the kernel's
+// arithmetic and its hand-over to the thread pool, not the memory's speed.
 func BenchmarkPagedAttentionDecode(b *testing.B) {
+	b.Run("b8-ctx192", func(b *testing.B) { benchPagedDecode(b, 8, 192) })
+	b.Run("b1-ctx128", func(b *testing.B) { benchPagedDecode(b, 1, 128) })
+}
+
+func benchPagedDecode(b *testing.B, B, ctxLen int) {
 	needLib(b)
-	B, ctxLen := 8, 192
 	M := ctxLen/16 + 1
 	c := pagedCase{B: B, T: 1, Hq: 12, Hkv: 4, D: 64, N: B * M, bs: 16, M: M}
 	for i := range B {
