@@ -92,7 +92,7 @@ func embedBuilder(b *onnx.Builder, s Scheme, name, ids string, table []float32, 
 func (p *pass) quantizeGathers(res *Result, replaced map[int][]*onnx.NodeProto, drop map[string]bool) ([]*onnx.TensorProto, error) {
 	var added []*onnx.TensorProto
 	for i, n := range p.g.GetNode() {
-		if n.GetOpType() != "Gather" || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") || len(n.Input) != 2 || attrInt(n, "axis", 0) != 0 {
+		if n.GetOpType() != "Gather" || (n.GetDomain() != "" && n.GetDomain() != "ai.onnx") || len(n.Input) != 2 || onnx.IntAttr(n, "axis", 0) != 0 {
 			continue
 		}
 		if _, done := replaced[i]; done {

@@ -166,24 +166,6 @@ func (p *pass) index() {
 	}
 }
 
-func attrInt(n *onnx.NodeProto, name string, def int64) int64 {
-	for _, a := range n.GetAttribute() {
-		if a.GetName() == name {
-			return a.GetI()
-		}
-	}
-	return def
-}
-
-func attrFloat(n *onnx.NodeProto, name string, def float32) float32 {
-	for _, a := range n.GetAttribute() {
-		if a.GetName() == name {
-			return a.GetF()
-		}
-	}
-	return def
-}
-
 // plan picks the nodes to rewrite and checks their weights' types.
 func (p *pass) plan() ([]target, error) {
 	var plan []target
@@ -195,11 +177,11 @@ func (p *pass) plan() ([]target, error) {
 		switch n.GetOpType() {
 		case "MatMul":
 		case "Gemm":
-			if attrInt(n, "transA", 0) != 0 || attrFloat(n, "alpha", 1) != 1 ||
-				(len(n.Input) > 2 && n.Input[2] != "" && attrFloat(n, "beta", 1) != 1) {
+			if onnx.IntAttr(n, "transA", 0) != 0 || onnx.FloatAttr(n, "alpha", 1) != 1 ||
+				(len(n.Input) > 2 && n.Input[2] != "" && onnx.FloatAttr(n, "beta", 1) != 1) {
 				continue
 			}
-			tg.transB = attrInt(n, "transB", 0) != 0
+			tg.transB = onnx.IntAttr(n, "transB", 0) != 0
 			if len(n.Input) > 2 {
 				tg.bias = n.Input[2]
 			}

@@ -497,14 +497,14 @@ func weightAxis(n *onnx.NodeProto, w *onnx.TensorProto) (int, bool) {
 	case "Conv":
 		return 0, r >= 3
 	case "ConvTranspose":
-		return 1, r >= 3 && attrInt(n, "group", 1) == 1
+		return 1, r >= 3 && onnx.IntAttr(n, "group", 1) == 1
 	case "MatMul":
 		return 1, r == 2
 	case "Gemm":
-		if attrInt(n, "transA", 0) != 0 {
+		if onnx.IntAttr(n, "transA", 0) != 0 {
 			return 0, false
 		}
-		if attrInt(n, "transB", 0) != 0 {
+		if onnx.IntAttr(n, "transB", 0) != 0 {
 			return 0, r == 2
 		}
 		return 1, r == 2

@@ -37,3 +37,39 @@ func AttrTensor(name string, t *TensorProto) *AttributeProto {
 func AttrGraph(name string, g *GraphProto) *AttributeProto {
 	return &AttributeProto{Name: proto.String(name), Type: AttributeProto_GRAPH.Enum(), G: g}
 }
+
+// IntAttr is n's integer attribute name, def when n has none.
+func IntAttr(n *NodeProto, name string, def int64) int64 {
+	if a := findAttr(n, name); a != nil {
+		return a.GetI()
+	}
+	return def
+}
+
+// FloatAttr is n's float attribute name, def when n has none.
+func FloatAttr(n *NodeProto, name string, def float32) float32 {
+	if a := findAttr(n, name); a != nil {
+		return a.GetF()
+	}
+	return def
+}
+
+// RemoveAttr drops n's attribute name, if any.
+func RemoveAttr(n *NodeProto, name string) {
+	kept := n.Attribute[:0]
+	for _, a := range n.GetAttribute() {
+		if a.GetName() != name {
+			kept = append(kept, a)
+		}
+	}
+	n.Attribute = kept
+}
+
+func findAttr(n *NodeProto, name string) *AttributeProto {
+	for _, a := range n.GetAttribute() {
+		if a.GetName() == name {
+			return a
+		}
+	}
+	return nil
+}

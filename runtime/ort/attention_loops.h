@@ -125,12 +125,7 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   const int64_t rows = (t1 - t0) * G, stride = j->max_keys;
   const float* q[EI_TOKEN_BLOCK * EI_MAX_GROUP];
   float* o[EI_TOKEN_BLOCK * EI_MAX_GROUP];
-  for (int64_t t = t0; t < t1; t++)
-    for (int64_t g = 0; g < G; g++) {
-      int64_t r = (t - t0) * G + g, off = ((b * j->T + t) * j->Hq + h * G + g) * D;
-      q[r] = j->q + off;
-      o[r] = j->out + off;
-    }
+  item_rows(j, b, h, t0, t1, q, o);
 
   int fast = D % 16 == 0 && fast_score != NULL;
   score_fn score = fast ? fast_score : EI_FN(score_f32);
@@ -223,12 +218,7 @@ static void EI_FN(attend_prefill)(const ei_attention_job* j, int64_t b, int64_t 
   const int64_t rows = (t1 - t0) * G, stride = j->Lp;
   const float* q[EI_TOKEN_BLOCK * EI_MAX_GROUP];
   float* o[EI_TOKEN_BLOCK * EI_MAX_GROUP];
-  for (int64_t t = t0; t < t1; t++)
-    for (int64_t g = 0; g < G; g++) {
-      int64_t r = (t - t0) * G + g, off = ((b * j->T + t) * j->Hq + h * G + g) * D;
-      q[r] = j->q + off;
-      o[r] = j->out + off;
-    }
+  item_rows(j, b, h, t0, t1, q, o);
   const int fast = D % 16 == 0 && fast_score != NULL;
   const size_t at = (size_t)((b * j->Hkv + h) * j->Lp * D);
   const int64_t n = (ctx + t1 + 15) / 16 * 16;

@@ -33,7 +33,8 @@ import (
 // portability (pkg/onnx/llama Options.PortableAttention), RotaryQKV
 // before it (rotary_qkv.c). MatMulNBits is
 // int4 and int8 block-32 MatMulNBits (matmul_q4.c), used by graphs built with
-// pkg/onnx/llama by default (Options.PortableMatMul: not).
+// pkg/onnx/llama by default (Options.PortableMatMul: not), with the RMSNorm
+// in front of a projection folded in where the graph has one (norm.go there).
 const OpDomain = C.EDGEINFER_OP_DOMAIN
 
 // ErrCustomOps reports that edgeinfer's operators could not be bound to the

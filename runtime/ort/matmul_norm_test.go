@@ -100,22 +100,8 @@ func TestKernelMatMulQ4Norm(t *testing.T) {
 			if p.withSkip {
 				feeds["s"] = mustCopy(t, []int64{int64(p.c.M), int64(p.c.K)}, p.skip)
 			}
-			out, err := p.s.Run(context.Background(), feeds)
-			for _, f := range feeds {
-				f.Close()
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[string][]float32{}
-			for name, x := range out {
-				d, err := Data[float32](x)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got[name] = append([]float32(nil), d...)
-			}
-			CloseAll(out)
+			got := runOutputs(t, p.s, feeds)
+			CloseAll(feeds)
 			for i := range got["y"] {
 				// both sides quantise the normalised row: each within its bound
 				// of the exact product, plus float rounding of the norm itself

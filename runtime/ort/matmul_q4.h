@@ -38,9 +38,9 @@ typedef struct {
   int8_t* qa;   // [M, nb, 32]
   float* sa;    // [M, nb]
   int32_t* za;  // [M, nb]
-  // Work split (ei_q4_items sets them): rows per tile, chunk in groups,
-  // and the variant the split is for.
-  int64_t rows, row_tiles, col_chunks, chunk;
+  // Work split (ei_q4_items sets them): chunk in groups, and the variant
+  // the split is for (its rows per tile).
+  int64_t row_tiles, col_chunks, chunk;
   const void* impl;
 } ei_q4_job;
 

@@ -162,12 +162,15 @@ func q4Model(c *q4Case, ops ...string) []byte {
 
 func (c *q4Case) run(t testing.TB, s *Session) map[string][]float32 {
 	t.Helper()
-	a, err := CopyTensor([]int64{int64(c.M), int64(c.K)}, c.a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := mustCopy(t, []int64{int64(c.M), int64(c.K)}, c.a)
 	defer a.Close()
-	out, err := s.Run(context.Background(), map[string]*Tensor{"a": a})
+	return runOutputs(t, s, map[string]*Tensor{"a": a})
+}
+
+// runOutputs runs s on feeds and copies out every float output.
+func runOutputs(t testing.TB, s *Session, feeds map[string]*Tensor) map[string][]float32 {
+	t.Helper()
+	out, err := s.Run(context.Background(), feeds)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,42 @@ typedef void (*pscore_fn)(const float* const* q, int64_t rows, const float* kt, 
 typedef void (*pvalue_fn)(float* const* o, int64_t rows, const float* v, int64_t n, int64_t D, const float* s,
                           int64_t stride);
 
+// EI_TILES4 and EI_TILES8 run CALL(r, R) over rows in tiles of at most 4
+// (8) from row r, the last one shorter, R a constant in each call so that
+// a tile's loops over its rows unroll and its accumulators stay in
+// registers.
+#define EI_TILES4(rows, CALL)                                                      \
+  for (int64_t r_ = 0; r_ < (rows); r_ += 4) switch ((rows) - r_ < 4 ? (rows) - r_ : 4) { \
+      case 1: CALL(r_, 1); break;                                                   \
+      case 2: CALL(r_, 2); break;                                                   \
+      case 3: CALL(r_, 3); break;                                                   \
+      default: CALL(r_, 4); break;                                                  \
+    }
+#define EI_TILES8(rows, CALL)                                                      \
+  for (int64_t r_ = 0; r_ < (rows); r_ += 8) switch ((rows) - r_ < 8 ? (rows) - r_ : 8) { \
+      case 1: CALL(r_, 1); break;                                                   \
+      case 2: CALL(r_, 2); break;                                                   \
+      case 3: CALL(r_, 3); break;                                                   \
+      case 4: CALL(r_, 4); break;                                                   \
+      case 5: CALL(r_, 5); break;                                                   \
+      case 6: CALL(r_, 6); break;                                                   \
+      case 7: CALL(r_, 7); break;                                                   \
+      default: CALL(r_, 8); break;                                                  \
+    }
+
+// item_rows points q[r] and o[r] at the query and output rows of item (b,
+// h, tokens [t0, t1)): row r = (t − t0)·G + g is query head h·G + g of
+// token t.
+static inline void item_rows(const ei_attention_job* j, int64_t b, int64_t h, int64_t t0, int64_t t1,
+                             const float** q, float** o) {
+  for (int64_t t = t0; t < t1; t++)
+    for (int64_t g = 0; g < j->G; g++) {
+      const int64_t r = (t - t0) * j->G + g, off = ((b * j->T + t) * j->Hq + h * j->G + g) * j->D;
+      q[r] = j->q + off;
+      o[r] = j->out + off;
+    }
+}
+
 // The loops (attention_loops.h) are compiled for the baseline and, on
 // x86-64 with GCC, also for x86-64-v3 (AVX2, FMA) and x86-64-v4 (AVX-512);
 // arm64 gets NEON from its baseline. The variant table below picks a copy
@@ -156,23 +192,30 @@ EI_AVX2 static void score_avx2(const float* const* q, int64_t rows, const void* 
   }
 }
 
-// value_rows adds R (≤ 3) rows' weighted values over 16 columns at a time:
-// 2·R accumulators that stay in registers across the whole run of keys.
+// value_rows adds R (≤ 4) rows' weighted values over 16 columns at a time:
+// 2·R accumulators that stay in registers across the whole run of keys,
+// each score broadcast straight from memory (a load, where w·s took a
+// multiply and a shuffle per row and key: 12 % of a prefill chunk's
+// attention), w applied once at the end.
 EI_AVX2 static inline __attribute__((always_inline)) void value_rows(float* const* o, int R, const float* v, int64_t step,
                                                                    int64_t n, int64_t D, float w, const float* s,
                                                                    int64_t stride) {
+  const __m256 wv = _mm256_set1_ps(w);
   for (int64_t d = 0; d < D; d += 16) {
-    __m256 acc[3][2];
-    for (int r = 0; r < R; r++) acc[r][0] = _mm256_loadu_ps(o[r] + d), acc[r][1] = _mm256_loadu_ps(o[r] + d + 8);
+    __m256 acc[4][2];
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n; i++) {
       __m256 v0 = _mm256_loadu_ps(v + i * step + d), v1 = _mm256_loadu_ps(v + i * step + d + 8);
       for (int r = 0; r < R; r++) {
-        __m256 p = _mm256_set1_ps(w * s[r * stride + i]);
+        __m256 p = _mm256_broadcast_ss(s + r * stride + i);
         acc[r][0] = _mm256_fmadd_ps(p, v0, acc[r][0]);
         acc[r][1] = _mm256_fmadd_ps(p, v1, acc[r][1]);
       }
     }
-    for (int r = 0; r < R; r++) _mm256_storeu_ps(o[r] + d, acc[r][0]), _mm256_storeu_ps(o[r] + d + 8, acc[r][1]);
+    for (int r = 0; r < R; r++) {
+      _mm256_storeu_ps(o[r] + d, _mm256_fmadd_ps(wv, acc[r][0], _mm256_loadu_ps(o[r] + d)));
+      _mm256_storeu_ps(o[r] + d + 8, _mm256_fmadd_ps(wv, acc[r][1], _mm256_loadu_ps(o[r] + d + 8)));
+    }
   }
 }
 
@@ -180,26 +223,17 @@ EI_AVX2 static inline __attribute__((always_inline)) void value_rows(float* cons
 EI_AVX2 static void value_avx2(float* const* o, int64_t rows, const void* values, int64_t step, int64_t n, int64_t D,
                                float w, const float* s, int64_t stride, int64_t col0) {
   const float* v = values;
-  int64_t r = 0;
-  for (; r + 3 <= rows; r += 3) value_rows(o + r, 3, v, step, n, D, w, s + r * stride + col0, stride);
-  if (rows - r == 2) value_rows(o + r, 2, v, step, n, D, w, s + r * stride + col0, stride);
-  if (rows - r == 1) value_rows(o + r, 1, v, step, n, D, w, s + r * stride + col0, stride);
+#define EI_CALL(r, R) value_rows(o + (r), R, v, step, n, D, w, s + (r) * stride + col0, stride)
+  EI_TILES4(rows, EI_CALL);
+#undef EI_CALL
 }
 
 // The prefill loops by hand. Scores: a tile of rows against sixteen keys,
-// one query element broadcast against a vector of the transposed keys
-// (a 64-byte aligned vector of kt's), the tile's
-// accumulators in registers across the whole head; values: a tile of
-// rows by 16 (AVX2) or 32 (AVX-512) output columns, each value vector
-// loaded once for the tile. D is a multiple of 16 (checked by the caller).
-#define EI_PTILE(NAME, ATTR, ...)                                                            \
-  ATTR static void NAME(const float* const* q, int64_t rows, const float* kt, int64_t n, int64_t D, \
-                        float scale, float* s, int64_t stride) {                                \
-    for (int64_t r0 = 0; r0 < rows; r0 += EI_PR) {                                             \
-      switch (rows - r0 < EI_PR ? rows - r0 : EI_PR) { __VA_ARGS__ }                            \
-    }                                                                                          \
-  }
-
+// one query element broadcast against a 64-byte aligned vector of kt's,
+// the tile's accumulators in registers across the whole head. Values:
+// AVX2 reuses value_avx2 over one run of keys; AVX-512 has tiles of eight
+// rows by 32 columns, each value vector loaded once for the tile. D is a
+// multiple of 16 (checked by the caller).
 EI_AVX2 static inline __attribute__((always_inline)) void pscore_rows_avx2(const float* const* q, const int R,
                                                                          const float* kt, int64_t n,
                                                                          int64_t D, float scale, float* s,
@@ -221,40 +255,20 @@ EI_AVX2 static inline __attribute__((always_inline)) void pscore_rows_avx2(const
     }
   }
 }
-#define EI_PR 4
-EI_PTILE(pscore_avx2, EI_AVX2,
-         case 1: pscore_rows_avx2(q + r0, 1, kt, n, D, scale, s + r0 * stride, stride); break;
-         case 2: pscore_rows_avx2(q + r0, 2, kt, n, D, scale, s + r0 * stride, stride); break;
-         case 3: pscore_rows_avx2(q + r0, 3, kt, n, D, scale, s + r0 * stride, stride); break;
-         default: pscore_rows_avx2(q + r0, 4, kt, n, D, scale, s + r0 * stride, stride); break;)
-
-EI_AVX2 static inline __attribute__((always_inline)) void pvalue_rows_avx2(float* const* o, const int R, const float* v,
-                                                                         int64_t n, int64_t D, const float* s,
-                                                                         int64_t stride) {
-  for (int64_t d = 0; d < D; d += 16) {
-    __m256 a[4][2];
-    for (int r = 0; r < R; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
-    for (int64_t c = 0; c < n; c++) {
-      const __m256 v0 = _mm256_loadu_ps(v + c * D + d), v1 = _mm256_loadu_ps(v + c * D + d + 8);
-      for (int r = 0; r < R; r++) {
-        const __m256 p = _mm256_broadcast_ss(s + r * stride + c);
-        a[r][0] = _mm256_fmadd_ps(p, v0, a[r][0]), a[r][1] = _mm256_fmadd_ps(p, v1, a[r][1]);
-      }
-    }
-    for (int r = 0; r < R; r++) _mm256_storeu_ps(o[r] + d, a[r][0]), _mm256_storeu_ps(o[r] + d + 8, a[r][1]);
-  }
+EI_AVX2 static void pscore_avx2(const float* const* q, int64_t rows, const float* kt, int64_t n, int64_t D,
+                                float scale, float* s, int64_t stride) {
+#define EI_CALL(r, R) pscore_rows_avx2(q + (r), R, kt, n, D, scale, s + (r) * stride, stride)
+  EI_TILES4(rows, EI_CALL);
+#undef EI_CALL
 }
+
+// Prefill values are the decode loop's (value_avx2) over one run of keys,
+// into zeroed rows.
 EI_AVX2 static void pvalue_avx2(float* const* o, int64_t rows, const float* v, int64_t n, int64_t D, const float* s,
                                 int64_t stride) {
-  for (int64_t r0 = 0; r0 < rows; r0 += 4) switch (rows - r0 < 4 ? rows - r0 : 4) {
-      case 1: pvalue_rows_avx2(o + r0, 1, v, n, D, s + r0 * stride, stride); break;
-      case 2: pvalue_rows_avx2(o + r0, 2, v, n, D, s + r0 * stride, stride); break;
-      case 3: pvalue_rows_avx2(o + r0, 3, v, n, D, s + r0 * stride, stride); break;
-      default: pvalue_rows_avx2(o + r0, 4, v, n, D, s + r0 * stride, stride); break;
-    }
+  for (int64_t r = 0; r < rows; r++) memset(o[r], 0, (size_t)D * sizeof(float));
+  value_avx2(o, rows, v, D, n, D, 1.0f, s, stride, 0);
 }
-#undef EI_PR
-
 #define EI_AVX512 __attribute__((target("avx512f,avx2,fma")))
 EI_AVX512 static inline __attribute__((always_inline)) void pscore_rows_avx512(const float* const* q, const int R,
                                                                              const float* kt, int64_t n,
@@ -271,17 +285,12 @@ EI_AVX512 static inline __attribute__((always_inline)) void pscore_rows_avx512(c
     for (int r = 0; r < R; r++) _mm512_storeu_ps(s + r * stride + c0, _mm512_mul_ps(a[r], sc));
   }
 }
-#define EI_PR 8
-EI_PTILE(pscore_avx512, EI_AVX512,
-         case 1: pscore_rows_avx512(q + r0, 1, kt, n, D, scale, s + r0 * stride, stride); break;
-         case 2: pscore_rows_avx512(q + r0, 2, kt, n, D, scale, s + r0 * stride, stride); break;
-         case 3: pscore_rows_avx512(q + r0, 3, kt, n, D, scale, s + r0 * stride, stride); break;
-         case 4: pscore_rows_avx512(q + r0, 4, kt, n, D, scale, s + r0 * stride, stride); break;
-         case 5: pscore_rows_avx512(q + r0, 5, kt, n, D, scale, s + r0 * stride, stride); break;
-         case 6: pscore_rows_avx512(q + r0, 6, kt, n, D, scale, s + r0 * stride, stride); break;
-         case 7: pscore_rows_avx512(q + r0, 7, kt, n, D, scale, s + r0 * stride, stride); break;
-         default: pscore_rows_avx512(q + r0, 8, kt, n, D, scale, s + r0 * stride, stride); break;)
-#undef EI_PR
+EI_AVX512 static void pscore_avx512(const float* const* q, int64_t rows, const float* kt, int64_t n, int64_t D,
+                                    float scale, float* s, int64_t stride) {
+#define EI_CALL(r, R) pscore_rows_avx512(q + (r), R, kt, n, D, scale, s + (r) * stride, stride)
+  EI_TILES8(rows, EI_CALL);
+#undef EI_CALL
+}
 
 // Values, 32 columns by up to eight rows (16 columns where D is an odd
 // multiple of 16).
@@ -313,16 +322,9 @@ EI_AVX512 static inline __attribute__((always_inline)) void pvalue_rows_avx512(f
 }
 EI_AVX512 static void pvalue_avx512(float* const* o, int64_t rows, const float* v, int64_t n, int64_t D,
                                     const float* s, int64_t stride) {
-  for (int64_t r0 = 0; r0 < rows; r0 += 8) switch (rows - r0 < 8 ? rows - r0 : 8) {
-      case 1: pvalue_rows_avx512(o + r0, 1, v, n, D, s + r0 * stride, stride); break;
-      case 2: pvalue_rows_avx512(o + r0, 2, v, n, D, s + r0 * stride, stride); break;
-      case 3: pvalue_rows_avx512(o + r0, 3, v, n, D, s + r0 * stride, stride); break;
-      case 4: pvalue_rows_avx512(o + r0, 4, v, n, D, s + r0 * stride, stride); break;
-      case 5: pvalue_rows_avx512(o + r0, 5, v, n, D, s + r0 * stride, stride); break;
-      case 6: pvalue_rows_avx512(o + r0, 6, v, n, D, s + r0 * stride, stride); break;
-      case 7: pvalue_rows_avx512(o + r0, 7, v, n, D, s + r0 * stride, stride); break;
-      default: pvalue_rows_avx512(o + r0, 8, v, n, D, s + r0 * stride, stride); break;
-    }
+#define EI_CALL(r, R) pvalue_rows_avx512(o + (r), R, v, n, D, s + (r) * stride, stride)
+  EI_TILES8(rows, EI_CALL);
+#undef EI_CALL
 }
 #endif
 

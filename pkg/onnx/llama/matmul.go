@@ -77,13 +77,8 @@ func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
 // kernelRuns reports whether a MatMulNBits node is one ai.edgeinfer's
 // kernel runs (matmul_q4.c in runtime/ort).
 func kernelRuns(n *onnx.NodeProto) bool {
-	if len(n.GetInput()) > 3 && n.GetInput()[3] != "" {
-		return false // zero points
-	}
-	for _, in := range n.GetInput()[min(4, len(n.GetInput())):] {
-		if in != "" {
-			return false // g_idx, bias
-		}
+	if !emptyFrom(n.GetInput(), 3) {
+		return false // zero points, g_idx, bias
 	}
 	// accuracy_level 4 is int8 activations, the kernel's arithmetic; a
 	// node asking for fp32 ones (0 or 1) keeps them

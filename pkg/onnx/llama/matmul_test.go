@@ -93,7 +93,7 @@ func TestMatMulKernelEitherWay(t *testing.T) {
 	// each layer's gate/up projection and SwiGLU are one node on the kernel
 	fused := func(m *onnx.ModelProto) (swiglu, sigmoid int) {
 		for _, node := range m.GetGraph().GetNode() {
-			if attrInt(node, attrSwiGLU) == 1 {
+			if onnx.IntAttr(node, attrSwiGLU, 0) == 1 {
 				swiglu++
 			}
 			if node.GetOpType() == "Sigmoid" {

@@ -74,7 +74,7 @@ func fuseNorm(g *onnx.GraphProto) int {
 			mm.Output = append(mm.Output, sum)
 		}
 		mm.Input = in
-		mm.Attribute = append(mm.Attribute, onnx.AttrFloat("epsilon", attrFloat(norm, "epsilon", 1e-5)))
+		mm.Attribute = append(mm.Attribute, onnx.AttrFloat("epsilon", onnx.FloatAttr(norm, "epsilon", 1e-5)))
 		into[at], gone[i] = mm, true
 	}
 	if len(into) == 0 {
@@ -110,7 +110,7 @@ func normParts(n *onnx.NodeProto, users map[string]int) (skip bool, sum string, 
 	}
 	switch {
 	case n.GetOpType() == "SimplifiedLayerNormalization" && n.GetDomain() == onnx.DomainONNX &&
-		len(n.GetInput()) == 2 && attrIntOr(n, "axis", -1) == -1 && attrIntOr(n, "stash_type", 1) == 1:
+		len(n.GetInput()) == 2 && onnx.IntAttr(n, "axis", -1) == -1 && onnx.IntAttr(n, "stash_type", 1) == 1:
 		return false, "", len(out) >= 1 && unused(1, len(out))
 	case n.GetOpType() == "SkipSimplifiedLayerNormalization" && n.GetDomain() == onnx.DomainMicrosoft &&
 		len(n.GetInput()) == 3:
@@ -137,14 +137,8 @@ func splitNorm(g *onnx.GraphProto) int {
 			nodes = append(nodes, mm)
 			continue
 		}
-		eps := onnx.AttrFloat("epsilon", attrFloat(mm, "epsilon", 1e-5))
-		attrs := mm.Attribute[:0]
-		for _, a := range mm.GetAttribute() {
-			if a.GetName() != "epsilon" {
-				attrs = append(attrs, a)
-			}
-		}
-		mm.Attribute = attrs
+		eps := onnx.AttrFloat("epsilon", onnx.FloatAttr(mm, "epsilon", 1e-5))
+		onnx.RemoveAttr(mm, "epsilon")
 		normed := mm.GetOutput()[0] + "/normed"
 		var norm *onnx.NodeProto
 		if len(in) > normSkipInput && in[normSkipInput] != "" {
@@ -177,24 +171,4 @@ func emptyFrom(in []string, i int) bool {
 		}
 	}
 	return true
-}
-
-// attrIntOr is n's integer attribute name, def when absent.
-func attrIntOr(n *onnx.NodeProto, name string, def int64) int64 {
-	for _, a := range n.GetAttribute() {
-		if a.GetName() == name {
-			return a.GetI()
-		}
-	}
-	return def
-}
-
-// attrFloat is n's float attribute name, def when absent.
-func attrFloat(n *onnx.NodeProto, name string, def float32) float32 {
-	for _, a := range n.GetAttribute() {
-		if a.GetName() == name {
-			return a.GetF()
-		}
-	}
-	return def
 }

@@ -39,13 +39,13 @@ func fuseSwiGLU(g *onnx.GraphProto) int {
 	removed, sizes := map[*onnx.NodeProto]bool{}, map[string]bool{} // the Splits' size constants, used by nothing else
 	fused := 0
 	for _, mm := range g.GetNode() {
-		n := attrInt(mm, "N")
-		if mm.GetOpType() != "MatMulNBits" || mm.GetDomain() != onnx.DomainEdgeInfer || attrInt(mm, attrSwiGLU) != 0 ||
+		n := onnx.IntAttr(mm, "N", 0)
+		if mm.GetOpType() != "MatMulNBits" || mm.GetDomain() != onnx.DomainEdgeInfer || onnx.IntAttr(mm, attrSwiGLU, 0) != 0 ||
 			n%16 != 0 || len(mm.GetOutput()) != 1 {
 			continue
 		}
 		split := only(mm.GetOutput()[0], "Split")
-		if split == nil || len(split.GetInput()) != 2 || len(split.GetOutput()) != 2 || attrInt(split, "axis") != -1 ||
+		if split == nil || len(split.GetInput()) != 2 || len(split.GetOutput()) != 2 || onnx.IntAttr(split, "axis", 0) != -1 ||
 			!halves(g, split.GetInput()[1], n) {
 			continue
 		}
@@ -106,22 +106,16 @@ func splitSwiGLU(g *onnx.GraphProto) int {
 	split := 0
 	for _, mm := range g.GetNode() {
 		nodes = append(nodes, mm)
-		if mm.GetOpType() != "MatMulNBits" || attrInt(mm, attrSwiGLU) == 0 {
+		if mm.GetOpType() != "MatMulNBits" || onnx.IntAttr(mm, attrSwiGLU, 0) == 0 {
 			continue
 		}
-		attrs := mm.Attribute[:0]
-		for _, a := range mm.GetAttribute() {
-			if a.GetName() != attrSwiGLU {
-				attrs = append(attrs, a)
-			}
-		}
-		mm.Attribute = attrs
+		onnx.RemoveAttr(mm, attrSwiGLU)
 		out := mm.GetOutput()[0]
 		stacked, sizes, gate, up, sig, silu := out+"/gate_up", out+"/split_sizes", out+"/gate", out+"/up", out+"/sigmoid", out+"/silu"
 		mm.Output[0] = stacked
 		half := make([]byte, 16)
-		binary.LittleEndian.PutUint64(half, uint64(attrInt(mm, "N")/2))
-		binary.LittleEndian.PutUint64(half[8:], uint64(attrInt(mm, "N")/2))
+		binary.LittleEndian.PutUint64(half, uint64(onnx.IntAttr(mm, "N", 0)/2))
+		binary.LittleEndian.PutUint64(half[8:], uint64(onnx.IntAttr(mm, "N", 0)/2))
 		g.Initializer = append(g.Initializer, &onnx.TensorProto{Name: proto.String(sizes), Dims: []int64{2},
 			DataType: proto.Int32(int32(onnx.TensorProto_INT64)), RawData: half})
 		node := func(op string, in []string, out string, attrs ...*onnx.AttributeProto) *onnx.NodeProto {
@@ -157,14 +151,4 @@ func halves(g *onnx.GraphProto, name string, n int64) bool {
 func sameInputs(n *onnx.NodeProto, a, b string) bool {
 	in := n.GetInput()
 	return len(in) == 2 && ((in[0] == a && in[1] == b) || (in[0] == b && in[1] == a))
-}
-
-// attrInt is n's integer attribute name, 0 when absent.
-func attrInt(n *onnx.NodeProto, name string) int64 {
-	for _, a := range n.GetAttribute() {
-		if a.GetName() == name {
-			return a.GetI()
-		}
-	}
-	return 0
 }
