@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -122,4 +123,43 @@ func TestKernelMatMulQ4Norm(t *testing.T) {
 			t.Errorf("%s: the fused norm's product is off by %.2f times the allowance", v, worst)
 		}
 	})
+}
+
+// TestKernelMatMulQ4NormRefuses: a norm weight of the wrong length, or a
+// skip without a norm weight, is refused naming the input.
+func TestKernelMatMulQ4NormRefuses(t *testing.T) {
+	needLib(t)
+	c := newQ4Case(2, 8, 64, rand.New(rand.NewPCG(1, 1)))
+	for name, tc := range map[string]struct {
+		in    []string
+		gamma int
+		want  string
+	}{
+		"norm weight of 63 values": {in: []string{"a", "b", "scales", "", "gamma"}, gamma: 63, want: "norm weight (input 4)"},
+		"skip without norm weight": {in: []string{"a", "b", "scales", "", "", "a"}, gamma: 64, want: "skip (input 5) needs the norm weight"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := tModel{
+				opsets: map[string]int64{"": 17, OpDomain: 1},
+				inputs: []tValue{{name: "a", dtype: Float32, dims: []any{"M", c.K}}},
+				inits: []tInit{{name: "b", dims: []int64{8, 2, 16}, u8: c.b}, {name: "scales", dims: []int64{16}, f32: c.scales},
+					{name: "gamma", dims: []int64{int64(tc.gamma)}, f32: make([]float32, tc.gamma)}},
+				nodes: []tNode{{op: "MatMulNBits", domain: OpDomain, in: tc.in, out: []string{"y", "sum"},
+					attrs: [][]byte{attrInt("K", 64), attrInt("N", 8), attrInt("bits", 4), attrInt("block_size", 32)}}},
+				outs: []tValue{{name: "y", dtype: Float32, dims: []any{"M", 8}}, {name: "sum", dtype: Float32, dims: []any{"M", 64}}},
+			}
+			s, err := NewSession(context.Background(), m.encode(), Options{IntraOpThreads: 1})
+			if err == nil {
+				a := mustCopy(t, []int64{int64(c.M), int64(c.K)}, c.a)
+				var out map[string]*Tensor
+				out, err = s.Run(context.Background(), map[string]*Tensor{"a": a})
+				CloseAll(out)
+				a.Close()
+				s.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
 }
