@@ -51,6 +51,14 @@ type SchedStats struct {
 	// admission.
 	PrefillRate float64
 	StepTime    time.Duration
+	// PrefillSpeed and SoloPrefillSpeed (tokens/s) are what a prompt costs
+	// once admitted beside decoding streams, and on an idle device.
+	PrefillSpeed     float64
+	SoloPrefillSpeed float64
+	// Probes counts fail-fast requests admitted on an idle device although
+	// their own predicted cost was over their objective, to measure the
+	// device again (one a second at most).
+	Probes uint64
 	// PredictedTPOT is the learnt cost model's time per output token at the
 	// current number of running sequences (decode cost plus prefill share);
 	// TPOTDeferred counts admissions postponed because one more row would

@@ -1,27 +1,71 @@
 package sched
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // estimates are the measured figures admission predicts from. They are
 // exponentially weighted moving averages over step timings, so they follow
 // the device as it heats, throttles or changes batch mix.
+//
+// Admission must never lock itself out: a fail-fast request refused is a
+// request that teaches the estimates nothing, so an estimate learnt under a
+// burst and never revised would refuse the same request on an idle device
+// forever. Hence the split below: what the queue ahead costs is predicted
+// from the queue as it is now and from a drain rate whose evidence ages
+// (drainRateLocked); what the request itself costs is predicted from the
+// prefill speed of steps like the one it will run in (solo when the device
+// is idle); and a request whose own cost alone is over its objective on an
+// idle device is still admitted now and then as a probe, so a stale speed is
+// measured again (probeEvery).
 type estimates struct {
-	// prefillRate is prefill tokens per second of step time, measured on
-	// every step taken while a prefill backlog existed (steps without prefill
-	// then count as zero-rate samples). Because those steps also carry the
+	// prefillRate is prefill tokens per second of step time over the last
+	// drainWindow steps taken while a prefill backlog existed (steps without
+	// prefill count with zero tokens). Because those steps also carry the
 	// decode rows, and include the steps where admission had to wait for
-	// room, it is the rate at which the backlog actually drains.
+	// room, it is the rate at which the backlog actually drains. A window,
+	// not a per-step EWMA: under a burst the prefill arrives in lumps (a
+	// slot frees, a prompt fills a step, then decode-only steps), and a
+	// short EWMA of such a series swings by multiples from step to step.
 	prefillRate float64
 	rateKnown   bool
+	drain       drainWindow
+	// rateAt is when the last backlogged step fed prefillRate: the rate's
+	// evidence ages from then (see drainRateLocked).
+	rateAt time.Time
 	// prefillSpeed is prefill tokens per second of the steps that carried
-	// prefill: what a prompt costs once admitted (prefillRate also counts
-	// the steps spent waiting, so it says when the queue drains).
+	// prefill: what a prompt costs once admitted beside decoding streams
+	// (prefillRate also counts the steps spent waiting, so it says when the
+	// queue drains).
 	prefillSpeed float64
+	// soloSpeed is prefill tokens per second of the steps that carried
+	// prefill and no decode row: what a prompt costs on an idle device.
+	soloSpeed float64
+	// calib is the measured ratio of a queued request's wait to the wait
+	// predicted for it (see observeWaitLocked); 0 until measured.
+	calib float64
 	// step is the duration of a step.
 	step time.Duration
 	// inferTime is the duration of a one-shot batch, per model.
 	inferTime map[string]time.Duration
 }
+
+// drainMemory is how fast the drain rate's evidence fades once no
+// backlogged step has fed it: after one drainMemory the queue ahead is
+// predicted to drain 63 % of the way from the rate measured then towards the
+// prefill speed. The waits that slowed the drain (KV full, TPOT deferrals)
+// belonged to the load of that time; a queue forming seconds later meets
+// the device as it is now. Two seconds is many steps of any model this
+// scheduler serves (TestAdmissionRecoversAfterBurst measures the recovery).
+const drainMemory = 2 * time.Second
+
+// probeEvery spaces the probes: on an idle device, a fail-fast request
+// whose own predicted cost alone is over its objective is admitted at most
+// once per probeEvery, so that a speed learnt under other load is measured
+// again rather than refusing that request forever. Refused requests in
+// between are told to retry when the next probe is due.
+const probeEvery = time.Second
 
 func ewma(old, sample, alpha float64) float64 {
 	if old == 0 {
@@ -34,26 +78,53 @@ func ewmaDur(old, sample time.Duration, alpha float64) time.Duration {
 	return time.Duration(ewma(float64(old), float64(sample), alpha))
 }
 
-// observeStepLocked feeds one step's timing into the estimates.
-// backlogged tells whether prefill work was waiting when the step began.
-func (s *Scheduler[P]) observeStepLocked(prefillTokens int, backlogged bool, d time.Duration) {
+// observeStepLocked feeds one step's timing into the estimates: prefill
+// tokens and decode rows it carried, whether prefill work was waiting when
+// it began, how long it took and when it ended.
+func (s *Scheduler[P]) observeStepLocked(prefillTokens, decodeRows int, backlogged bool, d time.Duration, now time.Time) {
 	a := s.cfg.EWMAAlpha
 	s.mu.est.step = ewmaDur(s.mu.est.step, d, a)
 	if prefillTokens > 0 && d > 0 {
-		s.mu.est.prefillSpeed = ewma(s.mu.est.prefillSpeed, float64(prefillTokens)/d.Seconds(), a)
+		speed := float64(prefillTokens) / d.Seconds()
+		s.mu.est.prefillSpeed = ewma(s.mu.est.prefillSpeed, speed, a)
+		if decodeRows == 0 {
+			s.mu.est.soloSpeed = ewma(s.mu.est.soloSpeed, speed, a)
+		}
 	}
 	if d <= 0 || !(prefillTokens > 0 || backlogged) {
 		return
 	}
-	sample := float64(prefillTokens) / d.Seconds()
-	if !s.mu.est.rateKnown {
-		if prefillTokens == 0 {
-			return // no throughput seen yet: keep the hint
-		}
-		s.mu.est.prefillRate, s.mu.est.rateKnown = sample, true
-		return
+	if !s.mu.est.rateKnown && prefillTokens == 0 {
+		return // no throughput seen yet: keep the hint
 	}
-	s.mu.est.prefillRate += a * (sample - s.mu.est.prefillRate)
+	s.mu.est.prefillRate = s.mu.est.drain.add(prefillTokens, d)
+	s.mu.est.rateKnown, s.mu.est.rateAt = true, now
+}
+
+// drainSteps is how many backlogged steps the drain rate is measured over.
+const drainSteps = 64
+
+// drainWindow holds the last drainSteps backlogged steps' prefill tokens
+// and durations, with their sums.
+type drainWindow struct {
+	tokens [drainSteps]int
+	dur    [drainSteps]time.Duration
+	next   int
+	sumTok int
+	sumDur time.Duration
+}
+
+// add records one step and returns the window's rate in tokens/s.
+func (w *drainWindow) add(tokens int, d time.Duration) float64 {
+	i := w.next % drainSteps
+	w.sumTok += tokens - w.tokens[i]
+	w.sumDur += d - w.dur[i]
+	w.tokens[i], w.dur[i] = tokens, d
+	w.next++
+	if w.sumDur <= 0 {
+		return 0
+	}
+	return float64(w.sumTok) / w.sumDur.Seconds()
 }
 
 // backlogLocked is the prefill backlog of every class.
@@ -65,40 +136,148 @@ func (s *Scheduler[P]) backlogLocked() int {
 	return n
 }
 
+// busyLocked reports whether the device has work: admitted sequences,
+// prefill waiting, or one-shot requests queued.
+func (s *Scheduler[P]) busyLocked() bool {
+	return s.mu.stats.Running > 0 || s.backlogLocked() > 0 || len(s.mu.infer) > 0
+}
+
+// drainRateLocked is the rate (tokens/s) at which a prefill backlog is
+// predicted to drain now: the measured drain rate, moved towards the
+// prefill speed as its evidence ages (drainMemory); the hint before
+// anything was measured; 0 when nothing is known at all.
+func (s *Scheduler[P]) drainRateLocked(now time.Time) float64 {
+	e := &s.mu.est
+	if !e.rateKnown {
+		return e.prefillRate
+	}
+	speed := max(e.prefillSpeed, e.prefillRate)
+	age := now.Sub(e.rateAt)
+	if age <= 0 {
+		return e.prefillRate
+	}
+	w := math.Exp(-age.Seconds() / drainMemory.Seconds())
+	return w*e.prefillRate + (1-w)*speed
+}
+
+// ownSpeedLocked is the prefill speed (tokens/s) a new prompt will meet:
+// the solo speed on an idle device, the speed of steps carrying decode rows
+// on a busy one; each falls back to the other, then to the drain rate.
+func (s *Scheduler[P]) ownSpeedLocked(busy bool, now time.Time) float64 {
+	e := &s.mu.est
+	order := [2]float64{e.soloSpeed, e.prefillSpeed}
+	if busy {
+		order = [2]float64{e.prefillSpeed, e.soloSpeed}
+	}
+	for _, v := range order {
+		if v > 0 {
+			return v
+		}
+	}
+	return s.drainRateLocked(now)
+}
+
+// prediction is a predicted latency in its two parts: Wait drains as the
+// device works (the queue ahead and the step in flight); Own is the request's
+// own work, which no waiting shortens. Idle marks a device with no work at all.
+type prediction struct {
+	Wait, Own time.Duration
+	Idle      bool
+	// IdleOwn is Own on an idle device (the solo prefill speed): what the
+	// request costs once everything ahead of it and beside it has finished.
+	IdleOwn time.Duration
+	// RawWait is Wait before calibration (observeWaitLocked compares it
+	// with the wait that happens).
+	RawWait time.Duration
+	// Fixed is the part of Own set by configuration rather than measured
+	// (a one-shot batch's InferMaxDelay): no probe can revise it.
+	Fixed time.Duration
+}
+
+// Total is the predicted latency; zero when nothing was measured.
+func (p prediction) Total() time.Duration { return p.Wait + p.Own }
+
+func perSecond(tokens int, rate float64) time.Duration {
+	return time.Duration(float64(tokens) / rate * float64(time.Second))
+}
+
 // predictTTFTLocked predicts the time to first token of a new request of
-// class c with an n-token prompt:
+// class c with an n-token prompt, from the queue as it is now:
 //
-//	TTFT ≈ (backlog of classes ≥ c + n) / prefill rate + one step
+//	busy: TTFT ≈ step in flight + backlog of classes ≥ c / drain rate + n / prefill speed
+//	idle: TTFT ≈ n / solo prefill speed
 //
 // The backlog counts prefill tokens not yet computed of queued and admitted
 // requests of its class and the classes above it (those are served first;
-// FIFO puts it behind its own class). The extra step is the one in flight
-// when it arrives. Zero when nothing has been measured yet.
-func (s *Scheduler[P]) predictTTFTLocked(c Class, n int) time.Duration {
-	rate := s.mu.est.prefillRate
-	if rate <= 0 {
-		return 0
-	}
-	ahead := n
+// FIFO puts it behind its own class). Zero when nothing has been measured.
+func (s *Scheduler[P]) predictTTFTLocked(c Class, n int, now time.Time) prediction {
+	ahead := 0
 	for k := c; k <= ClassRealtime; k++ {
 		ahead += s.mu.backlog[k.index()]
 	}
-	return time.Duration(float64(ahead)/rate*float64(time.Second)) + s.mu.est.step
+	busy := s.busyLocked()
+	speed := s.ownSpeedLocked(busy, now)
+	if speed <= 0 {
+		return prediction{Idle: !busy}
+	}
+	p := prediction{Own: perSecond(n, speed), Idle: !busy}
+	p.IdleOwn = p.Own
+	if busy {
+		p.IdleOwn = perSecond(n, s.ownSpeedLocked(false, now))
+		p.Wait = s.mu.est.step
+		if rate := s.drainRateLocked(now); ahead > 0 && rate > 0 {
+			p.Wait += perSecond(ahead, rate)
+		}
+		p.RawWait = p.Wait
+		p.Wait = s.calibratedLocked(p.Wait)
+	}
+	return p
+}
+
+// The drain rate says how fast prefill tokens are computed, but a queue
+// drains only as fast as running streams finish and free their slot and
+// KV: under a burst the queued requests wait longer than ahead ÷ rate,
+// by a factor that depends on the mix of prompt and output lengths. So the
+// scheduler measures that factor on the requests themselves — each queued
+// request's wait to its first step against the wait predicted when it
+// arrived — and scales its predictions by it. calibMin and calibMax bound
+// how far a few odd requests can move it.
+const calibMin, calibMax = 0.25, 16
+
+// calibratedLocked scales a predicted wait by the measured factor.
+func (s *Scheduler[P]) calibratedLocked(wait time.Duration) time.Duration {
+	if c := s.mu.est.calib; c > 0 {
+		return time.Duration(float64(wait) * c)
+	}
+	return wait
+}
+
+// observeWaitLocked feeds one request's wait (arrival to its first step)
+// against the uncalibrated wait predicted at its arrival. Waits shorter
+// than two steps say nothing about the queue and are skipped.
+func (s *Scheduler[P]) observeWaitLocked(predicted, actual time.Duration) {
+	if predicted < 2*s.mu.est.step || predicted <= 0 {
+		return
+	}
+	r := min(max(float64(actual)/float64(predicted), calibMin), calibMax)
+	s.mu.est.calib = ewma(s.mu.est.calib, r, s.cfg.EWMAAlpha)
 }
 
 // drainEstimateLocked estimates how long until the backlog of classes ≥ c
 // has drained: the retry-after of a full queue.
-func (s *Scheduler[P]) drainEstimateLocked(c Class) time.Duration {
-	return max(s.predictTTFTLocked(c, 0), s.mu.est.step)
+func (s *Scheduler[P]) drainEstimateLocked(c Class, now time.Time) time.Duration {
+	return max(s.predictTTFTLocked(c, 0, now).Wait, s.mu.est.step)
 }
 
 // predictInferLocked predicts arrived → result for a one-shot request of
-// class c: the step in flight, the wait for its batch to form, and one
-// batch time for every full batch of its model queued at or above c.
-func (s *Scheduler[P]) predictInferLocked(model string, c Class) time.Duration {
+// class c: the step in flight (when the device is busy), the wait for its
+// batch to form, and one batch time for every full batch of its model
+// queued at or above c (its own batch is Own).
+func (s *Scheduler[P]) predictInferLocked(model string, c Class) prediction {
+	busy := s.busyLocked()
 	t := s.mu.est.inferTime[model]
 	if t == 0 {
-		return 0
+		return prediction{Idle: !busy}
 	}
 	ahead := 0
 	for _, r := range s.mu.infer[model] {
@@ -106,6 +285,91 @@ func (s *Scheduler[P]) predictInferLocked(model string, c Class) time.Duration {
 			ahead++
 		}
 	}
-	batches := ahead/s.cfg.InferMaxBatch + 1
-	return s.mu.est.step + s.cfg.InferMaxDelay + time.Duration(batches)*t
+	p := prediction{Own: s.cfg.InferMaxDelay + t, Idle: !busy, Fixed: s.cfg.InferMaxDelay}
+	p.IdleOwn = p.Own
+	if busy {
+		p.Wait = s.mu.est.step + time.Duration(ahead/s.cfg.InferMaxBatch)*t
+	}
+	return p
+}
+
+// untilIdleLocked estimates how long until the device has no work if
+// nothing else arrives: the prefill backlog drained, then the generation
+// left (running and queued) decoded at the step time, MaxBatch rows a step
+// and never faster than the longest single tail.
+func (s *Scheduler[P]) untilIdleLocked(now time.Time) time.Duration {
+	d := s.mu.est.step
+	if rate := s.drainRateLocked(now); rate > 0 {
+		d += perSecond(s.backlogLocked(), rate)
+	}
+	tail, total := s.mu.decodeTail, s.mu.decodeLeft
+	for _, q := range s.mu.queue {
+		for _, g := range q {
+			r := g.remainingTokens()
+			tail, total = max(tail, r), total+r
+		}
+	}
+	steps := max(tail, (total+s.cfg.MaxBatch-1)/s.cfg.MaxBatch)
+	d += time.Duration(steps) * s.mu.est.step
+	for model, q := range s.mu.infer {
+		d += time.Duration(len(q)/s.cfg.InferMaxBatch+1) * s.mu.est.inferTime[model]
+	}
+	return d
+}
+
+// remainingTokens is how many tokens g may still generate (assumedRemaining
+// for a request without MaxTokens).
+func (g *genReq) remainingTokens() int {
+	if g.req.MaxTokens <= 0 {
+		return assumedRemaining
+	}
+	return max(g.req.MaxTokens-(len(g.tokens)-g.promptLen), 0)
+}
+
+// refuseLocked applies the queue bound and the fail-fast objective to a
+// request of class c predicted at p. A refusal's RetryAfter is when the same
+// request would be admitted if nothing else arrived (retryAfterLocked).
+func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, p prediction, now time.Time) error {
+	i := c.index()
+	if len(s.mu.queue[i])+s.mu.inferN[i] >= s.cfg.QueueLimit {
+		return &OverloadError{Class: c, QueueFull: true, RetryAfter: s.drainEstimateLocked(c, now)}
+	}
+	if !failFast || ttft <= 0 || p.Total() <= ttft {
+		return nil
+	}
+	if p.Idle {
+		// Nothing ahead and nothing beside it: only the request's own
+		// predicted cost is over. Admit a probe now and then, so the
+		// estimate is measured again instead of refusing it forever; unless
+		// the configured part alone is over, which no measurement revises.
+		if p.Fixed > ttft {
+			return &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, Alone: true, RetryAfter: probeEvery}
+		}
+		if !now.Before(s.mu.nextProbe) {
+			s.mu.nextProbe = now.Add(probeEvery)
+			s.mu.stats.Probes++
+			return nil
+		}
+		return &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, Alone: true, RetryAfter: s.mu.nextProbe.Sub(now)}
+	}
+	return &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, RetryAfter: s.retryAfterLocked(p, ttft, now)}
+}
+
+// retryAfterLocked is how long until a request predicted at p on a busy
+// device would be admitted if nothing else arrived. The queue ahead drains
+// at the rate p was predicted with, so its wait falls a second per second
+// down to the step in flight: if its own cost beside that step fits, that
+// is p.Total() − ttft. Otherwise it fits only on an idle device: once the
+// device has drained (untilIdleLocked), and, if even its solo cost is over,
+// once the next probe is due.
+func (s *Scheduler[P]) retryAfterLocked(p prediction, ttft time.Duration, now time.Time) time.Duration {
+	step := s.mu.est.step
+	if p.Own+step <= ttft {
+		return max(p.Total()-ttft, step)
+	}
+	d := s.untilIdleLocked(now)
+	if p.IdleOwn > ttft {
+		d = max(d, s.mu.nextProbe.Sub(now))
+	}
+	return max(d, step)
 }

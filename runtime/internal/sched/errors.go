@@ -56,11 +56,20 @@ type OverloadError struct {
 	RetryAfter time.Duration
 	// QueueFull is set when the class queue bound, not the SLO, refused it.
 	QueueFull bool
+	// Alone is set when the device was idle: the request's own predicted
+	// cost is over its objective, with nothing ahead of it. RetryAfter is
+	// then when the next probe is due (a request admitted to measure the
+	// device again); a shorter prompt or a looser objective fits sooner.
+	Alone bool
 }
 
 func (e *OverloadError) Error() string {
 	if e.QueueFull {
 		return fmt.Sprintf("sched: overloaded: %s queue full, retry after %v", e.Class, e.RetryAfter)
+	}
+	if e.Alone {
+		return fmt.Sprintf("sched: predicted %v for this request alone on an idle device exceeds its %s slo %v (shorten the prompt or raise the objective), retry after %v",
+			e.Predicted.Round(time.Microsecond), e.Class, e.SLO, e.RetryAfter.Round(time.Microsecond))
 	}
 	return fmt.Sprintf("sched: overloaded: predicted %v exceeds %s slo %v, retry after %v",
 		e.Predicted.Round(time.Microsecond), e.Class, e.SLO, e.RetryAfter.Round(time.Microsecond))

@@ -41,9 +41,14 @@ type Scheduler[P any] struct {
 		inferN  [numClasses]int           // waiting one-shot per class
 		backlog [numClasses]int           // prefill tokens still to compute, queued + admitted
 		est     estimates                 // measured throughput and step times
-		stats   Stats                     // counters; depths filled in by Stats()
-		records []Timeline                // finished, not yet drained
-		dropped uint64                    // records dropped past MaxRecords
+		// decodeTail is the most tokens a running sequence may still
+		// generate, as of the last step (for a refusal's RetryAfter).
+		decodeTail int
+		decodeLeft int        // the tokens all running sequences may still generate
+		nextProbe  time.Time  // when an idle device may next admit a probe (refuseLocked)
+		stats      Stats      // counters; depths filled in by Stats()
+		records    []Timeline // finished, not yet drained
+		dropped    uint64     // records dropped past MaxRecords
 	}
 
 	// Owned by the device loop goroutine.
@@ -99,6 +104,7 @@ type genReq struct {
 	tokens    []int32 // prompt, then generated tokens
 	promptLen int
 	deadline  time.Time
+	predWait  time.Duration // uncalibrated wait predicted at Submit (observeWaitLocked)
 
 	// Device-loop state.
 	admitted   bool   // the Executor holds KV for it
@@ -151,13 +157,15 @@ func (s *Scheduler[P]) Submit(ctx context.Context, req Request) (*Stream, error)
 		g.stopWake()
 		return nil, fmt.Errorf("sched: submit: %w", ErrClosed)
 	}
-	if err := s.refuseLocked(class, req.SLO.TTFT, req.FailFast, s.predictTTFTLocked(class, len(req.Prompt))); err != nil {
+	p := s.predictTTFTLocked(class, len(req.Prompt), now)
+	if err := s.refuseLocked(class, req.SLO.TTFT, req.FailFast, p, now); err != nil {
 		s.rejectLocked(&g.tl, now, err)
 		s.mu.Unlock()
 		cancel(nil)
 		g.stopWake()
 		return nil, fmt.Errorf("sched: submit: %w", err)
 	}
+	g.predWait = p.RawWait
 	s.enqueueLocked(g)
 	s.setBacklogLocked(g, len(g.tokens))
 	s.mu.Unlock()
@@ -175,18 +183,6 @@ func validateRequest(model string, c Class, slo SLO) error {
 	}
 	if slo.TTFT < 0 || slo.TPOT < 0 || slo.Deadline < 0 {
 		return fmt.Errorf("%w: negative slo", ErrInvalidRequest)
-	}
-	return nil
-}
-
-// refuseLocked applies the queue bound and the fail-fast SLO check.
-func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, predicted time.Duration) error {
-	i := c.index()
-	if len(s.mu.queue[i])+s.mu.inferN[i] >= s.cfg.QueueLimit {
-		return &OverloadError{Class: c, QueueFull: true, RetryAfter: s.drainEstimateLocked(c)}
-	}
-	if failFast && ttft > 0 && predicted > ttft {
-		return &OverloadError{Class: c, Predicted: predicted, SLO: ttft, RetryAfter: max(predicted-ttft, s.mu.est.step)}
 	}
 	return nil
 }

@@ -38,6 +38,14 @@ type Stats struct {
 	// admission.
 	PrefillRate float64
 	StepTime    time.Duration
+	// PrefillSpeed and SoloPrefillSpeed (tokens/s) are what a prompt costs
+	// once admitted beside decoding streams, and on an idle device.
+	PrefillSpeed     float64
+	SoloPrefillSpeed float64
+	// Probes counts fail-fast requests admitted on an idle device although
+	// their own predicted cost was over their objective, to measure the
+	// device again (see probeEvery).
+	Probes uint64
 	// PredictedTPOT is the learnt cost model's time per output token at the
 	// current number of running sequences (decode cost plus prefill share);
 	// TPOTDeferred counts admissions postponed because one more row would
@@ -78,6 +86,8 @@ func (s *Scheduler[P]) Stats() Stats {
 	}
 	st.PrefillRate = s.mu.est.prefillRate
 	st.StepTime = s.mu.est.step
+	st.PrefillSpeed = s.mu.est.prefillSpeed
+	st.SoloPrefillSpeed = s.mu.est.soloSpeed
 	st.RecordsDropped = s.mu.dropped
 	return st
 }

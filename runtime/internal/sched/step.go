@@ -120,11 +120,24 @@ func (s *Scheduler[P]) grow(g *genReq) bool {
 }
 
 func (s *Scheduler[P]) markScheduled(b *Batch, now time.Time) {
+	locked := false
 	mark := func(id SeqID) {
 		if g := s.byID[id]; g != nil && g.tl.FirstScheduled.IsZero() {
 			g.tl.FirstScheduled = now
+			if g.predWait > 0 {
+				if !locked {
+					s.mu.Lock()
+					locked = true
+				}
+				s.observeWaitLocked(g.predWait, now.Sub(g.tl.Arrived))
+			}
 		}
 	}
+	defer func() {
+		if locked {
+			s.mu.Unlock()
+		}
+	}()
 	for _, r := range b.Decode {
 		mark(r.Seq)
 	}
@@ -200,13 +213,16 @@ func (s *Scheduler[P]) apply(b *Batch, res StepResult, now time.Time, exec time.
 	cost := s.costOf(b.Model)
 	cost.observe(len(b.Decode), prefill, exec)
 	s.mu.Lock()
-	s.observeStepLocked(prefill, backlogged, exec)
+	s.observeStepLocked(prefill, len(b.Decode), backlogged, exec, now)
 	s.mu.stats.PredictedTPOT = cost.stepAt(max(len(s.running), 1))
 	s.mu.stats.Steps++
 	s.mu.stats.DecodeTokens += uint64(len(b.Decode))
 	s.mu.stats.PrefillTokens += uint64(prefill)
 	s.mu.stats.Prefilling = 0
+	s.mu.decodeTail, s.mu.decodeLeft = 0, 0
 	for _, g := range s.running {
+		s.mu.decodeTail = max(s.mu.decodeTail, g.remainingTokens())
+		s.mu.decodeLeft += g.remainingTokens()
 		s.setBacklogLocked(g, g.pendingPrefill())
 		if g.prefilled < len(g.tokens)-1 {
 			s.mu.stats.Prefilling++

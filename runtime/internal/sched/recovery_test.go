@@ -1,0 +1,161 @@
+package sched
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestAdmissionRecoversAfterBurst is the property behind "admission that
+// cannot lock out": after any burst (random prompt and output lengths,
+// classes, a mix of fail-fast and queuing requests, a KV cache and TPOT
+// objectives tight enough that steps wait), once the device is idle the
+// same fail-fast request whose own prefill fits its objective is admitted
+// at once, and its first token comes within the objective. A burst used to
+// leave the prefill rate learnt from its waiting steps in place; with every
+// fail-fast request refused nothing revised it, and the idle device refused
+// that request forever.
+//
+// It also holds each refusal's RetryAfter to its word: the last request
+// refused during the burst, submitted again RetryAfter later with nothing
+// else arriving, is admitted (with the slack of one step the estimates may
+// move by meanwhile).
+func TestAdmissionRecoversAfterBurst(t *testing.T) {
+	seeds := 16
+	if testing.Short() {
+		seeds = 6
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { burstThenIdle(t, uint64(seed)) })
+		})
+	}
+}
+
+func burstThenIdle(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 31))
+	maxBatch := 1 + rng.IntN(8)
+	// KV for a full batch of the longest requests, sometimes less (then
+	// admission also waits for KV).
+	blocks := maxBatch * (128 + 48) / 8 * (1 + rng.IntN(3)) / 2
+	f := newFake(blocks, 8)
+	cfg := Config{
+		MaxBatch:  maxBatch,
+		ChunkSize: 16 + rng.IntN(64),
+		// Room for the whole burst: the property is about what refusals
+		// predict, not the queue bound.
+		QueueLimit: 512,
+	}
+	s := newTest(t, f, blocks, cfg)
+
+	// The request that must get through afterwards: 24 tokens, whose solo
+	// prefill on the fake costs 1 ms + 24 × 20 µs ≈ 1.5 ms, under a 10 ms
+	// objective.
+	probe := func(i int32) Request {
+		return Request{Model: "m", Prompt: prompt(24, 9000+i), MaxTokens: 8, FailFast: true, SLO: SLO{TTFT: 10 * time.Millisecond}}
+	}
+	var wg sync.WaitGroup
+	// Warm-up: the estimates are measured on an idle device first.
+	var warm result
+	consume(&wg, submit(t, s, t.Context(), probe(0)), &warm)
+	wg.Wait()
+
+	n := 80 + rng.IntN(220)
+	var (
+		admitted, refused int
+		last              *OverloadError
+		lastReq           Request
+		results           = make([]result, n)
+	)
+	for i := range n {
+		if rng.IntN(3) == 0 {
+			time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+		}
+		req := Request{
+			Model: "m", Class: Class(1 + rng.IntN(3)),
+			Prompt: prompt(4+rng.IntN(124), int32(i+1)), MaxTokens: 1 + rng.IntN(48),
+		}
+		if rng.IntN(4) != 0 {
+			req.FailFast = true
+			req.SLO.TTFT = time.Duration(5+rng.IntN(60)) * time.Millisecond
+		}
+		if rng.IntN(3) == 0 {
+			req.SLO.TPOT = time.Duration(2+rng.IntN(8)) * time.Millisecond
+		}
+		st, err := s.Submit(t.Context(), req)
+		var oe *OverloadError
+		switch {
+		case errors.As(err, &oe):
+			refused++
+			continue
+		case err != nil:
+			t.Fatalf("submit %d: %v", i, err)
+		}
+		admitted++
+		consume(&wg, st, &results[i])
+	}
+	// The burst ends on a refusal, so that nothing arrives after it: more
+	// fail-fast requests until one is refused.
+	for k := range 64 {
+		req := Request{Model: "m", Prompt: prompt(32, int32(n+k+1)), MaxTokens: 4, FailFast: true, SLO: SLO{TTFT: 20 * time.Millisecond}}
+		st, err := s.Submit(t.Context(), req)
+		var oe *OverloadError
+		if errors.As(err, &oe) {
+			refused++
+			last, lastReq = oe, req
+			break
+		} else if err != nil {
+			t.Fatalf("submit: %v", err)
+		}
+		admitted++
+		var r result
+		consume(&wg, st, &r)
+	}
+
+	// RetryAfter keeps its word: nothing else arrives now, and a client
+	// that waits each RetryAfter (one step's slack) gets in within a few
+	// tries. It is a prediction: a queue whose later requests run longer
+	// than the earlier ones' measured waits said takes longer, and the
+	// next refusal says how much.
+	if last != nil {
+		first, refusedAt := last.RetryAfter, time.Now()
+		ok := false
+		for try := 1; try <= 4 && !ok; try++ {
+			time.Sleep(last.RetryAfter + s.Stats().StepTime)
+			st, err := s.Submit(t.Context(), lastReq)
+			switch {
+			case err == nil:
+				ok = true
+				var r result
+				consume(&wg, st, &r)
+				t.Logf("retry %d admitted %v after the refusal; the first RetryAfter said %v", try, time.Since(refusedAt), first)
+			case errors.As(err, &last):
+			default:
+				t.Fatalf("retry: %v", err)
+			}
+		}
+		if !ok {
+			t.Errorf("a request refused with RetryAfter %v was still refused after 4 retries at each RetryAfter (%v later, nothing else arriving): %v", first, time.Since(refusedAt), last)
+		}
+	}
+	wg.Wait()
+	synctest.Wait() // the device loop is idle
+
+	st, err := s.Submit(t.Context(), probe(1))
+	if err != nil {
+		est := s.Stats()
+		t.Fatalf("after a burst (%d admitted, %d refused) the idle device refuses a request whose own prefill fits: %v (prefill rate %.0f tok/s, speed %.0f, solo %.0f, step %v)",
+			admitted, refused, err, est.PrefillRate, est.PrefillSpeed, est.SoloPrefillSpeed, est.StepTime)
+	}
+	var after result
+	consume(&wg, st, &after)
+	wg.Wait()
+	if after.err != nil || after.tl.TTFT() > 10*time.Millisecond {
+		t.Errorf("the request after the burst: %v, ttft %v over its 10ms objective", after.err, after.tl.TTFT())
+	}
+	t.Logf("seed %d: %d blocks, batch %d: %d admitted, %d refused; after: ttft %v", seed, blocks, cfg.MaxBatch, admitted, refused, after.tl.TTFT())
+}
