@@ -154,7 +154,7 @@ func (a *Agent) apply(ctx context.Context) (store.Ref, error) {
 	}
 	o, err := a.Check(ctx)
 	if err != nil {
-		if prev.Phase.InProgress() && (errors.Is(err, ErrRefused) || errors.Is(err, ErrNoUpdate)) {
+		if prev.Phase.InProgress() && (errors.Is(err, ErrRefused) || errors.Is(err, ErrNoUpdate) || errors.Is(err, ErrNoRelease)) {
 			a.abandon(ctx, prev, err)
 		}
 		if errors.Is(err, ErrRefused) {
@@ -170,7 +170,11 @@ func (a *Agent) apply(ctx context.Context) (store.Ref, error) {
 	if err := a.writeJournal(ctx, j, nil); err != nil {
 		return store.Ref{}, err
 	}
-	a.emit(ctx, Event{Kind: EventOffered, Model: rel.Name, Version: rel.Version, Counter: rel.Counter, Total: o.Missing})
+	offered := Event{Kind: EventOffered, Model: rel.Name, Version: rel.Version, Counter: rel.Counter, Total: o.Missing}
+	if o.Rollback {
+		offered.Reason = "the director assigns this older release: a rollback"
+	}
+	a.emit(ctx, offered)
 
 	lastPct := -1.0
 	ref, err := a.transfer(ctx, rel, func(done, total int64) {
@@ -185,7 +189,7 @@ func (a *Agent) apply(ctx context.Context) (store.Ref, error) {
 	})
 	if err != nil {
 		if errors.Is(err, ErrRefused) {
-			a.refuse(ctx, err)
+			a.refuse(ctx, &releaseError{Version: rel.Version, Counter: rel.Counter, Err: err})
 			j.Phase, j.Reason = PhaseRefused, err.Error()
 			return store.Ref{}, errors.Join(err, a.writeJournal(ctx, j, nil))
 		}
@@ -246,11 +250,25 @@ func (a *Agent) activate(ctx context.Context, rel *Release, j Journal) error {
 		}
 		a.emit(ctx, ev)
 	}
+	before := ""
+	if v, err := a.st.Resolve(ctx, rel.Name); err == nil {
+		before = v.Version
+	}
+	c, err := a.counters(ctx, rel.Name)
+	if err != nil {
+		return err
+	}
 	if err := a.st.Activate(ctx, ref.String()); err != nil {
 		return err
 	}
 	j.Phase, j.Reason = PhaseActive, ""
-	if err := a.writeJournal(ctx, j, map[string]string{"installed/" + rel.Name: strconv.FormatUint(rel.Counter, 10)}); err != nil {
+	counts := map[string]string{"installed/" + rel.Name: strconv.FormatUint(rel.Counter, 10)}
+	if before != rel.Version {
+		// The store's previous version is now the one that was active:
+		// its counter goes with it, for a rollback to restore.
+		counts["previous/"+rel.Name] = strconv.FormatUint(c.installed, 10)
+	}
+	if err := a.writeJournal(ctx, j, counts); err != nil {
 		return err
 	}
 	a.emit(ctx, Event{Kind: EventActive, Model: rel.Name, Version: rel.Version, Counter: rel.Counter})
@@ -300,6 +318,15 @@ func (a *Agent) Rollback(ctx context.Context) (store.Ref, error) {
 		return store.Ref{}, fmt.Errorf("update: rollback %s: %w", a.cfg.Model, store.ErrNoPrevious)
 	}
 	target := store.Ref{Name: a.cfg.Model, Version: prev}
+	c, err := a.counters(ctx, a.cfg.Model)
+	if err != nil {
+		return store.Ref{}, err
+	}
+	// The floor is recorded before the switch: after a kill between the
+	// two, the release rolled back from must still not come back.
+	if err := a.setCounters(ctx, map[string]uint64{"rolledback/" + a.cfg.Model: max(c.rolledBack, c.installed)}); err != nil {
+		return store.Ref{}, err
+	}
 	if a.act != nil {
 		if err := a.act.Swap(ctx, target, nil); err != nil {
 			return store.Ref{}, fmt.Errorf("update: rollback to %s: %w", target, err)
@@ -309,11 +336,20 @@ func (a *Agent) Rollback(ctx context.Context) (store.Ref, error) {
 	if err != nil {
 		return store.Ref{}, err
 	}
-	j := Journal{Phase: PhaseRolledBack, Model: ref.Name, Version: ref.Version, Reason: "manual rollback from " + cur.Version}
-	if err := a.writeJournal(ctx, j, nil); err != nil {
+	// installed/NAME follows the store's active version back down: it is
+	// what the next check compares against, and a device that kept the
+	// counter of the release it left would take its director's assignment
+	// of the release it now runs for a rollback attack. (A journal from
+	// before previous/NAME was kept has 0 there: the next check then
+	// re-checks the active release and records its counter.)
+	j := Journal{Phase: PhaseRolledBack, Model: ref.Name, Version: ref.Version, Counter: c.previous, Reason: "manual rollback from " + cur.Version}
+	if err := a.writeJournal(ctx, j, map[string]string{
+		"installed/" + a.cfg.Model: strconv.FormatUint(c.previous, 10),
+		"previous/" + a.cfg.Model:  strconv.FormatUint(c.installed, 10),
+	}); err != nil {
 		return ref, err
 	}
-	a.emit(ctx, Event{Kind: EventRolledBack, Model: ref.Name, Version: ref.Version, Reason: j.Reason})
+	a.emit(ctx, Event{Kind: EventRolledBack, Model: ref.Name, Version: ref.Version, Counter: c.previous, Reason: j.Reason})
 	return ref, nil
 }
 
@@ -351,8 +387,14 @@ func (a *Agent) Status(ctx context.Context) (Status, error) {
 	return s, err
 }
 
+// refuse reports a refusal; the release refused, when the error names
+// one (a releaseError in its chain), is the event's version.
 func (a *Agent) refuse(ctx context.Context, err error) {
-	a.emit(ctx, Event{Kind: EventRefused, Model: a.cfg.Model, Reason: err.Error()})
+	e := Event{Kind: EventRefused, Model: a.cfg.Model, Reason: err.Error()}
+	if re, ok := errors.AsType[*releaseError](err); ok {
+		e.Version, e.Counter = re.Version, re.Counter
+	}
+	a.emit(ctx, e)
 }
 
 func (a *Agent) abandon(ctx context.Context, j Journal, why error) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +21,9 @@ type Offer struct {
 	Release *Release `json:"release"`
 	// Missing is how many bytes of it the store lacks.
 	Missing int64 `json:"missing"`
+	// Rollback: the director assigns this device a release older than the
+	// one installed (an operator's rollback), see Agent.decide.
+	Rollback bool `json:"rollback,omitempty"`
 }
 
 // Check refreshes the trusted metadata and returns the release this device
@@ -70,7 +75,7 @@ func (a *Agent) Check(ctx context.Context) (*Offer, error) {
 		}
 		rel, err := releaseOf(path, tf)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+			return nil, fmt.Errorf("%w: %w", ErrRefused, refusedRelease(path, err))
 		}
 		if rel.Name != a.cfg.Model {
 			continue
@@ -80,28 +85,18 @@ func (a *Agent) Check(ctx context.Context) (*Offer, error) {
 		}
 	}
 	if best == nil {
-		return nil, fmt.Errorf("%w: no release of %s is signed%s", ErrNoUpdate, a.cfg.Model, map[bool]string{true: " and assigned to this device"}[a.directorRoot != nil])
+		if a.directorRoot != nil && signsModel(images, a.cfg.Model) {
+			return nil, fmt.Errorf("%w: no release of %s is assigned to this device (%s)", ErrNoUpdate, a.cfg.Model, a.cfg.Device.ID)
+		}
+		return nil, fmt.Errorf("%w: %s; the image repository signs %s", ErrNoRelease, a.cfg.Model, signedModels(images))
 	}
-	installed, err := a.counter(ctx, "installed/"+a.cfg.Model)
+	rollback, err := a.decide(ctx, best)
 	if err != nil {
 		return nil, err
-	}
-	failed, err := a.counter(ctx, "failed/"+a.cfg.Model)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case best.Counter < installed:
-		return nil, fmt.Errorf("%w: %w: %s@%s has counter %d, the device installed counter %d",
-			ErrRefused, ErrRollback, best.Name, best.Version, best.Counter, installed)
-	case best.Counter == installed:
-		return nil, fmt.Errorf("%w: %s@%s (counter %d) is installed", ErrNoUpdate, best.Name, best.Version, best.Counter)
-	case best.Counter <= failed:
-		return nil, fmt.Errorf("%w: %s@%s (counter %d) failed its health check here before", ErrNoUpdate, best.Name, best.Version, best.Counter)
 	}
 	if err := best.Compatible(a.cfg.Device); err != nil {
 		if errors.Is(err, ErrIncompatible) {
-			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+			return nil, fmt.Errorf("%w: %w", ErrRefused, &releaseError{Version: best.Version, Counter: best.Counter, Err: err})
 		}
 		return nil, err
 	}
@@ -111,11 +106,123 @@ func (a *Agent) Check(ctx context.Context) (*Offer, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &Offer{Target: bestPath, Release: best}
+	o := &Offer{Target: bestPath, Release: best, Rollback: rollback}
 	for _, c := range missing {
 		o.Missing += c.Size
 	}
 	return o, nil
+}
+
+// decide says whether best, the newest release signed (and, with a
+// director, assigned to this device), is to be installed. It returns
+// ErrNoUpdate when best is what runs, failed its check here or was rolled
+// back from here; an ErrRefused ErrRollback error when the image
+// repository alone offers a release older than the one installed; and
+// rollback true when the director assigns an older release.
+//
+// The counter guards against the image repository (or a thief of its
+// targets key) withdrawing newer releases to push devices back to an
+// older, vulnerable one. With a director, Uptane gives the choice of which
+// signed image a device runs to the director: only what it assigns is a
+// candidate at all, its metadata cannot be replayed (TUF refuses a version
+// older than the one trusted), and its assignment of an older release to
+// this device is an operator's rollback, signed like any assignment.
+// Refusing it would leave the device refusing its own fleet's assignment
+// at every check, and the fleet counting it as a failure of every later
+// rollout.
+func (a *Agent) decide(ctx context.Context, best *Release) (rollback bool, err error) {
+	c, err := a.counters(ctx, a.cfg.Model)
+	if err != nil {
+		return false, err
+	}
+	active := ""
+	if v, err := a.st.Resolve(ctx, a.cfg.Model); err == nil {
+		active = v.Version
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	switch {
+	case best.Version == active && best.Counter <= c.installed:
+		// A counter above the installed one means the journal lags the
+		// store (a kill between the switch and its record): install
+		// again, which only checks and records it.
+		return false, fmt.Errorf("%w: %s@%s (counter %d) is installed", ErrNoUpdate, best.Name, best.Version, best.Counter)
+	case best.Counter < c.installed && a.directorRoot == nil:
+		return false, fmt.Errorf("%w: %w", ErrRefused, &releaseError{Version: best.Version, Counter: best.Counter,
+			Err: fmt.Errorf("%w: %s@%s has counter %d, the device installed counter %d", ErrRollback, best.Name, best.Version, best.Counter, c.installed)})
+	case best.Counter < c.installed:
+		// The director's rollback. failed/NAME is a floor for newer
+		// releases only; an older one is skipped only if it is the very
+		// release whose check failed last, so a failing rollback is not
+		// retried at every check.
+		j, err := a.readJournal(ctx)
+		if err != nil {
+			return false, err
+		}
+		if j.Phase == PhaseFailed && j.Version == best.Version && j.Counter == best.Counter {
+			return false, fmt.Errorf("%w: %s@%s (counter %d) failed its health check here before", ErrNoUpdate, best.Name, best.Version, best.Counter)
+		}
+		return true, nil
+	case best.Counter <= c.failed:
+		return false, fmt.Errorf("%w: %s@%s (counter %d) failed its health check here before", ErrNoUpdate, best.Name, best.Version, best.Counter)
+	case best.Counter <= c.rolledBack:
+		return false, fmt.Errorf("%w: %s@%s (counter %d) was rolled back from here; only a release with a counter above %d is installed",
+			ErrNoUpdate, best.Name, best.Version, best.Counter, c.rolledBack)
+	}
+	return false, nil
+}
+
+// signsModel says whether targets hold a release of model.
+func signsModel(targets map[string]*metadata.TargetFiles, model string) bool {
+	for path := range targets {
+		if strings.HasPrefix(path, model+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// signedModels lists the models targets hold releases of, with their
+// latest versions, for an error message.
+func signedModels(targets map[string]*metadata.TargetFiles) string {
+	byModel := map[string][]string{}
+	for path := range targets {
+		if name, version, ok := strings.Cut(path, "/"); ok {
+			byModel[name] = append(byModel[name], version)
+		}
+	}
+	if len(byModel) == 0 {
+		return "no releases at all"
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(byModel)) {
+		vs := byModel[name]
+		slices.Sort(vs)
+		list := strings.Join(vs, ",")
+		if len(vs) > 5 {
+			list = "…," + strings.Join(vs[len(vs)-5:], ",")
+		}
+		parts = append(parts, name+"@"+list)
+	}
+	return "releases of " + strings.Join(parts, "; ")
+}
+
+// releaseError ties a refusal to the release it refused, so the refused
+// event names it.
+type releaseError struct {
+	Version string
+	Counter uint64
+	Err     error
+}
+
+func (e *releaseError) Error() string { return e.Err.Error() }
+func (e *releaseError) Unwrap() error { return e.Err }
+
+// refusedRelease wraps err with the release version of a target path
+// ("name/version").
+func refusedRelease(path string, err error) error {
+	_, version, _ := strings.Cut(path, "/")
+	return &releaseError{Version: version, Err: err}
 }
 
 // releaseOf parses a signed target's release and ties it to the target's
@@ -155,11 +262,13 @@ func (a *Agent) assigned(director, images map[string]*metadata.TargetFiles) (map
 		}
 		img, ok := images[path]
 		if !ok {
-			return nil, fmt.Errorf("%w: %w: director assigns %s, which the image repository does not sign", ErrRefused, ErrNotSigned, path)
+			return nil, fmt.Errorf("%w: %w", ErrRefused, refusedRelease(path,
+				fmt.Errorf("%w: director assigns %s, which the image repository does not sign", ErrNotSigned, path)))
 		}
 		if !img.Equal(*tf) || len(tf.Hashes) == 0 {
-			return nil, fmt.Errorf("%w: %w: director assigns %s with length %d and hashes other than the image repository's (%d)",
-				ErrRefused, ErrNotSigned, path, tf.Length, img.Length)
+			return nil, fmt.Errorf("%w: %w", ErrRefused, refusedRelease(path,
+				fmt.Errorf("%w: director assigns %s with length %d and hashes other than the image repository's (%d)",
+					ErrNotSigned, path, tf.Length, img.Length)))
 		}
 		out[path] = img
 	}

@@ -43,4 +43,8 @@ var (
 	ErrConfig = errors.New("update: bad configuration")
 	// ErrNoUpdate: nothing newer than the installed version is offered.
 	ErrNoUpdate = errors.New("update: no update")
+	// ErrNoRelease: the image repository signs no release of the model at
+	// all: a misspelt model name, or one never published. Not "up to
+	// date": nothing can ever be installed until that changes.
+	ErrNoRelease = errors.New("update: no release is signed for model")
 )

@@ -13,8 +13,13 @@ import (
 // journalBucket is the agent's owner bucket in the store. Keys:
 //
 //	current          the Journal of the latest update (JSON)
-//	installed/NAME   the counter of the release last activated
+//	installed/NAME   the counter of the active release (the last activated,
+//	                 or the one a rollback went back to)
+//	previous/NAME    the counter of the previous release (the store's
+//	                 rollback target), so a rollback knows what it installs
 //	failed/NAME      the counter of the last release that failed its check
+//	rolledback/NAME  the highest counter rolled back from: releases up to
+//	                 it are not installed again
 //	clock            the clock floor (RFC 3339): see Agent.refTime
 //	trusted_expiry   the expiry of the newest image timestamp trusted
 //
@@ -107,6 +112,47 @@ func (a *Agent) counter(ctx context.Context, key string) (uint64, error) {
 		return 0, fmt.Errorf("update: journal %s: %w", key, err)
 	}
 	return n, nil
+}
+
+// counters are a model's journal counters (see journalBucket).
+type counters struct {
+	installed, previous, failed, rolledBack uint64
+}
+
+func (a *Agent) counters(ctx context.Context, model string) (counters, error) {
+	var c counters
+	err := a.st.View(ctx, journalBucket, func(tx *store.Tx) error {
+		for key, p := range map[string]*uint64{"installed/": &c.installed, "previous/": &c.previous, "failed/": &c.failed, "rolledback/": &c.rolledBack} {
+			if b := tx.Get([]byte(key + model)); b != nil {
+				n, err := strconv.ParseUint(string(b), 10, 64)
+				if err != nil {
+					return fmt.Errorf("%s%s: %w", key, model, err)
+				}
+				*p = n
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return counters{}, fmt.Errorf("update: journal counters: %w", err)
+	}
+	return c, nil
+}
+
+// setCounters writes journal counters in one transaction.
+func (a *Agent) setCounters(ctx context.Context, kv map[string]uint64) error {
+	err := a.st.Update(ctx, journalBucket, func(tx *store.Tx) error {
+		for k, v := range kv {
+			if err := tx.Put([]byte(k), []byte(strconv.FormatUint(v, 10))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("update: journal counters: %w", err)
+	}
+	return nil
 }
 
 // clockFloor returns the latest trusted time recorded.
