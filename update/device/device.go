@@ -86,10 +86,18 @@ type State struct {
 	Counter uint64       `json:"counter,omitempty"`
 	Reason  string       `json:"reason,omitempty"`
 	// LastEvent is the latest event's kind; Refused the reason of the
-	// latest refusal (a refusal does not always reach the journal).
-	LastEvent string `json:"last_event,omitempty"`
-	Refused   string `json:"refused,omitempty"`
-	Time      string `json:"time"`
+	// latest refusal (a refusal does not always reach the journal) and
+	// RefusedVersion the release it refused ("" when the refusal came
+	// before any release was chosen: metadata the device cannot trust),
+	// so a refusal of one release is not read as one of another.
+	LastEvent      string `json:"last_event,omitempty"`
+	Refused        string `json:"refused,omitempty"`
+	RefusedVersion string `json:"refused_version,omitempty"`
+	// Checked is when the device last finished an update check (RFC
+	// 3339, whatever its outcome): "up to date" and "never checked" look
+	// alike otherwise.
+	Checked string `json:"checked,omitempty"`
+	Time    string `json:"time"`
 }
 
 // Config configures a Device. It is plain data; zero values are documented.
@@ -153,7 +161,8 @@ type Device struct {
 
 	mu struct {
 		sync.Mutex
-		lastEvent, refused string
+		lastEvent, refused, refusedVersion string
+		checked                            time.Time
 	}
 }
 
@@ -267,6 +276,9 @@ func (d *Device) loop() {
 			}
 			d.log.Info("device: update check", "err", err)
 		}
+		d.mu.Lock()
+		d.mu.checked = time.Now()
+		d.mu.Unlock()
 		published = d.publishState(d.ctx) == nil
 	}
 }
@@ -319,12 +331,16 @@ func (d *Device) State(ctx context.Context) (State, error) {
 		return State{}, err
 	}
 	d.mu.Lock()
-	last, refused := d.mu.lastEvent, d.mu.refused
+	last, refused, refusedVersion, checked := d.mu.lastEvent, d.mu.refused, d.mu.refusedVersion, d.mu.checked
 	d.mu.Unlock()
+	var checkedAt string
+	if !checked.IsZero() {
+		checkedAt = checked.UTC().Format(time.RFC3339Nano)
+	}
 	return State{Schema: StateSchema, Fleet: fleetOf(d.l), Device: deviceOf(d.l), Board: d.cfg.Board, Labels: d.cfg.Labels,
 		Model: d.model, Active: s.Active, Previous: s.Previous, Installed: s.Installed,
 		Phase: s.Journal.Phase, Version: s.Journal.Version, Counter: s.Journal.Counter, Reason: s.Journal.Reason,
-		LastEvent: last, Refused: refused, Time: time.Now().UTC().Format(time.RFC3339Nano)}, nil
+		LastEvent: last, Refused: refused, RefusedVersion: refusedVersion, Checked: checkedAt, Time: time.Now().UTC().Format(time.RFC3339Nano)}, nil
 }
 
 // publishState queues the retained state in the outbox (ClassStatus:
@@ -357,7 +373,7 @@ func (d *Device) emit(ctx context.Context, e update.Event) error {
 	d.mu.Lock()
 	d.mu.lastEvent = string(e.Kind)
 	if e.Kind == update.EventRefused {
-		d.mu.refused = e.Reason
+		d.mu.refused, d.mu.refusedVersion = e.Reason, e.Version
 	}
 	d.mu.Unlock()
 	_, err := d.ob.Enqueue(ctx, d.l.Topics().Events(), link.ClassEvent, func(seq uint64) []byte {

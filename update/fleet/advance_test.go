@@ -103,3 +103,25 @@ func FuzzIngest(f *testing.F) {
 		_ = Report(v, time.Now())
 	})
 }
+
+// TestStaleRefusal: a device whose last event refused another release (a
+// refusal from before the rollout, kept in its retained state) is
+// assigned, not counted as refusing this release; a refusal of this
+// release, or of metadata before any release was chosen, still counts.
+func TestStaleRefusal(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	devs := simDevices(1)
+	u := devs["d00"].Update
+	u.LastEvent, u.Refused, u.RefusedVersion = string(update.EventRefused), "rollback: m@1 has counter 1", "1"
+	r := &Rollout{ID: "r3", Model: "m", Version: "3", Waves: []int{100}, State: RolloutRunning}
+	r.Advance(devs, t0)
+	if r.State != RolloutRunning || r.DeviceStep("d00", devs["d00"]) != StepAssigned {
+		t.Fatalf("a refusal of 1 counted against the rollout of 3: %s, step %s (%s)", r.State, r.DeviceStep("d00", devs["d00"]), r.Reason)
+	}
+	for _, v := range []string{"3", ""} {
+		u.RefusedVersion = v
+		if s := r.DeviceStep("d00", devs["d00"]); s != StepRefused {
+			t.Errorf("refused version %q: step %s, want refused", v, s)
+		}
+	}
+}

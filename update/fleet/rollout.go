@@ -176,7 +176,11 @@ func (r *Rollout) DeviceStep(device string, d *Device) Step {
 	case u.Version == r.Version && u.Phase == update.PhaseFailed:
 		return StepFailed
 	case u.Version == r.Version && u.Phase == update.PhaseRefused,
-		u.LastEvent == string(update.EventRefused) && u.Active != r.Version:
+		u.LastEvent == string(update.EventRefused) && u.Active != r.Version && (u.RefusedVersion == "" || u.RefusedVersion == r.Version):
+		// A refusal of another release (one from before this rollout:
+		// the device's retained state keeps its last event) says nothing
+		// of this one; one that named no release (metadata the device
+		// cannot trust) stops every release.
 		return StepRefused
 	case u.Version == r.Version && u.Phase == update.PhaseRolledBack:
 		return StepRolledBack
