@@ -204,6 +204,7 @@ func (h *HTTPTarget) generate(ctx context.Context, model string, prompt []int32,
 		tl := metrics.NewTimeline(id, opts.Class.String(), time.Time{}, 0)
 		tl.Model, tl.Kind, tl.PromptTokens = model, engine.KindGenerate.String(), len(prompt)
 		tl.SLO = metrics.SLO{TTFT: opts.SLO.TTFT, TPOT: opts.SLO.TPOT, E2E: opts.SLO.Deadline}
+		tl.FailFast = opts.FailFast
 		h.inflight.Add(1)
 		defer h.inflight.Add(-1)
 		usageOut, err := h.stream(ctx, tl, prompt, opts, yield)
@@ -242,6 +243,19 @@ func (h *HTTPTarget) generate(ctx context.Context, model string, prompt []int32,
 		}
 	}
 }
+
+// refusal is a server's 429 or 503: an *engine.OverloadError to
+// errors.As, the server's answer in its text.
+type refusal struct {
+	status, body string
+	oe           *engine.OverloadError
+}
+
+func (r *refusal) Error() string {
+	return fmt.Sprintf("loadgen: %s, retry after %v: %.300s", r.status, r.oe.RetryAfter, r.body)
+}
+
+func (r *refusal) Unwrap() error { return r.oe }
 
 // errStopped is the caller breaking out of the token loop.
 var errStopped = errors.New("loadgen: stopped by the caller")
@@ -285,8 +299,10 @@ func (h *HTTPTarget) stream(ctx context.Context, tl *metrics.Timeline, prompt []
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 			ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-			// 429 (overloaded) or 503 (unavailable): counted as overload.
-			return 0, &engine.OverloadError{Class: opts.Class, RetryAfter: time.Duration(ra) * time.Second}
+			// 429 (overloaded) or 503 (unavailable): counted as overload,
+			// with the server's own words (the client knows no prediction).
+			return 0, &refusal{status: resp.Status, body: strings.TrimSpace(string(msg)),
+				oe: &engine.OverloadError{Class: opts.Class, RetryAfter: time.Duration(ra) * time.Second}}
 		}
 		return 0, fmt.Errorf("loadgen: %s: %s: %.300s", req.URL, resp.Status, msg)
 	}

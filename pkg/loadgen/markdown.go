@@ -19,6 +19,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(&b, "## %s\n\n", sec.title)
 		writeMDTable(&b, sec.rows)
 	}
+	if r.Recovery != nil {
+		b.WriteString("## Burst and recovery\n\n")
+		writeMDTable(&b, recoveryRows(r.Recovery))
+	}
 	if sw := r.Sweep; sw != nil {
 		b.WriteString("## Sweep (throughput–latency curve)\n\n")
 		fmt.Fprintf(&b, "Criteria: %s; %s trials.\n\n", strings.Join(sw.Criteria, "; "), sw.Trial.D())

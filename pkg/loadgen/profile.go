@@ -21,8 +21,41 @@ import (
 // ramp, recovery on that VM) and where it breaks (the burst). On a faster
 // board raise the concurrencies and rates.
 var Profiles = map[string]func() Spec{
-	"demo": DemoSpec,
-	"soak": SoakSpec,
+	"demo":     DemoSpec,
+	"soak":     SoakSpec,
+	"overload": OverloadSpec,
+}
+
+// OverloadSpec is the "overload" profile: the seeds' burst and recovery
+// for SLO-aware admission. Short chat turns (12-token prompts, 32 tokens
+// out) with a 100 ms TTFT objective, half of them fail-fast, arrive as a
+// Poisson stream: a baseline at 4 requests/s, a burst at ten times that
+// (40/s) for 10 s, then the baseline rate again for 15 s. The report's
+// "Burst and recovery" section judges what admission promises: refusals
+// answered within 50 ms, admitted fail-fast requests within their
+// objective, the first fail-fast request admitted within 1 s of the
+// burst's end, and the recovery phase's TTFT p99 within 10 % of the
+// baseline's. The rates suit the tiny model on a 2-core x86 VM (its
+// batch serves ~15 of these requests a second); scale them with the
+// device.
+func OverloadSpec() Spec {
+	return Spec{
+		Name:     "overload",
+		Seed:     1,
+		Input:    Dist{Kind: "fixed", Value: 12},
+		Output:   Dist{Kind: "fixed", Value: 32},
+		Class:    "interactive",
+		SLO:      SLOSpec{TTFT: Duration(100 * time.Millisecond)},
+		FailFast: 0.5,
+		Warmup:   Duration(3 * time.Second),
+		Drain:    Duration(10 * time.Second),
+		Window:   Duration(time.Second),
+		Phases: []Phase{
+			{Name: "baseline", Kind: "baseline", Duration: Duration(15 * time.Second), Arrival: Arrival{Mode: "poisson", Rate: 4}},
+			{Name: "burst", Kind: "burst", Duration: Duration(10 * time.Second), Arrival: Arrival{Mode: "poisson", Rate: 40}},
+			{Name: "recovery", Kind: "recovery", Duration: Duration(15 * time.Second), Arrival: Arrival{Mode: "poisson", Rate: 4}},
+		},
+	}
 }
 
 // SoakSpec is the "soak" profile: a closed loop of 4 clients for 10

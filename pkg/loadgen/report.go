@@ -41,6 +41,9 @@ type Report struct {
 	SLOAttainment *float64        `json:"slo_attainment"`
 	Power         PowerReport     `json:"power"`
 	Memory        *metrics.Memory `json:"memory"`
+	// Recovery is the burst-and-recovery figures of a run with baseline,
+	// burst and recovery phases; null otherwise.
+	Recovery *RecoveryReport `json:"recovery"`
 	// Resources is the engine's footprint per window (RSS, goroutines,
 	// KV blocks) and the RSS trend: a leak shows here.
 	Resources    *ResourceReport `json:"resources"`
@@ -171,6 +174,12 @@ func BuildReport(res *Result) *Report {
 			}
 		}
 		rep.Verdicts = append(rep.Verdicts, judge(t, sum, rep.Warmup, res.Sweep, &res.Power))
+	}
+	if rec, err := recoveryReport(res); err != nil {
+		rep.Notes = append(rep.Notes, err.Error())
+	} else if rec != nil {
+		rep.Recovery = rec
+		rep.Verdicts = append(rep.Verdicts, rec.verdicts()...)
 	}
 	rep.Status = Pass
 	for _, v := range rep.Verdicts {

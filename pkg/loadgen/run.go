@@ -504,11 +504,11 @@ func (r *runner) launch(ctx context.Context) {
 // one runs one request to its end; the caller has done r.wg.Add(1).
 func (r *runner) one(ctx context.Context) {
 	defer r.wg.Done()
-	prompt, maxTokens := r.work.next()
+	prompt, maxTokens, failFast := r.work.nextRequest()
 	ctx, cancel := context.WithTimeout(ctx, r.spec.requestTimeout())
 	defer cancel()
 	opts := r.genOpts
-	opts.MaxTokens = maxTokens
+	opts.MaxTokens, opts.FailFast = maxTokens, failFast
 	r.sent.Add(1)
 	for _, err := range r.e.generate(ctx, r.model, prompt, opts) {
 		if err != nil {

@@ -33,6 +33,16 @@ type Spec struct {
 	Class string `json:"class,omitempty"`
 	// SLO is each request's objectives, optionally from a preset.
 	SLO SLOSpec `json:"slo"`
+	// FailFast is the share of requests (0 to 1, drawn with Seed) sent
+	// fail-fast: refused at once (HTTP 429 with Retry-After) when the
+	// engine predicts their TTFT objective cannot be met, rather than
+	// queued; the rest queue. It needs slo.ttft.
+	FailFast float64 `json:"fail_fast,omitempty"`
+	// Recovery holds the goals of a burst-and-recovery run (phases of kind
+	// baseline, burst and recovery, in that order); nil for the defaults
+	// (see RecoveryGoals). The figures are reported whenever the phases are
+	// there; the goals become verdicts.
+	Recovery *RecoveryGoals `json:"recovery,omitempty"`
 	// Thresholds are the acceptance criteria judged into verdicts; a
 	// preset's thresholds are added unless one with the same metric and
 	// phase is declared here.
@@ -252,6 +262,11 @@ func (s *Spec) Validate() error {
 		if d.v < 0 {
 			add(d.name, "must be ≥ 0")
 		}
+	}
+	if !(s.FailFast >= 0 && s.FailFast <= 1) {
+		add("fail_fast", "must be a share between 0 and 1, not %v", s.FailFast)
+	} else if s.FailFast > 0 && s.SLO.TTFT <= 0 {
+		add("fail_fast", "needs slo.ttft: a fail-fast request is refused against its TTFT objective")
 	}
 	for i, c := range s.Prompts.Corpus {
 		if strings.TrimSpace(c) == "" {

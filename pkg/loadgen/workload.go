@@ -29,6 +29,8 @@ type workload struct {
 	rng    *rand.Rand
 	input  Dist
 	output Dist
+	// failFast is the share of requests sent fail-fast (Spec.FailFast).
+	failFast float64
 	// corpus is the tokenised corpus; nil means synthetic ids in
 	// [0, vocab).
 	corpus []int32
@@ -38,11 +40,12 @@ type workload struct {
 
 func newWorkload(s *Spec, tok *tokenizer.Tokenizer, vocab int) (*workload, error) {
 	w := &workload{
-		rng:    rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15)),
-		input:  s.Input,
-		output: s.Output,
-		vocab:  vocab,
-		source: fmt.Sprintf("synthetic uniform ids in [0, %d)", vocab),
+		rng:      rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15)),
+		input:    s.Input,
+		output:   s.Output,
+		failFast: s.FailFast,
+		vocab:    vocab,
+		source:   fmt.Sprintf("synthetic uniform ids in [0, %d)", vocab),
 	}
 	if len(s.Prompts.Corpus) == 0 {
 		return w, nil
@@ -70,6 +73,26 @@ func newWorkload(s *Spec, tok *tokenizer.Tokenizer, vocab int) (*workload, error
 func (w *workload) next() ([]int32, int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.nextLocked()
+}
+
+// nextRequest is next and whether the request is sent fail-fast (drawn
+// only when the share is strictly between 0 and 1, so a spec without
+// fail-fast requests draws the same prompts as before the field existed).
+func (w *workload) nextRequest() (prompt []int32, maxTokens int, failFast bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.failFast >= 1:
+		failFast = true
+	case w.failFast > 0:
+		failFast = w.rng.Float64() < w.failFast
+	}
+	prompt, maxTokens = w.nextLocked()
+	return prompt, maxTokens, failFast
+}
+
+func (w *workload) nextLocked() ([]int32, int) {
 	n := w.input.sample(w.rng)
 	out := w.output.sample(w.rng)
 	p := make([]int32, n)

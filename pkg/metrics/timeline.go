@@ -72,6 +72,9 @@ type Timeline struct {
 	// model) may set it directly.
 	OutputTokens int `json:"output_tokens"`
 	SLO          SLO `json:"slo"`
+	// FailFast marks a request that asked to be refused at once rather
+	// than queued past its TTFT objective.
+	FailFast bool `json:"fail_fast,omitempty"`
 	// Pre and Post are the time a one-shot model's pre- and
 	// post-processing plugins took for this request, outside
 	// Arrived..Finished (the model's queue and run); zero without plugins.

@@ -47,15 +47,31 @@ type OverloadError struct {
 	// Predicted is the TTFT the scheduler predicted, SLO the bound it
 	// exceeded (zero when the queue was full).
 	Predicted, SLO time.Duration
-	// RetryAfter is when the backlog ahead is expected to have drained.
+	// RetryAfter is when the same request is predicted to be admitted if
+	// nothing else arrives.
 	RetryAfter time.Duration
 	// QueueFull is set when the class queue was at its limit.
 	QueueFull bool
+	// Alone is set when the device was idle and the request's own
+	// predicted cost is over its objective (RetryAfter is then when the
+	// next probe is due: a request admitted to measure the device again).
+	Alone bool
+	// Late is set when the request was queued on a prediction that it
+	// would fit and refused once it no longer could.
+	Late bool
 }
 
 func (e *OverloadError) Error() string {
 	if e.QueueFull {
 		return fmt.Sprintf("engine: overloaded: %s queue full, retry after %v", e.Class, e.RetryAfter.Round(time.Millisecond))
+	}
+	switch {
+	case e.Alone:
+		return fmt.Sprintf("engine: predicted TTFT %v for this request alone on an idle device exceeds its %s SLO %v (shorten the prompt or raise the objective), retry after %v",
+			e.Predicted.Round(time.Microsecond), e.Class, e.SLO, e.RetryAfter.Round(time.Millisecond))
+	case e.Late:
+		return fmt.Sprintf("engine: overloaded: the queued %s request can no longer meet its SLO %v (%v with its prefill), retry after %v",
+			e.Class, e.SLO, e.Predicted.Round(time.Microsecond), e.RetryAfter.Round(time.Millisecond))
 	}
 	return fmt.Sprintf("engine: overloaded: predicted TTFT %v exceeds the %s SLO %v, retry after %v",
 		e.Predicted.Round(time.Microsecond), e.Class, e.SLO, e.RetryAfter.Round(time.Millisecond))
@@ -93,7 +109,8 @@ func public(err error) error {
 		return nil
 	}
 	if o, ok := errors.AsType[*sched.OverloadError](err); ok {
-		return &OverloadError{Class: classOf(o.Class), Predicted: o.Predicted, SLO: o.SLO, RetryAfter: o.RetryAfter, QueueFull: o.QueueFull}
+		return &OverloadError{Class: classOf(o.Class), Predicted: o.Predicted, SLO: o.SLO, RetryAfter: o.RetryAfter,
+			QueueFull: o.QueueFull, Alone: o.Alone, Late: o.Late}
 	}
 	for _, s := range sentinels {
 		if errors.Is(err, s.from) {

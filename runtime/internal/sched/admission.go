@@ -42,9 +42,11 @@ type estimates struct {
 	// soloSpeed is prefill tokens per second of the steps that carried
 	// prefill and no decode row: what a prompt costs on an idle device.
 	soloSpeed float64
-	// calib is the measured ratio of a queued request's wait to the wait
-	// predicted for it (see observeWaitLocked); 0 until measured.
-	calib float64
+	// admitRate is requests admitted per second over the last drainSteps
+	// steps taken while requests still waited after admission: how fast
+	// the queue moves when slots or KV, not prefill, are what it waits for.
+	admitRate float64
+	admits    admitWindow
 	// step is the duration of a step.
 	step time.Duration
 	// inferTime is the duration of a one-shot batch, per model.
@@ -81,7 +83,10 @@ func ewmaDur(old, sample time.Duration, alpha float64) time.Duration {
 // observeStepLocked feeds one step's timing into the estimates: prefill
 // tokens and decode rows it carried, whether prefill work was waiting when
 // it began, how long it took and when it ended.
-func (s *Scheduler[P]) observeStepLocked(prefillTokens, decodeRows int, backlogged bool, d time.Duration, now time.Time) {
+//
+// d is the step's own time, which the speeds and the step estimate use;
+// wall the time since the previous step ended, which the drain rate uses.
+func (s *Scheduler[P]) observeStepLocked(prefillTokens, decodeRows int, backlogged bool, d, wall time.Duration, now time.Time) {
 	a := s.cfg.EWMAAlpha
 	s.mu.est.step = ewmaDur(s.mu.est.step, d, a)
 	if prefillTokens > 0 && d > 0 {
@@ -97,15 +102,27 @@ func (s *Scheduler[P]) observeStepLocked(prefillTokens, decodeRows int, backlogg
 	if !s.mu.est.rateKnown && prefillTokens == 0 {
 		return // no throughput seen yet: keep the hint
 	}
-	s.mu.est.prefillRate = s.mu.est.drain.add(prefillTokens, d)
+	s.mu.est.prefillRate = s.mu.est.drain.add(prefillTokens, wall)
 	s.mu.est.rateKnown, s.mu.est.rateAt = true, now
+}
+
+// observeAdmitsLocked feeds one step that began with requests still
+// waiting after admission: admitted requests were let in during its loop
+// iteration, which took d.
+func (s *Scheduler[P]) observeAdmitsLocked(admitted int, d time.Duration) {
+	if d > 0 {
+		s.mu.est.admitRate = s.mu.est.admits.add(admitted, d)
+	}
 }
 
 // drainSteps is how many backlogged steps the drain rate is measured over.
 const drainSteps = 64
 
-// drainWindow holds the last drainSteps backlogged steps' prefill tokens
-// and durations, with their sums.
+// admitWindow is the same window over admissions.
+type admitWindow = drainWindow
+
+// drainWindow holds the last drainSteps steps' counts (prefill tokens, or
+// admissions) and durations, with their sums.
 type drainWindow struct {
 	tokens [drainSteps]int
 	dur    [drainSteps]time.Duration
@@ -186,9 +203,6 @@ type prediction struct {
 	// IdleOwn is Own on an idle device (the solo prefill speed): what the
 	// request costs once everything ahead of it and beside it has finished.
 	IdleOwn time.Duration
-	// RawWait is Wait before calibration (observeWaitLocked compares it
-	// with the wait that happens).
-	RawWait time.Duration
 	// Fixed is the part of Own set by configuration rather than measured
 	// (a one-shot batch's InferMaxDelay): no probe can revise it.
 	Fixed time.Duration
@@ -204,17 +218,17 @@ func perSecond(tokens int, rate float64) time.Duration {
 // predictTTFTLocked predicts the time to first token of a new request of
 // class c with an n-token prompt, from the queue as it is now:
 //
-//	busy: TTFT ≈ step in flight + backlog of classes ≥ c / drain rate + n / prefill speed
+//	busy: TTFT ≈ step in flight + max(tokens ahead / drain rate, requests ahead / admission rate) + n / prefill speed
 //	idle: TTFT ≈ n / solo prefill speed
 //
-// The backlog counts prefill tokens not yet computed of queued and admitted
-// requests of its class and the classes above it (those are served first;
-// FIFO puts it behind its own class). Zero when nothing has been measured.
+// What is ahead is what headLocked will serve first: the admitted
+// requests' prompts not yet computed, every request queued in a higher
+// class, and those of its own class that can still meet their TTFT
+// objective (a request already late yields to one that can be on time, so
+// a backlog of late requests does not stand in front of a new one). The
+// request itself needs a slot too when the batch is full. Zero when
+// nothing has been measured.
 func (s *Scheduler[P]) predictTTFTLocked(c Class, n int, now time.Time) prediction {
-	ahead := 0
-	for k := c; k <= ClassRealtime; k++ {
-		ahead += s.mu.backlog[k.index()]
-	}
 	busy := s.busyLocked()
 	speed := s.ownSpeedLocked(busy, now)
 	if speed <= 0 {
@@ -222,45 +236,45 @@ func (s *Scheduler[P]) predictTTFTLocked(c Class, n int, now time.Time) predicti
 	}
 	p := prediction{Own: perSecond(n, speed), Idle: !busy}
 	p.IdleOwn = p.Own
-	if busy {
-		p.IdleOwn = perSecond(n, s.ownSpeedLocked(false, now))
-		p.Wait = s.mu.est.step
-		if rate := s.drainRateLocked(now); ahead > 0 && rate > 0 {
-			p.Wait += perSecond(ahead, rate)
-		}
-		p.RawWait = p.Wait
-		p.Wait = s.calibratedLocked(p.Wait)
+	if !busy {
+		return p
 	}
+	p.IdleOwn = perSecond(n, s.ownSpeedLocked(false, now))
+	tokens, requests := s.aheadLocked(c, now)
+	var wait time.Duration
+	if rate := s.drainRateLocked(now); tokens > 0 && rate > 0 {
+		wait = perSecond(tokens, rate)
+	}
+	switch full := s.mu.stats.Running >= s.cfg.MaxBatch; {
+	case requests > 0 && s.mu.est.admitRate > 0:
+		if full {
+			requests++
+		}
+		wait = max(wait, perSecond(requests, s.mu.est.admitRate))
+	case full:
+		// Nothing queued ahead, but every slot taken: the first slot
+		// frees when the running stream nearest its end finishes.
+		wait = max(wait, time.Duration(s.mu.decodeMin)*s.mu.est.step)
+	}
+	p.Wait = s.mu.est.step + wait
 	return p
 }
 
-// The drain rate says how fast prefill tokens are computed, but a queue
-// drains only as fast as running streams finish and free their slot and
-// KV: under a burst the queued requests wait longer than ahead ÷ rate,
-// by a factor that depends on the mix of prompt and output lengths. So the
-// scheduler measures that factor on the requests themselves — each queued
-// request's wait to its first step against the wait predicted when it
-// arrived — and scales its predictions by it. calibMin and calibMax bound
-// how far a few odd requests can move it.
-const calibMin, calibMax = 0.25, 16
-
-// calibratedLocked scales a predicted wait by the measured factor.
-func (s *Scheduler[P]) calibratedLocked(wait time.Duration) time.Duration {
-	if c := s.mu.est.calib; c > 0 {
-		return time.Duration(float64(wait) * c)
+// aheadLocked counts the prefill tokens and the queued requests that a new
+// on-time request of class c would wait for (see predictTTFTLocked).
+func (s *Scheduler[P]) aheadLocked(c Class, now time.Time) (tokens, requests int) {
+	for k := c; k <= ClassRealtime; k++ {
+		queued := 0
+		for _, g := range s.mu.queue[k.index()] {
+			queued += g.backlog
+			if k > c || !s.lateLocked(g, now) {
+				tokens += g.backlog
+				requests++
+			}
+		}
+		tokens += s.mu.backlog[k.index()] - queued // admitted, still prefilling
 	}
-	return wait
-}
-
-// observeWaitLocked feeds one request's wait (arrival to its first step)
-// against the uncalibrated wait predicted at its arrival. Waits shorter
-// than two steps say nothing about the queue and are skipped.
-func (s *Scheduler[P]) observeWaitLocked(predicted, actual time.Duration) {
-	if predicted < 2*s.mu.est.step || predicted <= 0 {
-		return
-	}
-	r := min(max(float64(actual)/float64(predicted), calibMin), calibMax)
-	s.mu.est.calib = ewma(s.mu.est.calib, r, s.cfg.EWMAAlpha)
+	return tokens, requests
 }
 
 // drainEstimateLocked estimates how long until the backlog of classes ≥ c
@@ -334,7 +348,7 @@ func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, 
 	if len(s.mu.queue[i])+s.mu.inferN[i] >= s.cfg.QueueLimit {
 		return &OverloadError{Class: c, QueueFull: true, RetryAfter: s.drainEstimateLocked(c, now)}
 	}
-	if !failFast || ttft <= 0 || p.Total() <= ttft {
+	if !failFast || ttft <= 0 || p.Total() <= p.limit(ttft) {
 		return nil
 	}
 	if p.Idle {
@@ -355,6 +369,23 @@ func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, 
 	return &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, RetryAfter: s.retryAfterLocked(p, ttft, now)}
 }
 
+// ttftHeadroom is the share of a TTFT objective a busy device's prediction
+// may use: the queue's wait is predicted from rates that move from step to
+// step, and a request admitted on a prediction just under its objective is
+// late as often as not (then refused late, see expiredLocked). An idle
+// device's prediction is the request's own prefill alone and gets the
+// whole objective.
+const ttftHeadroom = 0.8
+
+// limit is the predicted TTFT up to which a request with objective ttft
+// is admitted.
+func (p prediction) limit(ttft time.Duration) time.Duration {
+	if p.Idle {
+		return ttft
+	}
+	return time.Duration(ttftHeadroom * float64(ttft))
+}
+
 // retryAfterLocked is how long until a request predicted at p on a busy
 // device would be admitted if nothing else arrived. The queue ahead drains
 // at the rate p was predicted with, so its wait falls a second per second
@@ -363,9 +394,9 @@ func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, 
 // device has drained (untilIdleLocked), and, if even its solo cost is over,
 // once the next probe is due.
 func (s *Scheduler[P]) retryAfterLocked(p prediction, ttft time.Duration, now time.Time) time.Duration {
-	step := s.mu.est.step
-	if p.Own+step <= ttft {
-		return max(p.Total()-ttft, step)
+	step, limit := s.mu.est.step, p.limit(ttft)
+	if p.Own+step <= limit {
+		return max(p.Total()-limit, step)
 	}
 	d := s.untilIdleLocked(now)
 	if p.IdleOwn > ttft {

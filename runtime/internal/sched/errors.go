@@ -61,11 +61,19 @@ type OverloadError struct {
 	// then when the next probe is due (a request admitted to measure the
 	// device again); a shorter prompt or a looser objective fits sooner.
 	Alone bool
+	// Late is set when the request was queued on a prediction that it
+	// would fit, and refused once it no longer could (Predicted is then
+	// its wait so far plus its own prefill).
+	Late bool
 }
 
 func (e *OverloadError) Error() string {
 	if e.QueueFull {
 		return fmt.Sprintf("sched: overloaded: %s queue full, retry after %v", e.Class, e.RetryAfter)
+	}
+	if e.Late {
+		return fmt.Sprintf("sched: overloaded: queued %s request can no longer meet its slo %v (%v with its prefill), retry after %v",
+			e.Class, e.SLO, e.Predicted.Round(time.Microsecond), e.RetryAfter.Round(time.Microsecond))
 	}
 	if e.Alone {
 		return fmt.Sprintf("sched: predicted %v for this request alone on an idle device exceeds its %s slo %v (shorten the prompt or raise the objective), retry after %v",

@@ -158,6 +158,11 @@ func (s *Scheduler[P]) reap(now time.Time) {
 	for i := range s.mu.queue {
 		s.mu.queue[i] = slices.DeleteFunc(s.mu.queue[i], func(g *genReq) bool {
 			o, err, end := endReason(g.ctx, g.deadline, now)
+			if !end {
+				if err = s.expiredLocked(g, now); err != nil {
+					o, end = OutcomeRejected, true
+				}
+			}
 			if end {
 				out = append(out, gone{g: g, o: o, err: err})
 			}
@@ -195,6 +200,22 @@ func (s *Scheduler[P]) reap(now time.Time) {
 			s.finishGen(x.g, now, x.o, fmt.Errorf("sched: request %d: %w", x.g.id, x.err))
 		}
 	}
+}
+
+// expiredLocked refuses a waiting fail-fast request that can no longer
+// meet its TTFT objective. Fail-fast asks to be refused rather than kept
+// waiting past the objective: its prediction at arrival said it would fit,
+// the queue moved slower than predicted, and it is refused as soon as it
+// cannot (its client gets the same *OverloadError, later), rather than
+// waiting behind the on-time requests it now yields to (headLocked) for as
+// long as they keep arriving.
+func (s *Scheduler[P]) expiredLocked(g *genReq, now time.Time) error {
+	if !g.req.FailFast || g.admitted || !g.tl.FirstScheduled.IsZero() || !s.lateLocked(g, now) {
+		return nil
+	}
+	p := s.predictTTFTLocked(g.class, g.pendingPrefill(), now)
+	return &OverloadError{Class: g.class, Predicted: now.Sub(g.tl.Arrived) + p.Own, SLO: g.req.SLO.TTFT, Late: true,
+		RetryAfter: s.retryAfterLocked(p, g.req.SLO.TTFT, now)}
 }
 
 // cancelAll ends everything with outcome cancelled; Close ran out of time.
@@ -284,6 +305,7 @@ func (s *Scheduler[P]) admit() {
 			g.tl.CachedTokens = cached
 		}
 		s.admitSeq++
+		s.admitted++
 		g.admitted, g.admitOrder = true, s.admitSeq
 		g.reserved, g.prefilled = len(g.tokens), cached
 		s.running = append(s.running, g)

@@ -118,13 +118,14 @@ func burstThenIdle(t *testing.T, seed uint64) {
 
 	// RetryAfter keeps its word: nothing else arrives now, and a client
 	// that waits each RetryAfter (one step's slack) gets in within a few
-	// tries. It is a prediction: a queue whose later requests run longer
-	// than the earlier ones' measured waits said takes longer, and the
-	// next refusal says how much.
+	// tries. It is a prediction from rates measured over the last steps: a
+	// queue that moves slower than they said (a full batch of long
+	// outputs, a KV cache that admits one at a time) takes longer, and the
+	// next refusal says how much more.
 	if last != nil {
 		first, refusedAt := last.RetryAfter, time.Now()
 		ok := false
-		for try := 1; try <= 4 && !ok; try++ {
+		for try := 1; try <= 6 && !ok; try++ {
 			time.Sleep(last.RetryAfter + s.Stats().StepTime)
 			st, err := s.Submit(t.Context(), lastReq)
 			switch {
@@ -139,7 +140,7 @@ func burstThenIdle(t *testing.T, seed uint64) {
 			}
 		}
 		if !ok {
-			t.Errorf("a request refused with RetryAfter %v was still refused after 4 retries at each RetryAfter (%v later, nothing else arriving): %v", first, time.Since(refusedAt), last)
+			t.Errorf("a request refused with RetryAfter %v was still refused after 6 retries at each RetryAfter (%v later, nothing else arriving): %v", first, time.Since(refusedAt), last)
 		}
 	}
 	wg.Wait()

@@ -45,6 +45,7 @@ type Scheduler[P any] struct {
 		// generate, as of the last step (for a refusal's RetryAfter).
 		decodeTail int
 		decodeLeft int        // the tokens all running sequences may still generate
+		decodeMin  int        // the fewest tokens a running sequence may still generate
 		nextProbe  time.Time  // when an idle device may next admit a probe (refuseLocked)
 		stats      Stats      // counters; depths filled in by Stats()
 		records    []Timeline // finished, not yet drained
@@ -58,6 +59,8 @@ type Scheduler[P any] struct {
 	order    []*genReq
 	batch    Batch
 	cost     map[string]*decodeCost // per model: step time by decode rows, for TPOT-aware admission
+	admitted int                    // admissions since the last step (observeAdmitsLocked)
+	lastStep time.Time              // when the last step ended
 }
 
 // New validates cfg and starts the device loop driving exec. Call Close to
@@ -104,7 +107,6 @@ type genReq struct {
 	tokens    []int32 // prompt, then generated tokens
 	promptLen int
 	deadline  time.Time
-	predWait  time.Duration // uncalibrated wait predicted at Submit (observeWaitLocked)
 
 	// Device-loop state.
 	admitted   bool   // the Executor holds KV for it
@@ -141,7 +143,7 @@ func (s *Scheduler[P]) Submit(ctx context.Context, req Request) (*Stream, error)
 		tokens: req.Prompt, promptLen: len(req.Prompt),
 		tl: Timeline{
 			ID: uint64(id), Kind: KindGenerate, Model: req.Model, Class: class,
-			SLO: req.SLO, PromptTokens: len(req.Prompt), Arrived: now,
+			SLO: req.SLO, FailFast: req.FailFast, PromptTokens: len(req.Prompt), Arrived: now,
 		},
 		stream: newStream(id, cancel),
 	}
@@ -165,7 +167,6 @@ func (s *Scheduler[P]) Submit(ctx context.Context, req Request) (*Stream, error)
 		g.stopWake()
 		return nil, fmt.Errorf("sched: submit: %w", err)
 	}
-	g.predWait = p.RawWait
 	s.enqueueLocked(g)
 	s.setBacklogLocked(g, len(g.tokens))
 	s.mu.Unlock()

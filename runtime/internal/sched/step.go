@@ -82,6 +82,10 @@ func (s *Scheduler[P]) step() (bool, time.Duration) {
 
 	s.mu.Lock()
 	backlogged := s.backlogLocked() > 0
+	waiting := false // requests still queued after this iteration's admissions
+	for _, q := range s.mu.queue {
+		waiting = waiting || len(q) > 0
+	}
 	s.mu.Unlock()
 	start := time.Now()
 	s.markScheduled(b, start)
@@ -92,7 +96,7 @@ func (s *Scheduler[P]) step() (bool, time.Duration) {
 		s.failBatch(b, end, err)
 		return true, exec
 	}
-	s.apply(b, res, end, exec, backlogged)
+	s.apply(b, res, end, exec, backlogged, waiting)
 	return true, exec
 }
 
@@ -120,24 +124,11 @@ func (s *Scheduler[P]) grow(g *genReq) bool {
 }
 
 func (s *Scheduler[P]) markScheduled(b *Batch, now time.Time) {
-	locked := false
 	mark := func(id SeqID) {
 		if g := s.byID[id]; g != nil && g.tl.FirstScheduled.IsZero() {
 			g.tl.FirstScheduled = now
-			if g.predWait > 0 {
-				if !locked {
-					s.mu.Lock()
-					locked = true
-				}
-				s.observeWaitLocked(g.predWait, now.Sub(g.tl.Arrived))
-			}
 		}
 	}
-	defer func() {
-		if locked {
-			s.mu.Unlock()
-		}
-	}()
 	for _, r := range b.Decode {
 		mark(r.Seq)
 	}
@@ -167,7 +158,7 @@ func (s *Scheduler[P]) failBatch(b *Batch, now time.Time, err error) {
 }
 
 // apply advances the sequences of a finished step and streams its tokens.
-func (s *Scheduler[P]) apply(b *Batch, res StepResult, now time.Time, exec time.Duration, backlogged bool) {
+func (s *Scheduler[P]) apply(b *Batch, res StepResult, now time.Time, exec time.Duration, backlogged, waiting bool) {
 	prefill := 0
 	for _, r := range b.Decode {
 		s.byID[r.Seq].prefilled++
@@ -213,14 +204,32 @@ func (s *Scheduler[P]) apply(b *Batch, res StepResult, now time.Time, exec time.
 	cost := s.costOf(b.Model)
 	cost.observe(len(b.Decode), prefill, exec)
 	s.mu.Lock()
-	s.observeStepLocked(prefill, len(b.Decode), backlogged, exec, now)
+	// The queue's rates are per second of wall time since the last step
+	// (the loop's own work, one-shot batches and whatever else the CPU
+	// ran meanwhile all delay the queue), and per step time when the loop
+	// was idle before this step.
+	wall := exec
+	if !s.lastStep.IsZero() && backlogged {
+		wall = max(now.Sub(s.lastStep), exec)
+	}
+	s.lastStep = now
+	s.observeStepLocked(prefill, len(b.Decode), backlogged, exec, wall, now)
+	if waiting {
+		// Requests waited after this iteration's admissions: the
+		// admissions it made are what the queue's capacity allowed.
+		s.observeAdmitsLocked(s.admitted, wall)
+	}
+	s.admitted = 0
 	s.mu.stats.PredictedTPOT = cost.stepAt(max(len(s.running), 1))
 	s.mu.stats.Steps++
 	s.mu.stats.DecodeTokens += uint64(len(b.Decode))
 	s.mu.stats.PrefillTokens += uint64(prefill)
 	s.mu.stats.Prefilling = 0
-	s.mu.decodeTail, s.mu.decodeLeft = 0, 0
-	for _, g := range s.running {
+	s.mu.decodeTail, s.mu.decodeLeft, s.mu.decodeMin = 0, 0, 0
+	for i, g := range s.running {
+		if r := g.remainingTokens(); i == 0 || r < s.mu.decodeMin {
+			s.mu.decodeMin = r
+		}
 		s.mu.decodeTail = max(s.mu.decodeTail, g.remainingTokens())
 		s.mu.decodeLeft += g.remainingTokens()
 		s.setBacklogLocked(g, g.pendingPrefill())

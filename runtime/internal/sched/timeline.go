@@ -108,8 +108,11 @@ type Timeline struct {
 	// Model and Class identify the request.
 	Model string
 	Class Class
-	// SLO is the request's objectives, copied so the record stands alone.
-	SLO SLO
+	// SLO is the request's objectives, copied so the record stands alone;
+	// FailFast whether the request asked to be refused rather than queued
+	// past them.
+	SLO      SLO
+	FailFast bool
 	// PromptTokens is the prompt length; CachedTokens the prompt tokens the
 	// Executor reported already cached at the first admission (prefix hit).
 	PromptTokens int

@@ -1,0 +1,318 @@
+package loadgen
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/metrics"
+)
+
+// Burst and recovery. The seeds' acceptance method runs a burst and then a
+// recovery phase because what matters is not only that overload is
+// refused but that the service comes back: a server that refuses fast
+// under a burst and then goes on refusing while idle has failed its users
+// twice. A run whose phases include a baseline, a burst and a recovery (by
+// Kind, in that order) gets a RecoveryReport: each phase's admitted and
+// refused requests, the TTFT of those admitted, how fast refusals came
+// back, and how long after the burst the service behaved as before.
+
+// RecoveryGoals are the goals a burst-and-recovery run is judged on; a
+// zero field takes its default.
+type RecoveryGoals struct {
+	// MaxTTFTRatio bounds the recovery phase's TTFT p99 ÷ the baseline's
+	// (admitted requests); default 1.1.
+	MaxTTFTRatio float64 `json:"max_ttft_ratio,omitempty"`
+	// MaxRefusalMs bounds the p99 of arrival → refusal during the burst;
+	// default 50 ms.
+	MaxRefusalMs float64 `json:"max_refusal_ms,omitempty"`
+	// MaxFirstAdmittedS bounds the time from the burst's end to the first
+	// fail-fast request admitted; default 1 s.
+	MaxFirstAdmittedS float64 `json:"max_first_admitted_s,omitempty"`
+}
+
+func (g *RecoveryGoals) withDefaults() RecoveryGoals {
+	var out RecoveryGoals
+	if g != nil {
+		out = *g
+	}
+	if out.MaxTTFTRatio == 0 {
+		out.MaxTTFTRatio = 1.1
+	}
+	if out.MaxRefusalMs == 0 {
+		out.MaxRefusalMs = 50
+	}
+	if out.MaxFirstAdmittedS == 0 {
+		out.MaxFirstAdmittedS = 1
+	}
+	return out
+}
+
+// RecoveryReport is report.json's "recovery".
+type RecoveryReport struct {
+	Baseline PhaseFigures `json:"baseline"`
+	Burst    PhaseFigures `json:"burst"`
+	Recovery PhaseFigures `json:"recovery"`
+	// TTFTP99Ratio is the recovery phase's TTFT p99 ÷ the baseline's, of
+	// admitted requests; null when either has no sample.
+	TTFTP99Ratio *float64 `json:"ttft_p99_ratio"`
+	// FirstAdmittedS is the time from the burst's end to the arrival of
+	// the first fail-fast request admitted after it; null when none was.
+	FirstAdmittedS *float64 `json:"first_fail_fast_admitted_s"`
+	// RecoveredS is the time from the burst's end to the arrival of the
+	// first request from which on every request was admitted and every
+	// one admitted met its TTFT objective (0: the first request after the
+	// burst already did); null when the recovery phase ended without it.
+	RecoveredS *float64 `json:"recovered_s"`
+	// Why explains a null above.
+	Why   string        `json:"why,omitempty"`
+	Goals RecoveryGoals `json:"goals"`
+}
+
+// PhaseFigures are one phase's requests split by what admission did.
+type PhaseFigures struct {
+	Phase    string `json:"phase"`
+	Requests int    `json:"requests"`
+	// FailFast counts the requests sent fail-fast; Admitted every request
+	// not refused; Refused those refused at admission (HTTP 429/503).
+	FailFast int `json:"fail_fast"`
+	Admitted int `json:"admitted"`
+	Refused  int `json:"refused"`
+	// TTFTMs is the TTFT of admitted requests; FailFastTTFTMs that of the
+	// admitted fail-fast ones, whose objective admission promised.
+	TTFTMs         metrics.Quantiles `json:"ttft_ms"`
+	FailFastTTFTMs metrics.Quantiles `json:"fail_fast_ttft_ms"`
+	// MetTTFT is the share of admitted fail-fast requests whose TTFT met
+	// their objective (over FailFastTTFTMs.Count requests); null without one.
+	MetTTFT *float64 `json:"fail_fast_met_ttft"`
+	// RefusalMs is arrival → refusal of the refused requests.
+	RefusalMs metrics.Quantiles `json:"refusal_ms"`
+}
+
+type phaseAcc struct {
+	fig                   PhaseFigures
+	ttft, ffTTFT, refusal *metrics.Histogram
+	met                   int
+}
+
+func newPhaseAcc(name string) *phaseAcc {
+	return &phaseAcc{fig: PhaseFigures{Phase: name},
+		ttft: metrics.NewHistogram(0.01), ffTTFT: metrics.NewHistogram(0.01), refusal: metrics.NewHistogram(0.01)}
+}
+
+func (a *phaseAcc) add(t *metrics.Timeline) {
+	f := &a.fig
+	f.Requests++
+	if t.FailFast {
+		f.FailFast++
+	}
+	if t.Outcome == metrics.Rejected {
+		f.Refused++
+		if !t.Finished.IsZero() {
+			a.refusal.Record(ms(t.Finished.Sub(t.Arrived)))
+		}
+		return
+	}
+	f.Admitted++
+	ttft, ok := t.TTFT()
+	if !ok {
+		return
+	}
+	a.ttft.Record(ms(ttft))
+	if t.FailFast {
+		a.ffTTFT.Record(ms(ttft))
+		if t.SLO.TTFT <= 0 || ttft <= t.SLO.TTFT {
+			a.met++
+		}
+	}
+}
+
+func (a *phaseAcc) figures() PhaseFigures {
+	f := a.fig
+	f.TTFTMs, f.FailFastTTFTMs, f.RefusalMs = metrics.QuantilesOf(a.ttft), metrics.QuantilesOf(a.ffTTFT), metrics.QuantilesOf(a.refusal)
+	if n := a.ffTTFT.Count(); n > 0 {
+		v := float64(a.met) / float64(n)
+		f.MetTTFT = &v
+	}
+	return f
+}
+
+// recoveryPhases finds the baseline, burst and recovery phases (the first
+// of each kind, in that order) in res, or reports ok=false.
+func recoveryPhases(res *Result) (base, burst, rec int, ok bool) {
+	base, burst, rec = -1, -1, -1
+	for i, p := range res.Phases {
+		switch {
+		case p.Phase.Kind == "baseline" && base < 0:
+			base = i
+		case p.Phase.Kind == "burst" && base >= 0 && burst < 0:
+			burst = i
+		case p.Phase.Kind == "recovery" && burst >= 0 && rec < 0:
+			rec = i
+		}
+	}
+	return base, burst, rec, rec >= 0
+}
+
+// recoveryReport reads the run's timeline file (twice, holding nothing per
+// request) into a RecoveryReport; nil when the run has no baseline, burst
+// and recovery phases.
+func recoveryReport(res *Result) (*RecoveryReport, error) {
+	base, burst, rec, ok := recoveryPhases(res)
+	if !ok || res.TimelineFile == "" {
+		return nil, nil
+	}
+	accs := map[int]*phaseAcc{base: newPhaseAcc(res.Phases[base].Phase.Name),
+		burst: newPhaseAcc(res.Phases[burst].Phase.Name), rec: newPhaseAcc(res.Phases[rec].Phase.Name)}
+	burstEnd := res.Phases[burst].End
+	// Pass 1: the figures, the first fail-fast admission after the burst,
+	// and the last arrival after it that was refused or missed its TTFT.
+	var firstAdmitted, lastBad time.Time
+	bad := func(t *metrics.Timeline) bool {
+		if t.Outcome == metrics.Rejected {
+			return true
+		}
+		ttft, ok := t.TTFT()
+		return ok && t.SLO.TTFT > 0 && ttft > t.SLO.TTFT
+	}
+	err := eachTimeline(res.TimelineFile, func(phase int, t *metrics.Timeline) {
+		if a := accs[phase]; a != nil {
+			a.add(t)
+		}
+		if phase != rec {
+			return
+		}
+		if t.FailFast && t.Outcome != metrics.Rejected && (firstAdmitted.IsZero() || t.Arrived.Before(firstAdmitted)) {
+			firstAdmitted = t.Arrived
+		}
+		if bad(t) && t.Arrived.After(lastBad) {
+			lastBad = t.Arrived
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &RecoveryReport{Baseline: accs[base].figures(), Burst: accs[burst].figures(), Recovery: accs[rec].figures(),
+		Goals: res.Spec.Recovery.withDefaults()}
+	if b, v := r.Baseline.TTFTMs.P99, r.Recovery.TTFTMs.P99; b != nil && v != nil && *b > 0 {
+		x := *v / *b
+		r.TTFTP99Ratio = &x
+	}
+	since := func(t time.Time) *float64 { v := max(t.Sub(burstEnd).Seconds(), 0); return &v }
+	if !firstAdmitted.IsZero() {
+		r.FirstAdmittedS = since(firstAdmitted)
+	} else {
+		r.Why = "no fail-fast request was admitted after the burst"
+	}
+	if lastBad.IsZero() {
+		v := 0.0
+		r.RecoveredS = &v
+		return r, nil
+	}
+	// Pass 2: the first request after the last bad one.
+	var firstGood time.Time
+	err = eachTimeline(res.TimelineFile, func(phase int, t *metrics.Timeline) {
+		if phase == rec && t.Arrived.After(lastBad) && (firstGood.IsZero() || t.Arrived.Before(firstGood)) {
+			firstGood = t.Arrived
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if firstGood.IsZero() {
+		r.Why = join(r.Why, fmt.Sprintf("the recovery phase's last request (%.2f s after the burst) was still refused or over its TTFT objective", lastBad.Sub(burstEnd).Seconds()))
+	} else {
+		r.RecoveredS = since(firstGood)
+	}
+	return r, nil
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// eachTimeline calls fn for every line of a timeline file.
+func eachTimeline(path string, fn func(phase int, t *metrics.Timeline)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("loadgen: timeline file: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for i := 1; sc.Scan(); i++ {
+		var l timelineLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return fmt.Errorf("loadgen: timeline file line %d: %w", i, err)
+		}
+		fn(l.Phase, l.Timeline)
+	}
+	return sc.Err()
+}
+
+// verdicts judges the report against its goals.
+func (r *RecoveryReport) verdicts() []Verdict {
+	g := r.Goals
+	v := func(name, metric, phase string, limit float64, value *float64, samples, need int, reason string) Verdict {
+		out := Verdict{Threshold: name, Metric: metric, Phase: phase, Max: &limit, Value: value, Samples: samples, MinSamples: need}
+		switch {
+		case value == nil:
+			out.Status, out.Reason = Retest, reason
+		case samples < need:
+			out.Status, out.Reason = Retest, fmt.Sprintf("%d samples; this figure needs %d", samples, need)
+		case *value <= limit:
+			out.Status, out.Reason = Pass, "within the goal"
+		default:
+			out.Status, out.Reason = Block, "over the goal"
+		}
+		return out
+	}
+	var out []Verdict
+	// A p99 stands on at least 100 samples (in both phases, for a ratio).
+	out = append(out, v(fmt.Sprintf("recovery TTFT p99 ÷ baseline TTFT p99 ≤ %g", g.MaxTTFTRatio), "ttft_p99_ratio", r.Recovery.Phase,
+		g.MaxTTFTRatio, r.TTFTP99Ratio, int(min(r.Recovery.TTFTMs.Count, r.Baseline.TTFTMs.Count)), 100,
+		"no admitted request with a first token in the baseline or the recovery phase"))
+	out = append(out, v(fmt.Sprintf("refusal p99 ≤ %g ms", g.MaxRefusalMs), "refusal_ms.p99", r.Burst.Phase,
+		g.MaxRefusalMs, r.Burst.RefusalMs.P99, int(r.Burst.RefusalMs.Count), 100, "no request was refused during the burst"))
+	out = append(out, v(fmt.Sprintf("first fail-fast request admitted ≤ %g s after the burst", g.MaxFirstAdmittedS), "first_fail_fast_admitted_s", r.Recovery.Phase,
+		g.MaxFirstAdmittedS, r.FirstAdmittedS, r.Recovery.FailFast, 1, r.Why))
+	// Admitted fail-fast requests kept their TTFT promise during the
+	// burst: at most 1 % of them over their objective (a p99), judged on
+	// at least 100 of them.
+	if r.Burst.MetTTFT != nil {
+		miss := 1 - *r.Burst.MetTTFT
+		out = append(out, v("admitted fail-fast requests over their TTFT objective during the burst ≤ 1 % (p99 within it)", "fail_fast_ttft_miss_rate", r.Burst.Phase,
+			0.01, &miss, int(r.Burst.FailFastTTFTMs.Count), 100, ""))
+	}
+	return out
+}
+
+// recoveryRows is report.md's "Burst and recovery" table.
+func recoveryRows(r *RecoveryReport) [][]string {
+	secs := func(v *float64) string {
+		if v == nil {
+			return "never"
+		}
+		return fmtPtr(v, 2) + " s"
+	}
+	rows := [][]string{{"phase", "requests (fail-fast)", "admitted", "refused", "TTFT p50 / p99 ms (n)", "fail-fast TTFT p99 ms, within objective", "refusal p50 / p99 ms (n)"}}
+	for _, f := range []PhaseFigures{r.Baseline, r.Burst, r.Recovery} {
+		rows = append(rows, []string{f.Phase, fmt.Sprintf("%d (%d)", f.Requests, f.FailFast), fmt.Sprint(f.Admitted), fmt.Sprint(f.Refused),
+			fmt.Sprintf("%s / %s (%d)", fmtPtr(f.TTFTMs.P50, 1), fmtPtr(f.TTFTMs.P99, 1), f.TTFTMs.Count),
+			fmt.Sprintf("%s, %s of %d", fmtPtr(f.FailFastTTFTMs.P99, 1), fmtPtr(f.MetTTFT, 3), f.FailFastTTFTMs.Count),
+			fmt.Sprintf("%s / %s (%d)", fmtPtr(f.RefusalMs.P50, 1), fmtPtr(f.RefusalMs.P99, 1), f.RefusalMs.Count)})
+	}
+	rows = append(rows,
+		[]string{"recovery TTFT p99 ÷ baseline", fmtPtr(r.TTFTP99Ratio, 3)},
+		[]string{"first fail-fast request admitted after the burst", secs(r.FirstAdmittedS)},
+		[]string{"recovered (every request admitted and within its TTFT from then on)", secs(r.RecoveredS)})
+	if r.Why != "" {
+		rows = append(rows, []string{"why", r.Why})
+	}
+	return rows
+}
