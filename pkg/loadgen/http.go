@@ -217,7 +217,7 @@ func (h *HTTPTarget) generate(ctx context.Context, model string, prompt []int32,
 		switch {
 		case err == nil:
 		case errors.As(err, &oe):
-			outcome = metrics.Rejected
+			outcome, tl.RefusedInQueue = metrics.Rejected, oe.Late
 		case errors.Is(err, context.DeadlineExceeded):
 			outcome = metrics.TimedOut
 		case errors.Is(err, context.Canceled), errors.Is(err, errStopped):
@@ -301,8 +301,15 @@ func (h *HTTPTarget) stream(ctx context.Context, tl *metrics.Timeline, prompt []
 			ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 			// 429 (overloaded) or 503 (unavailable): counted as overload,
 			// with the server's own words (the client knows no prediction).
+			var body struct {
+				Error struct {
+					Code string `json:"code"`
+				} `json:"error"`
+			}
+			_ = json.Unmarshal(msg, &body)
 			return 0, &refusal{status: resp.Status, body: strings.TrimSpace(string(msg)),
-				oe: &engine.OverloadError{Class: opts.Class, RetryAfter: time.Duration(ra) * time.Second}}
+				oe: &engine.OverloadError{Class: opts.Class, RetryAfter: time.Duration(ra) * time.Second,
+					Late: body.Error.Code == "overloaded_in_queue", Alone: body.Error.Code == "slo_unreachable"}}
 		}
 		return 0, fmt.Errorf("loadgen: %s: %s: %.300s", req.URL, resp.Status, msg)
 	}

@@ -87,19 +87,25 @@ type PhaseFigures struct {
 	// MetTTFT is the share of admitted fail-fast requests whose TTFT met
 	// their objective (over FailFastTTFTMs.Count requests); null without one.
 	MetTTFT *float64 `json:"fail_fast_met_ttft"`
-	// RefusalMs is arrival → refusal of the refused requests.
-	RefusalMs metrics.Quantiles `json:"refusal_ms"`
+	// RefusalMs is arrival → refusal of the refused requests, all of them.
+	// RefusedInQueue counts those refused after a wait in the queue (a
+	// fail-fast request queued on a prediction that it would fit, refused
+	// once it could not: about its objective late); ArrivalRefusalMs is
+	// the latency of the others, the admission decision's.
+	RefusalMs        metrics.Quantiles `json:"refusal_ms"`
+	RefusedInQueue   int               `json:"refused_in_queue"`
+	ArrivalRefusalMs metrics.Quantiles `json:"arrival_refusal_ms"`
 }
 
 type phaseAcc struct {
-	fig                   PhaseFigures
-	ttft, ffTTFT, refusal *metrics.Histogram
-	met                   int
+	fig                            PhaseFigures
+	ttft, ffTTFT, refusal, arrival *metrics.Histogram
+	met                            int
 }
 
 func newPhaseAcc(name string) *phaseAcc {
-	return &phaseAcc{fig: PhaseFigures{Phase: name},
-		ttft: metrics.NewHistogram(0.01), ffTTFT: metrics.NewHistogram(0.01), refusal: metrics.NewHistogram(0.01)}
+	h := func() *metrics.Histogram { return metrics.NewHistogram(0.01) }
+	return &phaseAcc{fig: PhaseFigures{Phase: name}, ttft: h(), ffTTFT: h(), refusal: h(), arrival: h()}
 }
 
 func (a *phaseAcc) add(t *metrics.Timeline) {
@@ -110,8 +116,15 @@ func (a *phaseAcc) add(t *metrics.Timeline) {
 	}
 	if t.Outcome == metrics.Rejected {
 		f.Refused++
+		if t.RefusedInQueue {
+			f.RefusedInQueue++
+		}
 		if !t.Finished.IsZero() {
-			a.refusal.Record(ms(t.Finished.Sub(t.Arrived)))
+			d := ms(t.Finished.Sub(t.Arrived))
+			a.refusal.Record(d)
+			if !t.RefusedInQueue {
+				a.arrival.Record(d)
+			}
 		}
 		return
 	}
@@ -131,7 +144,8 @@ func (a *phaseAcc) add(t *metrics.Timeline) {
 
 func (a *phaseAcc) figures() PhaseFigures {
 	f := a.fig
-	f.TTFTMs, f.FailFastTTFTMs, f.RefusalMs = metrics.QuantilesOf(a.ttft), metrics.QuantilesOf(a.ffTTFT), metrics.QuantilesOf(a.refusal)
+	f.TTFTMs, f.FailFastTTFTMs = metrics.QuantilesOf(a.ttft), metrics.QuantilesOf(a.ffTTFT)
+	f.RefusalMs, f.ArrivalRefusalMs = metrics.QuantilesOf(a.refusal), metrics.QuantilesOf(a.arrival)
 	if n := a.ffTTFT.Count(); n > 0 {
 		v := float64(a.met) / float64(n)
 		f.MetTTFT = &v
@@ -300,12 +314,12 @@ func recoveryRows(r *RecoveryReport) [][]string {
 		}
 		return fmtPtr(v, 2) + " s"
 	}
-	rows := [][]string{{"phase", "requests (fail-fast)", "admitted", "refused", "TTFT p50 / p99 ms (n)", "fail-fast TTFT p99 ms, within objective", "refusal p50 / p99 ms (n)"}}
+	rows := [][]string{{"phase", "requests (fail-fast)", "admitted", "refused (in queue)", "TTFT p50 / p99 ms (n)", "fail-fast TTFT p99 ms, within objective", "refusal p50 / p99 ms (n)", "at arrival p99 ms"}}
 	for _, f := range []PhaseFigures{r.Baseline, r.Burst, r.Recovery} {
-		rows = append(rows, []string{f.Phase, fmt.Sprintf("%d (%d)", f.Requests, f.FailFast), fmt.Sprint(f.Admitted), fmt.Sprint(f.Refused),
+		rows = append(rows, []string{f.Phase, fmt.Sprintf("%d (%d)", f.Requests, f.FailFast), fmt.Sprint(f.Admitted), fmt.Sprintf("%d (%d)", f.Refused, f.RefusedInQueue),
 			fmt.Sprintf("%s / %s (%d)", fmtPtr(f.TTFTMs.P50, 1), fmtPtr(f.TTFTMs.P99, 1), f.TTFTMs.Count),
 			fmt.Sprintf("%s, %s of %d", fmtPtr(f.FailFastTTFTMs.P99, 1), fmtPtr(f.MetTTFT, 3), f.FailFastTTFTMs.Count),
-			fmt.Sprintf("%s / %s (%d)", fmtPtr(f.RefusalMs.P50, 1), fmtPtr(f.RefusalMs.P99, 1), f.RefusalMs.Count)})
+			fmt.Sprintf("%s / %s (%d)", fmtPtr(f.RefusalMs.P50, 1), fmtPtr(f.RefusalMs.P99, 1), f.RefusalMs.Count), fmtPtr(f.ArrivalRefusalMs.P99, 1)})
 	}
 	rows = append(rows,
 		[]string{"recovery TTFT p99 ÷ baseline", fmtPtr(r.TTFTP99Ratio, 3)},

@@ -75,6 +75,9 @@ type Timeline struct {
 	// FailFast marks a request that asked to be refused at once rather
 	// than queued past its TTFT objective.
 	FailFast bool `json:"fail_fast,omitempty"`
+	// RefusedInQueue marks a fail-fast request refused after a wait in the
+	// queue, once it could no longer meet its objective (outcome rejected).
+	RefusedInQueue bool `json:"refused_in_queue,omitempty"`
 	// Pre and Post are the time a one-shot model's pre- and
 	// post-processing plugins took for this request, outside
 	// Arrived..Finished (the model's queue and run); zero without plugins.

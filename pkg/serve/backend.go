@@ -150,6 +150,13 @@ const (
 type OverloadError struct {
 	RetryAfter time.Duration
 	Reason     string
+	// Code is the error code the answer carries: "overloaded" (refused
+	// at arrival: the queue ahead, or a full queue), "overloaded_in_queue"
+	// (a fail-fast request queued on a prediction that it would fit,
+	// refused once it could not), "slo_unreachable" (the request alone on
+	// an idle device is predicted over its objective). "" means
+	// "overloaded".
+	Code string
 }
 
 func (e *OverloadError) Error() string { return "serve: overloaded: " + e.Reason }

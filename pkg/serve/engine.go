@@ -166,7 +166,14 @@ func convertErr(err error) error {
 	}
 	var oe *engine.OverloadError
 	if errors.As(err, &oe) {
-		return &OverloadError{RetryAfter: oe.RetryAfter, Reason: err.Error()}
+		code := "overloaded"
+		switch {
+		case oe.Late:
+			code = "overloaded_in_queue"
+		case oe.Alone:
+			code = "slo_unreachable"
+		}
+		return &OverloadError{RetryAfter: oe.RetryAfter, Reason: err.Error(), Code: code}
 	}
 	if errors.Is(err, engine.ErrInvalidRequest) || errors.Is(err, engine.ErrPromptTooLong) {
 		return &apiError{Status: 400, Type: "invalid_request_error", Message: err.Error()}

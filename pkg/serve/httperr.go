@@ -51,7 +51,11 @@ func errorOf(err error) *apiError {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &oe):
-		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: strp("overloaded"), RetryAfter: oe.RetryAfter,
+		code := oe.Code
+		if code == "" {
+			code = "overloaded"
+		}
+		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: strp(code), RetryAfter: oe.RetryAfter,
 			Message: fmt.Sprintf("the engine is overloaded (%s): retry after %s, lower the request's priority class or relax its SLO", oe.Reason, retryAfter(oe.RetryAfter))}
 	case errors.Is(err, errBadTensor):
 		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}

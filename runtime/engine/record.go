@@ -122,7 +122,7 @@ func recordOf(t *sched.Timeline) *Record {
 	r.Err, r.Preempted = t.Err, t.Preemptions
 	r.PromptTokens, r.CachedTokens, r.BatchSize = t.PromptTokens, t.CachedTokens, t.BatchSize
 	r.SLO = metrics.SLO{TTFT: t.SLO.TTFT, TPOT: t.SLO.TPOT, E2E: t.SLO.Deadline}
-	r.FailFast = t.FailFast
+	r.FailFast, r.RefusedInQueue = t.FailFast, t.RefusedInQueue
 	return r
 }
 

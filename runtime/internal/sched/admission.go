@@ -375,7 +375,7 @@ func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, 
 // late as often as not (then refused late, see expiredLocked). An idle
 // device's prediction is the request's own prefill alone and gets the
 // whole objective.
-const ttftHeadroom = 0.8
+const ttftHeadroom = 0.7
 
 // limit is the predicted TTFT up to which a request with objective ttft
 // is admitted.

@@ -161,6 +161,7 @@ func (s *Scheduler[P]) reap(now time.Time) {
 			if !end {
 				if err = s.expiredLocked(g, now); err != nil {
 					o, end = OutcomeRejected, true
+					g.tl.RefusedInQueue = true
 				}
 			}
 			if end {
@@ -265,6 +266,9 @@ func (s *Scheduler[P]) admit() {
 			}
 			continue
 		}
+		if s.lastSlot(g) {
+			return // kept for a request that can still be on time
+		}
 		if !s.tpotRoom(g) {
 			if s.preemptFor(g) {
 				continue
@@ -316,6 +320,23 @@ func (s *Scheduler[P]) admit() {
 		s.mu.stats.Running = len(s.running)
 		s.mu.Unlock()
 	}
+}
+
+// lastSlot reports whether g is late (headLocked found no waiting
+// request of its class that can still be on time) and would take the last
+// free slot of the batch. That slot stays free: a request arriving now
+// that can still meet its objective then starts at the next step instead
+// of waiting for a late stream to finish — after a burst the late backlog
+// drains on the other slots while new requests see the device as before
+// (TestLateBacklogKeepsASlot). It costs the backlog one slot of
+// throughput, and only while it is late.
+func (s *Scheduler[P]) lastSlot(g *genReq) bool {
+	if s.cfg.MaxBatch < 2 || len(s.running) < s.cfg.MaxBatch-1 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lateLocked(g, time.Now())
 }
 
 // headLocked is the next waiting request to admit: in the highest

@@ -160,3 +160,42 @@ func burstThenIdle(t *testing.T, seed uint64) {
 	}
 	t.Logf("seed %d: %d blocks, batch %d: %d admitted, %d refused; after: ttft %v", seed, blocks, cfg.MaxBatch, admitted, refused, after.tl.TTFT())
 }
+
+// TestLateBacklogKeepsASlot: while a backlog of requests that have already
+// missed their TTFT objective drains, a new request that can still be on
+// time starts at once (a slot is kept free for it) and meets its objective.
+func TestLateBacklogKeepsASlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(4096, testBlockSize)
+		s := newTest(t, f, 4096, Config{MaxBatch: 4})
+		var wg sync.WaitGroup
+		var warm result
+		consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, 0), MaxTokens: 4}), &warm)
+		wg.Wait()
+		backlog := make([]result, 24)
+		for i := range backlog {
+			consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(i+1)), MaxTokens: 64, SLO: SLO{TTFT: 5 * time.Millisecond}}), &backlog[i])
+		}
+		// The first four were on time when admitted; the rest are late by
+		// the time those finish (64 steps of about a millisecond).
+		time.Sleep(120 * time.Millisecond)
+		if st := s.Stats(); st.QueuedIn(ClassInteractive) == 0 {
+			t.Fatalf("no backlog: %+v", st)
+		}
+		st, err := s.Submit(t.Context(), Request{Model: "m", Prompt: prompt(16, 99), MaxTokens: 4, FailFast: true, SLO: SLO{TTFT: 10 * time.Millisecond}})
+		if err != nil {
+			t.Fatalf("an on-time request beside a late backlog: %v", err)
+		}
+		var r result
+		consume(&wg, st, &r)
+		wg.Wait()
+		if r.err != nil || r.tl.TTFT() > 10*time.Millisecond {
+			t.Errorf("on-time request beside a late backlog: %v, ttft %v over its 10ms objective", r.err, r.tl.TTFT())
+		}
+		for i, b := range backlog {
+			if b.err != nil {
+				t.Errorf("backlog request %d: %v", i, b.err)
+			}
+		}
+	})
+}

@@ -113,6 +113,10 @@ type Timeline struct {
 	// past them.
 	SLO      SLO
 	FailFast bool
+	// RefusedInQueue marks a fail-fast request refused after it had been
+	// queued, once it could no longer meet its TTFT objective (outcome
+	// rejected, like a refusal at arrival, but after a wait).
+	RefusedInQueue bool
 	// PromptTokens is the prompt length; CachedTokens the prompt tokens the
 	// Executor reported already cached at the first admission (prefix hit).
 	PromptTokens int
