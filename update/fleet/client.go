@@ -109,6 +109,9 @@ func (c *Client) StartRollout(ctx context.Context, r Rollout) error {
 // Control sends an operator's control of rollout id (its Seq is set
 // here, from the clock).
 func (c *Client) Control(ctx context.Context, id string, ctl Control) error {
+	if err := ctl.Validate(); err != nil {
+		return err
+	}
 	if c.view.Rollout(id) == nil {
 		return fmt.Errorf("%w: no rollout %q", ErrRollout, id)
 	}

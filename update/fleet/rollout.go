@@ -102,6 +102,31 @@ type Control struct {
 	Devices  []string          `json:"devices,omitempty"`
 }
 
+// Control actions.
+const (
+	ActionPause    = "pause"
+	ActionResume   = "resume"
+	ActionAbort    = "abort"
+	ActionRollback = "rollback"
+)
+
+// Validate refuses a control that would do nothing: an unknown action,
+// or a rollback that names no device (by Devices or Selector). An
+// operator's rollback of nobody used to be sent, applied and silently
+// change nothing.
+func (c Control) Validate() error {
+	switch c.Action {
+	case ActionPause, ActionResume, ActionAbort:
+		return nil
+	case ActionRollback:
+		if len(c.Devices) == 0 && len(c.Selector) == 0 {
+			return fmt.Errorf("%w: rollback of which devices? name them (--devices a,b) or select them by label (--select k=v)", ErrRollout)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: control action %q (want pause, resume, abort or rollback)", ErrRollout, c.Action)
+}
+
 // Validate checks a rollout as an operator wrote it.
 func (r *Rollout) Validate() error {
 	switch {
@@ -315,21 +340,24 @@ func (r *Rollout) Apply(c Control, devices map[string]*Device, now time.Time) (r
 		return nil, nil
 	}
 	r.Control, r.Updated = c.Seq, now
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
 	switch c.Action {
-	case "pause":
+	case ActionPause:
 		if r.State == RolloutRunning {
 			r.State, r.Reason = RolloutPaused, "paused by an operator"
 		}
-	case "resume":
+	case ActionResume:
 		if r.State == RolloutPaused || r.State == RolloutHalted {
 			r.State, r.Reason = RolloutRunning, "resumed by an operator"
 			r.WaveStarted = now
 		}
-	case "abort":
+	case ActionAbort:
 		if !r.Done() || r.State == RolloutHalted {
 			r.State, r.Reason = RolloutAborted, "aborted by an operator"
 		}
-	case "rollback":
+	case ActionRollback:
 		for _, id := range r.Targets[:r.Assigned] {
 			d := devices[id]
 			if slices.Contains(r.RolledBack, id) || !(slices.Contains(c.Devices, id) || (len(c.Selector) > 0 && Matches(c.Selector, d, r.Model))) {
@@ -343,8 +371,6 @@ func (r *Rollout) Apply(c Control, devices map[string]*Device, now time.Time) (r
 		if r.State == RolloutRunning {
 			r.State, r.Reason = RolloutPaused, fmt.Sprintf("paused: %d devices rolled back by an operator", len(rollback))
 		}
-	default:
-		return nil, fmt.Errorf("%w: control action %q (want pause, resume, abort or rollback)", ErrRollout, c.Action)
 	}
 	return rollback, nil
 }

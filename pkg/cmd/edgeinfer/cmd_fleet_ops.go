@@ -93,7 +93,7 @@ func runFleetServe(ctx context.Context, stdout io.Writer, args []string) error {
 
 const fleetRolloutUsage = `usage: edgeinfer fleet rollout --fleet NAME --release NAME@VERSION [--waves 10,50,100] [--select k=v,...]
        edgeinfer fleet rollout --fleet NAME --id ID pause|resume|abort
-       edgeinfer fleet rollout --fleet NAME --id ID rollback [--select k=v,...] [--devices a,b]
+       edgeinfer fleet rollout --fleet NAME --id ID rollback --devices a,b | --select k=v,...
 
 Starts a rollout (retained on the broker; the leading fleet serve instance
 runs it): targets chosen by --select (board, site, line, version = the active
@@ -108,7 +108,7 @@ func runFleetRollout(ctx context.Context, stdout io.Writer, args []string) error
 	id := fs.String("id", "", "rollout id (default: NAME-VERSION)")
 	waves := fs.String("waves", "10,50,100", "cumulative percentages, the last 100")
 	sel := fs.String("select", "", "target labels k=v,... (board, site, line, version, ...)")
-	devices := fs.String("devices", "", "rollback: device names")
+	devices := fs.String("devices", "", "rollback: the devices to roll back, a,b (or --select them)")
 	success := fs.Int("success", 90, "% of a wave that must succeed")
 	halt := fs.Int("halt", 10, "% of failures that halts the rollout")
 	window := fs.Duration("window", 10*time.Minute, "time a wave may take")
@@ -121,6 +121,18 @@ func runFleetRollout(ctx context.Context, stdout io.Writer, args []string) error
 	if err != nil {
 		return err
 	}
+	var ctl fleet.Control
+	if len(pos) > 0 {
+		if *id == "" {
+			return fmt.Errorf("%w: %s needs --id", errUsage, pos[0])
+		}
+		// Checked before connecting: a control that would do nothing
+		// (a rollback of nobody) is the operator's mistake, not the fleet's.
+		ctl = fleet.Control{Action: pos[0], Selector: selector, Devices: splitList(*devices)}
+		if err := ctl.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
 	c, err := fleet.Dial(ctx, b.client())
 	if err != nil {
 		return err
@@ -128,10 +140,6 @@ func runFleetRollout(ctx context.Context, stdout io.Writer, args []string) error
 	defer c.Close()
 	c.Settle(ctx, 500*time.Millisecond)
 	if len(pos) > 0 {
-		if *id == "" {
-			return fmt.Errorf("%w: %s needs --id", errUsage, pos[0])
-		}
-		ctl := fleet.Control{Action: pos[0], Selector: selector, Devices: splitList(*devices)}
 		if err := c.Control(ctx, *id, ctl); err != nil {
 			return err
 		}

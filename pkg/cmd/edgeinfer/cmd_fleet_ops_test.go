@@ -90,3 +90,34 @@ func TestFleetCommands(t *testing.T) {
 	t.Logf("\n%s", table)
 	run("pause sent", "fleet", "rollout", "--broker", b.URL(), "--fleet", "f", "--id", "tiny-1", "pause")
 }
+
+// TestFleetRolloutControlUsage: a control that would do nothing is a
+// usage error (exit 2) before anything is sent: a rollback naming no
+// device, or an action the fleet does not know. No broker is needed to
+// tell.
+func TestFleetRolloutControlUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--id", "tiny-2", "rollback"}, []string{"--devices", "--select"}},
+		{[]string{"--id", "tiny-2", "rollbak"}, []string{"rollbak", "pause", "rollback"}},
+	} {
+		args := append([]string{"fleet", "rollout", "--broker", "tcp://127.0.0.1:1", "--fleet", "f"}, tc.args...)
+		var stdout, stderr bytes.Buffer
+		// Nothing listens on the broker's port: a command that tried to
+		// connect would wait for it until the deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		code := runMain(ctx, &stdout, &stderr, args)
+		cancel()
+		out := stdout.String() + stderr.String()
+		if code != 2 {
+			t.Errorf("edgeinfer %s: exit %d, want 2:\n%s", strings.Join(args, " "), code, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr.String(), w) {
+				t.Errorf("edgeinfer %s: %q missing from:\n%s", strings.Join(args, " "), w, out)
+			}
+		}
+	}
+}
