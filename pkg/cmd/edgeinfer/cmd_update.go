@@ -173,6 +173,12 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
+	noRelease := func(err error) error {
+		if errors.Is(err, update.ErrNoRelease) {
+			return fmt.Errorf("%w\n(check --model; a model gets a release with 'edgeinfer fleet publish --bundle DIR')", err)
+		}
+		return err
+	}
 	switch pos[0] {
 	case "check":
 		o, err := agent.Check(ctx)
@@ -180,21 +186,21 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 			return print(map[string]string{"status": "up to date", "reason": err.Error()}, "up to date: "+err.Error())
 		}
 		if err != nil {
-			return err
+			return noRelease(err)
 		}
 		return print(o, fmt.Sprintf("offered %s@%s (counter %d): %d bytes, %d of them missing here",
 			o.Release.Name, o.Release.Version, o.Release.Counter, o.Release.Size(), o.Missing))
 	case "apply":
 		start := time.Now()
 		if _, err := agent.Resume(ctx); err != nil && !errors.Is(err, update.ErrNoUpdate) {
-			return err
+			return noRelease(err)
 		}
 		ref, err := agent.Apply(ctx)
 		if errors.Is(err, update.ErrNoUpdate) {
 			return print(map[string]string{"status": "up to date"}, "up to date: "+err.Error())
 		}
 		if err != nil {
-			return err
+			return noRelease(err)
 		}
 		return print(map[string]any{"active": ref.String(), "seconds": time.Since(start).Seconds(), "bytes_fetched": agent.BytesFetched()},
 			fmt.Sprintf("active %s after %.2f s, %d bytes fetched", ref, time.Since(start).Seconds(), agent.BytesFetched()))

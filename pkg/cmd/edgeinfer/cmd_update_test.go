@@ -71,3 +71,32 @@ func TestUpdateFleetCommands(t *testing.T) {
 	run("root rotated", "fleet", "sign", "root", "--rotate", "targets,snapshot,timestamp", "--repo", repo, "--keys", keys)
 	upd("up to date", "check") // follows the rotation, still nothing newer than counter 2
 }
+
+// TestUpdateUnknownModel: a model the repository signs no release of is
+// an error naming the model and what the repository does sign, not "up
+// to date" with exit 0 (a misspelt --model would otherwise look fine
+// forever).
+func TestUpdateUnknownModel(t *testing.T) {
+	tmp := t.TempDir()
+	repo, keys := filepath.Join(tmp, "repo"), filepath.Join(tmp, "keys")
+	for _, args := range [][]string{
+		{"fleet", "keygen", "--repo", repo, "--keys", keys},
+		{"model", "build", "--preset", "tiny-test", "--out", filepath.Join(tmp, "b1")},
+		{"fleet", "publish", "--repo", repo, "--keys", keys, "--bundle", filepath.Join(tmp, "b1")},
+	} {
+		var out bytes.Buffer
+		if code := runMain(context.Background(), &out, &out, args); code != 0 {
+			t.Fatalf("edgeinfer %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
+		}
+	}
+	for _, sub := range []string{"check", "apply"} {
+		args := []string{"update", sub, "--store", filepath.Join(tmp, "device.db"), "--model", "nosuchmodel",
+			"--root", filepath.Join(repo, "image", "1.root.json"), "--source", repo}
+		var stdout, stderr bytes.Buffer
+		code := runMain(context.Background(), &stdout, &stderr, args)
+		if code == 0 || !strings.Contains(stderr.String(), "nosuchmodel") || !strings.Contains(stderr.String(), "tiny-test@1") {
+			t.Errorf("edgeinfer %s: exit %d, want an error naming nosuchmodel and tiny-test@1:\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+		}
+		t.Logf("%s: exit %d: %s", sub, code, strings.TrimSpace(stderr.String()))
+	}
+}
