@@ -2,6 +2,7 @@ package sched
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -41,7 +42,14 @@ type estimates struct {
 	prefillSpeed float64
 	// soloSpeed is prefill tokens per second of the steps that carried
 	// prefill and no decode row: what a prompt costs on an idle device.
+	// It is the fastest of the last soloSamples such steps, not an
+	// average: a cold first step (a session's first run allocates) or one
+	// that the OS delayed would otherwise hold it down for many requests,
+	// and on an idle device a refusal on a pessimistic estimate is a
+	// refusal the device could have served. One fresh fast step restores it.
 	soloSpeed float64
+	solo      [soloSamples]float64
+	soloNext  int
 	// admitRate is requests admitted per second over the last drainSteps
 	// steps taken while requests still waited after admission: how fast
 	// the queue moves when slots or KV, not prefill, are what it waits for.
@@ -69,6 +77,9 @@ const drainMemory = 2 * time.Second
 // between are told to retry when the next probe is due.
 const probeEvery = time.Second
 
+// soloSamples is how many solo prefill steps soloSpeed remembers.
+const soloSamples = 8
+
 func ewma(old, sample, alpha float64) float64 {
 	if old == 0 {
 		return sample
@@ -93,7 +104,10 @@ func (s *Scheduler[P]) observeStepLocked(prefillTokens, decodeRows int, backlogg
 		speed := float64(prefillTokens) / d.Seconds()
 		s.mu.est.prefillSpeed = ewma(s.mu.est.prefillSpeed, speed, a)
 		if decodeRows == 0 {
-			s.mu.est.soloSpeed = ewma(s.mu.est.soloSpeed, speed, a)
+			e := &s.mu.est
+			e.solo[e.soloNext%soloSamples] = speed
+			e.soloNext++
+			e.soloSpeed = slices.Max(e.solo[:])
 		}
 	}
 	if d <= 0 || !(prefillTokens > 0 || backlogged) {
@@ -343,13 +357,16 @@ func (g *genReq) remainingTokens() int {
 // refuseLocked applies the queue bound and the fail-fast objective to a
 // request of class c predicted at p. A refusal's RetryAfter is when the same
 // request would be admitted if nothing else arrived (retryAfterLocked).
-func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, p prediction, now time.Time) error {
+//
+// probe reports a request admitted as a probe: it must run whatever the
+// estimates say of it meanwhile (see expiredLocked), or it measures nothing.
+func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, p prediction, now time.Time) (probe bool, err error) {
 	i := c.index()
 	if len(s.mu.queue[i])+s.mu.inferN[i] >= s.cfg.QueueLimit {
-		return &OverloadError{Class: c, QueueFull: true, RetryAfter: s.drainEstimateLocked(c, now)}
+		return false, &OverloadError{Class: c, QueueFull: true, RetryAfter: s.drainEstimateLocked(c, now)}
 	}
 	if !failFast || ttft <= 0 || p.Total() <= p.limit(ttft) {
-		return nil
+		return false, nil
 	}
 	if p.Idle {
 		// Nothing ahead and nothing beside it: only the request's own
@@ -357,16 +374,16 @@ func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, 
 		// estimate is measured again instead of refusing it forever; unless
 		// the configured part alone is over, which no measurement revises.
 		if p.Fixed > ttft {
-			return &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, Alone: true, RetryAfter: probeEvery}
+			return false, &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, Alone: true, RetryAfter: probeEvery}
 		}
 		if !now.Before(s.mu.nextProbe) {
 			s.mu.nextProbe = now.Add(probeEvery)
 			s.mu.stats.Probes++
-			return nil
+			return true, nil
 		}
-		return &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, Alone: true, RetryAfter: s.mu.nextProbe.Sub(now)}
+		return false, &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, Alone: true, RetryAfter: s.mu.nextProbe.Sub(now)}
 	}
-	return &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, RetryAfter: s.retryAfterLocked(p, ttft, now)}
+	return false, &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, RetryAfter: s.retryAfterLocked(p, ttft, now)}
 }
 
 // ttftHeadroom is the share of a TTFT objective a busy device's prediction

@@ -21,7 +21,8 @@ type fakeExec struct {
 	blockSize int
 	stopAfter int // when > 0, the stop token comes after this many generated tokens
 	prefix    []int32
-	failStep  int // when > 0, the failStep-th step fails
+	failStep  int           // when > 0, the failStep-th step fails
+	coldStep  time.Duration // added to the first step (a session's first run)
 
 	mu struct {
 		sync.Mutex
@@ -184,8 +185,12 @@ func (f *fakeExec) Step(ctx context.Context, b *Batch) (StepResult, error) {
 	}
 	f.mu.decodeB = append(f.mu.decodeB, len(b.Decode))
 	f.mu.chunks = append(f.mu.chunks, maxChunk)
+	steps := f.mu.steps
 	f.mu.Unlock()
 	d := f.a + time.Duration(tokens)*f.b + time.Duration(context)*f.c
+	if steps == 1 {
+		d += f.coldStep
+	}
 	select {
 	case <-time.After(d):
 	case <-ctx.Done():

@@ -211,7 +211,14 @@ func (s *Scheduler[P]) reap(now time.Time) {
 // waiting behind the on-time requests it now yields to (headLocked) for as
 // long as they keep arriving.
 func (s *Scheduler[P]) expiredLocked(g *genReq, now time.Time) error {
-	if !g.req.FailFast || g.admitted || !g.tl.FirstScheduled.IsZero() || !s.lateLocked(g, now) {
+	if !g.req.FailFast || g.probe || g.admitted || !g.tl.FirstScheduled.IsZero() || g.req.SLO.TTFT <= 0 {
+		return nil
+	}
+	// Late even at the fastest solo speed measured lately: an estimate
+	// that errs towards refusing here would refuse on an idle device too,
+	// where nothing but this check stands between the request and a step.
+	speed := s.ownSpeedLocked(false, now)
+	if speed <= 0 || !now.Add(prefillTime(g, speed)).After(g.tl.Arrived.Add(g.req.SLO.TTFT)) {
 		return nil
 	}
 	p := s.predictTTFTLocked(g.class, g.pendingPrefill(), now)
@@ -371,8 +378,8 @@ func (s *Scheduler[P]) headLocked() *genReq {
 // only requests within their SLO). It is served as soon as no such request
 // waits in its class; a Deadline bounds how long that can take.
 func (s *Scheduler[P]) lateLocked(g *genReq, now time.Time) bool {
-	if g.req.SLO.TTFT <= 0 || s.mu.est.prefillSpeed <= 0 || !g.tl.FirstToken.IsZero() {
-		return false // no objective, nothing measured, or a preempted stream whose TTFT is history
+	if g.req.SLO.TTFT <= 0 || g.probe || s.mu.est.prefillSpeed <= 0 || !g.tl.FirstToken.IsZero() {
+		return false // no objective, a probe, nothing measured, or a preempted stream whose TTFT is history
 	}
 	return now.Add(prefillTime(g, s.mu.est.prefillSpeed)).After(g.tl.Arrived.Add(g.req.SLO.TTFT))
 }

@@ -53,7 +53,7 @@ func (s *Scheduler[P]) Infer(ctx context.Context, req InferRequest[P]) (InferRes
 		r.stopWake()
 		return InferResult[P]{}, fmt.Errorf("sched: infer: %w", ErrClosed)
 	}
-	if err := s.refuseLocked(class, req.SLO.TTFT, req.FailFast, s.predictInferLocked(req.Model, class), now); err != nil {
+	if _, err := s.refuseLocked(class, req.SLO.TTFT, req.FailFast, s.predictInferLocked(req.Model, class), now); err != nil {
 		s.rejectLocked(&r.tl, now, err)
 		s.mu.Unlock()
 		r.stopWake()

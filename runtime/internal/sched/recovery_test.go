@@ -199,3 +199,52 @@ func TestLateBacklogKeepsASlot(t *testing.T) {
 		}
 	})
 }
+
+// TestColdStartDoesNotLockOut: a session's first run is slow (it
+// allocates), so the first request measures a prefill speed far below the
+// device's. An idle device then predicts the next fail-fast request over
+// its objective by itself: it admits one probe, which runs (a probe is
+// never refused in the queue), measures the device again, and from then on
+// the same request is admitted.
+func TestColdStartDoesNotLockOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(4096, testBlockSize)
+		f.coldStep = 150 * time.Millisecond
+		s := newTest(t, f, 4096, Config{})
+		req := Request{Model: "m", Prompt: prompt(12, 1), MaxTokens: 4, FailFast: true, SLO: SLO{TTFT: 100 * time.Millisecond}}
+		var wg sync.WaitGroup
+		run := func() error {
+			st, err := s.Submit(t.Context(), req)
+			if err != nil {
+				return err
+			}
+			var r result
+			consume(&wg, st, &r)
+			wg.Wait()
+			return r.err
+		}
+		if err := run(); err != nil { // the cold one: nothing measured yet
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		admitted := 0
+		for i := range 6 {
+			err := run()
+			var oe *OverloadError
+			switch {
+			case err == nil:
+				admitted++
+			case errors.As(err, &oe) && oe.Alone && i == 0:
+				t.Fatalf("the first request after the cold one was refused, not probed: %v", err)
+			case errors.As(err, &oe):
+				time.Sleep(oe.RetryAfter)
+			default:
+				t.Fatal(err)
+			}
+			synctest.Wait()
+		}
+		if admitted < 5 {
+			t.Errorf("after a cold first step, %d of 6 requests admitted on an idle device (stats %+v)", admitted, s.Stats())
+		}
+	})
+}

@@ -107,6 +107,7 @@ type genReq struct {
 	tokens    []int32 // prompt, then generated tokens
 	promptLen int
 	deadline  time.Time
+	probe     bool // admitted to measure the device again (refuseLocked): never late, never expired
 
 	// Device-loop state.
 	admitted   bool   // the Executor holds KV for it
@@ -160,13 +161,15 @@ func (s *Scheduler[P]) Submit(ctx context.Context, req Request) (*Stream, error)
 		return nil, fmt.Errorf("sched: submit: %w", ErrClosed)
 	}
 	p := s.predictTTFTLocked(class, len(req.Prompt), now)
-	if err := s.refuseLocked(class, req.SLO.TTFT, req.FailFast, p, now); err != nil {
+	probe, err := s.refuseLocked(class, req.SLO.TTFT, req.FailFast, p, now)
+	if err != nil {
 		s.rejectLocked(&g.tl, now, err)
 		s.mu.Unlock()
 		cancel(nil)
 		g.stopWake()
 		return nil, fmt.Errorf("sched: submit: %w", err)
 	}
+	g.probe = probe
 	s.enqueueLocked(g)
 	s.setBacklogLocked(g, len(g.tokens))
 	s.mu.Unlock()
