@@ -51,21 +51,50 @@
 // already yields to the next that has not, so an overload does not make
 // every request late (Config.StrictFIFO turns this off; Config.FIFO sets it).
 //
-// The SLO check predicts a new request's time to first token from measured
-// figures:
+// The SLO check predicts a new request's time to first token from the
+// queue as it is now and from measured figures (admission.go):
 //
-//	TTFT ≈ (prefill backlog of its class and above + its prompt) / R + S
+//	busy: TTFT ≈ S + max(tokens ahead / R, requests ahead / A) + n / P
+//	idle: TTFT ≈ n / P₀
 //
-// where R is an EWMA of prefill tokens per second of step time, measured on
-// every step taken while prefill work waited (so it already accounts for the
-// decode rows sharing those steps and for steps where admission had to wait),
-// and S an EWMA of the step time (the step in flight). R does not model
-// attention growing with context, so RetryAfter is an estimate, not a
-// promise. SLO.TPOT bounds the batch as above; chunking bounds the single
-// step. A FailFast request whose prediction exceeds SLO.TTFT is refused at once with
-// an *OverloadError whose RetryAfter is the excess (at least one step):
-// refusing fast beats everyone waiting. Others are queued and time out at
-// SLO.Deadline (or their ctx deadline) with outcome timed out.
+// What is ahead is what headLocked serves first: admitted prompts not yet
+// computed, every request queued in a higher class, and those of its own
+// class that can still be on time (late ones yield, so a backlog of late
+// requests does not stand in front of a new one); with the batch full the
+// request also waits for a slot. R is the prefill drain rate over the last
+// 64 steps taken while prefill waited (per wall second; its evidence fades
+// over 2 s without such steps), A the admissions per wall second over the
+// last 64 steps that left requests waiting, S the step time (the step in
+// flight), P the prefill speed of steps beside decoding streams and P₀ the
+// fastest of the last 8 solo prefill steps. A busy device admits a
+// FailFast request whose prediction is within 70 % of SLO.TTFT (the rates
+// move from step to step); an idle one within all of it.
+//
+// Admission cannot lock itself out. A refused request teaches the
+// estimates nothing, so an estimate learnt under a burst, or on a cold
+// first step, that said "too slow" would refuse the same request on an
+// idle device forever. Hence: an idle device's prediction is the request's
+// own prefill alone, at the fastest recent solo speed; a request whose own
+// cost alone is still over its objective is admitted as a probe once a
+// second (it runs whatever the estimates say meanwhile, and measures the
+// device again); and the queue's wait is re-predicted from the queue at
+// every arrival rather than carried over (TestAdmissionRecoversAfterBurst,
+// TestColdStartDoesNotLockOut).
+//
+// A refusal is an *OverloadError whose RetryAfter is when the same request
+// would be admitted if nothing else arrived: the queue ahead drained at the
+// rates above, or, when it fits only on an idle device, the device drained
+// (and the next probe due). It is a prediction, not a promise: a client
+// that follows it gets in within a few tries (the property test allows
+// six). A queued FailFast request that can no longer meet its objective
+// even at the solo speed is refused then (OverloadError.Late) rather than
+// left waiting behind the requests it now yields to. Others are queued and
+// time out at SLO.Deadline (or their ctx deadline) with outcome timed out.
+//
+// A late request never takes the last free slot of the batch: after a
+// burst the late backlog drains on the other slots while a new request
+// that can still be on time starts at the next step
+// (TestLateBacklogKeepsASlot).
 //
 // # Preemption
 //
