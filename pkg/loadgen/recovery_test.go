@@ -1,0 +1,101 @@
+package loadgen
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/metrics"
+)
+
+// TestRecoveryReport checks the burst-and-recovery figures on a timeline
+// file written by hand: who was admitted and refused in each phase, the
+// first fail-fast request admitted after the burst, and the point from
+// which every request was admitted within its objective.
+func TestRecoveryReport(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	ms := time.Millisecond
+	slo := metrics.SLO{TTFT: 100 * ms}
+	type req struct {
+		phase   int
+		arrived float64
+		ff      bool
+		ttft    time.Duration // 0: refused
+		inQueue bool
+	}
+	reqs := []req{
+		{0, 0.1, true, 10 * ms, false}, {0, 0.5, false, 20 * ms, false},
+		{1, 1.1, true, 0, false}, {1, 1.2, true, 0, true}, {1, 1.3, true, 90 * ms, false}, {1, 1.4, false, 900 * ms, false},
+		// The burst ends at 2 s. A refusal at 2.1 s and a late first
+		// token at 2.5 s; from 2.7 s on every request is on time.
+		{2, 2.1, true, 0, false}, {2, 2.3, true, 30 * ms, false}, {2, 2.5, false, 150 * ms, false},
+		{2, 2.7, true, 12 * ms, false}, {2, 2.9, false, 11 * ms, false},
+	}
+	path := filepath.Join(t.TempDir(), "timelines.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(f)
+	for i, r := range reqs {
+		tl := metrics.NewTimeline(uint64(i), "interactive", at(r.arrived), 1)
+		tl.SLO, tl.FailFast = slo, r.ff
+		if r.ttft == 0 {
+			d := 2 * ms
+			if r.inQueue {
+				d = 100 * ms
+			}
+			tl.RefusedInQueue = r.inQueue
+			tl.Finish(at(r.arrived).Add(d), metrics.Rejected)
+		} else {
+			tl.Token(at(r.arrived).Add(r.ttft))
+			tl.Finish(at(r.arrived).Add(r.ttft+ms), metrics.Completed)
+		}
+		if err := enc.Encode(timelineLine{Phase: r.phase, Timeline: tl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	res := &Result{TimelineFile: path, Phases: []PhaseRun{
+		{Phase: Phase{Name: "baseline", Kind: "baseline"}, Start: at(0), End: at(1)},
+		{Phase: Phase{Name: "burst", Kind: "burst"}, Start: at(1), End: at(2)},
+		{Phase: Phase{Name: "recovery", Kind: "recovery"}, Start: at(2), End: at(3)},
+	}}
+	r, err := recoveryReport(res)
+	if err != nil || r == nil {
+		t.Fatalf("report %v, err %v", r, err)
+	}
+	b := r.Burst
+	if b.Requests != 4 || b.Admitted != 2 || b.Refused != 2 || b.RefusedInQueue != 1 || b.FailFast != 3 {
+		t.Errorf("burst figures %+v", b)
+	}
+	if b.MetTTFT == nil || *b.MetTTFT != 1 || b.ArrivalRefusalMs.Count != 1 || b.RefusalMs.Count != 2 {
+		t.Errorf("burst: met %v, refusals %d (%d at arrival)", b.MetTTFT, b.RefusalMs.Count, b.ArrivalRefusalMs.Count)
+	}
+	near := func(v *float64, want float64) bool { return v != nil && *v > want-1e-6 && *v < want+1e-6 }
+	if !near(r.FirstAdmittedS, 0.3) {
+		t.Errorf("first fail-fast admitted after the burst: %v s, want 0.3", ptrVal(r.FirstAdmittedS))
+	}
+	if !near(r.RecoveredS, 0.7) {
+		t.Errorf("recovered after %v s, want 0.7 (the request after the late one at 2.5 s)", ptrVal(r.RecoveredS))
+	}
+	if r.TTFTP99Ratio == nil || *r.TTFTP99Ratio < 5 {
+		t.Errorf("recovery TTFT p99 ÷ baseline: %v, want ~7.5 (150 ms ÷ 20 ms)", ptrVal(r.TTFTP99Ratio))
+	}
+	// Too few samples for any p99: the verdicts say retest, never pass.
+	for _, v := range r.verdicts() {
+		if v.Metric != "first_fail_fast_admitted_s" && v.Status == Pass {
+			t.Errorf("verdict %q passed on %d samples", v.Threshold, v.Samples)
+		}
+	}
+}
+
+func ptrVal(v *float64) any {
+	if v == nil {
+		return nil
+	}
+	return *v
+}
