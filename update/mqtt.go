@@ -100,41 +100,61 @@ func (s MQTTSource) do(ctx context.Context, topic string, req []byte, what strin
 // server runs for each message on the request topics. The response is
 // always well formed; a bad request gets an error status.
 func ServeRequest(ctx context.Context, src Source, topic string, payload []byte) []byte {
-	fail := func(err error) []byte {
+	return AnswerRequest(ctx, src, topic, payload).Body
+}
+
+// Answer is one request served: the response and, for a server's
+// statistics, what was asked and why it failed.
+type Answer struct {
+	// Body is the response: a status byte, then the file or a reason.
+	Body []byte
+	// Name is what was asked: a metadata file ("image/2.root.json") or
+	// "chunk <sha256>"; "" when the request did not parse.
+	Name string
+	// Err is the error the response reports; nil when Body holds the file.
+	Err error
+}
+
+// AnswerRequest is ServeRequest with what the request asked and the error
+// an error response reports (ErrNotFound, ErrBadMetadata, ErrTooLarge, or
+// the source's own).
+func AnswerRequest(ctx context.Context, src Source, topic string, payload []byte) Answer {
+	fail := func(name string, err error) Answer {
 		st := byte(statusError)
 		if errors.Is(err, ErrNotFound) {
 			st = statusNotFound
 		}
-		return append([]byte{st}, err.Error()...)
+		return Answer{Body: append([]byte{st}, err.Error()...), Name: name, Err: err}
 	}
 	switch topic {
 	case TopicMeta:
 		var r metaRequest
 		if err := json.Unmarshal(payload, &r); err != nil || r.Max <= 0 {
-			return fail(fmt.Errorf("%w: meta request %q", ErrBadMetadata, truncate(string(payload), 100)))
+			return fail("", fmt.Errorf("%w: meta request %q", ErrBadMetadata, truncate(string(payload), 100)))
 		}
 		b, err := src.FetchMeta(ctx, r.Name, r.Max)
 		if err != nil {
-			return fail(err)
+			return fail(r.Name, err)
 		}
-		return append([]byte{statusOK}, b...)
+		return Answer{Body: append([]byte{statusOK}, b...), Name: r.Name}
 	case TopicChunk:
 		var r chunkRequest
 		if err := json.Unmarshal(payload, &r); err != nil || r.Size <= 0 || r.Size > store.MaxChunk {
-			return fail(fmt.Errorf("%w: chunk request %q", ErrBadMetadata, truncate(string(payload), 100)))
+			return fail("", fmt.Errorf("%w: chunk request %q", ErrBadMetadata, truncate(string(payload), 100)))
 		}
+		name := "chunk " + r.SHA256.String()
 		rc, err := src.FetchChunk(ctx, r.SHA256, r.Size)
 		if err != nil {
-			return fail(err)
+			return fail(name, err)
 		}
 		defer rc.Close()
-		b, err := readLimited(rc, r.Size, "chunk "+r.SHA256.String())
+		b, err := readLimited(rc, r.Size, name)
 		if err != nil {
-			return fail(err)
+			return fail(name, err)
 		}
-		return append([]byte{statusOK}, b...)
+		return Answer{Body: append([]byte{statusOK}, b...), Name: name}
 	default:
-		return fail(fmt.Errorf("%w: unknown request topic %q", ErrBadMetadata, topic))
+		return fail("", fmt.Errorf("%w: unknown request topic %q", ErrBadMetadata, topic))
 	}
 }
 

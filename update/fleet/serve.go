@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -77,11 +78,25 @@ func (c ServeConfig) linkConfig() link.Config {
 
 // ServeStats counts what an instance did.
 type ServeStats struct {
-	MetaRequests   uint64 `json:"meta_requests"`
-	ChunkRequests  uint64 `json:"chunk_requests"`
-	ChunkBytes     uint64 `json:"chunk_bytes"`
-	ResponseBytes  uint64 `json:"response_bytes"`
-	Failed         uint64 `json:"failed"` // answered with an error status
+	MetaRequests  uint64 `json:"meta_requests"`
+	ChunkRequests uint64 `json:"chunk_requests"`
+	ChunkBytes    uint64 `json:"chunk_bytes"`
+	ResponseBytes uint64 `json:"response_bytes"`
+	// Failed counts requests whose device did not get what it asked:
+	// answered with an error status (a missing chunk, a bad request, a
+	// repository read that failed), or an answer that could not be sent.
+	Failed uint64 `json:"failed"`
+	// Failures counts Failed by reason ("chunk not found", "bad metadata
+	// request", "answer not sent", ...).
+	Failures map[string]uint64 `json:"failures,omitempty"`
+	// LastFailures are the latest failures, oldest first (at most
+	// lastFailures), with the device, what it asked and the error.
+	LastFailures []ServeFailure `json:"last_failures,omitempty"`
+	// RootProbes are requests for the next version of a repository's
+	// root that the repository does not have: how a device's TUF client
+	// learns it holds the newest root (one per repository at every
+	// check). They are answered "not found" and are no failure.
+	RootProbes     uint64 `json:"root_probes"`
 	Leader         bool   `json:"leader"`
 	DirectorWrites uint64 `json:"director_writes"`
 	Nudges         uint64 `json:"nudges"`
@@ -90,6 +105,18 @@ type ServeStats struct {
 	// decisions, director), excluding publishing.
 	DecisionTime time.Duration `json:"decision_ns"`
 }
+
+// ServeFailure is one request fleet serve failed.
+type ServeFailure struct {
+	Time    time.Time `json:"time"`
+	Device  string    `json:"device,omitempty"`
+	Request string    `json:"request,omitempty"` // "image/timestamp.json", "chunk <sha256>"
+	Reason  string    `json:"reason"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// lastFailures is how many failures ServeStats keeps in full.
+const lastFailures = 8
 
 // Server is one fleet serve instance: it answers the devices' metadata
 // and chunk requests from the repository directory (shared with the other
@@ -114,10 +141,13 @@ type Server struct {
 	once   sync.Once
 	cerr   error
 
-	meta, chunks, chunkBytes, resBytes, failed, dirWrites, nudges, decisions atomic.Uint64
-	leader                                                                   atomic.Bool
-	decisionNS                                                               atomic.Int64
-	lastStamp                                                                time.Time
+	meta, chunks, chunkBytes, resBytes, failed, rootProbes, dirWrites, nudges, decisions atomic.Uint64
+	leader                                                                               atomic.Bool
+	decisionNS                                                                           atomic.Int64
+	failMu                                                                               sync.Mutex
+	failures                                                                             map[string]uint64
+	lastFails                                                                            []ServeFailure
+	lastStamp                                                                            time.Time
 	// nudged is when the leader last sent each device the check command:
 	// a device assigned and still not updating is nudged again after
 	// renudge (a lost command, or one sent by an instance that died).
@@ -193,9 +223,74 @@ func (s *Server) WaitConnected(ctx context.Context) error { return s.l.WaitConne
 
 // Stats returns the instance's counters.
 func (s *Server) Stats() ServeStats {
-	return ServeStats{MetaRequests: s.meta.Load(), ChunkRequests: s.chunks.Load(), ChunkBytes: s.chunkBytes.Load(),
-		ResponseBytes: s.resBytes.Load(), Failed: s.failed.Load(), Leader: s.leader.Load(), DirectorWrites: s.dirWrites.Load(),
+	st := ServeStats{MetaRequests: s.meta.Load(), ChunkRequests: s.chunks.Load(), ChunkBytes: s.chunkBytes.Load(),
+		ResponseBytes: s.resBytes.Load(), RootProbes: s.rootProbes.Load(), Leader: s.leader.Load(), DirectorWrites: s.dirWrites.Load(),
 		Nudges: s.nudges.Load(), Decisions: s.decisions.Load(), DecisionTime: time.Duration(s.decisionNS.Load())}
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	st.Failed = s.failed.Load() // under failMu: it agrees with Failures
+	if len(s.failures) > 0 {
+		st.Failures = maps.Clone(s.failures)
+		st.LastFailures = slices.Clone(s.lastFails)
+	}
+	return st
+}
+
+// fail records a failed request under its reason.
+func (s *Server) fail(device, request, reason string, err error) {
+	f := ServeFailure{Time: time.Now().UTC(), Device: device, Request: request, Reason: reason}
+	if err != nil {
+		f.Error = err.Error()
+	}
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	s.failed.Add(1)
+	if s.failures == nil {
+		s.failures = map[string]uint64{}
+	}
+	s.failures[reason]++
+	if len(s.lastFails) == lastFailures {
+		s.lastFails = slices.Delete(s.lastFails, 0, 1)
+	}
+	s.lastFails = append(s.lastFails, f)
+	s.log.Debug("fleet: request failed", "device", device, "request", request, "reason", reason, "err", err)
+}
+
+// failureReason names why a request failed, from a small fixed set (the
+// keys of ServeStats.Failures).
+func failureReason(topic string, err error) string {
+	kind := "metadata"
+	if topic == update.TopicChunk {
+		kind = "chunk"
+	}
+	switch {
+	case errors.Is(err, update.ErrNotFound):
+		return kind + " not found"
+	case errors.Is(err, update.ErrBadMetadata):
+		return "bad " + kind + " request"
+	case errors.Is(err, update.ErrTooLarge):
+		return kind + " larger than asked"
+	}
+	return kind + " read failed"
+}
+
+// rootProbe says whether name is a repository's versioned root
+// ("image/2.root.json"): what TUF asks for to learn of a rotation.
+func rootProbe(name string) bool {
+	repo, file, ok := strings.Cut(name, "/")
+	if !ok || (repo != update.RepoImage && repo != update.RepoDirector) {
+		return false
+	}
+	n, ok := strings.CutSuffix(file, ".root.json")
+	if !ok || n == "" {
+		return false
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // Close stops leading and serving, publishes the instance offline and
@@ -241,9 +336,10 @@ func (s *Server) worker() {
 func (s *Server) answer(m link.Message) {
 	res, name, ok := responseTopic(m.Topic)
 	if !ok {
-		s.failed.Add(1)
+		s.fail("", "", "bad request topic", fmt.Errorf("%w: topic %q", ErrMessage, m.Topic))
 		return
 	}
+	dev := strings.Split(m.Topic, "/")[3]
 	var topic string
 	switch name {
 	case device.RequestName(update.TopicMeta):
@@ -253,20 +349,31 @@ func (s *Server) answer(m link.Message) {
 		topic = update.TopicChunk
 		s.chunks.Add(1)
 	default:
-		s.failed.Add(1)
+		s.fail(dev, name, "unknown request", fmt.Errorf("%w: request %q (want %s or %s)", ErrMessage, name,
+			device.RequestName(update.TopicMeta), device.RequestName(update.TopicChunk)))
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
-	body := update.ServeRequest(ctx, s.src, topic, m.Payload)
-	if len(body) > 0 && body[0] != 0 {
-		s.failed.Add(1)
-	} else if topic == update.TopicChunk {
-		s.chunkBytes.Add(uint64(len(body) - 1))
+	a := update.AnswerRequest(ctx, s.src, topic, m.Payload)
+	switch {
+	case a.Err == nil:
+		if topic == update.TopicChunk {
+			s.chunkBytes.Add(uint64(len(a.Body) - 1))
+		}
+	case topic == update.TopicMeta && errors.Is(a.Err, update.ErrNotFound) && rootProbe(a.Name):
+		// Not a failure: every check asks for the next root, and a
+		// repository that was never rotated has none.
+		s.rootProbes.Add(1)
+	default:
+		s.fail(dev, a.Name, failureReason(topic, a.Err), a.Err)
 	}
-	s.resBytes.Add(uint64(len(body)))
-	if err := s.l.Publish(ctx, res, 1, false, body); err != nil {
+	s.resBytes.Add(uint64(len(a.Body)))
+	if err := s.l.Publish(ctx, res, 1, false, a.Body); err != nil {
 		s.log.Debug("fleet: answer not sent", "topic", res, "err", err)
+		if a.Err == nil {
+			s.fail(dev, a.Name, "answer not sent", err)
+		}
 	}
 }
 
