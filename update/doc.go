@@ -40,7 +40,8 @@
 // version stays:
 //
 //	rollback of metadata (an older timestamp)        ErrRollback (go-tuf)
-//	rollback of the release (counter not above)      ErrRollback
+//	rollback of the release (counter below the
+//	  installed one, no director)                    ErrRollback
 //	freeze (expired timestamp; clock gone back)      ErrFreeze
 //	mix-and-match (targets not of this snapshot)     ErrMixAndMatch
 //	edited release, threshold not met, key not in
@@ -49,6 +50,20 @@
 //	tampered chunk                                   ErrTampered
 //	wrong board, provider, SDK out of range          ErrIncompatible
 //	director assigns an unsigned target              ErrNotSigned
+//
+// # Rollbacks that are not attacks
+//
+// The counter keeps the image repository (or a thief of its targets key)
+// from pushing a device back to an older release. A rollback an operator
+// decides is no attack: with a director, the director chooses which
+// signed release each device runs (Uptane), so an older release it assigns
+// to this device is installed, and a device rolled back by the fleet's
+// rollback command (Agent.Rollback) finds the director's assignment of the
+// release it now runs up to date. installed/NAME follows the active
+// version down; the release rolled back from is kept out by a floor
+// (rolledback/NAME), and any release with a higher counter installs
+// (TestOperatorRollbackThenRestart). Replaying the director's older
+// metadata is still refused (TestDirectorReplayStillRefused).
 //
 // Lengths are enforced while reading: metadata at go-tuf's limits (16 KiB
 // timestamp, 2 MB snapshot, 5 MB targets, 512 kB root) or the length the
