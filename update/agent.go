@@ -340,8 +340,9 @@ func (a *Agent) Rollback(ctx context.Context) (store.Ref, error) {
 	// what the next check compares against, and a device that kept the
 	// counter of the release it left would take its director's assignment
 	// of the release it now runs for a rollback attack. (A journal from
-	// before previous/NAME was kept has 0 there: the next check then
-	// re-checks the active release and records its counter.)
+	// before previous/NAME was kept has 0 there: with a director the next
+	// check re-checks the active release and records its counter; without
+	// one the floor alone keeps older releases out.)
 	j := Journal{Phase: PhaseRolledBack, Model: ref.Name, Version: ref.Version, Counter: c.previous, Reason: "manual rollback from " + cur.Version}
 	if err := a.writeJournal(ctx, j, map[string]string{
 		"installed/" + a.cfg.Model: strconv.FormatUint(c.previous, 10),
