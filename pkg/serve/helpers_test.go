@@ -118,11 +118,21 @@ type fixture struct {
 
 func openFixture(t testing.TB, cfg Config) *fixture {
 	t.Helper()
+	return openFixtureWith(t, cfg, nil)
+}
+
+// openFixtureWith is openFixture with the engine's configuration changed
+// by edit first.
+func openFixtureWith(t testing.TB, cfg Config, edit func(*engine.Config)) *fixture {
+	t.Helper()
 	orttest.Need(t)
 	buildModels(t)
 	ecfg := engine.Config{Models: []engine.ModelSpec{{Dir: bundleDir}, {Dir: chatDir}, {Dir: idsDir}, {Dir: addModel}},
 		KV: engine.KVOptions{BudgetBytes: 16 << 20, DisablePrefixCache: true}}
 	ecfg.Session.IntraOpThreads = 1
+	if edit != nil {
+		edit(&ecfg)
+	}
 	eng, err := engine.Open(context.Background(), ecfg)
 	if err != nil {
 		t.Fatal(err)

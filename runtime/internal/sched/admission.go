@@ -2,7 +2,6 @@ package sched
 
 import (
 	"math"
-	"slices"
 	"time"
 )
 
@@ -40,23 +39,21 @@ type estimates struct {
 	// (prefillRate also counts the steps spent waiting, so it says when the
 	// queue drains).
 	prefillSpeed float64
-	// soloSpeed is prefill tokens per second of the steps that carried
-	// prefill and no decode row: what a prompt costs on an idle device.
-	// It is the fastest of the last soloSamples such steps, not an
-	// average: a cold first step (a session's first run allocates) or one
-	// that the OS delayed would otherwise hold it down for many requests,
-	// and on an idle device a refusal on a pessimistic estimate is a
-	// refusal the device could have served. One fresh fast step restores it.
+	// solo holds the last soloSamples steps that carried prefill and no
+	// decode row: what a prompt costs on an idle device (soloCostLocked).
+	solo     [soloSamples]soloStep
+	soloNext int
+	// soloSpeed is the fastest of them in tokens/s (for Stats).
 	soloSpeed float64
-	solo      [soloSamples]float64
-	soloNext  int
 	// admitRate is requests admitted per second over the last drainSteps
 	// steps taken while requests still waited after admission: how fast
 	// the queue moves when slots or KV, not prefill, are what it waits for.
 	admitRate float64
 	admits    admitWindow
-	// step is the duration of a step.
-	step time.Duration
+	// step is the duration of a step; minStep the shortest step ever
+	// measured, which no request's first token can beat (so no probe is
+	// spent on an objective below it).
+	step, minStep time.Duration
 	// inferTime is the duration of a one-shot batch, per model.
 	inferTime map[string]time.Duration
 }
@@ -77,8 +74,14 @@ const drainMemory = 2 * time.Second
 // between are told to retry when the next probe is due.
 const probeEvery = time.Second
 
-// soloSamples is how many solo prefill steps soloSpeed remembers.
+// soloSamples is how many solo prefill steps soloCostLocked remembers.
 const soloSamples = 8
+
+// soloStep is one solo prefill step: tokens computed, time taken.
+type soloStep struct {
+	tokens int
+	d      time.Duration
+}
 
 func ewma(old, sample, alpha float64) float64 {
 	if old == 0 {
@@ -100,14 +103,22 @@ func ewmaDur(old, sample time.Duration, alpha float64) time.Duration {
 func (s *Scheduler[P]) observeStepLocked(prefillTokens, decodeRows int, backlogged bool, d, wall time.Duration, now time.Time) {
 	a := s.cfg.EWMAAlpha
 	s.mu.est.step = ewmaDur(s.mu.est.step, d, a)
+	if d > 0 && (s.mu.est.minStep == 0 || d < s.mu.est.minStep) {
+		s.mu.est.minStep = d
+	}
 	if prefillTokens > 0 && d > 0 {
 		speed := float64(prefillTokens) / d.Seconds()
 		s.mu.est.prefillSpeed = ewma(s.mu.est.prefillSpeed, speed, a)
 		if decodeRows == 0 {
 			e := &s.mu.est
-			e.solo[e.soloNext%soloSamples] = speed
+			e.solo[e.soloNext%soloSamples] = soloStep{prefillTokens, d}
 			e.soloNext++
-			e.soloSpeed = slices.Max(e.solo[:])
+			e.soloSpeed = 0
+			for _, x := range e.solo {
+				if x.d > 0 {
+					e.soloSpeed = max(e.soloSpeed, float64(x.tokens)/x.d.Seconds())
+				}
+			}
 		}
 	}
 	if d <= 0 || !(prefillTokens > 0 || backlogged) {
@@ -191,21 +202,58 @@ func (s *Scheduler[P]) drainRateLocked(now time.Time) float64 {
 	return w*e.prefillRate + (1-w)*speed
 }
 
-// ownSpeedLocked is the prefill speed (tokens/s) a new prompt will meet:
-// the solo speed on an idle device, the speed of steps carrying decode rows
-// on a busy one; each falls back to the other, then to the drain rate.
-func (s *Scheduler[P]) ownSpeedLocked(busy bool, now time.Time) float64 {
+// soloCostLocked predicts how long n prompt tokens take on an idle device,
+// from the last solo prefill steps: the lower envelope of what they took —
+// a step that computed at least n tokens bounds it, and a smaller one is
+// extended at the fastest speed seen — so one cold or delayed step does not
+// hold it up, and steps that computed a few tokens (a prefix-cache hit
+// leaves one) say what a step's fixed cost is rather than that tokens are
+// slow. It errs towards the fast side on purpose: on an idle device a
+// request admitted on an optimistic prediction is measured, and its step
+// corrects the estimate; one refused on a pessimistic one measures nothing
+// (the probes of refuseLocked are the backstop). ok=false when no solo
+// step was measured.
+func (s *Scheduler[P]) soloCostLocked(n int) (cost time.Duration, ok bool) {
 	e := &s.mu.est
-	order := [2]float64{e.soloSpeed, e.prefillSpeed}
-	if busy {
-		order = [2]float64{e.prefillSpeed, e.soloSpeed}
+	if e.soloSpeed <= 0 {
+		return 0, false
 	}
-	for _, v := range order {
-		if v > 0 {
-			return v
+	best := time.Duration(math.MaxInt64)
+	for _, x := range e.solo {
+		if x.d <= 0 {
+			continue
 		}
+		c := x.d
+		if n > x.tokens {
+			c += perSecond(n-x.tokens, e.soloSpeed)
+		}
+		best = min(best, c)
 	}
-	return s.drainRateLocked(now)
+	return best, true
+}
+
+// ownCostLocked predicts a new n-token prompt's own time to its first
+// token: on an idle device its solo cost; on a busy one the solo cost plus
+// one step (its first token comes out of a step that also carries the
+// decode rows; the step in flight is the wait's). Without solo steps it
+// falls back to the prefill speed of steps beside decoding streams, then to
+// the drain rate; ok=false when nothing is known.
+func (s *Scheduler[P]) ownCostLocked(n int, busy bool, now time.Time) (time.Duration, bool) {
+	c, ok := s.soloCostLocked(n)
+	if !ok {
+		speed := s.mu.est.prefillSpeed
+		if speed <= 0 {
+			speed = s.drainRateLocked(now)
+		}
+		if speed <= 0 {
+			return 0, false
+		}
+		c = perSecond(n, speed)
+	}
+	if busy {
+		c += s.mu.est.step
+	}
+	return c, true
 }
 
 // prediction is a predicted latency in its two parts: Wait drains as the
@@ -217,8 +265,9 @@ type prediction struct {
 	// IdleOwn is Own on an idle device (the solo prefill speed): what the
 	// request costs once everything ahead of it and beside it has finished.
 	IdleOwn time.Duration
-	// Fixed is the part of Own set by configuration rather than measured
-	// (a one-shot batch's InferMaxDelay): no probe can revise it.
+	// Fixed is the part of Own that no probe can revise: a one-shot
+	// batch's InferMaxDelay (configuration), a generation's shortest step
+	// ever measured (none was faster).
 	Fixed time.Duration
 }
 
@@ -232,8 +281,8 @@ func perSecond(tokens int, rate float64) time.Duration {
 // predictTTFTLocked predicts the time to first token of a new request of
 // class c with an n-token prompt, from the queue as it is now:
 //
-//	busy: TTFT ≈ step in flight + max(tokens ahead / drain rate, requests ahead / admission rate) + n / prefill speed
-//	idle: TTFT ≈ n / solo prefill speed
+//	busy: TTFT ≈ step in flight + max(tokens ahead / drain rate, requests ahead / admission rate) + one step + solo cost(n)
+//	idle: TTFT ≈ solo cost(n)
 //
 // What is ahead is what headLocked will serve first: the admitted
 // requests' prompts not yet computed, every request queued in a higher
@@ -244,16 +293,16 @@ func perSecond(tokens int, rate float64) time.Duration {
 // nothing has been measured.
 func (s *Scheduler[P]) predictTTFTLocked(c Class, n int, now time.Time) prediction {
 	busy := s.busyLocked()
-	speed := s.ownSpeedLocked(busy, now)
-	if speed <= 0 {
+	own, ok := s.ownCostLocked(n, busy, now)
+	if !ok {
 		return prediction{Idle: !busy}
 	}
-	p := prediction{Own: perSecond(n, speed), Idle: !busy}
+	p := prediction{Own: own, Idle: !busy, Fixed: s.mu.est.minStep}
 	p.IdleOwn = p.Own
 	if !busy {
 		return p
 	}
-	p.IdleOwn = perSecond(n, s.ownSpeedLocked(false, now))
+	p.IdleOwn, _ = s.ownCostLocked(n, false, now)
 	tokens, requests := s.aheadLocked(c, now)
 	var wait time.Duration
 	if rate := s.drainRateLocked(now); tokens > 0 && rate > 0 {

@@ -214,11 +214,11 @@ func (s *Scheduler[P]) expiredLocked(g *genReq, now time.Time) error {
 	if !g.req.FailFast || g.probe || g.admitted || !g.tl.FirstScheduled.IsZero() || g.req.SLO.TTFT <= 0 {
 		return nil
 	}
-	// Late even at the fastest solo speed measured lately: an estimate
+	// Late even at its solo cost (the optimistic estimate): an estimate
 	// that errs towards refusing here would refuse on an idle device too,
 	// where nothing but this check stands between the request and a step.
-	speed := s.ownSpeedLocked(false, now)
-	if speed <= 0 || !now.Add(prefillTime(g, speed)).After(g.tl.Arrived.Add(g.req.SLO.TTFT)) {
+	own, ok := s.soloCostLocked(g.pendingPrefill())
+	if !ok || !now.Add(own).After(g.tl.Arrived.Add(g.req.SLO.TTFT)) {
 		return nil
 	}
 	p := s.predictTTFTLocked(g.class, g.pendingPrefill(), now)
