@@ -179,7 +179,11 @@ func BuildReport(res *Result) *Report {
 		rep.Notes = append(rep.Notes, err.Error())
 	} else if rec != nil {
 		rep.Recovery = rec
-		rep.Verdicts = append(rep.Verdicts, rec.verdicts()...)
+		// Its goals are about admission's promises: judged when the run
+		// sent fail-fast requests or declared them.
+		if s.FailFast > 0 || s.Recovery != nil {
+			rep.Verdicts = append(rep.Verdicts, rec.verdicts()...)
+		}
 	}
 	rep.Status = Pass
 	for _, v := range rep.Verdicts {

@@ -41,7 +41,8 @@ type Spec struct {
 	// Recovery holds the goals of a burst-and-recovery run (phases of kind
 	// baseline, burst and recovery, in that order); nil for the defaults
 	// (see RecoveryGoals). The figures are reported whenever the phases are
-	// there; the goals become verdicts.
+	// there; the goals become verdicts when the run sends fail-fast
+	// requests or this is set.
 	Recovery *RecoveryGoals `json:"recovery,omitempty"`
 	// Thresholds are the acceptance criteria judged into verdicts; a
 	// preset's thresholds are added unless one with the same metric and
