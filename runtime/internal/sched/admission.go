@@ -5,23 +5,23 @@ import (
 	"time"
 )
 
-// estimates are the measured figures admission predicts from. They are
-// exponentially weighted moving averages over step timings, so they follow
-// the device as it heats, throttles or changes batch mix.
+// estimates are the measured figures admission predicts from: moving
+// averages and windows over the last steps, so they follow the device as
+// it heats, throttles or changes batch mix.
 //
 // Admission must never lock itself out: a fail-fast request refused is a
 // request that teaches the estimates nothing, so an estimate learnt under a
 // burst and never revised would refuse the same request on an idle device
 // forever. Hence the split below: what the queue ahead costs is predicted
-// from the queue as it is now and from a drain rate whose evidence ages
+// from the queue as it is now and from rates whose evidence ages
 // (drainRateLocked); what the request itself costs is predicted from the
-// prefill speed of steps like the one it will run in (solo when the device
-// is idle); and a request whose own cost alone is over its objective on an
-// idle device is still admitted now and then as a probe, so a stale speed is
-// measured again (probeEvery).
+// solo prefill steps of an idle device, erring fast (soloCostLocked); and a
+// request whose own cost alone is over its objective on an idle device is
+// still admitted now and then as a probe, so a stale estimate is measured
+// again (probeEvery).
 type estimates struct {
-	// prefillRate is prefill tokens per second of step time over the last
-	// drainWindow steps taken while a prefill backlog existed (steps without
+	// prefillRate is prefill tokens per second of wall time over the last
+	// drainSteps steps taken while a prefill backlog existed (steps without
 	// prefill count with zero tokens). Because those steps also carry the
 	// decode rows, and include the steps where admission had to wait for
 	// room, it is the rate at which the backlog actually drains. A window,
