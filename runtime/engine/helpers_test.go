@@ -8,15 +8,29 @@ import (
 )
 
 // sink is an observer that keeps the records it is told of, for tests.
+// Waiting for records waits on their arrival (arrived), not on a clock.
 type sink struct {
-	mu   sync.Mutex
-	recs []*Record
+	mu      sync.Mutex
+	recs    []*Record
+	arrived chan struct{} // capacity 1: "a record came"; made on first use
+}
+
+func (s *sink) signal() chan struct{} {
+	if s.arrived == nil {
+		s.arrived = make(chan struct{}, 1)
+	}
+	return s.arrived
 }
 
 func (s *sink) ObserveTimeline(r *Record) {
 	s.mu.Lock()
 	s.recs = append(s.recs, r)
+	c := s.signal()
 	s.mu.Unlock()
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 // take waits (up to 10 s) until at least n records arrived, and returns and
@@ -24,21 +38,34 @@ func (s *sink) ObserveTimeline(r *Record) {
 // ends, on the engine's own goroutine.
 func (s *sink) take(tb testing.TB, n int) []*Record {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return s.takeWhere(tb, n, func(*Record) bool { return true })
+}
+
+// takeWhere waits (up to 10 s) until at least n records that keep reports
+// true of arrived, and returns and forgets those; the others are dropped.
+func (s *sink) takeWhere(tb testing.TB, n int, keep func(*Record) bool) []*Record {
+	tb.Helper()
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	var got []*Record
 	for {
 		s.mu.Lock()
-		if len(s.recs) >= n {
-			r := s.recs
-			s.recs = nil
-			s.mu.Unlock()
-			return r
+		for _, r := range s.recs {
+			if keep(r) {
+				got = append(got, r)
+			}
 		}
-		got := len(s.recs)
+		s.recs = nil
+		c := s.signal()
 		s.mu.Unlock()
-		if time.Now().After(deadline) {
-			tb.Fatalf("%d records after 10 s, want %d", got, n)
+		if len(got) >= n {
+			return got
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case <-c:
+		case <-timeout.C:
+			tb.Fatalf("%d records after 10 s, want %d", len(got), n)
+		}
 	}
 }
 

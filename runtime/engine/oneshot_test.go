@@ -135,6 +135,7 @@ func TestCameraBesideChat(t *testing.T) {
 		}
 	}()
 	const frames = 30 // 3 s at 10 FPS
+	completedFrame := func(r *Record) bool { return r.Kind == "infer" && r.Outcome == metrics.Completed }
 	// camera sends a frame every 100 ms and returns the latencies the
 	// scheduler stamped (arrived → result), free of the test goroutine's
 	// own wake-up delays on a busy machine.
@@ -149,21 +150,8 @@ func TestCameraBesideChat(t *testing.T) {
 			}
 		}
 		var lat []time.Duration
-		deadline := time.Now().Add(10 * time.Second)
-		for len(lat) < frames && time.Now().Before(deadline) {
-			snk.mu.Lock()
-			recs := snk.recs
-			snk.recs = nil
-			snk.mu.Unlock()
-			for _, r := range recs {
-				if r.Kind == "infer" && r.Outcome == metrics.Completed {
-					lat = append(lat, ttft(r))
-				}
-			}
-			time.Sleep(time.Millisecond)
-		}
-		if len(lat) != frames {
-			t.Fatalf("%d frame records, want %d", len(lat), frames)
+		for _, r := range snk.takeWhere(t, frames, completedFrame) {
+			lat = append(lat, ttft(r))
 		}
 		return lat
 	}
@@ -172,21 +160,16 @@ func TestCameraBesideChat(t *testing.T) {
 	}
 	// the warm-up's record reaches the sink after Infer returns: let it land
 	// before camera clears the sink, or it counts as one of the frames
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		snk.mu.Lock()
-		n := len(snk.recs)
-		snk.mu.Unlock()
-		if n > 0 {
-			break
-		}
-	}
+	snk.take(t, 1)
 	solo := camera()
 
 	// the chat streams back to back until the camera is done
 	chatCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var tpots []time.Duration
+	decoding := make(chan struct{})
 	wg.Go(func() {
+		var once sync.Once
 		for k := 0; chatCtx.Err() == nil; k++ {
 			var times []time.Time
 			for tok, err := range e.GenerateTokens(chatCtx, "tiny-test", ids(40, k), GenerateOptions{MaxTokens: 400}).Tokens() {
@@ -194,28 +177,43 @@ func TestCameraBesideChat(t *testing.T) {
 					break
 				}
 				times = append(times, tok.Time)
+				once.Do(func() { close(decoding) })
 			}
 			if n := len(times); n > 1 {
 				tpots = append(tpots, times[n-1].Sub(times[0])/time.Duration(n-1))
 			}
 		}
 	})
-	time.Sleep(50 * time.Millisecond) // the chat is decoding
+	<-decoding // the chat is decoding
 	busy := camera()
 	stop()
 	wg.Wait()
 	step := quantile(tpots, 0.5)
-	// p99 of 30 frames is their maximum, so one scheduling hiccup of a
-	// shared machine lands in it: allow 15 ms. A device that ran the chat
-	// to completion before the frame (FIFO) would add a whole generation,
-	// ~400 decode steps, and still fail.
-	const slack = 15 * time.Millisecond
-	t.Logf("camera latency p50/p99 solo %v/%v, beside chat %v/%v; chat decode step %v (bound %v)",
-		quantile(solo, 0.5), quantile(solo, 0.99), quantile(busy, 0.5), quantile(busy, 0.99), step, quantile(solo, 0.99)+step+slack)
 	if step == 0 {
 		t.Fatal("the chat produced no tokens")
 	}
-	if p, s := quantile(busy, 0.99), quantile(solo, 0.99); p > s+step+slack {
-		t.Fatalf("camera p99 beside chat %v exceeds solo p99 %v + one decode step %v + slack %v", p, s, step, slack)
+	// What is being checked: a frame runs at the next step boundary, not
+	// after the chat's generation (a loop that ran frames only between
+	// generations made the median frame 25 ms and 19 of 30 frames late). Both runs share the machine's load,
+	// so their medians move together: beside the chat the median frame may
+	// cost one decode step more, and a 2 ms allowance. A loaded machine's
+	// hiccups land on a few frames whichever the policy (one took 28 ms
+	// beside a 180 µs step under load 5), so the tail is judged by count:
+	// at most 3 of the 30 frames past the solo maximum + one step + 15 ms.
+	p50, s50 := quantile(busy, 0.5), quantile(solo, 0.5)
+	s99 := quantile(solo, 0.99)
+	late := 0
+	for _, d := range busy {
+		if d > s99+step+15*time.Millisecond {
+			late++
+		}
+	}
+	t.Logf("camera latency p50/p99 solo %v/%v, beside chat %v/%v; chat decode step %v; %d of %d frames past the tail bound",
+		s50, s99, p50, quantile(busy, 0.99), step, late, frames)
+	if bound := s50 + step + 2*time.Millisecond; p50 > bound {
+		t.Errorf("camera median beside chat %v exceeds solo median %v + one decode step %v + 2 ms", p50, s50, step)
+	}
+	if late > 3 {
+		t.Errorf("%d of %d frames beside the chat took longer than the solo maximum %v + one decode step %v + 15 ms: frames waited for the chat", late, frames, s99, step)
 	}
 }
