@@ -109,6 +109,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, wrapIOErr(err))
 	}
+	// bbolt grows the file by AllocSize (16 MiB by default) beyond what it
+	// needs once the map passes that size: a whole small model's worth of
+	// headroom on a device whose disk is measured in bundles. 4 MiB keeps
+	// growth to one truncate per few import transactions.
+	db.AllocSize = 4 << 20
 	s := &Store{db: db, path: path, opts: opts, log: log}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, name := range []string{bucketChunks, bucketVersions, bucketModels, bucketMeta} {
@@ -140,6 +145,13 @@ func (e noStoreError) Is(target error) bool { return target == ErrNoStore || tar
 
 // Path returns the store file's path.
 func (s *Store) Path() string { return s.path }
+
+// ExportDir is where a version is exported as plain files for a runtime
+// that wants paths (<store>.models/<name>@<version>): one place, so that
+// the engine that exports and the update agent that prunes agree.
+func (s *Store) ExportDir(r Ref) string {
+	return filepath.Join(s.path+".models", r.Name+"@"+r.Version)
+}
 
 // Close closes the store. It waits for running transactions and is
 // idempotent.

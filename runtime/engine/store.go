@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
@@ -40,7 +39,7 @@ func StoredBundle(ctx context.Context, st *store.Store, ref string) (*bundle.Bun
 	if err != nil {
 		return nil, fmt.Errorf("engine: model %q: %w", ref, err)
 	}
-	dir := filepath.Join(st.Path()+".models", v.Name+"@"+v.Version)
+	dir := st.ExportDir(v.Ref())
 	if b, err := bundle.Load(dir); err == nil {
 		return b, nil
 	}
