@@ -38,6 +38,11 @@ type Config struct {
 	MetadataDir string `json:"metadata_dir,omitempty"`
 	// MaxBytesPerSec caps the chunk download rate (metered links); 0: no cap.
 	MaxBytesPerSec int64 `json:"max_bytes_per_sec,omitempty"`
+	// Keep is how many versions of the model the device keeps, the active
+	// and the previous one (the rollback target) included; 0 means
+	// DefaultKeep (2). Older versions are removed, with their chunks and
+	// exported copies, once an update settles.
+	Keep int `json:"keep_versions,omitempty"`
 }
 
 // Validate reports what is missing.
@@ -49,6 +54,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: no pinned image root (the root.json provisioned on the device)", ErrConfig)
 	case c.MaxBytesPerSec < 0:
 		return fmt.Errorf("%w: max_bytes_per_sec %d is negative", ErrConfig, c.MaxBytesPerSec)
+	case c.Keep != 0 && c.Keep < 2:
+		return fmt.Errorf("%w: keep_versions %d: the active and the previous version (the rollback target) are always kept, so at least 2", ErrConfig, c.Keep)
 	}
 	if _, err := store.ParseRef(c.Model); err != nil {
 		return fmt.Errorf("%w: model %q: %v", ErrConfig, c.Model, err)
@@ -241,6 +248,11 @@ func (a *Agent) activate(ctx context.Context, rel *Release, j Journal) error {
 		if !errors.Is(err, ErrHealth) {
 			err = fmt.Errorf("%w: %w", ErrHealth, err)
 		}
+		if werr == nil {
+			// The failed version will not be installed again (its counter
+			// is recorded): it goes with its exported copy.
+			a.retain(ctx, rel.Name)
+		}
 		return errors.Join(err, werr)
 	}
 	if a.act != nil {
@@ -272,6 +284,9 @@ func (a *Agent) activate(ctx context.Context, rel *Release, j Journal) error {
 		return err
 	}
 	a.emit(ctx, Event{Kind: EventActive, Model: rel.Name, Version: rel.Version, Counter: rel.Counter})
+	// Only now, with the journal saying active, is anything older removed:
+	// a kill before this point resumes with every version still there.
+	a.retain(ctx, rel.Name)
 	return nil
 }
 
@@ -351,6 +366,7 @@ func (a *Agent) Rollback(ctx context.Context) (store.Ref, error) {
 		return ref, err
 	}
 	a.emit(ctx, Event{Kind: EventRolledBack, Model: ref.Name, Version: ref.Version, Counter: c.previous, Reason: j.Reason})
+	a.retain(ctx, ref.Name) // the export of the version rolled back from
 	return ref, nil
 }
 

@@ -129,6 +129,9 @@ type agentUpdate struct {
 	CheckInterval  string            `json:"check_interval"`
 	RetryInterval  string            `json:"retry_interval"`
 	MaxBytesPerSec int64             `json:"max_bytes_per_sec"`
+	// KeepVersions is how many versions of the model stay on the device
+	// (update.Config.Keep): 0 means the active and the previous one.
+	KeepVersions int `json:"keep_versions"`
 }
 
 // durations parses the section's intervals ("" means the device's
@@ -201,7 +204,7 @@ func loadAgentConfig(path string) (agentConfig, link.Config, error) {
 		if _, _, err := u.durations(); err != nil {
 			return c, lc, fmt.Errorf("config %s: %w", path, err)
 		}
-		ucfg := update.Config{Model: u.Model, ImageRoot: u.ImageRoot, DirectorRoot: u.DirectorRoot, MaxBytesPerSec: u.MaxBytesPerSec}
+		ucfg := update.Config{Model: u.Model, ImageRoot: u.ImageRoot, DirectorRoot: u.DirectorRoot, MaxBytesPerSec: u.MaxBytesPerSec, Keep: u.KeepVersions}
 		if err := ucfg.Validate(); err != nil {
 			return c, lc, fmt.Errorf("config %s: update: %w", path, err)
 		}
@@ -395,7 +398,7 @@ func startUpdates(ctx context.Context, cfg agentConfig, board string, st *store.
 	// where it stood, and the last good version is what serves.
 	sink := device.Events()
 	ag, err := update.New(update.Config{Model: u.Model, ImageRoot: u.ImageRoot, DirectorRoot: u.DirectorRoot, MetadataDir: u.MetadataDir,
-		MaxBytesPerSec: u.MaxBytesPerSec, Device: update.Device{ID: cfg.Device, Board: board, Providers: u.Providers}},
+		MaxBytesPerSec: u.MaxBytesPerSec, Keep: u.KeepVersions, Device: update.Device{ID: cfg.Device, Board: board, Providers: u.Providers}},
 		update.Deps{Store: st, Source: src, Activator: serving.EngineActivator{Engine: eng, Store: st}, Events: sink, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("agent: update: %w", err)

@@ -67,6 +67,7 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 	providers := fs.String("providers", "cpu", "execution providers this device has, comma separated")
 	sdk := fs.String("sdk", update.SDKVersion, "SDK version releases are checked against")
 	bps := fs.Int64("max-bytes-per-sec", 0, "download cap in bytes/s (0: none)")
+	keep := fs.Int("keep", 0, "versions of the model kept on the device, active and previous included (0: 2)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	agentCfg := fs.String("agent-config", "", "take store, model, roots, source and device from an agent.json `file`")
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), updateUsage); fs.PrintDefaults() }
@@ -98,6 +99,9 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 		if *bps == 0 {
 			*bps = u.MaxBytesPerSec
+		}
+		if *keep == 0 {
+			*keep = u.KeepVersions
 		}
 	}
 	if *model == "" || *root == "" || (*source == "" && *agentCfg == "" && pos[0] != "status" && pos[0] != "rollback") {
@@ -132,7 +136,7 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 	default:
 		src = update.FileSource{} // status and rollback read the store only
 	}
-	cfg := update.Config{Model: *model, ImageRoot: *root, DirectorRoot: *director, MaxBytesPerSec: *bps,
+	cfg := update.Config{Model: *model, ImageRoot: *root, DirectorRoot: *director, MaxBytesPerSec: *bps, Keep: *keep,
 		Device: update.Device{ID: *deviceID, Board: *board, Providers: splitList(*providers), SDKVersion: *sdk}}
 	if acfg.Update != nil {
 		cfg.MetadataDir = acfg.Update.MetadataDir // the agent's trusted metadata, not a second copy
