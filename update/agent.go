@@ -77,6 +77,9 @@ type Deps struct {
 	Now func() time.Time
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
+	// Disk tells the free space an update is checked against before it
+	// downloads; nil means StatfsDisk.
+	Disk Disk
 }
 
 // Agent keeps one model up to date from signed releases. It is safe for
@@ -90,6 +93,7 @@ type Agent struct {
 	now          func() time.Time
 	sleep        func(context.Context, time.Duration) error
 	log          *slog.Logger
+	disk         Disk
 	imageRoot    []byte
 	directorRoot []byte
 
@@ -117,6 +121,9 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.disk = d.Disk; a.disk == nil {
+		a.disk = StatfsDisk{}
 	}
 	var err error
 	if a.imageRoot, err = readRoot(cfg.ImageRoot); err != nil {
@@ -172,6 +179,16 @@ func (a *Agent) apply(ctx context.Context) (store.Ref, error) {
 	rel := o.Release
 	if prev.Phase.InProgress() && (prev.Version != rel.Version || prev.Counter != rel.Counter) {
 		a.abandon(ctx, prev, fmt.Errorf("%s@%s is offered now", rel.Name, rel.Version))
+	}
+	if err := a.checkSpace(rel, o.Missing); err != nil {
+		// Refused for now, not for good: the next check offers it again,
+		// and an interrupted download of it keeps what it has.
+		a.refuse(ctx, err)
+		if !prev.Phase.InProgress() {
+			j := Journal{Phase: PhaseRefused, Model: rel.Name, Version: rel.Version, Counter: rel.Counter, Reason: err.Error()}
+			err = errors.Join(err, a.writeJournal(ctx, j, nil))
+		}
+		return store.Ref{}, err
 	}
 	j := Journal{Phase: PhaseDownloading, Model: rel.Name, Version: rel.Version, Counter: rel.Counter, Total: o.Missing}
 	if err := a.writeJournal(ctx, j, nil); err != nil {

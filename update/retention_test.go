@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -133,5 +134,52 @@ func TestRetentionKeepsMore(t *testing.T) {
 	e.cfg.Keep = 1
 	if _, err := update.New(e.cfg, update.Deps{Store: e.st, Source: e.src}); !errors.Is(err, update.ErrConfig) {
 		t.Errorf("Keep 1: %v, want ErrConfig", err)
+	}
+}
+
+// fakeDisk reports a fixed free space.
+type fakeDisk struct{ free int64 }
+
+func (d *fakeDisk) Free(string) (int64, error) { return d.free, nil }
+
+// TestRefusedWithoutSpace: an update the disk cannot hold is refused
+// before anything is fetched, with an event that says so; the active
+// version stays; once space is there the same release installs.
+func TestRefusedWithoutSpace(t *testing.T) {
+	e := newEnv(t, fleet.InitOptions{})
+	disk := &fakeDisk{free: 1 << 40}
+	newAgent := func() *update.Agent {
+		a, err := update.New(e.cfg, update.Deps{Store: e.st, Source: e.src, Activator: e.act, Events: e.events, Now: e.clock, Disk: disk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	e.publish("1", killFiles(1), fleet.ReleaseOptions{})
+	if _, err := newAgent().Apply(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	rel := e.publish("2", killFiles(2), fleet.ReleaseOptions{})
+	a := newAgent()
+	o, err := a.Check(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	need := update.SpaceNeeded(rel, o.Missing)
+	disk.free = need - 1
+	_, err = a.Apply(e.ctx)
+	if !errors.Is(err, update.ErrRefused) || !errors.Is(err, store.ErrNoSpace) {
+		t.Fatalf("apply with %d bytes free, %d needed: %v, want ErrRefused and ErrNoSpace", disk.free, need, err)
+	}
+	ev, ok := e.events.last(update.EventRefused)
+	if !ok || ev.Version != "2" || !strings.Contains(ev.Reason, "free") {
+		t.Fatalf("refusal event %+v (found %v), want one for m@2 that says why", ev, ok)
+	}
+	if a.BytesFetched() != 0 || e.active() != "1" {
+		t.Fatalf("after the refusal: %d bytes fetched, active %q; want nothing fetched, 1 active", a.BytesFetched(), e.active())
+	}
+	disk.free = need
+	if _, err := a.Apply(e.ctx); err != nil || e.active() != "2" {
+		t.Fatalf("apply with %d bytes free: %v, active %q", disk.free, err, e.active())
 	}
 }
