@@ -223,10 +223,7 @@ func TestAuth(t *testing.T) {
 // the scheduler).
 func TestConcurrentClients(t *testing.T) {
 	f := openFixture(t, Config{})
-	var mu sync.Mutex
-	var tls []*metrics.Timeline
-	remove := f.b.Observe(observerFunc(func(tl *metrics.Timeline) { mu.Lock(); tls = append(tls, tl); mu.Unlock() }))
-	defer remove()
+	next := watch(t, f.b)
 	const clients = 32
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
@@ -250,20 +247,9 @@ func TestConcurrentClients(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		n := len(tls)
-		mu.Unlock()
-		if n >= clients || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(tls) != clients {
-		t.Fatalf("%d records for %d requests", len(tls), clients)
+	tls := make([]*metrics.Timeline, clients)
+	for i := range tls {
+		tls[i] = next()
 	}
 	// Peak overlap of [first scheduled, finished] across the records.
 	peak := 0
@@ -286,6 +272,7 @@ func TestConcurrentClients(t *testing.T) {
 // cancelled and its KV blocks come back.
 func TestDisconnectFreesKV(t *testing.T) {
 	f := openFixture(t, Config{})
+	next := watch(t, f.b)
 	conn, err := net.Dial("tcp", f.ts.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -306,16 +293,13 @@ func TestDisconnectFreesKV(t *testing.T) {
 		t.Fatalf("no KV in use mid-stream: %+v", kv)
 	}
 	conn.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st := f.b.Stats()
-		if st.Running == 0 && st.KV["tinylm"].BlocksUsed == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("KV not freed 5 s after the client left: %+v", st)
-		}
-		time.Sleep(20 * time.Millisecond)
+	// The request's record comes after its KV went back (the scheduler
+	// frees a request's KV before it records it).
+	if r := next(); r.Outcome != metrics.Cancelled {
+		t.Fatalf("the dropped stream ended %s, want cancelled", r.Outcome)
+	}
+	if st := f.b.Stats(); st.Running != 0 || st.KV["tinylm"].BlocksUsed != 0 {
+		t.Fatalf("KV not freed when the client left: %+v", st)
 	}
 }
 
@@ -390,8 +374,9 @@ func TestInfer(t *testing.T) {
 // TestMetricsPromtool checks /metrics with Prometheus's own linter.
 func TestMetricsPromtool(t *testing.T) {
 	f := openFixture(t, Config{})
+	next := watch(t, f.b) // observers run in order: the server's collector sees a record first
 	f.post(t, "/v1/completions", `{"model":"tinylm","prompt":"Call me","max_tokens":4}`)
-	time.Sleep(300 * time.Millisecond) // the record reaches the collector
+	next()
 	r, err := http.Get(f.ts.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -419,6 +404,27 @@ func TestMetricsPromtool(t *testing.T) {
 type observerFunc func(*metrics.Timeline)
 
 func (f observerFunc) ObserveTimeline(t *metrics.Timeline) { f(t) }
+
+// watch observes b's records for the rest of the test: next returns the
+// next one, waiting for it (the test fails after 10 s without one).
+func watch(t testing.TB, b interface {
+	Observe(metrics.Observer) (remove func())
+}) (next func() *metrics.Timeline) {
+	ch := make(chan *metrics.Timeline, 1024)
+	t.Cleanup(b.Observe(observerFunc(func(tl *metrics.Timeline) { ch <- tl })))
+	return func() *metrics.Timeline {
+		t.Helper()
+		timeout := time.NewTimer(10 * time.Second)
+		defer timeout.Stop()
+		select {
+		case tl := <-ch:
+			return tl
+		case <-timeout.C:
+			t.Fatal("no request record within 10 s")
+			return nil
+		}
+	}
+}
 
 // TestShutdownDrains starts a stream, then shuts the server down: the
 // stream finishes with [DONE], new requests are refused, Serve returns
