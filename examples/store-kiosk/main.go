@@ -415,7 +415,23 @@ type board struct {
 	rows     map[string]*row
 	state    map[string]string
 	counters map[string]int
-	events   []event // the last minute's finished requests, oldest first
+	events   []event       // the last minute's finished requests, oldest first
+	changed  chan struct{} // closed (and replaced) whenever the board changes
+}
+
+// Changed returns a channel closed at the board's next change: a waiter
+// takes it, reads the board, and waits on it if what it wants is not
+// there yet.
+func (b *board) Changed() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
+}
+
+// touchLocked wakes the waiters of Changed.
+func (b *board) touchLocked() {
+	close(b.changed)
+	b.changed = make(chan struct{})
 }
 
 // event is one finished request on the timeline chart.
@@ -456,12 +472,13 @@ type row struct {
 }
 
 func newBoard() *board {
-	return &board{rows: map[string]*row{}, state: map[string]string{}, counters: map[string]int{}}
+	return &board{rows: map[string]*row{}, state: map[string]string{}, counters: map[string]int{}, changed: make(chan struct{})}
 }
 
 func (b *board) count(name string) {
 	b.mu.Lock()
 	b.counters[name]++
+	b.touchLocked()
 	b.mu.Unlock()
 }
 
@@ -476,6 +493,7 @@ func (b *board) ObserveTimeline(t *metrics.Timeline) {
 	e2e, ok := t.E2E()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	defer b.touchLocked()
 	key := t.Model + "/" + t.Class
 	r := b.rows[key]
 	if r == nil {
@@ -510,12 +528,14 @@ func (b *board) ObserveTimeline(t *metrics.Timeline) {
 func (b *board) fail(model string, err error) {
 	b.mu.Lock()
 	b.state[model] = "error: " + err.Error()
+	b.touchLocked()
 	b.mu.Unlock()
 }
 
 func (b *board) setState(model, s string) {
 	b.mu.Lock()
 	b.state[model] = s
+	b.touchLocked()
 	b.mu.Unlock()
 }
 

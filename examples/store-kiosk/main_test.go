@@ -64,6 +64,27 @@ func stats(t *testing.T, url string) Stats {
 	return s
 }
 
+// waitBoard reads /kiosk/stats until done reports true of it, waking at
+// each change of the board, and returns the last read; after d it returns
+// what it has (the caller's checks then say what is missing).
+func waitBoard(t *testing.T, k *Kiosk, url string, d time.Duration, done func(Stats) bool) Stats {
+	t.Helper()
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	for {
+		changed := k.stats.Changed()
+		s := stats(t, url)
+		if done(s) {
+			return s
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			return s
+		}
+	}
+}
+
 func find(s Stats, model, class string) *row {
 	for i := range s.Rows {
 		if s.Rows[i].Model == model && s.Rows[i].Class == class {
@@ -79,18 +100,13 @@ func find(s Stats, model, class string) *row {
 // asked a question holds the answer and a latency row per model, and the
 // screenshot is the page (not blank).
 func TestKiosk(t *testing.T) {
-	_, url := openKiosk(t)
+	k, url := openKiosk(t)
 	_, err := exec.LookPath("espeak-ng")
 	haveEspeak := err == nil
-	deadline := time.Now().Add(30 * time.Second)
-	var s Stats
-	for time.Now().Before(deadline) {
-		s = stats(t, url)
-		if f, v, b := find(s, "face", "realtime"), find(s, "vad", "realtime"), find(s, "chat", "batch"); f != nil && v != nil && b != nil && f.Count >= 5 && v.Count >= 5 && b.Count >= 1 && (!haveEspeak || s.Counters["utterances"] > 0) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	s := waitBoard(t, k, url, 30*time.Second, func(s Stats) bool {
+		f, v, b := find(s, "face", "realtime"), find(s, "vad", "realtime"), find(s, "chat", "batch")
+		return f != nil && v != nil && b != nil && f.Count >= 5 && v.Count >= 5 && b.Count >= 1 && (!haveEspeak || s.Counters["utterances"] > 0)
+	})
 	for _, want := range [][2]string{{"face", "realtime"}, {"vad", "realtime"}, {"chat", "batch"}} {
 		if r := find(s, want[0], want[1]); r == nil || r.Count == 0 || r.P50MS <= 0 {
 			t.Fatalf("no %s/%s latencies after 30 s: %+v", want[0], want[1], s)
@@ -117,7 +133,12 @@ func TestKiosk(t *testing.T) {
 	if r.StatusCode != 200 || len(c.Choices) != 1 || strings.TrimSpace(c.Choices[0].Text) == "" {
 		t.Fatalf("completion: %d %+v", r.StatusCode, c)
 	}
-	if ch := find(stats(t, url), "chat", "interactive"); ch == nil || ch.TTFTMS == nil {
+	// The request's record reaches the board after the answer: wait for it.
+	s = waitBoard(t, k, url, 10*time.Second, func(s Stats) bool {
+		ch := find(s, "chat", "interactive")
+		return ch != nil && ch.TTFTMS != nil
+	})
+	if ch := find(s, "chat", "interactive"); ch == nil || ch.TTFTMS == nil {
 		t.Errorf("the assistant's request is not on the board at interactive priority")
 	}
 	for _, r := range stats(t, url).Rows {
