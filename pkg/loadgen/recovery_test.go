@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +99,27 @@ func ptrVal(v *float64) any {
 		return nil
 	}
 	return *v
+}
+
+// TestRSSTrendWithheld: an hourly RSS trend is given only over a span that
+// can support it, and says what it stands on.
+func TestRSSTrendWithheld(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	series := func(span time.Duration, mibPerHour float64) *Result {
+		res := &Result{Start: start}
+		for i := 0; i <= 100; i++ {
+			at := time.Duration(i) * span / 100
+			rss := int64((200 + mibPerHour*at.Hours()) * (1 << 20))
+			res.Series = append(res.Series, SeriesPoint{At: start.Add(at), Resources: Resources{Known: true, RSSBytes: rss}})
+		}
+		return res
+	}
+	short := resourceReport(series(80*time.Second, 30), 5, false)
+	if short.RSSGrowthMiBPerHour != nil || short.TrendWithheld == "" || !strings.HasPrefix(short.TrendText(), "withheld: ") {
+		t.Errorf("80 s of samples: trend %v, withheld %q", ptrVal(short.RSSGrowthMiBPerHour), short.TrendWithheld)
+	}
+	long := resourceReport(series(20*time.Minute, 30), 60, false)
+	if v := long.RSSGrowthMiBPerHour; v == nil || *v < 29 || *v > 31 || long.TrendSamples != 51 {
+		t.Errorf("20 min at 30 MiB/h: trend %v over %d samples (%s)", ptrVal(v), long.TrendSamples, long.TrendText())
+	}
 }

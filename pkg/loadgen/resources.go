@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 )
@@ -64,7 +65,21 @@ type ResourceReport struct {
 	// caches, which are growth but not a leak. Over a short run it is
 	// noise; a soak shows a leak as a steady positive slope.
 	RSSGrowthMiBPerHour *float64 `json:"rss_growth_mib_per_hour"`
+	// TrendSamples and TrendSpanS are what the trend stands on: the
+	// samples fitted and the time they span. TrendWithheld says why the
+	// trend is null when the samples were there but too short a span to
+	// say anything per hour (minTrendSpan).
+	TrendSamples  int     `json:"rss_trend_samples"`
+	TrendSpanS    float64 `json:"rss_trend_span_s"`
+	TrendWithheld string  `json:"rss_trend_withheld,omitempty"`
 }
+
+// minTrendSpan is the shortest span of samples an hourly RSS trend is
+// given for: an hour is then at most 15 times what was seen. A minute of
+// a run's first RSS growth (KV pages touched for the first time, caches
+// filling) extrapolated to an hour is a number with no evidence behind it
+// (the demo once printed 210 MiB/h from 80 s).
+const minTrendSpan = 4 * time.Minute
 
 // ResourceWindow is one window's maxima.
 type ResourceWindow struct {
@@ -81,6 +96,7 @@ func resourceReport(res *Result, w float64, remote bool) *ResourceReport {
 		rr.Scope = "the target server's process, from its /metrics"
 	}
 	var n, sx, sy, sxx, sxy float64
+	var first, last float64 = -1, 0
 	half := len(res.Series) / 2
 	for k, p := range res.Series {
 		if !p.Resources.Known {
@@ -100,6 +116,10 @@ func resourceReport(res *Result, w float64, remote bool) *ResourceReport {
 		if k >= half {
 			n++
 			sx, sy, sxx, sxy = sx+t, sy+mib, sxx+t*t, sxy+t*mib
+			if first < 0 {
+				first = t
+			}
+			last = t
 		}
 	}
 	if !rr.Known {
@@ -109,7 +129,16 @@ func resourceReport(res *Result, w float64, remote bool) *ResourceReport {
 		}
 		return rr
 	}
-	if d := n*sxx - sx*sx; n >= 3 && d > 0 {
+	rr.TrendSamples = int(n)
+	if n > 0 {
+		rr.TrendSpanS = last - first
+	}
+	switch d := n*sxx - sx*sx; {
+	case n < 3 || d <= 0:
+		rr.TrendWithheld = fmt.Sprintf("%d samples in the second half: too few to fit", int(n))
+	case rr.TrendSpanS < minTrendSpan.Seconds():
+		rr.TrendWithheld = fmt.Sprintf("the second half spans %.0f s (%d samples); an hourly trend needs at least %v of them", rr.TrendSpanS, int(n), minTrendSpan)
+	default:
 		slope := (n*sxy - sx*sy) / d * 3600
 		rr.RSSGrowthMiBPerHour = &slope
 	}
@@ -129,6 +158,17 @@ func resourceRows(r *Report) [][]string {
 	for _, w := range rr.Windows {
 		rows = append(rows, []string{fmt.Sprintf("%.0f", w.StartS), fmt.Sprintf("%.1f", w.RSSMiB), fmt.Sprint(w.Goroutines), fmt.Sprint(w.KVBlocksUsed)})
 	}
-	rows = append(rows, []string{"RSS trend (second half)", fmtPtr(rr.RSSGrowthMiBPerHour, 1) + " MiB/h", "", rr.Scope})
+	rows = append(rows, []string{"RSS trend (second half)", rr.TrendText(), "", rr.Scope})
 	return rows
+}
+
+// TrendText is the RSS trend with what it stands on, or why it is withheld.
+func (rr *ResourceReport) TrendText() string {
+	if rr.RSSGrowthMiBPerHour == nil {
+		if rr.TrendWithheld != "" {
+			return "withheld: " + rr.TrendWithheld
+		}
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f MiB/h (least squares over %d samples in %.0f s)", *rr.RSSGrowthMiBPerHour, rr.TrendSamples, rr.TrendSpanS)
 }

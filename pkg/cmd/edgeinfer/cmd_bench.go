@@ -298,7 +298,7 @@ func printBenchSummary(w io.Writer, r *loadgen.Report) {
 		for _, win := range rr.Windows {
 			maxRSS, maxG = max(maxRSS, win.RSSMiB), max(maxG, win.Goroutines)
 		}
-		fmt.Fprintf(w, "engine        RSS max %.1f MiB (second-half trend %s MiB/h), goroutines max %d, %d windows\n", maxRSS, f(rr.RSSGrowthMiBPerHour, 1), maxG, len(rr.Windows))
+		fmt.Fprintf(w, "engine        RSS max %.1f MiB, goroutines max %d, %d windows; RSS trend %s\n", maxRSS, maxG, len(rr.Windows), rr.TrendText())
 	} else if rr != nil {
 		fmt.Fprintf(w, "engine        resources unknown: %s\n", rr.Reason)
 	}
