@@ -114,6 +114,15 @@ type conn struct {
 	client   mqtt.Client
 	down     chan struct{}
 	downOnce sync.Once
+	will     *lastWill // the Hooks.Will of this connection, nil without one
+}
+
+// lastWill is a last will message, kept so a clean goodbye can publish it.
+type lastWill struct {
+	topic    string
+	payload  []byte
+	qos      byte
+	retained bool
 }
 
 func (c *conn) lost() { c.downOnce.Do(func() { close(c.down) }) }
@@ -133,7 +142,10 @@ type Hooks struct {
 	// Will, when set, replaces the status will, and is called before every
 	// connection attempt: Sparkplug's NDEATH carries a bdSeq that changes
 	// with each attempt. The status topic then gets no "offline" when the
-	// connection is lost (only on Close).
+	// connection is lost (only on Close). Close publishes the connection's
+	// will itself before its goodbye, since a clean DISCONNECT makes the
+	// broker discard it (Sparkplug: an edge node MUST publish an NDEATH
+	// before terminating the connection).
 	Will func() (topic string, payload []byte, qos byte, retained bool)
 	// OnConnect runs on every new connection after the subscriptions and
 	// before anything else is published (Sparkplug's NBIRTH must be the
@@ -398,6 +410,7 @@ func (l *Link) connect() (*conn, error) {
 	if l.hooks.Will != nil {
 		topic, payload, qos, retained := l.hooks.Will()
 		opts.SetBinaryWill(topic, payload, qos, retained)
+		c.will = &lastWill{topic: topic, payload: payload, qos: qos, retained: retained}
 	}
 	if l.tls != nil {
 		opts.SetTLSConfig(l.tls)
@@ -509,19 +522,31 @@ func (l *Link) connect() (*conn, error) {
 	return c, nil
 }
 
-// goodbye publishes the retained offline status (a clean DISCONNECT
-// suppresses the will) and disconnects.
+// goodbye publishes what the will would have said (a clean DISCONNECT
+// makes the broker discard the will): the hook's will, if any, then the
+// retained offline status; then it disconnects.
 func (l *Link) goodbye(c *conn) {
 	l.mu.Lock()
 	l.mu.conn = nil
 	l.mu.Unlock()
-	bye, _ := json.Marshal(Status{Schema: StatusSchema, State: "offline", Fleet: l.cfg.Fleet, Device: l.cfg.Device, Reason: "shutdown", Time: time.Now().UTC().Format(time.RFC3339Nano)})
-	tok := c.client.Publish(l.topics.Status(), 1, true, bye)
-	select {
-	case <-tok.Done():
-	case <-c.down:
-	case <-time.After(l.cfg.ConnectTimeout):
+	deadline := time.NewTimer(l.cfg.ConnectTimeout)
+	defer deadline.Stop()
+	send := func(topic string, qos byte, retained bool, payload []byte) {
+		tok := c.client.Publish(topic, qos, retained, payload)
+		select {
+		case <-tok.Done():
+			if err := tok.Error(); err != nil {
+				l.log.Warn("link: goodbye not published", "topic", topic, "err", err)
+			}
+		case <-c.down:
+		case <-deadline.C:
+		}
 	}
+	if w := c.will; w != nil {
+		send(w.topic, w.qos, w.retained, w.payload)
+	}
+	bye, _ := json.Marshal(Status{Schema: StatusSchema, State: "offline", Fleet: l.cfg.Fleet, Device: l.cfg.Device, Reason: "shutdown", Time: time.Now().UTC().Format(time.RFC3339Nano)})
+	send(l.topics.Status(), 1, true, bye)
 	c.client.Disconnect(250)
 }
 

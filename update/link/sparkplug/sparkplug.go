@@ -5,10 +5,13 @@
 // The device is the edge node spBv1.0/<group>/{NBIRTH,NDATA,NDEATH,NCMD}/<node>;
 // each model it serves is a device of that node,
 // spBv1.0/<group>/{DBIRTH,DDATA,DCMD}/<node>/<model>. NDEATH is the link's
-// last will; its bdSeq metric, incremented with every connection attempt,
-// matches the NBIRTH of the same session. NBIRTH is the first message of
-// each session (seq 0); every later message takes the next seq, 0–255
-// wrapping. Births carry every metric's name, alias and type; data messages
+// last will, and the link publishes it itself before a clean disconnect
+// (which makes the broker discard the will); its bdSeq metric matches the
+// NBIRTH of the same session and is incremented, 0–255 wrapping, with
+// every connection attempt, and across restarts when Options.State keeps
+// it. NBIRTH is the first message of each session (seq 0), followed by a
+// DBIRTH per model the device knows; every later message takes the next
+// seq, 0–255 wrapping, in the order the messages are published. Births carry every metric's name, alias and type; data messages
 // carry aliases only. A host asks for a rebirth with the NCMD metric
 // "Node Control/Rebirth" = true.
 //
@@ -19,8 +22,10 @@ package sparkplug
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +33,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/update/link"
 	pb "github.com/edgeinfer/edgeinfer/update/link/sparkplug/sparkplugpb"
 )
@@ -59,9 +65,15 @@ func (c Config) Validate() error {
 // supply the will and the birth), then Start it on the link. It is safe
 // for concurrent use.
 type Node struct {
-	cfg Config
-	l   *link.Link
+	cfg   Config
+	opts  Options
+	log   *slog.Logger
+	l     *link.Link
+	birth func() link.Birth // set by Hooks, before the link exists
 
+	// mu is held from numbering a message to handing it to the client, so
+	// messages leave in seq order and a rebirth (which restarts seq at 0)
+	// never falls between a message's numbering and its publication.
 	mu struct {
 		sync.Mutex
 		bdSeq     uint64 // of the latest connection attempt
@@ -69,16 +81,39 @@ type Node struct {
 		seq       uint64 // the next message's seq
 		aliases   map[string]uint64
 		last      link.Snapshot
+		haveLast  bool     // a telemetry snapshot has been published
 		devices   []string // models born in this session
 	}
 }
 
-// NewNode returns an edge node.
-func NewNode(cfg Config) (*Node, error) {
+// Options are a Node's optional settings.
+type Options struct {
+	// State keeps the node's bdSeq across restarts, in an owner bucket of
+	// a pkg/store file (the agent passes its outbox store). Without it the
+	// bdSeq starts at 0 on every run, which a host that saw the previous
+	// run's session may take for that session.
+	State *store.Store
+	// Bucket is State's owner bucket; "" means "sparkplug.node".
+	Bucket string
+	// Logger receives the node's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// NewNode returns an edge node whose bdSeq lives in memory only.
+func NewNode(cfg Config) (*Node, error) { return NewNodeWith(cfg, Options{}) }
+
+// NewNodeWith returns an edge node with options.
+func NewNodeWith(cfg Config, opts Options) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg}
+	if opts.Bucket == "" {
+		opts.Bucket = "sparkplug.node"
+	}
+	n := &Node{cfg: cfg, opts: opts, log: opts.Logger}
+	if n.log == nil {
+		n.log = slog.New(slog.DiscardHandler)
+	}
 	n.mu.aliases = map[string]uint64{}
 	return n, nil
 }
@@ -93,19 +128,46 @@ func (n *Node) Topic(typ, device string) string {
 }
 
 // Hooks returns the link hooks that make NDEATH the will and publish the
-// births on every connection; birth is the edgeinfer status birth.
+// births on every connection; birth is the edgeinfer status birth, and
+// also what the births say (SDK version, board, models and so DBIRTHs)
+// until the first telemetry snapshot. Call it once, before opening the
+// link.
 func (n *Node) Hooks(birth func() link.Birth) link.Hooks {
+	n.birth = birth
 	return link.Hooks{Birth: birth, Will: n.will, OnConnect: n.onConnect}
 }
 
-// will is the NDEATH of the next connection attempt: a new bdSeq.
+// bdSeqKey is the node's key in the state bucket: one store may hold
+// several nodes.
+func (n *Node) bdSeqKey() []byte {
+	return []byte("bdSeq/" + n.cfg.Group + "/" + n.cfg.Node)
+}
+
+// will is the NDEATH of the next connection attempt: a new bdSeq, one
+// more than the previous attempt's (of this run or, with Options.State,
+// of the previous run), recorded before the CONNECT so that a process
+// killed after it never reuses the number.
 func (n *Node) will() (string, []byte, byte, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	next := uint64(0)
 	if n.mu.attempted {
-		n.mu.bdSeq = (n.mu.bdSeq + 1) % 256
+		next = (n.mu.bdSeq + 1) % 256
 	}
-	n.mu.attempted = true
+	if st := n.opts.State; st != nil {
+		err := st.Update(context.Background(), n.opts.Bucket, func(tx *store.Tx) error {
+			if v := tx.Get(n.bdSeqKey()); len(v) == 8 {
+				next = (binary.BigEndian.Uint64(v) + 1) % 256
+			}
+			return tx.Put(n.bdSeqKey(), binary.BigEndian.AppendUint64(nil, next))
+		})
+		if err != nil {
+			// The session still needs a will; the number may repeat one
+			// of an earlier run, which a host copes with by its timestamp.
+			n.log.Warn("sparkplug: bdSeq not recorded", "bdSeq", next, "err", err)
+		}
+	}
+	n.mu.bdSeq, n.mu.attempted = next, true
 	p := &pb.Payload{Timestamp: proto.Uint64(nowMS()), Metrics: []*pb.Payload_Metric{bdSeqMetric(n.mu.bdSeq)}}
 	b, _ := proto.Marshal(p)
 	return n.Topic("NDEATH", ""), b, 1, false
@@ -116,9 +178,23 @@ func bdSeqMetric(v uint64) *pb.Payload_Metric {
 		Timestamp: proto.Uint64(nowMS()), Value: &pb.Payload_Metric_LongValue{LongValue: v}}
 }
 
+// startSnapshot is what births say before any telemetry: the link's birth
+// (SDK version, board, models). It calls birth outside n.mu (it reads the
+// model store).
+func (n *Node) startSnapshot() link.Snapshot {
+	if n.birth == nil {
+		return link.Snapshot{}
+	}
+	b := n.birth()
+	return link.Snapshot{SDKVersion: b.SDKVersion, Board: b.Board, Models: b.Models}
+}
+
 // onConnect publishes NBIRTH (seq 0) and a DBIRTH per known model.
 func (n *Node) onConnect(_ context.Context, publish func(string, byte, bool, []byte) error) error {
-	for _, m := range n.births() {
+	start := n.startSnapshot()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range n.births(start) {
 		if err := publish(m.topic, 0, false, m.payload); err != nil {
 			return fmt.Errorf("sparkplug: birth: %w", err)
 		}
@@ -131,13 +207,14 @@ type message struct {
 	payload []byte
 }
 
-// births builds NBIRTH and every DBIRTH from the last snapshot, starting
-// a new seq run.
-func (n *Node) births() []message {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// births builds NBIRTH and every DBIRTH from the last snapshot, or from
+// start before the first, starting a new seq run. n.mu is held.
+func (n *Node) births(start link.Snapshot) []message {
 	n.mu.seq = 0
-	s := n.mu.last
+	s := start
+	if n.mu.haveLast {
+		s = n.mu.last
+	}
 	node := append([]metric{{name: "bdSeq", typ: pb.DataType_Int64, v: n.mu.bdSeq}, {name: RebirthMetric, typ: pb.DataType_Boolean, v: false}}, nodeMetrics(s)...)
 	out := []message{{n.Topic("NBIRTH", ""), n.payloadLocked("", node, true)}}
 	n.mu.devices = n.mu.devices[:0]
@@ -201,7 +278,10 @@ func (n *Node) Rebirth(ctx context.Context) error {
 	if n.l == nil {
 		return errors.New("sparkplug: rebirth before Start")
 	}
-	for _, m := range n.births() {
+	start := n.startSnapshot()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range n.births(start) {
 		if err := n.l.Publish(ctx, m.topic, 0, false, m.payload); err != nil {
 			return fmt.Errorf("sparkplug: rebirth: %w", err)
 		}
@@ -216,8 +296,11 @@ func (n *Node) Publish(ctx context.Context, s link.Snapshot) error {
 	if n.l == nil {
 		return errors.New("sparkplug: publish before Start")
 	}
+	// Held until the messages are on the wire (see Node.mu): the seq a
+	// message carries must be the next in the stream the host reads.
 	n.mu.Lock()
-	n.mu.last = s
+	defer n.mu.Unlock()
+	n.mu.last, n.mu.haveLast = s, true
 	msgs := []message{{n.Topic("NDATA", ""), n.payloadLocked("", nodeMetrics(s), false)}}
 	for _, model := range models(s) {
 		if slices.Contains(n.mu.devices, model) {
@@ -227,7 +310,6 @@ func (n *Node) Publish(ctx context.Context, s link.Snapshot) error {
 			n.mu.devices = append(n.mu.devices, model)
 		}
 	}
-	n.mu.Unlock()
 	var errs []error
 	for _, m := range msgs {
 		if err := n.l.Publish(ctx, m.topic, 0, false, m.payload); err != nil {
