@@ -103,7 +103,8 @@ type agentConfig struct {
 	// Board overrides the detected board name in status and telemetry.
 	Board string `json:"board"`
 	// Sparkplug, when set, also publishes telemetry as a Sparkplug B edge
-	// node (the device id is the node id); its NDEATH becomes the will.
+	// node (the device id is the node id); its NDEATH becomes the will and
+	// is published before a clean shutdown's disconnect.
 	Sparkplug *struct {
 		Group string `json:"group"`
 	} `json:"sparkplug"`
@@ -290,7 +291,10 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 	hooks := link.Hooks{Birth: birth}
 	var node *sparkplug.Node
 	if cfg.Sparkplug != nil {
-		if node, err = sparkplug.NewNode(sparkplug.Config{Group: cfg.Sparkplug.Group, Node: lcfg.Device}); err != nil {
+		// The outbox store keeps the node's bdSeq, so a restarted agent's
+		// sessions do not repeat the numbers hosts saw from the last run.
+		if node, err = sparkplug.NewNodeWith(sparkplug.Config{Group: cfg.Sparkplug.Group, Node: lcfg.Device},
+			sparkplug.Options{State: obStore, Logger: log}); err != nil {
 			return fmt.Errorf("agent: %w", err)
 		}
 		hooks = node.Hooks(birth)
