@@ -176,7 +176,7 @@ func TestStation(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mu.Lock()
-		done := len(readings) == n && len(metrics) == 1 && strings.Contains(strings.Join(spb, "\n"), "/DBIRTH/ocr-1/paddleocr ")
+		done := len(readings) == n && len(metrics) == 1 && strings.Contains(strings.Join(spb, "\n"), "/DDATA/ocr-1/paddleocr ")
 		mu.Unlock()
 		if done || time.Now().After(deadline) {
 			break
@@ -209,10 +209,12 @@ func TestStation(t *testing.T) {
 }
 
 // checkSparkplug decodes the Sparkplug B messages with Eclipse Tahu and
-// checks the NBIRTH and the paddleocr device's count of readings.
+// checks the NBIRTH and the paddleocr device's count of readings: its
+// DBIRTH follows the NBIRTH at connection (count 0), and the line's
+// DDATA carries the count under the alias the DBIRTH bound.
 func checkSparkplug(t *testing.T, spb []string, n int) {
 	joined := strings.Join(spb, "\n")
-	for _, want := range []string{"spBv1.0/plant-1/NBIRTH/ocr-1 ", "spBv1.0/plant-1/DBIRTH/ocr-1/paddleocr "} {
+	for _, want := range []string{"spBv1.0/plant-1/NBIRTH/ocr-1 ", "spBv1.0/plant-1/DBIRTH/ocr-1/paddleocr ", "spBv1.0/plant-1/DDATA/ocr-1/paddleocr "} {
 		if !strings.Contains(joined, want) {
 			t.Fatalf("no %s message among %d Sparkplug messages", strings.TrimSpace(want), len(spb))
 		}
@@ -237,13 +239,15 @@ func checkSparkplug(t *testing.T, spb []string, n int) {
 	if err != nil {
 		t.Fatalf("Tahu's decoder: %v\n%s", err, out)
 	}
-	found := false
+	alias, found := "", false // realtime/completed's alias, bound by the DBIRTH
+	var completed any
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var d struct {
 			Topic   string
 			Payload struct {
 				Metrics []struct {
 					Name  string
+					Alias any
 					Value any
 				}
 			}
@@ -251,19 +255,18 @@ func checkSparkplug(t *testing.T, spb []string, n int) {
 		if err := json.Unmarshal([]byte(line), &d); err != nil {
 			t.Fatalf("%v: %s", err, line)
 		}
-		if !strings.Contains(d.Topic, "/DBIRTH/ocr-1/paddleocr") {
-			continue
-		}
 		for _, m := range d.Payload.Metrics {
-			if m.Name == "realtime/completed" {
-				found = true
-				if fmt.Sprint(m.Value) != fmt.Sprint(n) {
-					t.Errorf("Tahu decodes realtime/completed = %v, want %d", m.Value, n)
-				}
+			switch {
+			case strings.Contains(d.Topic, "/DBIRTH/ocr-1/paddleocr") && m.Name == "realtime/completed":
+				alias, found, completed = fmt.Sprint(m.Alias), true, m.Value
+			case strings.Contains(d.Topic, "/DDATA/ocr-1/paddleocr") && found && fmt.Sprint(m.Alias) == alias:
+				completed = m.Value
 			}
 		}
 	}
 	if !found {
 		t.Errorf("Tahu finds no realtime/completed metric in the DBIRTH:\n%s", out)
+	} else if fmt.Sprint(completed) != fmt.Sprint(n) {
+		t.Errorf("Tahu decodes realtime/completed = %v, want %d", completed, n)
 	}
 }
