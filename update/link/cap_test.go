@@ -73,7 +73,7 @@ func TestOutboxCap(t *testing.T) {
 	if err := ob.Flush(withTimeout(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(10*time.Second, func() bool { return rcv.distinct() >= st1.Depth })
+	waitFor(10*time.Second, rcv.Changed, func() bool { return rcv.distinct() >= st1.Depth })
 	var events, status, tele, oldestTele uint64
 	rcv.mu.Lock()
 	for seq := range rcv.got {
@@ -91,6 +91,7 @@ func TestOutboxCap(t *testing.T) {
 	}
 	rcv.mu.Unlock()
 	var wantEvents, wantStatus, wantTele uint64
+	rcv.mu.Lock() // a redelivery may still arrive
 	for seq, c := range kind {
 		switch c {
 		case ClassEvent:
@@ -107,6 +108,7 @@ func TestOutboxCap(t *testing.T) {
 			}
 		}
 	}
+	rcv.mu.Unlock()
 	t.Logf("events %d/%d status %d/%d telemetry %d/%d, dropped %d", events, wantEvents, status, wantStatus, tele, wantTele, st1.Dropped)
 	if events != wantEvents || status != wantStatus {
 		t.Errorf("events %d of %d, status %d of %d arrived: they must never be dropped", events, wantEvents, status, wantStatus)

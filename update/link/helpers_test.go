@@ -52,12 +52,21 @@ type receiver struct {
 	topics  map[uint64]string
 	order   []uint64 // first receptions in arrival order
 	ooo     int
-	dupFlag int // duplicate receptions the broker marked as redeliveries (DUP)
+	dupFlag int           // duplicate receptions the broker marked as redeliveries (DUP)
+	changed chan struct{} // closed and replaced on every reception
+}
+
+// Changed returns a channel closed at the receiver's next reception.
+func (r *receiver) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
 }
 
 func newReceiver(t *testing.T, b *mosquittotest.Broker, id, filter string) *receiver {
 	t.Helper()
-	r := &receiver{dedup: NewDedup(0), got: map[uint64]int{}, topics: map[uint64]string{}}
+	r := &receiver{dedup: NewDedup(0), got: map[uint64]int{}, topics: map[uint64]string{}, changed: make(chan struct{})}
+	subscribed := make(chan error, 1)
 	handler := func(_ mqtt.Client, m mqtt.Message) {
 		seq, ok := payloadSeq(m.Payload())
 		if !ok {
@@ -76,19 +85,37 @@ func newReceiver(t *testing.T, b *mosquittotest.Broker, id, filter string) *rece
 				r.ooo++
 			}
 		}
+		close(r.changed)
+		r.changed = make(chan struct{})
 		r.mu.Unlock()
 	}
 	opts := mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID(id).SetCleanSession(false).
 		SetAutoReconnect(true).SetMaxReconnectInterval(200 * time.Millisecond).SetConnectRetry(true).
 		SetConnectRetryInterval(100 * time.Millisecond).SetProtocolVersion(4).
-		SetOnConnectHandler(func(c mqtt.Client) { c.Subscribe(filter, 1, handler) })
+		SetOnConnectHandler(func(c mqtt.Client) {
+			tok := c.Subscribe(filter, 1, handler)
+			go func() {
+				tok.Wait()
+				select {
+				case subscribed <- tok.Error():
+				default: // a later connection's subscription: nobody waits for it
+				}
+			}()
+		})
 	r.client = mqtt.NewClient(opts)
 	if tok := r.client.Connect(); !tok.WaitTimeout(10*time.Second) || tok.Error() != nil {
 		t.Fatalf("receiver connect: %v", tok.Error())
 	}
-	// wait for the subscription made by the connect handler
-	time.Sleep(200 * time.Millisecond)
 	t.Cleanup(func() { r.client.Disconnect(100) })
+	// wait for the SUBACK of the subscription made by the connect handler
+	select {
+	case err := <-subscribed:
+		if err != nil {
+			t.Fatalf("receiver subscribe: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("receiver: no SUBACK within 10 s")
+	}
 	return r
 }
 
@@ -115,16 +142,23 @@ func (r *receiver) tally(n uint64) (received, lost, dups, ooo int) {
 	return received, lost, dups, r.ooo
 }
 
-// waitFor polls cond every 20 ms until it holds or d passes.
-func waitFor(d time.Duration, cond func() bool) bool {
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
+// waitFor waits until cond holds or d passes, checking it again each time
+// changed's channel closes (the Changed of a Link, an Outbox or a
+// receiver: whatever cond reads).
+func waitFor(d time.Duration, changed func() <-chan struct{}, cond func() bool) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		ch := changed() // before cond: a change after the check closes ch
 		if cond() {
 			return true
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return cond()
+		}
 	}
-	return cond()
 }
 
 func openStore(t *testing.T, path string) *store.Store { return openStoreB(t, path) }

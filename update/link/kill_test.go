@@ -31,7 +31,7 @@ func TestKillPublisher(t *testing.T) {
 	if durable2 <= durable {
 		t.Fatalf("second run ended at seq %d, not after %d", durable2, durable)
 	}
-	waitFor(30*time.Second, func() bool { return rcv.distinct() >= int(durable2) })
+	waitFor(30*time.Second, rcv.Changed, func() bool { return rcv.distinct() >= int(durable2) })
 	received, lost, dups, ooo := rcv.tally(durable)
 	t.Logf("killed after %d durable: received %d lost %d duplicates %d out_of_order %d", durable, received, lost, dups, ooo)
 	if lost != 0 {

@@ -102,6 +102,7 @@ type Link struct {
 		lastErr error
 		subs    map[string]*subscription
 		pending map[string]chan []byte // request id -> waiter
+		changed chan struct{}          // closed and replaced when Stats' counters change
 	}
 
 	closeOnce sync.Once
@@ -182,6 +183,7 @@ func OpenWith(ctx context.Context, cfg Config, h Hooks) (*Link, error) {
 	l := &Link{cfg: cfg, topics: NewTopics(cfg.Fleet, cfg.Device), log: cfg.Logger, tls: tlsCfg, birth: birth, hooks: h}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.mu.up = make(chan struct{})
+	l.mu.changed = make(chan struct{})
 	l.mu.subs = map[string]*subscription{}
 	l.mu.pending = map[string]chan []byte{}
 	if _, err := l.register(l.topics.Base()+"res/#", 1, l.onResponse); err != nil {
@@ -224,6 +226,28 @@ func (l *Link) Stats() Stats {
 		st.LastError = l.mu.lastErr.Error()
 	}
 	return st
+}
+
+// Changed returns a channel closed at the next change of Stats (a
+// connection made or lost, a failed attempt, a message a handler's full
+// queue dropped), for a caller to wait on instead of polling Stats.
+func (l *Link) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.changed
+}
+
+// changedLocked wakes the waiters of Changed.
+func (l *Link) changedLocked() {
+	close(l.mu.changed)
+	l.mu.changed = make(chan struct{})
+}
+
+// changed is changedLocked for a caller without l.mu.
+func (l *Link) changed() {
+	l.mu.Lock()
+	l.changedLocked()
+	l.mu.Unlock()
 }
 
 // current returns the live connection and the channel closed when the
@@ -312,6 +336,7 @@ func (l *Link) deliver(s *subscription) mqtt.MessageHandler {
 		case s.queue <- Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained()}:
 		default:
 			l.drops.Add(1)
+			l.changed()
 		}
 	}
 }
@@ -344,6 +369,7 @@ func (l *Link) supervise() {
 		if err != nil {
 			l.setErr(err) // before the count: a reader that sees the count sees the error
 			l.failures.Add(1)
+			l.changed()
 			l.log.Warn("link: connect failed", "broker", l.cfg.Broker, "attempt", attempt+1, "err", err)
 			t := time.NewTimer(backoff(attempt, l.cfg.BackoffMin, l.cfg.BackoffMax, rand.Float64()))
 			attempt++
@@ -361,6 +387,7 @@ func (l *Link) supervise() {
 			l.mu.Lock()
 			l.mu.conn = nil
 			l.mu.up = make(chan struct{})
+			l.changedLocked()
 			l.mu.Unlock()
 			l.log.Warn("link: connection lost", "broker", l.cfg.Broker)
 		case <-l.ctx.Done():
@@ -517,6 +544,7 @@ func (l *Link) connect() (*conn, error) {
 	l.mu.conn = c
 	l.mu.lastErr = subErr // a refused subscription stays visible
 	close(l.mu.up)
+	l.changedLocked()
 	l.mu.Unlock()
 	l.log.Info("link: connected", "broker", l.cfg.Broker, "client_id", l.cfg.ClientID)
 	return c, nil

@@ -74,7 +74,7 @@ func TestResubscribe(t *testing.T) {
 	}
 	b.Stop()
 	b.Start()
-	if !waitFor(10*time.Second, func() bool { return l.Stats().Connects >= 2 }) {
+	if !waitFor(10*time.Second, l.Changed, func() bool { return l.Stats().Connects >= 2 }) {
 		t.Fatalf("no reconnection: %+v", l.Stats())
 	}
 	c := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID("cloud"))
@@ -172,7 +172,7 @@ func TestSubscribeWhileConnecting(t *testing.T) {
 			if err := l.Subscribe(ctx, l.Topics().Cmd(string(rune('a'+i))), 1, func(m Message) { got <- m.Topic }); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Duration(i%3) * time.Millisecond)
+			time.Sleep(time.Duration(i%3) * time.Millisecond) // on purpose: spreads the subscriptions over the connection's set-up, the race under test
 		}
 		if err := l.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
 			t.Fatal(err)

@@ -50,16 +50,16 @@ func TestOutage(t *testing.T) {
 		produced <- ob.Sync(ctx)
 	}()
 	// stop the broker once a third has been acknowledged
-	if !waitFor(120*time.Second, func() bool { return ob.Stats().Acked >= n/3 }) {
+	if !waitFor(120*time.Second, ob.Changed, func() bool { return ob.Stats().Acked >= n/3 }) {
 		t.Fatalf("only %d acknowledged before the outage", ob.Stats().Acked)
 	}
 	b.Stop()
 	atStop := ob.Stats()
-	time.Sleep(outage)
+	time.Sleep(outage) // the outage itself: the broker stays away this long on purpose
 	acked := ob.Stats().Acked
 	b.Start()
 	up := time.Now()
-	if !waitFor(30*time.Second, func() bool { return ob.Stats().Acked > acked }) {
+	if !waitFor(30*time.Second, ob.Changed, func() bool { return ob.Stats().Acked > acked }) {
 		t.Fatalf("no PUBACK within 30 s of the broker's restart: %+v", l.Stats())
 	}
 	t.Logf("reconnect: first PUBACK %v after the broker was back (backoff max %v)", time.Since(up).Round(time.Millisecond), testConfig(b).BackoffMax)
@@ -69,7 +69,7 @@ func TestOutage(t *testing.T) {
 	if err := ob.Flush(withTimeout(t, 180*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(60*time.Second, func() bool { return rcv.distinct() >= int(n) })
+	waitFor(60*time.Second, rcv.Changed, func() bool { return rcv.distinct() >= int(n) })
 	received, lost, dups, ooo := rcv.tally(n)
 	t.Logf("outbox at the stop: %d in flight, depth %d", atStop.InFlight, atStop.Depth)
 	t.Logf("sent %d received %d lost %d duplicates %d out_of_order %d", n, received, lost, dups, ooo)

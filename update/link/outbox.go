@@ -384,6 +384,15 @@ func (o *Outbox) changedLocked() {
 	o.mu.changed = make(chan struct{})
 }
 
+// Changed returns a channel closed at the next commit or acknowledgement
+// (when Stats may have changed), for a caller to wait on instead of
+// polling Stats.
+func (o *Outbox) Changed() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.mu.changed
+}
+
 // Sync waits until every message enqueued before the call is on disk.
 func (o *Outbox) Sync(ctx context.Context) error {
 	o.mu.Lock()

@@ -68,7 +68,7 @@ func TestSlowHandler(t *testing.T) {
 	}()
 	busy := send(5000)
 	<-done
-	waitFor(5*time.Second, func() bool { return l.Stats().HandlerDrops > 0 })
+	waitFor(5*time.Second, l.Changed, func() bool { return l.Stats().HandlerDrops > 0 })
 	st2 := l.Stats()
 	t.Logf("5000 messages: %v alone, %v with a stuck handler flooded by 2000 commands (%.2fx); handler drops %d, connected %v",
 		quiet.Round(time.Millisecond), busy.Round(time.Millisecond), float64(busy)/float64(quiet), st2.HandlerDrops, st2.Connected)

@@ -19,7 +19,9 @@ import (
 type recorder struct {
 	mu   sync.Mutex
 	ttft *metrics.Histogram
-	tel  *Telemetry // nil: telemetry off
+	tel  *Telemetry    // nil: telemetry off
+	left int           // records still to come this round
+	all  chan struct{} // closed once left reaches 0 (the round's last record is observed)
 }
 
 func (r *recorder) ObserveTimeline(t *engine.Record) {
@@ -29,6 +31,13 @@ func (r *recorder) ObserveTimeline(t *engine.Record) {
 	}
 	tel := r.tel
 	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.left--; r.left == 0 {
+			close(r.all)
+		}
+		r.mu.Unlock()
+	}()
 	if tel != nil {
 		times := make([]time.Time, len(t.Tokens))
 		for i, d := range t.Tokens {
@@ -91,6 +100,8 @@ func BenchmarkTelemetryCost(b *testing.B) {
 		}
 		rec.mu.Lock()
 		rec.ttft, rec.tel = metrics.NewHistogram(0), tel
+		rec.left, rec.all = 4*300, make(chan struct{})
+		all := rec.all
 		rec.mu.Unlock()
 		var wg sync.WaitGroup
 		for w := 0; w < 4; w++ {
@@ -108,7 +119,11 @@ func BenchmarkTelemetryCost(b *testing.B) {
 			}()
 		}
 		wg.Wait()
-		time.Sleep(200 * time.Millisecond) // the last records reach the observers
+		select { // the last records reach the observers
+		case <-all:
+		case <-time.After(30 * time.Second):
+			b.Fatal("the round's 1,200 records did not all reach the observer within 30 s")
+		}
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		p, _ := rec.ttft.Quantile(0.99)

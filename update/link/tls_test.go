@@ -83,18 +83,15 @@ func connectErr(t *testing.T, cfg Config) error {
 		return err
 	}
 	defer l.Close()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		st := l.Stats()
-		if st.Connected {
-			return nil
-		}
-		if st.Failures > 0 {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			return l.mu.lastErr
-		}
+	if !waitFor(10*time.Second, l.Changed, func() bool { st := l.Stats(); return st.Connected || st.Failures > 0 }) {
+		return errors.New("neither connected nor failed within 10 s")
 	}
-	return errors.New("neither connected nor failed within 10 s")
+	if l.Stats().Connected {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.lastErr
 }
 
 func TestTLSErrors(t *testing.T) {
