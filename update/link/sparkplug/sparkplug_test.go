@@ -75,6 +75,7 @@ func TestTahuDecodes(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{})
 	var mu sync.Mutex
 	var got []captured
+	arrived := make(chan struct{}, 1) // a message was captured
 	host := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID("scada"))
 	if tok := host.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatal(tok.Error())
@@ -87,12 +88,19 @@ func TestTahuDecodes(t *testing.T) {
 		mu.Lock()
 		got = append(got, captured{m.Topic(), append([]byte(nil), m.Payload()...)})
 		mu.Unlock()
+		select {
+		case arrived <- struct{}{}:
+		default: // a wake-up is already pending
+		}
 	}).Wait()
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
 	waitN := func(n int) {
 		t.Helper()
-		for end := time.Now().Add(5 * time.Second); count() < n; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(end) {
+		deadline := time.After(5 * time.Second)
+		for count() < n {
+			select {
+			case <-arrived:
+			case <-deadline:
 				t.Fatalf("%d messages, want %d", count(), n)
 			}
 		}
