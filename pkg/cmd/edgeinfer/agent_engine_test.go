@@ -34,7 +34,8 @@ func TestAgentObservesEngine(t *testing.T) {
 	}
 	defer e.Close(ctx)
 	tel := link.NewTelemetry(nil, nil, link.TelemetryConfig{}, link.Sources{Engine: func() link.EngineStats { return serving.EngineStats(e) }})
-	stop := e.Observe(serving.Records(tel))
+	seen := make(chan struct{}, 64)
+	stop := e.Observe(signalObserver{serving.Records(tel), seen})
 	defer stop()
 	for i := 0; i < 5; i++ {
 		class := engine.ClassInteractive
@@ -47,27 +48,21 @@ func TestAgentObservesEngine(t *testing.T) {
 			}
 		}
 	}
-	var s link.Snapshot
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		s = tel.Snapshot()
-		if len(s.Requests) > 0 || time.Now().After(end) {
-			break
+	// each record reaches the telemetry before its signal: once the five
+	// have, one snapshot holds them all
+	for i := 0; i < 5; i++ {
+		select {
+		case <-seen:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of 5 records reached the telemetry within 5 s", i)
 		}
 	}
+	s := tel.Snapshot()
 	got := map[string]link.RequestStats{}
 	n := uint64(0)
 	for _, r := range s.Requests {
 		got[r.Class] = r
 		n += r.Outcomes["completed"]
-	}
-	// records may straddle two snapshots: take what arrived
-	for end := time.Now().Add(2 * time.Second); n < 5 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		for _, r := range tel.Snapshot().Requests {
-			n += r.Outcomes["completed"]
-			if _, ok := got[r.Class]; !ok {
-				got[r.Class] = r
-			}
-		}
 	}
 	if n != 5 || got["interactive"].Model != "tiny-test" || got["batch"].Model != "tiny-test" {
 		t.Fatalf("%d completed; groups %+v", n, got)
@@ -77,5 +72,19 @@ func TestAgentObservesEngine(t *testing.T) {
 	}
 	if len(s.KV) != 1 || s.KV[0].TotalBytes == 0 {
 		t.Fatalf("kv %+v", s.KV)
+	}
+}
+
+// signalObserver passes each record on to o, then signals seen.
+type signalObserver struct {
+	o    engine.Observer
+	seen chan<- struct{}
+}
+
+func (s signalObserver) ObserveTimeline(r *engine.Record) {
+	s.o.ObserveTimeline(r)
+	select {
+	case s.seen <- struct{}{}:
+	default:
 	}
 }

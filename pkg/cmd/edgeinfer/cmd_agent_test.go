@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+	"github.com/edgeinfer/edgeinfer/update/device"
 	"github.com/edgeinfer/edgeinfer/update/fleet/fleettest"
 	"github.com/edgeinfer/edgeinfer/update/link"
 	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
@@ -63,6 +64,7 @@ func TestAgent(t *testing.T) {
 	}
 	var mu sync.Mutex
 	seen := map[string][]string{}
+	arrived := make(chan struct{}, 1) // a message was seen
 	watch := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID("watch"))
 	if tok := watch.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 		t.Fatal(tok.Error())
@@ -72,6 +74,10 @@ func TestAgent(t *testing.T) {
 		mu.Lock()
 		seen[m.Topic()] = append(seen[m.Topic()], string(m.Payload()))
 		mu.Unlock()
+		select {
+		case arrived <- struct{}{}:
+		default: // a wake-up is already pending
+		}
 	}).Wait()
 	has := func(topic, sub string) bool {
 		mu.Lock()
@@ -97,8 +103,13 @@ func TestAgent(t *testing.T) {
 	top := link.NewTopics("f", "d")
 	wait := func(what string, cond func() bool) {
 		t.Helper()
-		for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(end) {
+		deadline := time.After(10 * time.Second)
+		for !cond() {
+			select {
+			case <-arrived:
+			case <-deadline:
+				mu.Lock()
+				defer mu.Unlock()
 				t.Fatalf("no %s; seen %v", what, seen)
 			}
 		}
@@ -182,6 +193,13 @@ func TestAgentUpdates(t *testing.T) {
 	}
 	defer watch.Disconnect(50)
 	watch.Subscribe(link.NewTopics("f", "cam-1").Events(), 1, func(_ mqtt.Client, m mqtt.Message) { events <- string(m.Payload()) }).Wait()
+	states := make(chan struct{}, 1) // the agent's retained state changed
+	watch.Subscribe(device.StateTopic(link.NewTopics("f", "cam-1")), 1, func(mqtt.Client, mqtt.Message) {
+		select {
+		case states <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}).Wait()
 
 	cfgFile := filepath.Join(tmp, "agent.json")
 	cfgJSON, _ := json.Marshal(map[string]any{"store": filepath.Join(tmp, "models.db"), "broker": b.URL(), "fleet": "f", "device": "cam-1",
@@ -224,14 +242,18 @@ func TestAgentUpdates(t *testing.T) {
 			}
 		}
 		want := fmt.Sprintf("active %s, previous %s", version, previous)
-		for end := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		// update status reads the retained state: ask again each time it changes
+		deadline = time.After(30 * time.Second)
+		for {
 			var stdout, stderr bytes.Buffer
 			runMain(ctx, &stdout, &stderr, []string{"update", "status", "--agent-config", cfgFile})
 			if strings.Contains(stdout.String(), want) && strings.Contains(stdout.String(), "retained state") {
 				t.Logf("while the agent runs:\n%s", stdout.String())
 				break
 			}
-			if time.Now().After(end) {
+			select {
+			case <-states:
+			case <-deadline:
 				t.Fatalf("update status never showed %q:\n%s%s", want, stdout.String(), stderr.String())
 			}
 		}
@@ -255,10 +277,8 @@ func TestAgentUpdates(t *testing.T) {
 	var again syncBuffer
 	againDone := make(chan int)
 	go func() { againDone <- runMain(rctx, &again, &again, []string{"agent", "--config", cfgFile}) }()
-	for end := time.Now().Add(20 * time.Second); !strings.Contains(again.String(), "1 model(s)"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("restarted agent:\n%s", again.String())
-		}
+	if !again.waitFor(20*time.Second, "1 model(s)") {
+		t.Fatalf("restarted agent:\n%s", again.String())
 	}
 	stopAgain()
 	if code := <-againDone; code != 0 {

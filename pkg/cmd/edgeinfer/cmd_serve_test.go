@@ -19,16 +19,45 @@ import (
 
 // syncBuffer is a bytes.Buffer safe to read while the command writes.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed on the next write; nil until a waiter needs it
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 	return s.b.Write(p)
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// waitFor waits until the output contains sub, or d passes, checking again
+// on each write.
+func (s *syncBuffer) waitFor(d time.Duration, sub string) bool {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		if strings.Contains(s.b.String(), sub) {
+			s.mu.Unlock()
+			return true
+		}
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return false
+		}
+	}
+}
 
 // TestServeAndBenchTarget runs `edgeinfer serve` on the tiny model and
 // points `edgeinfer bench --target` at it: the report's records come from
@@ -67,16 +96,16 @@ func TestServeAndBenchTarget(t *testing.T) {
 			t.Errorf("serve: %v", err)
 		}
 	}()
-	for i := 0; ; i++ {
-		if r, err := http.Get("http://" + addr + "/ready"); err == nil && r.StatusCode == 200 {
-			r.Body.Close()
-			break
-		}
-		if i > 100 {
-			t.Fatalf("serve did not become ready: %s", out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	// serve prints "serving on" once its models are loaded and its socket
+	// listens: from then on /ready answers
+	if !out.waitFor(10*time.Second, "serving on") {
+		t.Fatalf("serve did not start within 10 s: %s", out.String())
 	}
+	ready, err := http.Get("http://" + addr + "/ready")
+	if err != nil || ready.StatusCode != 200 {
+		t.Fatalf("serve printed its address but /ready answers %v %v: %s", ready, err, out.String())
+	}
+	ready.Body.Close()
 	spec := writeBenchFile(t, dir, "spec.yaml", strings.Replace(benchSpecYAML, "sweep:", "#", 1))
 	rep := filepath.Join(dir, "out")
 	code, stdout, stderr := runBenchCLI("--spec", spec, "--target", "http://"+addr, "--model", "tinylm", "--out", rep)

@@ -77,13 +77,12 @@ func TestFleetWithoutCgo(t *testing.T) {
 	}
 	src := update.MQTTSource{R: device.Requester{L: l, Timeout: 2 * time.Second}}
 	var meta []byte
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if meta, err = src.FetchMeta(ctx, "image/timestamp.json", 1<<16); err == nil {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("fleet serve (no cgo) never answered: %v\n%s", err, serveOut.String())
-		}
+	err = retryChild(20*time.Second, func() (err error) {
+		meta, err = src.FetchMeta(ctx, "image/timestamp.json", 1<<16)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("fleet serve (no cgo) never answered within 20 s: %v\n%s", err, serveOut.String())
 	}
 	if !strings.Contains(strings.ReplaceAll(string(meta), " ", ""), `"_type":"timestamp"`) {
 		t.Errorf("timestamp metadata: %.200s", meta)
@@ -104,5 +103,20 @@ func TestFleetWithoutCgo(t *testing.T) {
 	}
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "root") {
 		t.Errorf("static arm64 fleet keygen: %v\n%s", err, out)
+	}
+}
+
+// retryChild calls try until it succeeds or d passes, 100 ms apart, and
+// returns its last error. It is a bounded poll on purpose: the server
+// runs in a child process, which tells nobody when it has subscribed to
+// its request topics, so the first requests may go unanswered.
+func retryChild(d time.Duration, try func() error) error {
+	end := time.Now().Add(d)
+	for {
+		err := try()
+		if err == nil || time.Now().After(end) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
