@@ -212,7 +212,7 @@ func runGoodput(b *testing.B, e *Engine, w goodputWorkload, slo SLO) goodputResu
 	next := start
 	for i := range w.prompts {
 		next = next.Add(w.gaps[i])
-		time.Sleep(time.Until(next))
+		time.Sleep(time.Until(next)) // on purpose: the workload's arrival times
 		wg.Go(func() {
 			_, errs[i] = stream(context.Background(), e, w.prompts[i], GenerateOptions{MaxTokens: w.outputs[i], SLO: slo})
 		})

@@ -3,10 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
@@ -63,17 +61,11 @@ func TestGeneratePlugins(t *testing.T) {
 	}
 	wantRecords := func(n int) []engine.Record {
 		t.Helper()
-		for end := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			sink.mu.Lock()
-			recs := slices.Clone(sink.recs)
-			sink.mu.Unlock()
-			if len(recs) >= n || time.Now().After(end) {
-				if len(recs) != n {
-					t.Fatalf("%d records, want %d", len(recs), n)
-				}
-				return recs
-			}
+		recs := sink.wait(t, n)
+		if len(recs) != n {
+			t.Fatalf("%d records, want %d", len(recs), n)
 		}
+		return recs
 	}
 	if r := wantRecords(1)[0]; r.Pre <= 0 || r.Post <= 0 {
 		t.Errorf("record pre %v post %v, want both timed", r.Pre, r.Post)

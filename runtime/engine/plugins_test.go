@@ -15,14 +15,45 @@ import (
 )
 
 type recordSink struct {
-	mu   sync.Mutex
-	recs []engine.Record
+	mu      sync.Mutex
+	recs    []engine.Record
+	arrived chan struct{} // closed on the next record; nil until a waiter needs it
 }
 
 func (s *recordSink) ObserveTimeline(r *engine.Record) {
 	s.mu.Lock()
 	s.recs = append(s.recs, *r)
+	if s.arrived != nil {
+		close(s.arrived)
+		s.arrived = nil
+	}
 	s.mu.Unlock()
+}
+
+// wait waits (up to 5 s) until at least n records arrived and returns a
+// copy of them all. Records reach observers shortly after a request ends,
+// on the engine's own goroutine.
+func (s *recordSink) wait(t *testing.T, n int) []engine.Record {
+	t.Helper()
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
+	for {
+		s.mu.Lock()
+		recs := slices.Clone(s.recs)
+		if s.arrived == nil {
+			s.arrived = make(chan struct{})
+		}
+		c := s.arrived
+		s.mu.Unlock()
+		if len(recs) >= n {
+			return recs
+		}
+		select {
+		case <-c:
+		case <-timeout.C:
+			t.Fatalf("%d records after 5 s, want %d", len(recs), n)
+		}
+	}
 }
 
 // TestInferPlugins: a bundle with the BlazeFace model and its plugins runs
@@ -55,16 +86,7 @@ func TestInferPlugins(t *testing.T) {
 	v, _ := ort.Data[float32](faces)
 	t.Logf("face %v", v)
 
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		sink.mu.Lock()
-		n := len(sink.recs)
-		sink.mu.Unlock()
-		if n > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	sink.wait(t, 1)
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	if len(sink.recs) != 1 {

@@ -101,18 +101,12 @@ func TestPriorityIsolation(t *testing.T) {
 		start := time.Now() // records of earlier requests (warm-ups) arrive late: skip them
 		for i := range probes {
 			firstToken(t, e, ids(96, off+i), ClassInteractive)
-			time.Sleep(30 * time.Millisecond)
+			time.Sleep(30 * time.Millisecond) // on purpose: the probes' spacing (above)
 		}
-		for deadline := time.Now().Add(10 * time.Second); len(d) < probes && time.Now().Before(deadline); {
-			var recs []*Record
-			for _, r := range snk.take(t, 0) {
-				if !r.Arrived.Before(start) {
-					recs = append(recs, r)
-				}
-			}
-			d = append(d, ttftsOf(recs, ClassInteractive)...)
-			time.Sleep(time.Millisecond)
-		}
+		recs := snk.takeWhere(t, probes, func(r *Record) bool {
+			return !r.Arrived.Before(start) && r.Class == ClassInteractive.String() && r.Outcome == metrics.Completed
+		})
+		d = append(d, ttftsOf(recs, ClassInteractive)...)
 		return d
 	}
 	probe(900) // warm-up: binds the shapes, grows the arenas
@@ -143,14 +137,9 @@ func TestPriorityIsolation(t *testing.T) {
 	}
 	loaded := probe(200)
 	firstToken(t, e, ids(96, 300), ClassBatch)
-	var control time.Duration
-	for deadline := time.Now().Add(10 * time.Second); control == 0 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		for _, r := range snk.take(t, 0) {
-			if r.Class == "batch" && r.PromptTokens == 96 { // not the background's 16
-				control = ttft(r)
-			}
-		}
-	}
+	control := ttft(snk.takeWhere(t, 1, func(r *Record) bool {
+		return r.Class == "batch" && r.PromptTokens == 96 // not the background's 16
+	})[0])
 	stop()
 	wg.Wait()
 	alone = append(alone, probe(400)...) // alone again: both sides of the load

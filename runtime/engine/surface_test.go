@@ -5,7 +5,6 @@ import (
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 )
@@ -79,8 +78,14 @@ func TestObserversShareRecords(t *testing.T) {
 	}
 	remove()
 	run(t, e, ids(10, 2), GenerateOptions{MaxTokens: 3})
-	first.take(t, 1)
-	time.Sleep(20 * time.Millisecond)
+	// records go to the observers in the order they were added, one after
+	// the other: once an observer added after second has the record, second
+	// would have had it too
+	later := &sink{}
+	e.Observe(later)
+	run(t, e, ids(10, 3), GenerateOptions{MaxTokens: 3})
+	first.take(t, 2)
+	later.take(t, 1)
 	second.mu.Lock()
 	defer second.mu.Unlock()
 	if len(second.recs) != 0 {
