@@ -75,7 +75,7 @@ phases:
 	wg.Go(func() {
 		raw := uint64(1000000)
 		for i := 0; ctx.Err() == nil; i++ {
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // on purpose: a fake 10 W counter advancing in real time
 			switch {
 			case i == 15:
 				m.Remove(ctr) // the file vanishes for a while

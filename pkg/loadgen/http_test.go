@@ -41,7 +41,7 @@ func fakeOpenAI(t *testing.T, events int, status int) *httptest.Server {
 		for i := range events {
 			fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"w%d \",\"index\":0}]}\n\n", i)
 			w.(http.Flusher).Flush()
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(2 * time.Millisecond) // on purpose: the fake server streams its events apart
 		}
 		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n", events+1)
 	})

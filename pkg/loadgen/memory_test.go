@@ -33,7 +33,7 @@ func (q *quickEngine) generate(ctx context.Context, model string, prompt []int32
 		obs := q.obs
 		q.mu.Unlock()
 		tl.Model, tl.PromptTokens = model, len(prompt)
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // on purpose: the stand-in's time to first token
 		tl.Admitted, tl.FirstScheduled = time.Now(), time.Now()
 		for i := range opts.MaxTokens {
 			tl.Token(time.Now())

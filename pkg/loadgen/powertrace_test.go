@@ -48,7 +48,7 @@ func sampledResult(t *testing.T, fsys fs.FS, d time.Duration, step func(i int)) 
 	start := time.Now()
 	for i := 0; time.Since(start) < d; i++ {
 		step(i)
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // on purpose: the readings move in real time, under a real sampler
 	}
 	end := time.Now()
 	s.Stop()
