@@ -70,7 +70,7 @@ func TestKillDuringUpdate(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(rng.IntN(1200)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(1200)) * time.Millisecond) // on purpose: the kill lands at a random moment
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 
@@ -165,6 +165,6 @@ func TestKillChild(t *testing.T) {
 type slowActivator struct{}
 
 func (slowActivator) Swap(ctx context.Context, ref store.Ref, check update.Check) error {
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // on purpose: the slow health check (above)
 	return nil
 }

@@ -73,6 +73,7 @@ func TestSwapWhileServing(t *testing.T) {
 		results []result
 		stop    = make(chan struct{})
 		wg      sync.WaitGroup
+		added   = make(chan struct{}, 1) // a result was added
 	)
 	for range 2 {
 		wg.Go(func() {
@@ -105,14 +106,18 @@ func TestSwapWhileServing(t *testing.T) {
 				mu.Lock()
 				results = append(results, r)
 				mu.Unlock()
+				select {
+				case added <- struct{}{}:
+				default: // a wake-up is already pending
+				}
 			}
 		})
 	}
 	// Wait for finished streams before and after the swap rather than a
 	// fixed time: on a loaded machine one stream can take seconds.
 	waitFor := func(ok func(r result) bool, n int) {
-		deadline := time.Now().Add(time.Minute)
-		for time.Now().Before(deadline) {
+		deadline := time.After(time.Minute)
+		for {
 			mu.Lock()
 			c := 0
 			for _, r := range results {
@@ -124,7 +129,11 @@ func TestSwapWhileServing(t *testing.T) {
 			if c >= n {
 				return
 			}
-			time.Sleep(10 * time.Millisecond)
+			select {
+			case <-added:
+			case <-deadline:
+				return
+			}
 		}
 	}
 	waitFor(func(result) bool { return true }, 4)
