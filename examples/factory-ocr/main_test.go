@@ -126,9 +126,17 @@ func TestStation(t *testing.T) {
 	var mu sync.Mutex
 	var readings []Reading
 	var metrics []LineMetrics
-	var spb []string // "topic hex" lines
+	var spb []string                  // "topic hex" lines
+	arrived := make(chan struct{}, 1) // a message reached the dashboard
+	signal := func() {
+		select {
+		case arrived <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
 	base := link.NewTopics("plant-1", "ocr-1").Base()
 	if err := dash.Subscribe(t.Context(), base+"ocr/#", 1, func(m link.Message) {
+		defer signal()
 		mu.Lock()
 		defer mu.Unlock()
 		switch m.Topic {
@@ -152,6 +160,7 @@ func TestStation(t *testing.T) {
 		mu.Lock()
 		spb = append(spb, m.Topic+" "+hex.EncodeToString(m.Payload))
 		mu.Unlock()
+		signal()
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -173,15 +182,19 @@ func TestStation(t *testing.T) {
 		t.Errorf("line metrics %+v", lm)
 	}
 
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	deadline := time.After(10 * time.Second)
+	for waiting := true; waiting; {
 		mu.Lock()
 		done := len(readings) == n && len(metrics) == 1 && strings.Contains(strings.Join(spb, "\n"), "/DDATA/ocr-1/paddleocr ")
 		mu.Unlock()
-		if done || time.Now().After(deadline) {
+		if done {
 			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-arrived:
+		case <-deadline:
+			waiting = false
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
