@@ -166,14 +166,14 @@ func TestCancelRun(t *testing.T) {
 
 func TestCloseDuringRun(t *testing.T) {
 	s, x := slowSession(t)
+	begun := make(chan struct{})
+	s.onBegin = func() { close(begun) } // one run only
 	done := make(chan error, 1)
 	go func() {
 		_, err := s.Run(context.Background(), map[string]*Tensor{"x": x})
 		done <- err
 	}()
-	for s.activeRuns() == 0 { // wait until the native run is in flight
-		time.Sleep(time.Millisecond)
-	}
+	<-begun // the native run is in flight
 	start := time.Now()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

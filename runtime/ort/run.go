@@ -205,6 +205,9 @@ func (s *Session) begin() (*runState, error) {
 	}
 	s.mu.active[rs] = struct{}{}
 	s.runs.Add(1)
+	if s.onBegin != nil {
+		s.onBegin()
+	}
 	return rs, nil
 }
 

@@ -33,8 +33,9 @@ type Session struct {
 	huge     int64 // bytes of the session's memory collapsed into huge pages
 	log      *slog.Logger
 
-	runs sync.WaitGroup // runs in flight; Add only under mu while open
-	mu   struct {
+	runs    sync.WaitGroup // runs in flight; Add only under mu while open
+	onBegin func()         // nil, or called (under mu) once a run is registered: for tests to wait on
+	mu      struct {
 		sync.Mutex
 		closed bool
 		active map[*runState]struct{}
