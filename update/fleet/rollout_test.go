@@ -123,14 +123,30 @@ func (e *simEnv) serveCfg(cfg fleet.ServeConfig) *fleet.Server {
 	return s
 }
 
+// waitFor waits until ok holds, checking it again each time the
+// operator's view takes a message. What ok reads shows there: a device
+// publishes its retained update state after each change of its store.
 func (e *simEnv) waitFor(what string, d time.Duration, ok func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
+	e.waitOn(what, d, e.op.View().Changed, ok)
+}
+
+// waitOn waits until ok holds, checking it again each time changed's
+// channel closes.
+func (e *simEnv) waitOn(what string, d time.Duration, changed func() <-chan struct{}, ok func() bool) {
+	e.t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		ch := changed() // before ok: a change after the check closes ch
+		if ok() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
 			e.t.Fatalf("timed out after %v waiting until %s", d, what)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -264,7 +280,7 @@ func TestRolloutFleet(t *testing.T) {
 		a := e.serveCfg(fleet.ServeConfig{Broker: proxy.url, Fleet: "f", Instance: "a", Repo: e.repoDir, Keys: []string{e.keys}, Tick: 200 * time.Millisecond})
 		b := e.serve("b", true)
 		e.waitFor("both instances online", 30*time.Second, func() bool { return len(e.op.View().Instances()) == 2 })
-		e.waitFor("a leads", 10*time.Second, func() bool { return a.Stats().Leader })
+		e.waitOn("a leads", 10*time.Second, a.LeaderChanged, func() bool { return a.Stats().Leader })
 
 		off := e.fleet.Devices[n-1]
 		if err := off.Close(); err != nil {

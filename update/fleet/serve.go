@@ -148,6 +148,8 @@ type Server struct {
 	failures                                                                             map[string]uint64
 	lastFails                                                                            []ServeFailure
 	lastStamp                                                                            time.Time
+	leadMu                                                                               sync.Mutex
+	leadChanged                                                                          chan struct{} // closed when leader flips; nil until LeaderChanged
 	// nudged is when the leader last sent each device the check command:
 	// a device assigned and still not updating is nudged again after
 	// renudge (a lost command, or one sent by an instance that died).
@@ -220,6 +222,17 @@ func (s *Server) View() *View { return s.view }
 
 // WaitConnected waits for the broker connection.
 func (s *Server) WaitConnected(ctx context.Context) error { return s.l.WaitConnected(ctx) }
+
+// LeaderChanged returns a channel closed the next time this instance takes
+// or gives up the lead (Stats().Leader changes).
+func (s *Server) LeaderChanged() <-chan struct{} {
+	s.leadMu.Lock()
+	defer s.leadMu.Unlock()
+	if s.leadChanged == nil {
+		s.leadChanged = make(chan struct{})
+	}
+	return s.leadChanged
+}
 
 // Stats returns the instance's counters.
 func (s *Server) Stats() ServeStats {
@@ -418,7 +431,14 @@ func (s *Server) isLeader() bool {
 // lead makes one pass: controls, decisions, director, nudges.
 func (s *Server) lead(ctx context.Context) error {
 	lead := s.isLeader()
-	s.leader.Store(lead)
+	if s.leader.Swap(lead) != lead {
+		s.leadMu.Lock()
+		if s.leadChanged != nil {
+			close(s.leadChanged)
+			s.leadChanged = nil
+		}
+		s.leadMu.Unlock()
+	}
 	if !lead {
 		return nil
 	}

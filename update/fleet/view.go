@@ -79,6 +79,29 @@ type View struct {
 	// Messages counts ingested messages by kind (status, update,
 	// telemetry, rollout, control).
 	msgs map[string]uint64
+	// changed is closed (and cleared) by the next ingest or put; nil
+	// until Changed is called.
+	changed chan struct{}
+}
+
+// Changed returns a channel closed the next time the view takes a message
+// or a rollout the leader wrote, for a caller to wait on instead of
+// polling the view.
+func (v *View) Changed() <-chan struct{} {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.changed == nil {
+		v.changed = make(chan struct{})
+	}
+	return v.changed
+}
+
+// changedLocked wakes the waiters of Changed.
+func (v *View) changedLocked() {
+	if v.changed != nil {
+		close(v.changed)
+		v.changed = nil
+	}
 }
 
 // NewView makes an empty view of fleet.
@@ -98,6 +121,11 @@ func (v *View) Filters() []string {
 // size-bounded and checked, and a bad one is an error that changes
 // nothing.
 func (v *View) Ingest(topic string, payload []byte, now time.Time) error {
+	defer func() {
+		v.mu.Lock()
+		v.changedLocked()
+		v.mu.Unlock()
+	}()
 	rest, ok := strings.CutPrefix(topic, link.Root+"/"+v.fleet+"/")
 	if !ok {
 		return fmt.Errorf("%w: topic %q is not fleet %s's", ErrMessage, topic, v.fleet)
@@ -315,5 +343,6 @@ func (v *View) put(r *Rollout) {
 	c := *r
 	c.idx = nil
 	v.outs[r.ID] = &c
+	v.changedLocked()
 	v.mu.Unlock()
 }
