@@ -138,7 +138,7 @@ func TestScaleSim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer op.Close()
-	waitUntil(t, "the operator's view holds every device", 5*time.Minute, func() bool {
+	waitUntil(t, "the operator's view holds every device", 5*time.Minute, op.View().Changed, func() bool {
 		k := 0
 		for _, d := range op.View().Devices() {
 			if d.Update != nil && d.Status != nil {
@@ -174,11 +174,11 @@ func TestScaleSim(t *testing.T) {
 			}
 		}
 	}()
-	waitUntil(t, "the rollout completes", 30*time.Minute, func() bool {
+	waitUntil(t, "the rollout completes", 30*time.Minute, op.View().Changed, func() bool {
 		ro := op.View().Rollout("r2")
 		return ro != nil && ro.Done()
 	})
-	waitUntil(t, "every device runs 2", 10*time.Minute, func() bool {
+	waitUntil(t, "every device runs 2", 10*time.Minute, op.View().Changed, func() bool {
 		for _, d := range devs {
 			if d.active.Load().(string) != "2" {
 				return false
@@ -188,7 +188,6 @@ func TestScaleSim(t *testing.T) {
 	})
 	took := time.Since(start)
 	cpu1, cpuB1 := procCPU(t, serve.Process.Pid), procCPU(t, brokerPid)
-	time.Sleep(1500 * time.Millisecond)
 	recv1, sent1, brx1, btx1 := sysCounters4(t, ctx, b.URL())
 	ro := op.View().Rollout("r2")
 	if ro.State != fleet.RolloutCompleted {
@@ -367,14 +366,23 @@ func deltaChunks(old, rel *update.Release) []store.Chunk {
 	return out
 }
 
-func waitUntil(t *testing.T, what string, d time.Duration, ok func() bool) {
+// waitUntil waits until ok holds, checking it again each time changed's
+// channel closes (the operator's View().Changed: a simulated device
+// publishes its state after each change of its version).
+func waitUntil(t *testing.T, what string, d time.Duration, changed func() <-chan struct{}, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		ch := changed() // before ok: a change after the check closes ch
+		if ok() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
 			t.Fatalf("timed out after %v waiting until %s", d, what)
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -456,24 +464,35 @@ func sysCounters4(t *testing.T, ctx context.Context, broker string) (recv, sent,
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// A new subscription first gets the retained value, up to one
+	// publishing interval old: only the broker's next publication (not
+	// retained) counts what happened before this call.
 	var mu sync.Mutex
 	got := map[string]uint64{}
+	all := make(chan struct{})
 	topics := []string{"$SYS/broker/messages/received", "$SYS/broker/messages/sent", "$SYS/broker/bytes/received", "$SYS/broker/bytes/sent"}
 	for _, topic := range topics {
 		if err := c.Subscribe(ctx, topic, 0, func(m link.Message) {
+			if m.Retained {
+				return
+			}
 			v, _ := strconv.ParseUint(string(m.Payload), 10, 64)
 			mu.Lock()
+			defer mu.Unlock()
+			_, seen := got[m.Topic]
 			got[m.Topic] = v
-			mu.Unlock()
+			if !seen && len(got) == len(topics) {
+				close(all)
+			}
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, "$SYS counters", 90*time.Second, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) == len(topics)
-	})
+	select {
+	case <-all:
+	case <-time.After(90 * time.Second):
+		t.Fatal("timed out after 1m30s waiting until $SYS counters")
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	return got[topics[0]], got[topics[1]], got[topics[2]], got[topics[3]]
