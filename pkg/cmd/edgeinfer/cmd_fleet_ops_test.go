@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,33 @@ func TestFleetCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	time.Sleep(time.Second) // the devices' retained states reach the leader
+	// The leader must know the devices before the rollout picks its
+	// targets. It runs inside runMain, out of reach: an operator's view
+	// shows when fleet serve is online (connected, subscribed) and the
+	// devices' retained states are on the broker, which delivers them to
+	// the leader ahead of the rollout sent after.
+	op, err := fleet.Dial(ctx, fleet.ClientConfig{Broker: b.URL(), Fleet: "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	ready := func() bool {
+		n := 0
+		for _, d := range op.View().Devices() {
+			if d.Update != nil {
+				n++
+			}
+		}
+		return n == 3 && slices.Contains(op.View().Instances(), "a")
+	}
+	timeout := time.After(time.Minute)
+	for changed := op.View().Changed(); !ready(); changed = op.View().Changed() {
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("within a minute, fleet serve online %v and %d devices in the operator's view", op.View().Instances(), len(op.View().Devices()))
+		}
+	}
 	run("rollout tiny-1 of tiny@1 started", "fleet", "rollout", "--broker", b.URL(), "--fleet", "f", "--release", "tiny@1", "--waves", "34,100", "--select", "line=1,board=sim")
 	deadline := time.Now().Add(2 * time.Minute)
 	var rep fleet.StatusReport
