@@ -58,7 +58,7 @@ func TestCrashSafety(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(10+rng.IntN(250)) * time.Millisecond)
+		time.Sleep(time.Duration(10+rng.IntN(250)) * time.Millisecond) // on purpose: the kill lands at a random moment
 		cmd.Process.Signal(syscall.SIGKILL)
 		err = cmd.Wait()
 		var ee interface{ Sys() any }
