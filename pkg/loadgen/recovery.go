@@ -215,9 +215,10 @@ func recoveryReport(res *Result) (*RecoveryReport, error) {
 		r.TTFTP99Ratio = &x
 	}
 	since := func(t time.Time) *float64 { v := max(t.Sub(burstEnd).Seconds(), 0); return &v }
-	if !firstAdmitted.IsZero() {
+	switch {
+	case !firstAdmitted.IsZero():
 		r.FirstAdmittedS = since(firstAdmitted)
-	} else {
+	case r.Recovery.FailFast > 0:
 		r.Why = "no fail-fast request was admitted after the burst"
 	}
 	if lastBad.IsZero() {
@@ -306,6 +307,17 @@ func (r *RecoveryReport) verdicts() []Verdict {
 	return out
 }
 
+// firstAdmitted is the first-admission figure, or why there is none.
+func firstAdmitted(r *RecoveryReport) string {
+	switch {
+	case r.FirstAdmittedS != nil:
+		return fmtPtr(r.FirstAdmittedS, 2) + " s"
+	case r.Recovery.FailFast == 0:
+		return "n/a: no fail-fast request in the recovery phase"
+	}
+	return "never"
+}
+
 // recoveryRows is report.md's "Burst and recovery" table.
 func recoveryRows(r *RecoveryReport) [][]string {
 	secs := func(v *float64) string {
@@ -323,7 +335,7 @@ func recoveryRows(r *RecoveryReport) [][]string {
 	}
 	rows = append(rows,
 		[]string{"recovery TTFT p99 ÷ baseline", fmtPtr(r.TTFTP99Ratio, 3)},
-		[]string{"first fail-fast request admitted after the burst", secs(r.FirstAdmittedS)},
+		[]string{"first fail-fast request admitted after the burst", firstAdmitted(r)},
 		[]string{"recovered (every request admitted and within its TTFT from then on)", secs(r.RecoveredS)})
 	if r.Why != "" {
 		rows = append(rows, []string{"why", r.Why})
