@@ -333,6 +333,9 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 	tel := link.NewTelemetry(l, ob, link.TelemetryConfig{Interval: interval, Sketches: cfg.TelemetrySketches, SDKVersion: sdk, Board: board}, src)
 	if node != nil {
 		if err := node.Start(ctx, l); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while starting (SIGTERM right after the birth): a clean stop
+			}
 			return fmt.Errorf("agent: sparkplug: %w", err)
 		}
 		tel.AddSink(node.Publish)
