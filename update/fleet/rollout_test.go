@@ -131,23 +131,10 @@ func (e *simEnv) waitFor(what string, d time.Duration, ok func() bool) {
 	e.waitOn(what, d, e.op.View().Changed, ok)
 }
 
-// waitOn waits until ok holds, checking it again each time changed's
-// channel closes.
+// waitOn is waitUntil on the environment's test.
 func (e *simEnv) waitOn(what string, d time.Duration, changed func() <-chan struct{}, ok func() bool) {
 	e.t.Helper()
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	for {
-		ch := changed() // before ok: a change after the check closes ch
-		if ok() {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			e.t.Fatalf("timed out after %v waiting until %s", d, what)
-		}
-	}
+	waitUntil(e.t, what, d, changed, ok)
 }
 
 // rollout starts one and waits for it to end; it returns the final record

@@ -227,11 +227,12 @@ func (s *Scheduler[P]) apply(b *Batch, res StepResult, now time.Time, exec time.
 	s.mu.stats.Prefilling = 0
 	s.mu.decodeTail, s.mu.decodeLeft, s.mu.decodeMin = 0, 0, 0
 	for i, g := range s.running {
-		if r := g.remainingTokens(); i == 0 || r < s.mu.decodeMin {
+		r := g.remainingTokens()
+		if i == 0 || r < s.mu.decodeMin {
 			s.mu.decodeMin = r
 		}
-		s.mu.decodeTail = max(s.mu.decodeTail, g.remainingTokens())
-		s.mu.decodeLeft += g.remainingTokens()
+		s.mu.decodeTail = max(s.mu.decodeTail, r)
+		s.mu.decodeLeft += r
 		s.setBacklogLocked(g, g.pendingPrefill())
 		if g.prefilled < len(g.tokens)-1 {
 			s.mu.stats.Prefilling++
