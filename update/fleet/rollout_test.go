@@ -234,8 +234,24 @@ func TestRolloutFleet(t *testing.T) {
 		canaries := r.Targets[:r.Assigned]
 		// The rollout halts on the first failure; a canary still
 		// downloading then loses its assignment and abandons the update.
-		e.waitFor("a canary reports the failed check", time.Minute, func() bool {
-			return r.Counts(e.op.View().Devices())[fleet.StepFailed] >= 1
+		// Both canaries settle: one fails its check, which halts the
+		// rollout; the other may still be checking then, and fails or
+		// abandons after (waking on the view only at the first failure
+		// raced it under load).
+		e.waitFor("a canary reports the failed check and both canaries settle", time.Minute, func() bool {
+			if r.Counts(e.op.View().Devices())[fleet.StepFailed] < 1 {
+				return false
+			}
+			for _, d := range e.fleet.Devices {
+				if !slices.Contains(canaries, d.ID) {
+					continue
+				}
+				st, err := d.Status(e.ctx)
+				if err != nil || st.Journal.Version == "2" && st.Journal.Phase != update.PhaseFailed && st.Journal.Phase != update.PhaseAbandoned {
+					return false
+				}
+			}
+			return true
 		})
 		for _, d := range e.fleet.Devices {
 			st, err := d.Status(e.ctx)

@@ -244,6 +244,13 @@ func runAgent(ctx context.Context, stdout io.Writer, args []string) error {
 // allows within flush_timeout), the link publishes offline and closes,
 // the engine and the stores close.
 func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Config, level *slog.LevelVar, log *slog.Logger) (err error) {
+	// A stop (SIGTERM) cancels ctx wherever the agent is, starting up
+	// included: what it cut short is a clean stop, not a failure.
+	defer func() {
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			err = nil
+		}
+	}()
 	sdk, board := sdkVersion(), cfg.Board
 	if board == "" {
 		board = detectBoard()
@@ -333,9 +340,6 @@ func agent(ctx context.Context, stdout io.Writer, cfg agentConfig, lcfg link.Con
 	tel := link.NewTelemetry(l, ob, link.TelemetryConfig{Interval: interval, Sketches: cfg.TelemetrySketches, SDKVersion: sdk, Board: board}, src)
 	if node != nil {
 		if err := node.Start(ctx, l); err != nil {
-			if ctx.Err() != nil {
-				return nil // stopped while starting (SIGTERM right after the birth): a clean stop
-			}
 			return fmt.Errorf("agent: sparkplug: %w", err)
 		}
 		tel.AddSink(node.Publish)
