@@ -47,6 +47,11 @@ type Options struct {
 	// Load, when above 0, runs one short generation per Load on each
 	// device that has the model, so telemetry reports TTFT and goodput.
 	Load time.Duration
+	// MaxBytesPerSec caps each device's downloads (0: no cap).
+	MaxBytesPerSec int64
+	// Now is each device's update clock (nil: time.Now): a test moves it
+	// to play a board whose clock jumps.
+	Now func() time.Time
 }
 
 // Device is one simulated device.
@@ -112,9 +117,9 @@ func Start(ctx context.Context, opt Options, i int, id string) (_ *Device, err e
 	d.tel.Start()
 	sink := device.Events()
 	if d.ag, err = update.New(update.Config{Model: opt.Model, Device: update.Device{ID: id, Board: opt.Board},
-		ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf")},
+		ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf"), MaxBytesPerSec: opt.MaxBytesPerSec},
 		update.Deps{Store: d.st, Source: update.MQTTSource{R: device.Requester{L: d.l, Timeout: 5 * time.Second}},
-			Activator: serving.EngineActivator{Engine: d.eng, Store: d.st}, Events: sink}); err != nil {
+			Activator: serving.EngineActivator{Engine: d.eng, Store: d.st}, Events: sink, Now: opt.Now}); err != nil {
 		return nil, err
 	}
 	cmds := link.NewCommands(d.l, 0)
@@ -310,12 +315,19 @@ func (f *Fleet) Versions() map[string]int {
 // layer "" keeps the preset's weights, else that layer's tensors come from
 // the next seed (a release that changed one layer).
 func TinyBundle(ctx context.Context, dir, model, version, layer string) error {
+	return TinyRelease(ctx, dir, model, version, layer, 1)
+}
+
+// TinyRelease is TinyBundle with the changed layer's tensors from the
+// preset's seed plus seed: a long series of releases, each changing one
+// layer to weights no earlier release had.
+func TinyRelease(ctx context.Context, dir, model, version, layer string, seed uint64) error {
 	cfg, src, err := llama.Preset("tiny-test")
 	if err != nil {
 		return err
 	}
 	other := src
-	other.Seed++
+	other.Seed += seed
 	_, err = build.BuildDecoder(ctx, dir, build.DecoderSpec{Name: model, Version: version, Config: cfg,
 		Weights: layerSource{base: src, other: other, layer: layer}, CreatedBy: "fleettest"})
 	return err

@@ -12,7 +12,9 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -285,6 +287,22 @@ func (b *Broker) Stop() {
 		<-done
 	}
 	b.cmd = nil
+}
+
+// Forget removes what a stopped broker saved (sessions, queued and
+// retained messages): the next Start is a broker restarted without
+// persistence, or one whose disk was lost. It must be called while the
+// broker is stopped.
+func (b *Broker) Forget() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd != nil {
+		b.t.Fatal("mosquittotest: Forget on a running broker")
+	}
+	if err := os.Remove(filepath.Join(b.dir, "mosquitto.db")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		b.t.Fatal(err)
+	}
 }
 
 // Log is what the broker printed so far.
