@@ -27,8 +27,10 @@
 // HTTPSource (any static HTTPS host, a CDN, nginx) and MQTTSource (the
 // device's link, through a Requester: one request topic for metadata, one
 // for chunks; ServeRequest is the server's side). go-tuf's updater reads
-// metadata through a pluggable fetcher over the Source. The layout is the
-// same everywhere:
+// metadata through a pluggable fetcher over the Source. All three are
+// RangeSources: under Config.MaxBytesPerSec the agent fetches each chunk
+// in pieces, each requested only when its bytes are due, so the cap holds
+// on the wire (TestCapHoldsOnTheWire). The layout is the same everywhere:
 //
 //	image/N.root.json  image/timestamp.json  image/N.snapshot.json  image/N.targets.json
 //	director/…         chunks/ab/abcdef…     (a chunk's bytes under its sha256)

@@ -1,6 +1,7 @@
 package update_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,27 +89,69 @@ func FuzzMetadata(f *testing.F) {
 }
 
 // FuzzMQTT: responses from the broker and requests from devices are
-// untrusted on both ends.
+// untrusted on both ends. The server's directory holds one 64-byte chunk:
+// whatever a chunk request asks, a successful answer is never more than
+// it asked (the range, or the signed size) and is the chunk's bytes at
+// the range's offset.
 func FuzzMQTT(f *testing.F) {
+	chunk := []byte("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_")
+	dir, d := rangeRepo(f, chunk)
 	f.Add([]byte{0, 'x'}, []byte(`{"name":"image/timestamp.json","max":10}`))
 	f.Add([]byte{1}, []byte(`{"sha256":"00","size":1}`))
 	f.Add([]byte{}, []byte(`{"name":"../../etc/passwd","max":10}`))
-	src := update.FileSource{Dir: f.TempDir()}
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8}, []byte(`{"sha256":"`+d.String()+`","size":64}`))
+	f.Add([]byte{0, 1, 2}, []byte(`{"sha256":"`+d.String()+`","size":64,"off":8,"len":16}`))
+	f.Add([]byte{0, 1, 2, 3}, []byte(`{"sha256":"`+d.String()+`","size":64,"off":60,"len":8}`))
+	f.Add([]byte{0, 1, 2, 3, 4}, []byte(`{"sha256":"`+d.String()+`","size":64,"len":64}`))
+	f.Add([]byte{2, 'e'}, []byte(`{"sha256":"`+d.String()+`","size":64,"off":-1,"len":2}`))
+	f.Add([]byte{0}, []byte(`{"sha256":"`+d.String()+`","size":64,"off":4}`))
+	src := update.FileSource{Dir: dir}
 	f.Fuzz(func(t *testing.T, response, request []byte) {
+		ctx := context.Background()
 		m := update.MQTTSource{R: cannedRequester(response)}
-		if b, err := m.FetchMeta(context.Background(), "image/timestamp.json", 4); err == nil && len(b) > 4 {
+		if b, err := m.FetchMeta(ctx, "image/timestamp.json", 4); err == nil && len(b) > 4 {
 			t.Fatalf("accepted %d bytes, limit 4", len(b))
 		}
-		if rc, err := m.FetchChunk(context.Background(), store.Digest{}, 4); err == nil {
+		if rc, err := m.FetchChunk(ctx, store.Digest{}, 4); err == nil {
 			b, _ := io.ReadAll(rc)
 			if len(b) > 4 {
 				t.Fatalf("accepted %d bytes, limit 4", len(b))
 			}
 		}
+		if b, err := m.FetchRange(ctx, store.Digest{}, 8, 2, 4); err == nil && len(b) > 8 {
+			t.Fatalf("a range accepted %d bytes, chunk size 8", len(b))
+		}
 		for _, topic := range []string{update.TopicMeta, update.TopicChunk, "other"} {
-			if res := update.ServeRequest(context.Background(), src, topic, request); len(res) == 0 {
+			if res := update.ServeRequest(ctx, src, topic, request); len(res) == 0 {
 				t.Fatal("empty response")
 			}
+		}
+		a := update.AnswerRequest(ctx, src, update.TopicChunk, request)
+		if a.Err != nil || a.Body[0] != 0 {
+			return
+		}
+		var r struct {
+			Size     int64
+			Off, Len *int64
+		}
+		if err := json.Unmarshal(request, &r); err != nil {
+			t.Fatalf("answered %d bytes to a request that does not parse: %v", len(a.Body)-1, err)
+		}
+		body, off, limit := a.Body[1:], int64(0), r.Size
+		if r.Off != nil || r.Len != nil {
+			if r.Len == nil {
+				t.Fatalf("answered a range without a length: %s", request)
+			}
+			if r.Off != nil {
+				off = *r.Off
+			}
+			limit = *r.Len
+			if off < 0 || off+limit > r.Size || off != a.Off || limit != a.Len {
+				t.Fatalf("answered range %d+%d (answer says %d+%d) of a %d-byte chunk", off, limit, a.Off, a.Len, r.Size)
+			}
+		}
+		if int64(len(body)) > limit || off+int64(len(body)) > int64(len(chunk)) || !bytes.Equal(body, chunk[off:off+int64(len(body))]) {
+			t.Fatalf("request %s answered with %q", request, body)
 		}
 	})
 }

@@ -24,16 +24,25 @@ const (
 	TopicChunk = "tuf/chunk"
 )
 
-// The wire format, one request and one response per file:
+// The wire format, one request and one response per file or piece:
 //
 //	tuf/meta  request  {"name":"image/timestamp.json","max":16384}
 //	tuf/chunk request  {"sha256":"<hex>","size":1048576}
+//	                   {"sha256":"<hex>","size":1048576,"off":65536,"len":16384}
 //	response           one status byte, then the file's bytes (status 0),
 //	                   or a UTF-8 reason (1 not found, 2 error)
 //
 // Chunks travel raw (no base64 or JSON around 4 MiB of weights); the
 // request carries the limit so a server never sends more than the device
-// will read, and the device checks it again.
+// will read, and the device checks it again. "off" and "len" (optional;
+// "len" is required for a range, "off" defaults to 0) ask for the bytes
+// [off, off+len) of the chunk: a device under a bandwidth cap fetches a
+// chunk in such pieces, each asked for only when the cap lets its bytes
+// come, so the cap holds on the wire. A server answers a range with
+// exactly those bytes and refuses (status 2) one outside [0, size) or
+// longer than store.MaxChunk. A server older than ranges ignores the two
+// fields and answers the whole chunk; MQTTSource.FetchRange passes such an
+// answer on as the whole chunk, and the agent uses it.
 type (
 	metaRequest struct {
 		Name string `json:"name"`
@@ -42,6 +51,8 @@ type (
 	chunkRequest struct {
 		SHA256 store.Digest `json:"sha256"`
 		Size   int64        `json:"size"`
+		Off    *int64       `json:"off,omitempty"`
+		Len    *int64       `json:"len,omitempty"`
 	}
 )
 
@@ -73,6 +84,18 @@ func (s MQTTSource) FetchChunk(ctx context.Context, d store.Digest, size int64) 
 		return nil, err
 	}
 	return nopCloser(b), nil
+}
+
+// FetchRange implements RangeSource with a ranged chunk request. The
+// answer is the range (n bytes) or, from a server that ignores ranges,
+// the whole chunk (size bytes), passed on as it is for the caller to use;
+// anything longer is ErrTooLarge.
+func (s MQTTSource) FetchRange(ctx context.Context, d store.Digest, size, off, n int64) ([]byte, error) {
+	if err := validRange(d, size, off, n); err != nil {
+		return nil, err
+	}
+	req, _ := json.Marshal(chunkRequest{SHA256: d, Size: size, Off: &off, Len: &n})
+	return s.do(ctx, TopicChunk, req, fmt.Sprintf("range [%d, %d) of chunk %s", off, off+n, d), size)
 }
 
 func (s MQTTSource) do(ctx context.Context, topic string, req []byte, what string, max int64) ([]byte, error) {
@@ -113,6 +136,9 @@ type Answer struct {
 	Name string
 	// Err is the error the response reports; nil when Body holds the file.
 	Err error
+	// Off and Len are the byte range a ranged chunk request asked for
+	// (a piece); Len is 0 for a whole chunk or a metadata file.
+	Off, Len int64
 }
 
 // AnswerRequest is ServeRequest with what the request asked and the error
@@ -143,6 +169,24 @@ func AnswerRequest(ctx context.Context, src Source, topic string, payload []byte
 			return fail("", fmt.Errorf("%w: chunk request %q", ErrBadMetadata, truncate(string(payload), 100)))
 		}
 		name := "chunk " + r.SHA256.String()
+		if r.Off != nil || r.Len != nil {
+			// A piece: only its bytes, read through the Source.
+			var off, n int64
+			if r.Off != nil {
+				off = *r.Off
+			}
+			b, err := []byte(nil), fmt.Errorf("%w: chunk request with \"off\" but no \"len\"", ErrBadMetadata)
+			if r.Len != nil {
+				n = *r.Len
+				b, err = readRange(ctx, src, r.SHA256, r.Size, off, n)
+			}
+			if err != nil {
+				a := fail(name, err)
+				a.Off, a.Len = off, n
+				return a
+			}
+			return Answer{Body: append([]byte{statusOK}, b...), Name: name, Off: off, Len: n}
+		}
 		rc, err := src.FetchChunk(ctx, r.SHA256, r.Size)
 		if err != nil {
 			return fail(name, err)

@@ -27,8 +27,22 @@ func (a *Agent) transfer(ctx context.Context, rel *Release, progress func(done, 
 	}
 	progress(0, total)
 	lim := newLimiter(a.cfg.MaxBytesPerSec, a.now, a.sleep)
+	// Under a cap a RangeSource is asked for pieces, each when its bytes
+	// are due: a whole-chunk request would bring up to 4 MiB at the
+	// server's speed, and pacing the reads of bytes already received does
+	// not pace the wire. Without a cap whole chunks take fewer messages.
+	rs, pieces := a.src.(RangeSource)
+	pieces = pieces && lim.rate > 0
 	for _, c := range missing {
-		data, err := a.fetchChunk(ctx, c, lim)
+		var data []byte
+		var got int64
+		var err error
+		if pieces {
+			data, got, err = a.fetchPieces(ctx, rs, c, lim)
+		} else {
+			data, err = a.fetchChunk(ctx, c, lim)
+			got = int64(len(data))
+		}
 		if err != nil {
 			return store.Ref{}, err
 		}
@@ -39,7 +53,7 @@ func (a *Agent) transfer(ctx context.Context, rel *Release, progress func(done, 
 			return store.Ref{}, err
 		}
 		done += c.Size
-		a.bytesIn.Add(int64(len(data)))
+		a.bytesIn.Add(got)
 		progress(done, total)
 	}
 	ref, err := st.Publish(ctx, rel.Files)
@@ -81,30 +95,116 @@ func (a *Agent) fetchChunk(ctx context.Context, c store.Chunk, lim *limiter) ([]
 	return data, nil
 }
 
-// limiter paces reads to a byte rate: each read waits until the bytes so
-// far are due. Zero rate: no limit.
+// fetchPieces fetches chunk c from a RangeSource in pieces of lim.piece
+// bytes, paying the limiter for each piece before it is requested: the
+// request goes out only when its bytes are due, so what the server sends
+// never runs ahead of the cap by more than one piece. The pieces are
+// assembled in memory; the caller checks the digest (PutChunk) as for a
+// whole chunk. A piece that fails fails the chunk (the agent resumes
+// later, fetching only the chunks that have not landed). got is the bytes
+// that arrived, the chunk's size unless a server ignored a range.
+func (a *Agent) fetchPieces(ctx context.Context, src RangeSource, c store.Chunk, lim *limiter) (data []byte, got int64, err error) {
+	data = make([]byte, 0, c.Size)
+	for off := int64(0); off < c.Size; {
+		n := min(lim.piece, c.Size-off)
+		if err := lim.wait(ctx, n); err != nil {
+			return nil, got, err
+		}
+		b, err := src.FetchRange(ctx, c.SHA256, c.Size, off, n)
+		got += int64(len(b))
+		switch {
+		case errors.Is(err, ErrTooLarge):
+			return nil, got, fmt.Errorf("%w: %w", ErrRefused, err)
+		case ctx.Err() != nil:
+			return nil, got, ctx.Err()
+		case err != nil:
+			return nil, got, err
+		case int64(len(b)) == n:
+			data = append(data, b...)
+			off += n
+		case int64(len(b)) == c.Size:
+			// A server that ignores ranges (fleet serve before ranged
+			// requests, an HTTP server answering 200) sent the whole
+			// chunk: it is the chunk. The bytes beyond the piece came
+			// ahead of the cap; the next request waits for them.
+			if err := lim.wait(ctx, c.Size-n); err != nil {
+				return nil, got, err
+			}
+			return b, got, nil
+		default:
+			return nil, got, fmt.Errorf("%w: %w: range [%d, %d) of chunk %s arrived with %d bytes", ErrRefused, ErrTampered,
+				off, off+n, c.SHA256, len(b))
+		}
+	}
+	return data, got, nil
+}
+
+// limiter paces transfers to a byte rate: wait(n) returns when n more
+// bytes are due. fetchPieces calls it before each request, the streaming
+// path (limitedReader) after each read. Zero rate: no limit.
 type limiter struct {
 	rate  int64
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
-	start time.Time
-	sent  int64
+	// piece is how many bytes fetchPieces asks for at a time (pieceSize).
+	piece int64
+	// due is when the bytes paid for so far are due. It never lags the
+	// clock by more than one piece: a stall (a slow answer, a broker
+	// away) leaves at most one piece of credit, not a burst that catches
+	// up at the server's speed and breaks the cap over the next window.
+	due time.Time
 }
 
 func newLimiter(rate int64, now func() time.Time, sleep func(context.Context, time.Duration) error) *limiter {
-	return &limiter{rate: rate, now: now, sleep: sleep, start: now()}
+	l := &limiter{rate: rate, now: now, sleep: sleep}
+	if rate > 0 {
+		l.piece, l.due = pieceSize(rate), now()
+	}
+	return l
 }
 
-func (l *limiter) wait(ctx context.Context, n int) error {
+// pieceSize is the piece a cap of rate bytes/s fetches: a quarter second
+// of the cap, at least 16 KiB, at most 1 MiB, a whole number of 4 KiB.
+// The bytes requested by any moment are at most those due by then (plus
+// the one piece of credit a stall leaves), so over any window the wire
+// carries at most the cap's share plus a piece or two: a quarter second
+// is 2.5 % of a 10-s window (the 16-KiB floor is 2.6 % at 64 KB/s and
+// reaches 10 % at 16 KiB/s; at the 1-MiB ceiling, 4 MiB/s and up, less).
+// Smaller pieces would hold the cap tighter but cost a message each: the
+// floor keeps an answer's overhead (topic, properties, status byte) well
+// under 1 % of its piece, and the request going up at about 1.5 % of it.
+// One piece is in flight at a time, so a round trip (request to the last
+// byte of the answer) longer than a quarter second holds the rate under
+// the cap.
+func pieceSize(rate int64) int64 {
+	p := min(max(rate/4, 16<<10), 1<<20)
+	return p &^ (4<<10 - 1)
+}
+
+func (l *limiter) wait(ctx context.Context, n int64) error {
 	if l.rate <= 0 {
 		return nil
 	}
-	l.sent += int64(n)
-	due := l.start.Add(time.Duration(float64(l.sent) / float64(l.rate) * float64(time.Second)))
-	if d := due.Sub(l.now()); d > 0 {
+	now := l.now()
+	if behind := now.Sub(l.due); behind > l.dur(l.piece) {
+		l.due = now.Add(-l.dur(l.piece))
+	}
+	l.due = l.due.Add(l.dur(n))
+	d := l.due.Sub(now)
+	if d > l.dur(n) {
+		// Only a clock set back gets here (after each wait the clock is
+		// past due): wait for these bytes, not for the jump.
+		l.due, d = now.Add(l.dur(n)), l.dur(n)
+	}
+	if d > 0 {
 		return l.sleep(ctx, d)
 	}
 	return nil
+}
+
+// dur is how long n bytes take at the rate.
+func (l *limiter) dur(n int64) time.Duration {
+	return time.Duration(float64(n) / float64(l.rate) * float64(time.Second))
 }
 
 // limitedReader reads in pieces of at most 32 KiB so the cap is smooth
@@ -124,7 +224,7 @@ func (r *limitedReader) Read(p []byte) (int, error) {
 	}
 	n, err := r.r.Read(p)
 	if n > 0 {
-		if werr := r.lim.wait(r.ctx, n); werr != nil {
+		if werr := r.lim.wait(r.ctx, int64(n)); werr != nil {
 			return n, werr
 		}
 	}

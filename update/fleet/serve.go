@@ -78,8 +78,17 @@ func (c ServeConfig) linkConfig() link.Config {
 
 // ServeStats counts what an instance did.
 type ServeStats struct {
-	MetaRequests  uint64 `json:"meta_requests"`
+	MetaRequests uint64 `json:"meta_requests"`
+	// ChunkRequests counts the requests on the chunk topic, whole chunks
+	// and pieces alike: each piece is a request of its own (a device
+	// under a bandwidth cap asks for a chunk in pieces of a quarter
+	// second of its cap, so a 1 MiB chunk at 64 KB/s is 64 requests).
 	ChunkRequests uint64 `json:"chunk_requests"`
+	// ChunkPieces counts the ChunkRequests that asked for a byte range
+	// of a chunk (a piece) rather than the whole chunk.
+	ChunkPieces uint64 `json:"chunk_pieces"`
+	// ChunkBytes counts the chunk bytes actually sent: a piece's bytes,
+	// not its chunk's size.
 	ChunkBytes    uint64 `json:"chunk_bytes"`
 	ResponseBytes uint64 `json:"response_bytes"`
 	// Failed counts requests whose device did not get what it asked:
@@ -141,15 +150,15 @@ type Server struct {
 	once   sync.Once
 	cerr   error
 
-	meta, chunks, chunkBytes, resBytes, failed, rootProbes, dirWrites, nudges, decisions atomic.Uint64
-	leader                                                                               atomic.Bool
-	decisionNS                                                                           atomic.Int64
-	failMu                                                                               sync.Mutex
-	failures                                                                             map[string]uint64
-	lastFails                                                                            []ServeFailure
-	lastStamp                                                                            time.Time
-	leadMu                                                                               sync.Mutex
-	leadChanged                                                                          chan struct{} // closed when leader flips; nil until LeaderChanged
+	meta, chunks, pieces, chunkBytes, resBytes, failed, rootProbes, dirWrites, nudges, decisions atomic.Uint64
+	leader                                                                                       atomic.Bool
+	decisionNS                                                                                   atomic.Int64
+	failMu                                                                                       sync.Mutex
+	failures                                                                                     map[string]uint64
+	lastFails                                                                                    []ServeFailure
+	lastStamp                                                                                    time.Time
+	leadMu                                                                                       sync.Mutex
+	leadChanged                                                                                  chan struct{} // closed when leader flips; nil until LeaderChanged
 	// nudged is when the leader last sent each device the check command:
 	// a device assigned and still not updating is nudged again after
 	// renudge (a lost command, or one sent by an instance that died).
@@ -236,7 +245,7 @@ func (s *Server) LeaderChanged() <-chan struct{} {
 
 // Stats returns the instance's counters.
 func (s *Server) Stats() ServeStats {
-	st := ServeStats{MetaRequests: s.meta.Load(), ChunkRequests: s.chunks.Load(), ChunkBytes: s.chunkBytes.Load(),
+	st := ServeStats{MetaRequests: s.meta.Load(), ChunkRequests: s.chunks.Load(), ChunkPieces: s.pieces.Load(), ChunkBytes: s.chunkBytes.Load(),
 		ResponseBytes: s.resBytes.Load(), RootProbes: s.rootProbes.Load(), Leader: s.leader.Load(), DirectorWrites: s.dirWrites.Load(),
 		Nudges: s.nudges.Load(), Decisions: s.decisions.Load(), DecisionTime: time.Duration(s.decisionNS.Load())}
 	s.failMu.Lock()
@@ -369,6 +378,9 @@ func (s *Server) answer(m link.Message) {
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
 	defer cancel()
 	a := update.AnswerRequest(ctx, s.src, topic, m.Payload)
+	if a.Len > 0 {
+		s.pieces.Add(1)
+	}
 	switch {
 	case a.Err == nil:
 		if topic == update.TopicChunk {
