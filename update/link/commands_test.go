@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,4 +179,62 @@ func TestRequest(t *testing.T) {
 	if _, err := l.Request(ctx, "tuf/+", nil); err == nil {
 		t.Fatal("a wildcard request topic was accepted")
 	}
+}
+
+// TestSharedOnceAfterReconnect: a request on a shared subscription is
+// handled once, also on a connection made after the broker came back (the
+// route was then filed twice and every request answered twice).
+func TestSharedOnceAfterReconnect(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	ctx := context.Background()
+	l, err := Open(ctx, testConfig(b), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cfg := testConfig(b)
+	cfg.Device = "fleet-server"
+	srv, err := Open(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := srv.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var served atomic.Int64
+	if err := srv.ServeRequests(ctx, "f", "servers", func(_ context.Context, _, _ string, p []byte) []byte {
+		served.Add(1)
+		return p
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(round string) {
+		t.Helper()
+		served.Store(0)
+		for i := range 5 {
+			if _, err := l.Request(withTimeout(t, 5*time.Second), "tuf/chunk", []byte{byte(i)}); err != nil {
+				t.Fatalf("%s: request %d: %v", round, i, err)
+			}
+		}
+		// One more request answered proves the server has seen every
+		// copy of the five before it (answers go out in arrival order).
+		if _, err := l.Request(withTimeout(t, 5*time.Second), "tuf/chunk", []byte{9}); err != nil {
+			t.Fatal(err)
+		}
+		if n := served.Load(); n != 6 {
+			t.Errorf("%s: 6 requests handled %d times", round, n)
+		}
+	}
+	ask("first connection")
+	before := srv.Stats().Connects
+	b.Stop()
+	b.Start()
+	if !waitFor(10*time.Second, srv.Changed, func() bool { return srv.Stats().Connects > before }) {
+		t.Fatal("the server did not reconnect")
+	}
+	if err := l.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	ask("after the broker restarted")
 }

@@ -463,7 +463,7 @@ func (l *Link) connect() (*conn, error) {
 	c.client = mqtt.NewClient(opts)
 	l.mu.Lock()
 	for _, s := range l.mu.subs {
-		c.client.AddRoute(s.filter, l.deliver(s))
+		c.client.AddRoute(routeKey(s.filter), l.deliver(s))
 	}
 	l.mu.Unlock()
 	tok := c.client.Connect()
@@ -548,6 +548,23 @@ func (l *Link) connect() (*conn, error) {
 	l.mu.Unlock()
 	l.log.Info("link: connected", "broker", l.cfg.Broker, "client_id", l.cfg.ClientID)
 	return c, nil
+}
+
+// routeKey is the key paho's Subscribe files a filter's route under: a
+// shared subscription ($share/<group>/<filter>) or a queue ($queue/...)
+// without its prefix. AddRoute must use the same key, or the message
+// matches two routes and its handler runs twice: a fleet server answered
+// every request twice after each reconnection (TestSharedOnceAfterReconnect).
+func routeKey(filter string) string {
+	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
+		if _, f, ok := strings.Cut(rest, "/"); ok {
+			return f
+		}
+	}
+	if rest, ok := strings.CutPrefix(filter, "$queue/"); ok {
+		return rest
+	}
+	return filter
 }
 
 // goodbye publishes what the will would have said (a clean DISCONNECT
