@@ -116,6 +116,11 @@ type conn struct {
 	down     chan struct{}
 	downOnce sync.Once
 	will     *lastWill // the Hooks.Will of this connection, nil without one
+	// forgotten: the broker answered a persistent session's CONNECT
+	// without it (session present 0): it restarted without its
+	// persistence, or expired the session, and may have lost messages it
+	// had acknowledged and not yet delivered (see Outbox).
+	forgotten bool
 }
 
 // lastWill is a last will message, kept so a clean goodbye can publish it.
@@ -475,6 +480,9 @@ func (l *Link) connect() (*conn, error) {
 	}
 	if err := tok.Error(); err != nil {
 		return nil, classify(&l.cfg, err)
+	}
+	if ct, ok := tok.(*mqtt.ConnectToken); ok && !l.cfg.CleanSession && !ct.SessionPresent() {
+		c.forgotten = true
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.ConnectTimeout)
 	defer cancel()

@@ -96,3 +96,80 @@ func withTimeout(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// TestRepublishWhenBrokerForgets: messages the broker acknowledged and had
+// queued for a subscriber that was away, and the retained state, are lost
+// when the broker restarts without its persistence. The outbox sends them
+// again once the link sees the session gone, so the subscriber, back with
+// a new session, gets every seq.
+func TestRepublishWhenBrokerForgets(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{Persistence: true})
+	const filter = "edgeinfer/v1/f/d/#"
+	first := newReceiver(t, b, "cloud", filter)
+	st := openStore(t, filepath.Join(t.TempDir(), "store.db"))
+	defer st.Close()
+	ctx := context.Background()
+	// The device reconnects within 250 ms, likely before the cloud
+	// does: the outbox's wait before it republishes lets the cloud
+	// subscribe first.
+	l, err := Open(ctx, testConfig(b), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ob, err := OpenOutbox(ctx, st, l, OutboxConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	send := func(topic string, class Class) {
+		t.Helper()
+		if _, err := ob.Enqueue(ctx, topic, class, func(seq uint64) []byte { return seqPayload(seq, 50) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		send(l.Topics().Events(), ClassEvent)
+	}
+	state := l.Topics().Base() + "update"
+	send(state, ClassStatus) // seq 6, retained
+	if !waitFor(10*time.Second, first.Changed, func() bool { return first.distinct() == 6 }) {
+		t.Fatalf("before the restart the cloud got %d of 6", first.distinct())
+	}
+	// The cloud goes away (its session stays); the broker acknowledges
+	// five more events and queues them for it.
+	first.client.Disconnect(100)
+	for range 5 {
+		send(l.Topics().Events(), ClassEvent)
+	}
+	if !waitFor(10*time.Second, ob.Changed, func() bool { return ob.Stats().Acked == 11 }) {
+		t.Fatalf("acknowledged %d of 11", ob.Stats().Acked)
+	}
+	connects := l.Stats().Connects
+	b.Stop()
+	b.Forget()
+	b.Start()
+	second := newReceiver(t, b, "cloud", filter)
+	if !waitFor(15*time.Second, second.Changed, func() bool {
+		second.mu.Lock()
+		defer second.mu.Unlock()
+		for s := uint64(6); s <= 11; s++ {
+			if second.got[s] == 0 {
+				return false
+			}
+		}
+		return true
+	}) {
+		second.mu.Lock()
+		t.Fatalf("after the broker forgot everything the cloud got seqs %v; want the retained state (6) and the five queued events (7–11)", second.got)
+	}
+	second.mu.Lock()
+	retained := second.topics[6]
+	second.mu.Unlock()
+	if retained != state {
+		t.Errorf("seq 6 came on %q, want the retained state topic", retained)
+	}
+	if st := ob.Stats(); st.Republished == 0 || l.Stats().Connects <= connects {
+		t.Errorf("republished %d after %d connections", st.Republished, l.Stats().Connects)
+	}
+}

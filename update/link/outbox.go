@@ -44,6 +44,11 @@ type OutboxConfig struct {
 	// BufferBytes bounds the messages enqueued and not yet committed:
 	// Enqueue waits beyond it; 0 means 4 MiB.
 	BufferBytes int64 `json:"buffer_bytes,omitempty"`
+	// Linger is how long an acknowledged message is kept in memory (at
+	// most lingerBytes of them) to be sent again should the broker come
+	// back without this client's session; 0 means 1 minute, negative
+	// keeps none. See Outbox.
+	Linger time.Duration `json:"linger,omitempty"`
 	// Logger receives the outbox's logs; nil discards them.
 	Logger *slog.Logger `json:"-"`
 }
@@ -58,6 +63,9 @@ type OutboxStats struct {
 	Resent   uint64 `json:"resent"`    // published again on a new connection since Open
 	NextSeq  uint64 `json:"next_seq"`  // the sequence number the next message gets
 	Corrupt  uint64 `json:"corrupt"`   // undecodable records removed at Open
+	// Republished counts acknowledged messages sent again because the
+	// broker came back without the session (since Open).
+	Republished uint64 `json:"republished"`
 }
 
 // Outbox is a durable queue of messages to the broker kept in an owner
@@ -78,6 +86,15 @@ type OutboxStats struct {
 // OutboxStats.Dropped) until it fits; status and events are never
 // dropped: with nothing left to drop, a telemetry message is dropped
 // itself (counted) and a status or event is refused with ErrOutboxFull.
+//
+// A PUBACK means the broker has the message, not that a subscriber got
+// it: a broker that restarts without its persistence (or expires the
+// session) loses what it acknowledged and had not yet delivered, and its
+// retained messages. The link notices (CONNACK without the session of a
+// clean_session=false client), and the outbox then sends again the
+// messages acknowledged in the last Config.Linger and the latest retained
+// message of each topic, with their seqs, before anything else; receivers
+// drop what they already had (TestRepublishWhenBrokerForgets).
 //
 // Outbox is safe for concurrent use.
 type Outbox struct {
@@ -100,7 +117,13 @@ type Outbox struct {
 		tele      []teleEnt // telemetry in seq order (lazily pruned)
 		cursor    uint64    // next committed seq to send
 		inflight  map[uint64]flight
-		resend    []uint64            // unacknowledged seqs of a lost connection
+		resend    []uint64          // unacknowledged seqs of a lost connection
+		again     []record          // acknowledged messages to send again (the broker forgot us)
+		linger    []lingered        // acknowledged messages, oldest first
+		lingerB   int64             // their bytes
+		retained  map[string]record // the latest acknowledged retained message per topic
+		republish uint64
+		owed      bool                // the broker forgot us: republish on the next connection that lasts
 		gone      map[uint64]struct{} // acked or dropped, delete pending
 		deletes   []uint64
 		dropped   uint64
@@ -132,9 +155,19 @@ type teleEnt struct {
 }
 
 type flight struct {
-	c    *conn
-	size int64
+	c     *conn
+	size  int64
+	rec   *record // the message, kept to linger once acknowledged
+	again bool    // sent again from memory: no longer in the store
 }
+
+type lingered struct {
+	rec record
+	at  time.Time
+}
+
+// lingerBytes bounds the acknowledged messages kept in memory.
+const lingerBytes = 1 << 20
 
 const (
 	recordVersion = 1
@@ -193,12 +226,16 @@ func OpenOutbox(ctx context.Context, st *store.Store, l *Link, cfg OutboxConfig)
 	if cfg.BufferBytes == 0 {
 		cfg.BufferBytes = 4 << 20
 	}
+	if cfg.Linger == 0 {
+		cfg.Linger = time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	o := &Outbox{st: st, link: l, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1)}
 	o.mu.inflight = map[uint64]flight{}
 	o.mu.gone = map[uint64]struct{}{}
+	o.mu.retained = map[string]record{}
 	o.mu.changed = make(chan struct{})
 	if err := o.load(ctx); err != nil {
 		return nil, err
@@ -444,7 +481,7 @@ func (o *Outbox) Stats() OutboxStats {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return OutboxStats{Depth: o.mu.count, Bytes: o.mu.bytes, InFlight: len(o.mu.inflight), Dropped: o.mu.dropped,
-		Acked: o.mu.acked, Resent: o.mu.resent, NextSeq: o.mu.next, Corrupt: o.mu.corrupt}
+		Acked: o.mu.acked, Resent: o.mu.resent, NextSeq: o.mu.next, Corrupt: o.mu.corrupt, Republished: o.mu.republish}
 }
 
 // commitLoop is the group committer: it writes everything enqueued,
@@ -549,12 +586,24 @@ func (o *Outbox) sendLoop() {
 		o.mu.Lock()
 		if c != last {
 			// a new connection: what was in flight on the old one goes again
-			for s := range o.mu.inflight {
+			for s, f := range o.mu.inflight {
+				if f.again {
+					o.mu.again = append(o.mu.again, *f.rec)
+					continue
+				}
 				o.mu.resend = append(o.mu.resend, s)
 			}
 			o.mu.resent += uint64(len(o.mu.inflight))
 			clear(o.mu.inflight)
 			slices.Sort(o.mu.resend)
+			if c.forgotten {
+				o.mu.owed = true
+			}
+			if o.mu.owed {
+				o.wg.Add(1)
+				go o.republishSoon(c)
+			}
+			slices.SortFunc(o.mu.again, func(a, b record) int { return cmp.Compare(a.seq, b.seq) })
 			last = c
 		}
 		room := o.cfg.Window - len(o.mu.inflight)
@@ -581,12 +630,106 @@ func (o *Outbox) sendLoop() {
 	}
 }
 
-// nextBatch reads up to n messages to send: resends first, then committed
+// republishDelay is how long the outbox waits, on a connection to a
+// broker that forgot its session, before it sends again: the broker has
+// forgotten every client's session, and a subscriber needs a moment to
+// come back and subscribe again (what reaches the broker before then is
+// delivered to nobody).
+const republishDelay = time.Second
+
+// republishSoon republishes after republishDelay, if c is still up.
+func (o *Outbox) republishSoon(c *conn) {
+	defer o.wg.Done()
+	t := time.NewTimer(republishDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.down:
+		return
+	case <-o.ctx.Done():
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.mu.owed {
+		return
+	}
+	o.mu.owed = false
+	o.republishLocked()
+	slices.SortFunc(o.mu.again, func(a, b record) int { return cmp.Compare(a.seq, b.seq) })
+	o.changedLocked()
+}
+
+// republishLocked queues again what a broker that forgot this client may
+// have lost: the messages acknowledged within Linger, and the latest
+// retained message of each topic, however old.
+func (o *Outbox) republishLocked() {
+	o.pruneLingerLocked(time.Now())
+	seen := map[uint64]bool{}
+	for _, r := range o.mu.again {
+		seen[r.seq] = true
+	}
+	for _, l := range o.mu.linger {
+		if !seen[l.rec.seq] {
+			seen[l.rec.seq] = true
+			o.mu.again = append(o.mu.again, l.rec)
+			o.mu.republish++
+		}
+	}
+	for _, r := range o.mu.retained {
+		if !seen[r.seq] {
+			o.mu.again = append(o.mu.again, r)
+			o.mu.republish++
+		}
+	}
+	o.mu.linger, o.mu.lingerB = nil, 0
+	if len(o.mu.again) > 0 {
+		o.log.Info("link: the broker came back without this session; sending recent messages again", "messages", len(o.mu.again))
+	}
+}
+
+// lingerLocked keeps an acknowledged message for republishLocked.
+func (o *Outbox) lingerLocked(r *record) {
+	if r == nil || o.cfg.Linger < 0 {
+		return
+	}
+	if r.retained {
+		if cur, ok := o.mu.retained[r.topic]; !ok || cur.seq < r.seq {
+			o.mu.retained[r.topic] = *r
+		}
+	}
+	o.mu.linger = append(o.mu.linger, lingered{rec: *r, at: time.Now()})
+	o.mu.lingerB += r.size()
+	o.pruneLingerLocked(time.Now())
+}
+
+func (o *Outbox) pruneLingerLocked(now time.Time) {
+	i := 0
+	for ; i < len(o.mu.linger); i++ {
+		if o.mu.lingerB <= lingerBytes && now.Sub(o.mu.linger[i].at) <= o.cfg.Linger {
+			break
+		}
+		o.mu.lingerB -= o.mu.linger[i].rec.size()
+	}
+	o.mu.linger = slices.Delete(o.mu.linger, 0, i)
+}
+
+// nextBatch reads up to n messages to send: again first, then resends, then committed
 // messages from the cursor. It marks them in flight on the current
 // connection before they are published, so an acknowledgement cannot
 // arrive for a message not yet marked.
 func (o *Outbox) nextBatch(n int) ([]record, error) {
 	o.mu.Lock()
+	if len(o.mu.again) > 0 {
+		k := min(n, len(o.mu.again))
+		out := slices.Clone(o.mu.again[:k])
+		o.mu.again = o.mu.again[k:]
+		for i := range out {
+			o.mu.inflight[out[i].seq] = flight{size: out[i].size(), rec: &out[i], again: true}
+		}
+		o.mu.Unlock()
+		return out, nil
+	}
 	resend := o.mu.resend[:min(n, len(o.mu.resend))]
 	o.mu.resend = o.mu.resend[len(resend):]
 	from, to := o.mu.cursor, o.mu.committed
@@ -636,8 +779,10 @@ func (o *Outbox) nextBatch(n int) ([]record, error) {
 		if _, gone := o.mu.gone[r.seq]; gone {
 			continue // dropped or acknowledged meanwhile
 		}
-		o.mu.inflight[r.seq] = flight{size: r.size()}
 		kept = append(kept, r)
+	}
+	for i := range kept {
+		o.mu.inflight[kept[i].seq] = flight{size: kept[i].size(), rec: &kept[i]}
 	}
 	return kept, err
 }
@@ -673,6 +818,12 @@ func (o *Outbox) ack(c *conn, seq uint64) {
 		return
 	}
 	delete(o.mu.inflight, seq)
+	o.lingerLocked(f.rec)
+	if f.again { // no longer in the store: nothing to delete or count
+		o.changedLocked()
+		o.poke()
+		return
+	}
 	o.mu.gone[seq] = struct{}{}
 	o.mu.deletes = append(o.mu.deletes, seq)
 	o.mu.bytes -= f.size
