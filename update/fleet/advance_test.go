@@ -124,4 +124,15 @@ func TestStaleRefusal(t *testing.T) {
 			t.Errorf("refused version %q: step %s, want refused", v, s)
 		}
 	}
+	// A refusal that named no release, from a check before the wave was
+	// assigned, waits for the next check; one after it counts.
+	r.WaveStarted = t0
+	u.RefusedVersion, u.Checked = "", t0.Add(-time.Second).Format(time.RFC3339Nano)
+	if s := r.DeviceStep("d00", devs["d00"]); s != StepAssigned {
+		t.Errorf("a refusal from a check before the wave: step %s, want assigned", s)
+	}
+	u.Checked = t0.Add(time.Second).Format(time.RFC3339Nano)
+	if s := r.DeviceStep("d00", devs["d00"]); s != StepRefused {
+		t.Errorf("a refusal from a check after the wave started: step %s, want refused", s)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/update"
+	"github.com/edgeinfer/edgeinfer/update/device"
 )
 
 // RolloutSchema versions the retained rollout record.
@@ -200,6 +201,12 @@ func (r *Rollout) DeviceStep(device string, d *Device) Step {
 		return StepUpdated
 	case u.Version == r.Version && u.Phase == update.PhaseFailed:
 		return StepFailed
+	case u.LastEvent == string(update.EventRefused) && u.Active != r.Version && u.RefusedVersion == "" &&
+		u.Version != r.Version && checkedBefore(u, r.WaveStarted):
+		// A refusal that named no release, from a check that ended before
+		// this wave was assigned (metadata caught mid-publish, say): the
+		// check the assignment's nudge starts decides.
+		return StepAssigned
 	case u.Version == r.Version && u.Phase == update.PhaseRefused,
 		u.LastEvent == string(update.EventRefused) && u.Active != r.Version && (u.RefusedVersion == "" || u.RefusedVersion == r.Version):
 		// A refusal of another release (one from before this rollout:
@@ -213,6 +220,13 @@ func (r *Rollout) DeviceStep(device string, d *Device) Step {
 		return StepUpdating
 	}
 	return StepAssigned
+}
+
+// checkedBefore says whether the device's last check (its own clock)
+// ended before t; a state that does not say counts as after.
+func checkedBefore(u *device.State, t time.Time) bool {
+	at, err := time.Parse(time.RFC3339Nano, u.Checked)
+	return err == nil && !t.IsZero() && at.Before(t)
 }
 
 // Counts tallies the targets' steps.
