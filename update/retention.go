@@ -1,7 +1,6 @@
 package update
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,7 +63,7 @@ func (a *Agent) retain(ctx context.Context, name string) {
 			}
 			return 1
 		}
-		return cmp.Compare(y.Imported, x.Imported)
+		return y.ImportedAt.Compare(x.ImportedAt) // newest first
 	})
 	removed := 0
 	for i, e := range others {
