@@ -10,7 +10,8 @@
 //     `edgeinfer fleet serve` or anything speaking update.ServeRequest);
 //   - checks for an update when it (re)connects, every CheckInterval, and
 //     when the fleet sends the command update {"action":"check"};
-//   - rolls back on update {"action":"rollback"};
+//   - rolls back on update {"action":"rollback","version":V} when it runs
+//     V (without a version: whatever runs), and checks instead when not;
 //   - publishes its update state, retained, on
 //     edgeinfer/v1/<fleet>/<device>/update (State) through the durable
 //     outbox, and every update event on .../events.
@@ -38,7 +39,7 @@ import (
 const StateSchema = "edgeinfer.update-state/1"
 
 // CommandUpdate is the command the fleet sends: {"action":"check"} or
-// {"action":"rollback"}.
+// {"action":"rollback","version":"3"}.
 const CommandUpdate = "update"
 
 // StateTopic is the device's retained update-state topic.
@@ -298,6 +299,9 @@ func (d *Device) update(ctx context.Context) error {
 // commandArgs are the update command's arguments.
 type commandArgs struct {
 	Action string `json:"action"`
+	// Version, on a rollback, is the release rolled back from: a device
+	// that does not run it stays where it is and checks instead.
+	Version string `json:"version,omitempty"`
 }
 
 func (d *Device) command(ctx context.Context, raw json.RawMessage) (any, error) {
@@ -312,6 +316,19 @@ func (d *Device) command(ctx context.Context, raw json.RawMessage) (any, error) 
 		d.Check()
 		return map[string]string{"scheduled": "check"}, nil
 	case "rollback":
+		if a.Version != "" {
+			st, err := d.ag.Status(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if st.Active != a.Version {
+				// Never took the release (or already left it): going
+				// back from what it runs would undo an older one. The
+				// check follows the director, which no longer assigns it.
+				d.Check()
+				return map[string]string{"skipped": fmt.Sprintf("active is %q, not %s: nothing to roll back; checking instead", st.Active, a.Version)}, nil
+			}
+		}
 		ref, err := d.ag.Rollback(ctx)
 		if err != nil {
 			return nil, err

@@ -70,10 +70,21 @@ func TestAdvance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range rb {
-		if devs[id].Update.Labels["site"] != "0" || devs[id].Update.Active != "2" {
-			t.Fatalf("rollback sent to %s", id)
+	// Every selected target gets the command (naming the release: a
+	// device not running it checks instead), and no other device.
+	want := 0
+	for _, id := range r.Targets[:r.Assigned] {
+		if devs[id].Update.Labels["site"] == "0" {
+			want++
 		}
+	}
+	for _, id := range rb {
+		if devs[id].Update.Labels["site"] != "0" {
+			t.Fatalf("rollback sent to %s, not in the segment", id)
+		}
+	}
+	if len(rb) != want {
+		t.Fatalf("rollback sent to %d devices, want the segment's %d", len(rb), want)
 	}
 	if _, err := r.Apply(Control{Seq: 3, Action: "explode"}, devs, t0); err == nil {
 		t.Fatal("unknown action accepted")

@@ -377,10 +377,13 @@ func (r *Rollout) Apply(c Control, devices map[string]*Device, now time.Time) (r
 			if slices.Contains(r.RolledBack, id) || !(slices.Contains(c.Devices, id) || (len(c.Selector) > 0 && Matches(c.Selector, d, r.Model))) {
 				continue
 			}
+			// Every one gets the command, naming the release: a device
+			// that activated it after its last report must leave it too,
+			// and one that never ran it stays where it is and checks
+			// (update/device), following the director, which assigns it
+			// the release no longer.
 			r.RolledBack = append(r.RolledBack, id)
-			if d != nil && d.Update != nil && d.Update.Active == r.Version {
-				rollback = append(rollback, id)
-			}
+			rollback = append(rollback, id)
 		}
 		if r.State == RolloutRunning {
 			r.State, r.Reason = RolloutPaused, fmt.Sprintf("paused: %d devices rolled back by an operator", len(rollback))

@@ -460,13 +460,16 @@ func (s *Server) lead(ctx context.Context) error {
 	ctls := s.view.Controls()
 	var errs []error
 	var changed []*Rollout
-	var rollbacks []string
+	type rollback struct{ dev, version string }
+	var rollbacks []rollback
 	for _, r := range outs {
 		dirty := false
 		if c, ok := ctls[r.ID]; ok && c.Seq > r.Control {
 			rb, err := r.Apply(c, devs, start)
 			errs = append(errs, err)
-			rollbacks = append(rollbacks, rb...)
+			for _, d := range rb {
+				rollbacks = append(rollbacks, rollback{d, r.Version})
+			}
 			dirty = true
 		}
 		if r.Advance(devs, start) {
@@ -540,20 +543,22 @@ func (s *Server) lead(ctx context.Context) error {
 	}
 	for _, d := range nudge {
 		s.nudged[d] = start
-		errs = append(errs, s.command(ctx, d, "check"))
+		errs = append(errs, s.command(ctx, d, map[string]string{"action": "check"}))
 	}
-	for _, d := range rollbacks {
-		errs = append(errs, s.command(ctx, d, "rollback"))
+	// The rollback names the release it undoes: a device not running it
+	// (one that had not taken it yet) must not go back a version further.
+	for _, rb := range rollbacks {
+		errs = append(errs, s.command(ctx, rb.dev, map[string]string{"action": "rollback", "version": rb.version}))
 	}
 	return errors.Join(errs...)
 }
 
 // command sends the update command to a device at QoS 1: its persistent
 // session keeps it while the device is away.
-func (s *Server) command(ctx context.Context, dev, action string) error {
+func (s *Server) command(ctx context.Context, dev string, args map[string]string) error {
 	s.nudges.Add(1)
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	body, _ := json.Marshal(map[string]any{"id": hex.EncodeToString(b[:]), "args": map[string]string{"action": action}})
+	body, _ := json.Marshal(map[string]any{"id": hex.EncodeToString(b[:]), "args": args})
 	return s.l.Publish(ctx, link.NewTopics(s.cfg.Fleet, dev).Cmd(device.CommandUpdate), 1, false, body)
 }
