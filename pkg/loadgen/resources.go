@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"time"
@@ -25,10 +26,25 @@ func (r *runner) resources(st engine.Stats) Resources {
 		return rr.Resources()
 	}
 	res := Resources{Known: true, RSSBytes: selfRSS(), Goroutines: runtime.NumGoroutine()}
+	res.GoHeapBytes, res.GoMappedBytes = goMemory()
 	for _, kv := range st.KV {
 		res.KVBlocksUsed += kv.BlocksUsed
 	}
 	return res
+}
+
+// goMemory reads the Go runtime's heap objects and what it holds from the
+// OS, net of what it released (runtime/metrics: cheap, no stop-the-world).
+func goMemory() (heap, mapped int64) {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/total:bytes"},
+		{Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	for _, x := range s {
+		if x.Value.Kind() != metrics.KindUint64 {
+			return -1, -1
+		}
+	}
+	return int64(s[0].Value.Uint64()), int64(s[1].Value.Uint64() - s[2].Value.Uint64())
 }
 
 // selfRSS reads this process's resident set from /proc/self/statm (0
@@ -83,10 +99,15 @@ const minTrendSpan = 4 * time.Minute
 
 // ResourceWindow is one window's maxima.
 type ResourceWindow struct {
-	StartS       float64 `json:"start_s"`
-	RSSMiB       float64 `json:"rss_mib_max"`
-	Goroutines   int     `json:"goroutines_max"`
-	KVBlocksUsed int     `json:"kv_blocks_used_max"`
+	StartS float64 `json:"start_s"`
+	RSSMiB float64 `json:"rss_mib_max"`
+	// GoHeapMiB and GoMappedMiB are the window's maxima of the Go heap's
+	// objects and of what the Go runtime holds; null for a remote engine.
+	// The resident memory outside Go is at least RSS − GoMapped.
+	GoHeapMiB    *float64 `json:"go_heap_mib_max"`
+	GoMappedMiB  *float64 `json:"go_mapped_mib_max"`
+	Goroutines   int      `json:"goroutines_max"`
+	KVBlocksUsed int      `json:"kv_blocks_used_max"`
 }
 
 // resourceReport folds the series into windows of w.
@@ -111,6 +132,13 @@ func resourceReport(res *Result, w float64, remote bool) *ResourceReport {
 		win := &rr.Windows[i]
 		mib := float64(p.Resources.RSSBytes) / (1 << 20)
 		win.RSSMiB = max(win.RSSMiB, mib)
+		if p.Resources.GoMappedBytes > 0 {
+			h, m := float64(p.Resources.GoHeapBytes)/(1<<20), float64(p.Resources.GoMappedBytes)/(1<<20)
+			if win.GoHeapMiB == nil {
+				win.GoHeapMiB, win.GoMappedMiB = &h, &m
+			}
+			*win.GoHeapMiB, *win.GoMappedMiB = max(*win.GoHeapMiB, h), max(*win.GoMappedMiB, m)
+		}
 		win.Goroutines = max(win.Goroutines, p.Resources.Goroutines)
 		win.KVBlocksUsed = max(win.KVBlocksUsed, p.Resources.KVBlocksUsed)
 		if k >= half {
@@ -154,11 +182,18 @@ func resourceRows(r *Report) [][]string {
 		}
 		return [][]string{{"resources", "value"}, {"unknown", reason}}
 	}
-	rows := [][]string{{"window start s", "RSS MiB (max)", "goroutines (max)", "KV blocks used (max)"}}
-	for _, w := range rr.Windows {
-		rows = append(rows, []string{fmt.Sprintf("%.0f", w.StartS), fmt.Sprintf("%.1f", w.RSSMiB), fmt.Sprint(w.Goroutines), fmt.Sprint(w.KVBlocksUsed)})
+	rows := [][]string{{"window start s", "RSS MiB (max)", "Go heap MiB (max)", "Go runtime MiB (max)", "goroutines (max)", "KV blocks used (max)"}}
+	mib := func(v *float64) string {
+		if v == nil {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.1f", *v)
 	}
-	rows = append(rows, []string{"RSS trend (second half)", rr.TrendText(), "", rr.Scope})
+	for _, w := range rr.Windows {
+		rows = append(rows, []string{fmt.Sprintf("%.0f", w.StartS), fmt.Sprintf("%.1f", w.RSSMiB), mib(w.GoHeapMiB), mib(w.GoMappedMiB),
+			fmt.Sprint(w.Goroutines), fmt.Sprint(w.KVBlocksUsed)})
+	}
+	rows = append(rows, []string{"RSS trend (second half)", rr.TrendText(), "", "", "", rr.Scope})
 	return rows
 }
 

@@ -81,6 +81,13 @@ type Resources struct {
 	RSSBytes     int64
 	Goroutines   int
 	KVBlocksUsed int
+	// GoHeapBytes is the Go heap's live and not yet swept objects, and
+	// GoMappedBytes everything the Go runtime holds from the OS and has
+	// not returned (heap, stacks, its own metadata); 0 when unknown (a
+	// remote engine). RSS above GoMappedBytes is memory outside Go: ONNX
+	// Runtime's allocations through the C heap, the model's weights,
+	// mapped files.
+	GoHeapBytes, GoMappedBytes int64
 }
 
 // maxSeries bounds the samples kept: past it, every other one is dropped
