@@ -226,6 +226,9 @@ func TestSharedOnceAfterReconnect(t *testing.T) {
 			t.Errorf("%s: 6 requests handled %d times", round, n)
 		}
 	}
+	if err := l.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	ask("first connection")
 	before := srv.Stats().Connects
 	b.Stop()
