@@ -99,6 +99,14 @@ type Agent struct {
 
 	mu      sync.Mutex // one update at a time
 	bytesIn atomic.Int64
+	// partial is the chunk whose pieces were coming when a transfer
+	// failed (a broker away, a server that died): the next transfer goes
+	// on from its end instead of asking for the pieces again. One chunk,
+	// in memory, under mu; the digest is checked on the whole as always.
+	partial struct {
+		digest store.Digest
+		data   []byte
+	}
 }
 
 // New makes an agent; it reads the pinned roots.

@@ -100,12 +100,24 @@ func (a *Agent) fetchChunk(ctx context.Context, c store.Chunk, lim *limiter) ([]
 // request goes out only when its bytes are due, so what the server sends
 // never runs ahead of the cap by more than one piece. The pieces are
 // assembled in memory; the caller checks the digest (PutChunk) as for a
-// whole chunk. A piece that fails fails the chunk (the agent resumes
-// later, fetching only the chunks that have not landed). got is the bytes
-// that arrived, the chunk's size unless a server ignored a range.
+// whole chunk. A piece that fails fails the chunk; the pieces that came
+// are kept (Agent.partial) and the next transfer asks only for the rest
+// (TestResumeWithinChunk). got is the bytes that arrived, the chunk's
+// size unless a server ignored a range.
 func (a *Agent) fetchPieces(ctx context.Context, src RangeSource, c store.Chunk, lim *limiter) (data []byte, got int64, err error) {
-	data = make([]byte, 0, c.Size)
-	for off := int64(0); off < c.Size; {
+	buf := make([]byte, 0, c.Size)
+	if a.partial.digest == c.SHA256 && int64(len(a.partial.data)) < c.Size {
+		buf = append(buf, a.partial.data...) // what came before the last transfer failed
+	}
+	a.partial.digest, a.partial.data = store.Digest{}, nil
+	defer func() {
+		// Keep what came for a transfer that failed on transport; not for
+		// a refusal (bytes a server made up) or a chunk that is done.
+		if err != nil && !errors.Is(err, ErrRefused) && len(buf) > 0 {
+			a.partial.digest, a.partial.data = c.SHA256, buf
+		}
+	}()
+	for off := int64(len(buf)); off < c.Size; {
 		n := min(lim.piece, c.Size-off)
 		if err := lim.wait(ctx, n); err != nil {
 			return nil, got, err
@@ -120,7 +132,7 @@ func (a *Agent) fetchPieces(ctx context.Context, src RangeSource, c store.Chunk,
 		case err != nil:
 			return nil, got, err
 		case int64(len(b)) == n:
-			data = append(data, b...)
+			buf = append(buf, b...)
 			off += n
 		case int64(len(b)) == c.Size:
 			// A server that ignores ranges (fleet serve before ranged
@@ -136,7 +148,7 @@ func (a *Agent) fetchPieces(ctx context.Context, src RangeSource, c store.Chunk,
 				off, off+n, c.SHA256, len(b))
 		}
 	}
-	return data, got, nil
+	return buf, got, nil
 }
 
 // limiter paces transfers to a byte rate: wait(n) returns when n more
