@@ -80,10 +80,23 @@ func runFleetServe(ctx context.Context, stdout io.Writer, args []string) error {
 		defer t.Stop()
 		tick = t.C
 	}
+	// Connected means subscribed (the link makes every subscription
+	// before it reports the connection): from this line on, requests are
+	// answered, which is what a script or test starting it waits for.
+	up := make(chan error, 1)
+	go func() { up <- s.WaitConnected(ctx) }()
 	for {
 		select {
 		case <-ctx.Done():
+			if up != nil {
+				<-up
+			}
 			return s.Close()
+		case err := <-up:
+			up = nil
+			if err == nil {
+				fmt.Fprintln(stdout, "fleet serve: connected and subscribed; answering requests")
+			}
 		case <-tick:
 			st, _ := json.Marshal(s.Stats())
 			fmt.Fprintf(stdout, "%s %s\n", time.Now().UTC().Format(time.RFC3339), st)

@@ -76,13 +76,12 @@ func TestFleetWithoutCgo(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := update.MQTTSource{R: device.Requester{L: l, Timeout: 2 * time.Second}}
-	var meta []byte
-	err = retryChild(20*time.Second, func() (err error) {
-		meta, err = src.FetchMeta(ctx, "image/timestamp.json", 1<<16)
-		return err
-	})
+	if !serveOut.waitFor(20*time.Second, "answering requests") {
+		t.Fatalf("fleet serve (no cgo) not subscribed within 20 s:\n%s", serveOut.String())
+	}
+	meta, err := src.FetchMeta(ctx, "image/timestamp.json", 1<<16)
 	if err != nil {
-		t.Fatalf("fleet serve (no cgo) never answered within 20 s: %v\n%s", err, serveOut.String())
+		t.Fatalf("fleet serve (no cgo), subscribed, did not answer: %v\n%s", err, serveOut.String())
 	}
 	if !strings.Contains(strings.ReplaceAll(string(meta), " ", ""), `"_type":"timestamp"`) {
 		t.Errorf("timestamp metadata: %.200s", meta)
@@ -103,20 +102,5 @@ func TestFleetWithoutCgo(t *testing.T) {
 	}
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "root") {
 		t.Errorf("static arm64 fleet keygen: %v\n%s", err, out)
-	}
-}
-
-// retryChild calls try until it succeeds or d passes, 100 ms apart, and
-// returns its last error. It is a bounded poll on purpose: the server
-// runs in a child process, which tells nobody when it has subscribed to
-// its request topics, so the first requests may go unanswered.
-func retryChild(d time.Duration, try func() error) error {
-	end := time.Now().Add(d)
-	for {
-		err := try()
-		if err == nil || time.Now().After(end) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
