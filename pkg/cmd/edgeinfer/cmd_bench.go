@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +60,7 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	kvPrefault := fs.Bool("kv-prefault", true, "commit the KV budget at start so measured steps pay no first-touch page faults")
 	sample := fs.String("show-sample", "", "before the run, stream the answer to this prompt")
 	sampleTokens := fs.Int("sample-tokens", 60, "tokens for --show-sample")
+	heapProfile := fs.String("heap-profile", "", "after the run, with the engine still open, write the Go heap's live objects (pprof) to this `file`: where a soak's Go memory went")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -112,8 +115,27 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 
 	return benchRun(ctx, stdout, func(ctx context.Context, spec loadgen.Spec, opt loadgen.Options) (*loadgen.Result, error) {
-		return loadgen.Run(ctx, eng, spec, opt)
+		res, err := loadgen.Run(ctx, eng, spec, opt)
+		if err == nil && *heapProfile != "" {
+			err = writeHeapProfile(*heapProfile)
+		}
+		return res, err
 	}, spec, loadgen.Options{EngineConfig: &cfg}, *out)
+}
+
+// writeHeapProfile writes the live heap after a collection, so the
+// profile holds what stays, not what was about to be freed.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return f.Close()
 }
 
 // benchTarget runs spec against a remote OpenAI-compatible server.
