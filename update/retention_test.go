@@ -3,17 +3,16 @@ package update_test
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
+	"github.com/edgeinfer/edgeinfer/update/updatetest"
 )
 
 // exportingActivator exports the version it checks where the engine would
@@ -31,31 +30,6 @@ func (a exportingActivator) Swap(ctx context.Context, ref store.Ref, check updat
 		return err
 	}
 	return os.Rename(tmp, dir)
-}
-
-// diskUse sums the sizes and the allocated blocks of every file under dir:
-// the size overstates a sparse bbolt file, the blocks are what the disk
-// gives up.
-func diskUse(t testing.TB, dir string) (size, alloc int64) {
-	t.Helper()
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		size += fi.Size()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			alloc += st.Blocks * 512
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return size, alloc
 }
 
 // sameWeights is release v of a model whose weights do not change between
@@ -81,13 +55,13 @@ func TestRetentionBoundsDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bundle, _ := diskUse(t, writeBundle(t, "m", "1", sameWeights(1)))
+	bundle, _ := updatetest.DiskUse(t, writeBundle(t, "m", "1", sameWeights(1)))
 	for v := 1; v <= n; v++ {
 		e.publish(strconv.Itoa(v), sameWeights(v), fleet.ReleaseOptions{})
 		if _, err := a.Apply(e.ctx); err != nil {
 			t.Fatalf("apply %d: %v", v, err)
 		}
-		size, alloc := diskUse(t, devDir)
+		size, alloc := updatetest.DiskUse(t, devDir)
 		t.Logf("after %d updates: %.2f bundles (allocated %.2f)", v, float64(size)/float64(bundle), float64(alloc)/float64(bundle))
 		if float64(size) > 2.5*float64(bundle) {
 			t.Errorf("after %d updates the device holds %.2f bundles (%d bytes, one bundle %d), want ≤ 2.5", v, float64(size)/float64(bundle), size, bundle)

@@ -187,21 +187,10 @@ func TestRequest(t *testing.T) {
 func TestSharedOnceAfterReconnect(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{})
 	ctx := context.Background()
-	l, err := Open(ctx, testConfig(b), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLink(t, testConfig(b))
 	cfg := testConfig(b)
 	cfg.Device = "fleet-server"
-	srv, err := Open(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	if err := srv.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	srv := openLink(t, cfg)
 	var served atomic.Int64
 	if err := srv.ServeRequests(ctx, "f", "servers", func(_ context.Context, _, _ string, p []byte) []byte {
 		served.Add(1)
@@ -225,9 +214,6 @@ func TestSharedOnceAfterReconnect(t *testing.T) {
 		if n := served.Load(); n != 6 {
 			t.Errorf("%s: 6 requests handled %d times", round, n)
 		}
-	}
-	if err := l.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
 	}
 	ask("first connection")
 	before := srv.Stats().Connects

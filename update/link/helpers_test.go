@@ -172,6 +172,21 @@ func openStoreB(t testing.TB, path string) *store.Store {
 	return st
 }
 
+// openLink opens a link with cfg, closed when the test ends, and waits
+// for its connection.
+func openLink(t *testing.T, cfg Config) *Link {
+	t.Helper()
+	l, err := Open(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func testConfig(b *mosquittotest.Broker) Config {
 	return Config{Broker: b.URL(), Fleet: "f", Device: "d", BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, ConnectTimeout: 3 * time.Second}
 }

@@ -112,11 +112,7 @@ func TestRepublishWhenBrokerForgets(t *testing.T) {
 	// The device reconnects within 250 ms, likely before the cloud
 	// does: the outbox's wait before it republishes lets the cloud
 	// subscribe first.
-	l, err := Open(ctx, testConfig(b), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLink(t, testConfig(b))
 	ob, err := OpenOutbox(ctx, st, l, OutboxConfig{})
 	if err != nil {
 		t.Fatal(err)

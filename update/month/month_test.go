@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/update/fleet"
 	"github.com/edgeinfer/edgeinfer/update/fleet/fleettest"
 	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
+	"github.com/edgeinfer/edgeinfer/update/updatetest"
 )
 
 const (
@@ -581,33 +581,13 @@ func (l *life) report(want []int, took time.Duration, releases int, serve *proc)
 
 // dirBytes is what dir takes on disk, as du counts it.
 func dirBytes(t *testing.T, dir string) int64 {
-	used, _ := dirUsage(t, dir)
+	_, used := updatetest.DiskUse(t, dir)
 	return used
 }
 
-// dirUsage is what dir takes on disk, as du counts it (the blocks its
-// files hold: bbolt grows its file by truncating it larger, and the pages
-// it never wrote take no space), and its files' sizes.
+// dirUsage is what dir takes on disk (blocks) and its files' sizes.
 func dirUsage(t *testing.T, dir string) (used, size int64) {
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		size += fi.Size()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			used += st.Blocks * 512
-		} else {
-			used += fi.Size()
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	size, used = updatetest.DiskUse(t, dir)
 	return used, size
 }
 
