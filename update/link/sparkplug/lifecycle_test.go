@@ -502,7 +502,7 @@ func TestLifecycleTahu(t *testing.T) {
 func TestLifecycleChild(t *testing.T) {
 	path := os.Getenv("SPARKPLUG_CHILD_STORE")
 	if path == "" {
-		t.Skip("child process of TestLifecycleTahu")
+		t.Skip("runs only as a child process of another test") // the Sparkplug lifecycle test
 	}
 	st, err := store.Open(t.Context(), path, store.Options{})
 	if err != nil {
