@@ -44,6 +44,20 @@
 // own Store is not used for this: it cannot report errors, its FileStore
 // never fsyncs, and message ids cap it at 65,535 in flight.
 //
+// A PUBACK is the broker's, not the subscriber's: a broker that restarts
+// without its persistence loses what it acknowledged and had not yet
+// delivered, and its retained messages. The link sees it (CONNACK without
+// the session a clean_session=false client had) and the outbox, after a
+// second for subscribers to come back, sends again the messages
+// acknowledged in the last OutboxConfig.Linger and the latest retained
+// message of each topic (TestRepublishWhenBrokerForgets). A message the
+// broker lost earlier than that, queued for a subscriber away for longer,
+// is beyond what a device can repair: run brokers with persistence.
+//
+// Shared subscriptions ($share/<group>/...) are routed once: paho files a
+// shared filter's route without its prefix, and the link's own routing
+// does the same (TestSharedOnceAfterReconnect).
+//
 // # Authorisation
 //
 // The device does not authenticate commands: whoever may publish to
