@@ -30,7 +30,9 @@
 // metadata through a pluggable fetcher over the Source. All three are
 // RangeSources: under Config.MaxBytesPerSec the agent fetches each chunk
 // in pieces, each requested only when its bytes are due, so the cap holds
-// on the wire (TestCapHoldsOnTheWire). The layout is the same everywhere:
+// on the wire (TestCapHoldsOnTheWire); a transfer cut mid-chunk keeps the
+// pieces that came, and the next asks only for the rest
+// (TestResumeWithinChunk). The layout is the same everywhere:
 //
 //	image/N.root.json  image/timestamp.json  image/N.snapshot.json  image/N.targets.json
 //	director/…         chunks/ab/abcdef…     (a chunk's bytes under its sha256)
