@@ -150,6 +150,11 @@ func (e *Engine) Stats() Stats {
 	return st
 }
 
+// SchedulerChanged returns a channel closed at the next change of the
+// scheduler's running or queued requests (Stats().Scheduler): to wait for
+// a state instead of polling Stats.
+func (e *Engine) SchedulerChanged() <-chan struct{} { return e.s.Changed() }
+
 // Scheduler is the scheduler's effective configuration (defaults filled in).
 func (e *Engine) Scheduler() SchedulerConfig { return SchedulerConfig(e.s.Config()) }
 

@@ -125,12 +125,19 @@ func TestPriorityIsolation(t *testing.T) {
 			}
 		})
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for st := e.Stats().Scheduler; st.Running < 8 || st.QueuedIn(ClassBatch) == 0; st = e.Stats().Scheduler {
-		if time.Now().After(deadline) {
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	for {
+		changed := e.SchedulerChanged()
+		st := e.Stats().Scheduler
+		if st.Running >= 8 && st.QueuedIn(ClassBatch) > 0 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
 			t.Fatalf("background never saturated the engine: %+v", st)
 		}
-		time.Sleep(time.Millisecond)
 	}
 	for i := range 5 { // warm-up under load: the mixed step shapes get bound
 		firstToken(t, e, ids(96, 500+i), ClassInteractive)

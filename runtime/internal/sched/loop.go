@@ -325,6 +325,7 @@ func (s *Scheduler[P]) admit() {
 		s.setBacklogLocked(g, g.pendingPrefill())
 		s.mu.stats.CachedTokens += uint64(cached)
 		s.mu.stats.Running = len(s.running)
+		s.changedLocked()
 		s.mu.Unlock()
 	}
 }
@@ -452,6 +453,7 @@ func (s *Scheduler[P]) finishGen(g *genReq, now time.Time, o Outcome, err error)
 	s.setBacklogLocked(g, 0)
 	s.mu.stats.Running = len(s.running)
 	s.recordLocked(g.tl)
+	s.changedLocked()
 	s.mu.Unlock()
 	s.log.Debug("sched: finished", "seq", g.id, "outcome", o, "tokens", len(g.tl.TokenTimes))
 	g.stream.finish(g.tl, err)

@@ -50,6 +50,9 @@ type Scheduler[P any] struct {
 		stats      Stats      // counters; depths filled in by Stats()
 		records    []Timeline // finished, not yet drained
 		dropped    uint64     // records dropped past MaxRecords
+		// changed is closed and replaced when a request is queued,
+		// admitted, preempted or finished (Changed).
+		changed chan struct{}
 	}
 
 	// Owned by the device loop goroutine.
@@ -88,6 +91,7 @@ func New[P any](dec Decoder, one Oneshot[P], cfg Config, log *slog.Logger) (*Sch
 	}
 	s.life, s.abort = context.WithCancel(context.Background())
 	s.mu.infer = make(map[string][]*inferReq[P])
+	s.mu.changed = make(chan struct{})
 	s.mu.est.prefillRate = s.cfg.PrefillRateHint
 	s.mu.est.inferTime = make(map[string]time.Duration)
 	go s.run()
@@ -203,6 +207,20 @@ func (s *Scheduler[P]) enqueueLocked(g *genReq) {
 	q := &s.mu.queue[g.class.index()]
 	i, _ := slices.BinarySearchFunc(*q, g.id, func(e *genReq, id SeqID) int { return cmpID(e.id, id) })
 	*q = slices.Insert(*q, i, g)
+	s.changedLocked()
+}
+
+// Changed returns a channel closed at the next change of what Stats
+// counts as running or queued: for a caller to wait on, not to poll.
+func (s *Scheduler[P]) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.changed
+}
+
+func (s *Scheduler[P]) changedLocked() {
+	close(s.mu.changed)
+	s.mu.changed = make(chan struct{})
 }
 
 func cmpID(a, b SeqID) int {
