@@ -171,15 +171,17 @@ func AnswerRequest(ctx context.Context, src Source, topic string, payload []byte
 		name := "chunk " + r.SHA256.String()
 		if r.Off != nil || r.Len != nil {
 			// A piece: only its bytes, read through the Source.
-			var off, n int64
+			var off int64
 			if r.Off != nil {
 				off = *r.Off
 			}
-			b, err := []byte(nil), fmt.Errorf("%w: chunk request with \"off\" but no \"len\"", ErrBadMetadata)
-			if r.Len != nil {
-				n = *r.Len
-				b, err = readRange(ctx, src, r.SHA256, r.Size, off, n)
+			if r.Len == nil {
+				a := fail(name, fmt.Errorf("%w: chunk request with \"off\" but no \"len\"", ErrBadMetadata))
+				a.Off = off
+				return a
 			}
+			n := *r.Len
+			b, err := readRange(ctx, src, r.SHA256, r.Size, off, n)
 			if err != nil {
 				a := fail(name, err)
 				a.Off, a.Len = off, n

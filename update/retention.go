@@ -63,7 +63,7 @@ func (a *Agent) retain(ctx context.Context, name string) {
 			}
 			return 1
 		}
-		return y.ImportedAt.Compare(x.ImportedAt) // newest first
+		return y.Imported.Compare(x.Imported) // newest first
 	})
 	removed := 0
 	for i, e := range others {

@@ -183,14 +183,8 @@ func resourceRows(r *Report) [][]string {
 		return [][]string{{"resources", "value"}, {"unknown", reason}}
 	}
 	rows := [][]string{{"window start s", "RSS MiB (max)", "Go heap MiB (max)", "Go runtime MiB (max)", "goroutines (max)", "KV blocks used (max)"}}
-	mib := func(v *float64) string {
-		if v == nil {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.1f", *v)
-	}
 	for _, w := range rr.Windows {
-		rows = append(rows, []string{fmt.Sprintf("%.0f", w.StartS), fmt.Sprintf("%.1f", w.RSSMiB), mib(w.GoHeapMiB), mib(w.GoMappedMiB),
+		rows = append(rows, []string{fmt.Sprintf("%.0f", w.StartS), fmt.Sprintf("%.1f", w.RSSMiB), fmtPtr(w.GoHeapMiB, 1), fmtPtr(w.GoMappedMiB, 1),
 			fmt.Sprint(w.Goroutines), fmt.Sprint(w.KVBlocksUsed)})
 	}
 	rows = append(rows, []string{"RSS trend (second half)", rr.TrendText(), "", "", "", rr.Scope})

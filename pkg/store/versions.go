@@ -81,12 +81,9 @@ type Entry struct {
 	Ref      Ref
 	Size     int64
 	Files    int
-	Imported string // RFC 3339, UTC, to the second: for display
-	// ImportedAt is the exact time, for ordering: imports a second apart
-	// or less share Imported.
-	ImportedAt time.Time
-	Active     bool
-	Previous   bool
+	Imported time.Time // UTC
+	Active   bool
+	Previous bool
 	// Err is set when the version record is damaged; Ref is then still
 	// filled from its key.
 	Err error
@@ -106,7 +103,7 @@ func (s *Store) List(ctx context.Context) iter.Seq2[Entry, error] {
 				if err != nil {
 					e.Err = fmt.Errorf("%s: %w", e.Ref, err)
 				} else {
-					e.Size, e.Files, e.Imported, e.ImportedAt = v.Size, len(v.Files), v.Imported.Format("2006-01-02T15:04:05Z"), v.Imported
+					e.Size, e.Files, e.Imported = v.Size, len(v.Files), v.Imported
 				}
 				p, err := getPointers(tx, e.Ref.Name)
 				if err != nil && e.Err == nil {

@@ -156,8 +156,7 @@ type teleEnt struct {
 
 type flight struct {
 	c     *conn
-	size  int64
-	rec   *record // the message, kept to linger once acknowledged
+	rec   *record // the message: its size, and what lingers once acknowledged
 	again bool    // sent again from memory: no longer in the store
 }
 
@@ -589,13 +588,14 @@ func (o *Outbox) sendLoop() {
 			for s, f := range o.mu.inflight {
 				if f.again {
 					o.mu.again = append(o.mu.again, *f.rec)
-					continue
+				} else {
+					o.mu.resend = append(o.mu.resend, s)
 				}
-				o.mu.resend = append(o.mu.resend, s)
 			}
 			o.mu.resent += uint64(len(o.mu.inflight))
 			clear(o.mu.inflight)
 			slices.Sort(o.mu.resend)
+			sortBySeq(o.mu.again)
 			if c.forgotten {
 				o.mu.owed = true
 			}
@@ -603,7 +603,6 @@ func (o *Outbox) sendLoop() {
 				o.wg.Add(1)
 				go o.republishSoon(c)
 			}
-			slices.SortFunc(o.mu.again, func(a, b record) int { return cmp.Compare(a.seq, b.seq) })
 			last = c
 		}
 		room := o.cfg.Window - len(o.mu.inflight)
@@ -656,7 +655,6 @@ func (o *Outbox) republishSoon(c *conn) {
 	}
 	o.mu.owed = false
 	o.republishLocked()
-	slices.SortFunc(o.mu.again, func(a, b record) int { return cmp.Compare(a.seq, b.seq) })
 	o.changedLocked()
 }
 
@@ -683,6 +681,7 @@ func (o *Outbox) republishLocked() {
 		}
 	}
 	o.mu.linger, o.mu.lingerB = nil, 0
+	sortBySeq(o.mu.again)
 	if len(o.mu.again) > 0 {
 		o.log.Info("link: the broker came back without this session; sending recent messages again", "messages", len(o.mu.again))
 	}
@@ -698,9 +697,10 @@ func (o *Outbox) lingerLocked(r *record) {
 			o.mu.retained[r.topic] = *r
 		}
 	}
-	o.mu.linger = append(o.mu.linger, lingered{rec: *r, at: time.Now()})
+	now := time.Now()
+	o.mu.linger = append(o.mu.linger, lingered{rec: *r, at: now})
 	o.mu.lingerB += r.size()
-	o.pruneLingerLocked(time.Now())
+	o.pruneLingerLocked(now)
 }
 
 func (o *Outbox) pruneLingerLocked(now time.Time) {
@@ -711,7 +711,15 @@ func (o *Outbox) pruneLingerLocked(now time.Time) {
 		}
 		o.mu.lingerB -= o.mu.linger[i].rec.size()
 	}
-	o.mu.linger = slices.Delete(o.mu.linger, 0, i)
+	// Reslice rather than move the rest down on every acknowledgement
+	// (this runs per PUBACK); the pruned payloads are let go now, the
+	// array at append's next growth.
+	clear(o.mu.linger[:i])
+	o.mu.linger = o.mu.linger[i:]
+}
+
+func sortBySeq(rs []record) {
+	slices.SortFunc(rs, func(a, b record) int { return cmp.Compare(a.seq, b.seq) })
 }
 
 // nextBatch reads up to n messages to send: again first, then resends, then committed
@@ -725,7 +733,7 @@ func (o *Outbox) nextBatch(n int) ([]record, error) {
 		out := slices.Clone(o.mu.again[:k])
 		o.mu.again = o.mu.again[k:]
 		for i := range out {
-			o.mu.inflight[out[i].seq] = flight{size: out[i].size(), rec: &out[i], again: true}
+			o.mu.inflight[out[i].seq] = flight{rec: &out[i], again: true}
 		}
 		o.mu.Unlock()
 		return out, nil
@@ -782,7 +790,7 @@ func (o *Outbox) nextBatch(n int) ([]record, error) {
 		kept = append(kept, r)
 	}
 	for i := range kept {
-		o.mu.inflight[kept[i].seq] = flight{size: kept[i].size(), rec: &kept[i]}
+		o.mu.inflight[kept[i].seq] = flight{rec: &kept[i]}
 	}
 	return kept, err
 }
@@ -826,7 +834,7 @@ func (o *Outbox) ack(c *conn, seq uint64) {
 	}
 	o.mu.gone[seq] = struct{}{}
 	o.mu.deletes = append(o.mu.deletes, seq)
-	o.mu.bytes -= f.size
+	o.mu.bytes -= f.rec.size()
 	o.mu.count--
 	o.mu.acked++
 	if len(o.mu.tele) > 0 && o.mu.tele[0].seq == seq {

@@ -50,7 +50,6 @@ func envInt(name string, def int) int {
 
 // proc is a child process: a device or the fleet server.
 type proc struct {
-	name string
 	cmd  *exec.Cmd
 	done chan struct{}
 	out  string // its stdout, once it exited
@@ -70,7 +69,6 @@ type life struct {
 	labels  []map[string]string
 	procs   map[string]*proc
 	repo    *fleet.Repository
-	notes   []string // what the timeline did, for the report
 	kills   []string
 	disk    map[int][]int64 // release → each device's directory after it (blocks used)
 	size    map[int][]int64 // release → the same, its files' sizes
@@ -94,7 +92,7 @@ func (l *life) start(kind, name string, c childConfig) {
 	if err := cmd.Start(); err != nil {
 		l.t.Fatal(err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
 	ready := make(chan struct{})
 	go func() {
 		defer close(p.done)
@@ -163,7 +161,6 @@ func (l *life) setClock(i int, offset time.Duration) {
 
 func (l *life) note(format string, args ...any) {
 	s := fmt.Sprintf("%6.1fs  ", time.Since(l.started).Seconds()) + fmt.Sprintf(format, args...)
-	l.notes = append(l.notes, s)
 	l.t.Log(s)
 }
 

@@ -3,7 +3,6 @@ package month_test
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -124,7 +123,7 @@ func (o *observer) lastEvent(dev string) update.Event {
 func (o *observer) seen(dev, version string, kind update.EventKind) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return slices.ContainsFunc(o.events[dev], func(e update.Event) bool { return e.Version == version && e.Kind == kind })
+	return !o.arrived[dev+"@"+version+"/"+string(kind)].IsZero()
 }
 
 // refusals lists dev's refused and health_failed events.

@@ -114,7 +114,7 @@ func modelsSub(ctx context.Context, s *store.Store, stdout, stderr io.Writer, su
 				bad = errors.Join(bad, e.Err)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", mark, e.Ref, humanBytes(e.Size), e.Files, e.Imported)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", mark, e.Ref, humanBytes(e.Size), e.Files, e.Imported.Format(time.RFC3339))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
