@@ -100,7 +100,7 @@ cross-glibc231:
 	platforms/sysroot/debian11.sh $$deb $$s && \
 	mkdir -p bin/linux-$(GOARCH)-glibc2.31 && \
 	CGO_ENABLED=1 GOOS=linux GOARCH=$(GOARCH) GOARM=$(GOARM) CC="$$cc --sysroot=$$s -B$$s/usr/lib/$$t -isystem $$s/usr/include/$$t -isystem $$s/usr/include" \
-	  CGO_LDFLAGS="-L$$s/lib/$$t -L$$s/usr/lib/$$t" $(GO) build -o bin/linux-$(GOARCH)-glibc2.31/ ./pkg/cmd/edgeinfer && \
+	  CGO_LDFLAGS="-L$$s/lib/$$t -L$$s/usr/lib/$$t" $(GO) build -o bin/linux-$(GOARCH)-glibc2.31/ ./runtime/cmd/edgeinfer && \
 	need=$$(readelf -V bin/linux-$(GOARCH)-glibc2.31/edgeinfer | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1); \
 	echo "built bin/linux-$(GOARCH)-glibc2.31/edgeinfer: needs $$need"; \
 	[[ $$(printf '%s\n' "$${need#GLIBC_}" 2.31 | sort -V | tail -1) == 2.31 ]] || { echo "make cross-glibc231: needs $$need > 2.31"; exit 1; }

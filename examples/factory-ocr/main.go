@@ -29,10 +29,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/link"
+	"github.com/edgeinfer/edgeinfer/pkg/link/sparkplug"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/prepost"
-	"github.com/edgeinfer/edgeinfer/update/link"
-	"github.com/edgeinfer/edgeinfer/update/link/sparkplug"
 )
 
 func main() {

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/link"
+	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/plugintest"
-	"github.com/edgeinfer/edgeinfer/update/link"
-	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
 )
 
 func TestCharErrors(t *testing.T) {

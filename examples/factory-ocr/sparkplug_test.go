@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/update/link"
-	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
+	"github.com/edgeinfer/edgeinfer/pkg/link"
+	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 )
 
 // TestStationSparkplug checks the station's Sparkplug messages without

@@ -350,7 +350,7 @@ func waitFor(ctx context.Context, what string, d time.Duration, ok func() bool) 
 }
 
 // broker is a mosquitto process on 127.0.0.1, started as
-// update/link/mosquittotest starts one per test.
+// pkg/link/mosquittotest starts one per test.
 type broker struct {
 	url  string
 	cmd  *exec.Cmd

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
-	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
 )
 
 // TestDemo runs the whole story on a small fleet: the good release goes

@@ -3,7 +3,7 @@
 // (is someone speaking?) at realtime priority, the tiny language model as
 // the kiosk's assistant at interactive priority, and a summarisation job at
 // batch priority. A browser page shows the chat and, live, each model's
-// latency; the chat goes through pkg/serve's OpenAI-compatible API.
+// latency; the chat goes through runtime/serve's OpenAI-compatible API.
 //
 //	go run ./examples/store-kiosk [--addr 127.0.0.1:8090]
 //
@@ -37,10 +37,10 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
-	"github.com/edgeinfer/edgeinfer/pkg/serve"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/prepost"
+	"github.com/edgeinfer/edgeinfer/runtime/serve"
 )
 
 //go:embed page.html
@@ -188,7 +188,7 @@ func (k *Kiosk) Close(ctx context.Context) error {
 	return err
 }
 
-// Handler is the page, /kiosk/stats and pkg/serve's API.
+// Handler is the page, /kiosk/stats and runtime/serve's API.
 func (k *Kiosk) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {

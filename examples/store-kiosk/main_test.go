@@ -95,7 +95,7 @@ func find(s Stats, model, class string) *row {
 }
 
 // TestKiosk runs the three models on one engine, checks the live table
-// fills with each at its class, asks the assistant through pkg/serve's
+// fills with each at its class, asks the assistant through runtime/serve's
 // API, and drives the page in headless Chromium: the DOM after the page
 // asked a question holds the answer and a latency row per model, and the
 // screenshot is the page (not blank).

@@ -64,7 +64,7 @@ var importRules = []importRule{
 	{dep: "github.com/sigstore/", allowed: []string{module + "/update/fleet"}},
 	// One MQTT connection per device: the link owns paho, and telemetry,
 	// commands and updates share its connection, outbox and topics.
-	{dep: "github.com/eclipse/paho.mqtt.golang", allowed: []string{module + "/update/link"}},
+	{dep: "github.com/eclipse/paho.mqtt.golang", allowed: []string{module + "/pkg/link"}},
 	// One package owns the WebAssembly sandbox, so its limits (memory cap,
 	// deadlines, grants) cannot be bypassed by another caller of wazero.
 	{dep: "github.com/tetratelabs/wazero", allowed: []string{module + "/runtime/plugin"}},
@@ -80,15 +80,15 @@ type linkRule struct {
 var linkRules = []linkRule{
 	{module + "/runtime/engine", []string{"google.golang.org/protobuf", module + "/pkg/onnx"},
 		"the device links no protobuf runtime or graph builder: model metadata is read by runtime/ort's own wire reader, bundles by pkg/bundle (builders live in pkg/bundle/build)"},
-	{module + "/runtime/engine", []string{module + "/quant", module + "/pkg/loadgen"},
+	{module + "/runtime/engine", []string{module + "/quant", module + "/runtime/loadgen"},
 		"quantisation and the benchmark harness are offline and test tools built on the engine, never under it"},
 	{module + "/runtime/engine", []string{"github.com/theupdateframework/go-tuf", "github.com/eclipse/paho.mqtt.golang"},
 		"TUF metadata (sigstore, protobuf: megabytes) and MQTT are the update agent's: an app that only infers does not carry them"},
 	{module + "/runtime/internal/sched", []string{module + "/runtime/ort", "github.com/yalue/"},
 		"the scheduler is pure Go: it drives Decoder and Oneshot interfaces, so it is tested with fakes and never waits on cgo"},
 	{module + "/update/fleet", []string{module + "/runtime/engine", module + "/runtime/ort", "github.com/yalue/"},
-		"the fleet side runs no model: it builds with CGO_ENABLED=0 (TestFleetWithoutCgo); the engine is reached through update/serving only"},
-	{module + "/update/device", []string{module + "/runtime/engine", module + "/runtime/ort", "github.com/yalue/"},
+		"the fleet side runs no model: it builds with CGO_ENABLED=0 (TestFleetWithoutCgo); the engine is reached through runtime/device only"},
+	{module + "/update/rollout", []string{module + "/runtime/engine", module + "/runtime/ort", "github.com/yalue/"},
 		"the device's rollout side is cgo-free like the agent; the swap and telemetry adapters are update/serving's"},
 	{module + "/pkg/bundle", []string{module + "/pkg/onnx", "google.golang.org/protobuf"},
 		"the bundle reader is what a device links; building bundles (ONNX graphs, Hugging Face imports) is pkg/bundle/build's"},
@@ -116,30 +116,37 @@ func TestLinks(t *testing.T) {
 	}
 }
 
-// layer order: a package may import only packages of its own or a lower layer.
-// pkg/* leaves < quant < runtime/* < runtime/engine < update, platforms < examples, pkg/cmd.
+// layers, bottom to top: a package may import only packages of its own or
+// a lower layer. The longest matching prefix decides; the folders are the
+// house's floors, and a package's floor is where it sits, with no
+// exceptions by name.
+var layers = []struct {
+	prefix string
+	layer  int
+	why    string
+}{
+	{"pkg/", 0, "leaves: formats, the store, metrics, sensors, the MQTT link; they import nothing above them"},
+	{"quant", 1, "offline quantisation of ONNX graphs (pkg/onnx)"},
+	{"runtime/", 2, "the engine's parts: ONNX Runtime, tokenizer, plugins, scheduler, KV cache"},
+	{"runtime/engine", 3, "the engine: what an application that only infers imports"},
+	{"update", 4, "updates and the fleet: cgo-free, they drive the engine only through the device"},
+	{"platforms", 4, "board profiles: probes over the engine and ONNX Runtime"},
+	{"runtime/serve", 5, "the local HTTP API: a front end over the engine"},
+	{"runtime/loadgen", 5, "the load generator: drives the engine in-process or over HTTP"},
+	{"runtime/device", 6, "the whole device: engine, HTTP API, link, updates, sensors, started and stopped in order"},
+	{"runtime/cmd", 7, "the CLI: a thin front over the device and the offline tools"},
+	{"examples", 8, "programs built on everything"},
+}
+
 func layer(path string) int {
 	rel := strings.TrimPrefix(path, module+"/")
-	switch {
-	case strings.HasPrefix(rel, "pkg/cmd"), strings.HasPrefix(rel, "examples"):
-		return 5
-	case strings.HasPrefix(rel, "update"), strings.HasPrefix(rel, "platforms"):
-		return 4
-	case strings.HasPrefix(rel, "runtime/engine"):
-		return 3
-	case strings.HasPrefix(rel, "runtime"):
-		return 2
-	case strings.HasPrefix(rel, "quant"):
-		return 1
-	case strings.HasPrefix(rel, "pkg/loadgen"):
-		// the benchmark harness drives the engine in-process: it sits with the CLI.
-		return 5
-	case strings.HasPrefix(rel, "pkg/serve"):
-		// the HTTP API is a front end over the engine, like the CLI that runs it.
-		return 5
-	default:
-		return 0
+	best, l := -1, 0
+	for _, x := range layers {
+		if strings.HasPrefix(rel, x.prefix) && len(x.prefix) > best {
+			best, l = len(x.prefix), x.layer
+		}
 	}
+	return l
 }
 
 func TestDeps(t *testing.T) {

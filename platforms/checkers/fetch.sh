@@ -2,7 +2,7 @@
 # Fetch the npm packages that tests run with node to check our output with
 # code we did not write: Hugging Face's chat-template renderer
 # (@huggingface/jinja, runtime/tokenizer's golden chat renders) and the
-# official OpenAI client (openai, pkg/serve's client test).
+# official OpenAI client (openai, runtime/serve's client test).
 #
 # `npm pack` only downloads the tarball (npm checks its integrity; no
 # install script runs). Result: $XDG_CACHE_HOME/edgeinfer/npm/NAME@VERSION/

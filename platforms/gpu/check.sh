@@ -76,7 +76,7 @@ prepare() {
   mkdir -p "$kit/out" "$kit/ort" "$kit/models"
   : >"$kit/out/summary.txt"
   command -v go >/dev/null || die "prepare needs Go to build the CLI"
-  (cd "$here" && CGO_ENABLED=1 go build -o "$kit/edgeinfer" ./pkg/cmd/edgeinfer) || die "the CLI does not build"
+  (cd "$here" && CGO_ENABLED=1 go build -o "$kit/edgeinfer" ./runtime/cmd/edgeinfer) || die "the CLI does not build"
   say "prepare: built $kit/edgeinfer"
   if [[ ! -f $kit/ort/libonnxruntime.so ]]; then
     npm_members "$ORT_PKG" "$kit/ort" '*/Plugins/Linux/x64/libonnxruntime.so' ||
@@ -148,7 +148,7 @@ run() {
   mkdir -p "$kit/out"
   : >"$kit/out/summary.txt"
   host_report
-  [[ -x $kit/edgeinfer ]] || { command -v go >/dev/null && (cd "$here" && go build -o "$kit/edgeinfer" ./pkg/cmd/edgeinfer); } ||
+  [[ -x $kit/edgeinfer ]] || { command -v go >/dev/null && (cd "$here" && go build -o "$kit/edgeinfer" ./runtime/cmd/edgeinfer); } ||
     die "no $kit/edgeinfer and no Go to build it: run '$0 prepare' first"
   ort_libs
   local lib=$kit/ort/libonnxruntime.so

@@ -14,7 +14,7 @@
 # sysroot under qemu, as the glibc 2.31 test in platforms/README.md does).
 #
 # Then build with the cross compiler pointed at it (see platforms/README.md):
-#   CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC="aarch64-linux-gnu-gcc --sysroot=DIR" go build ./pkg/cmd/edgeinfer
+#   CGO_ENABLED=1 GOOS=linux GOARCH=arm64 CC="aarch64-linux-gnu-gcc --sysroot=DIR" go build ./runtime/cmd/edgeinfer
 set -euo pipefail
 arch=${1:-arm64}
 dir=${2:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/sysroot/debian11-$arch}

@@ -2,12 +2,12 @@ package fleet
 
 import (
 	"fmt"
+	"github.com/edgeinfer/edgeinfer/update/wire"
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/update"
-	"github.com/edgeinfer/edgeinfer/update/device"
-	"github.com/edgeinfer/edgeinfer/update/link"
 )
 
 func simDevices(n int) map[string]*Device {
@@ -15,7 +15,7 @@ func simDevices(n int) map[string]*Device {
 	for i := range n {
 		id := fmt.Sprintf("d%02d", i)
 		out[id] = &Device{ID: id, Status: &link.Status{State: "online"},
-			Update: &device.State{Schema: device.StateSchema, Device: id, Model: "m", Active: "1", Labels: map[string]string{"site": fmt.Sprint(i % 2)}}}
+			Update: &wire.State{Schema: wire.StateSchema, Device: id, Model: "m", Active: "1", Labels: map[string]string{"site": fmt.Sprint(i % 2)}}}
 	}
 	return out
 }

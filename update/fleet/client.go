@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/update/link"
+	"github.com/edgeinfer/edgeinfer/pkg/link"
 )
 
 // ClientConfig is an operator's connection (fleet rollout, fleet status):

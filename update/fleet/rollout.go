@@ -4,12 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"github.com/edgeinfer/edgeinfer/update/wire"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/update"
-	"github.com/edgeinfer/edgeinfer/update/device"
 )
 
 // RolloutSchema versions the retained rollout record.
@@ -224,7 +224,7 @@ func (r *Rollout) DeviceStep(device string, d *Device) Step {
 
 // checkedBefore says whether the device's last check (its own clock)
 // ended before t; a state that does not say counts as after.
-func checkedBefore(u *device.State, t time.Time) bool {
+func checkedBefore(u *wire.State, t time.Time) bool {
 	at, err := time.Parse(time.RFC3339Nano, u.Checked)
 	return err == nil && !t.IsZero() && at.Before(t)
 }
@@ -380,7 +380,7 @@ func (r *Rollout) Apply(c Control, devices map[string]*Device, now time.Time) (r
 			// Every one gets the command, naming the release: a device
 			// that activated it after its last report must leave it too,
 			// and one that never ran it stays where it is and checks
-			// (update/device), following the director, which assigns it
+			// (update/rollout), following the director, which assigns it
 			// the release no longer.
 			r.RolledBack = append(r.RolledBack, id)
 			rollback = append(rollback, id)

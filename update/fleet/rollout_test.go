@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/link"
+	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
 	"github.com/edgeinfer/edgeinfer/update/fleet/fleettest"
-	"github.com/edgeinfer/edgeinfer/update/link"
-	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
 )
 
 const model = "tiny"

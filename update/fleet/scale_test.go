@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/edgeinfer/edgeinfer/update/wire"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,12 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/link"
+	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/update"
-	"github.com/edgeinfer/edgeinfer/update/device"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
-	"github.com/edgeinfer/edgeinfer/update/link"
-	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
 )
 
 // TestScaleSim is the protocol-level fleet simulation: EDGEINFER_FLEET_SIM
@@ -67,7 +67,7 @@ func TestScaleSim(t *testing.T) {
 
 	// fleet serve as its own process.
 	bin := filepath.Join(t.TempDir(), "edgeinfer")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/edgeinfer/edgeinfer/pkg/cmd/edgeinfer").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/edgeinfer/edgeinfer/runtime/cmd/edgeinfer").CombinedOutput(); err != nil {
 		t.Fatalf("build the CLI: %v\n%s", err, out)
 	}
 	serve := exec.Command(bin, "fleet", "serve", "--broker", b.URL(), "--fleet", "f", "--repo", repoDir, "--keys", keys, "--instance", "a", "--stats-every", "1s")
@@ -244,7 +244,7 @@ func startSimDevice(ctx context.Context, broker, id string, delta []store.Chunk)
 	if err := l.WaitConnected(wctx); err != nil {
 		return nil, fmt.Errorf("%s: %w", id, err)
 	}
-	if err := l.Subscribe(ctx, l.Topics().Cmd(device.CommandUpdate), 1, func(link.Message) {
+	if err := l.Subscribe(ctx, l.Topics().Cmd(wire.CommandUpdate), 1, func(link.Message) {
 		select {
 		case d.kick <- struct{}{}:
 		default:
@@ -260,9 +260,9 @@ func startSimDevice(ctx context.Context, broker, id string, delta []store.Chunk)
 }
 
 func (d *simDevice) publishState(ctx context.Context) error {
-	b, _ := json.Marshal(device.State{Schema: device.StateSchema, Device: d.id, Fleet: "f", Board: "sim", Model: "m",
+	b, _ := json.Marshal(wire.State{Schema: wire.StateSchema, Device: d.id, Fleet: "f", Board: "sim", Model: "m",
 		Active: d.active.Load().(string), Phase: update.PhaseActive, Labels: map[string]string{"site": d.id[len(d.id)-1:]}, Time: time.Now().UTC().Format(time.RFC3339)})
-	return d.l.Publish(ctx, device.StateTopic(d.l.Topics()), 1, true, b)
+	return d.l.Publish(ctx, wire.StateTopic(d.l.Topics()), 1, true, b)
 }
 
 func (d *simDevice) run(ctx context.Context) {
@@ -321,7 +321,7 @@ func (d *simDevice) check(ctx context.Context) error {
 	for _, c := range d.delta {
 		body, _ := json.Marshal(map[string]any{"sha256": c.SHA256, "size": c.Size})
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		res, err := d.l.Request(rctx, device.RequestName(update.TopicChunk), body)
+		res, err := d.l.Request(rctx, wire.RequestName(update.TopicChunk), body)
 		cancel()
 		if err != nil || len(res) == 0 || res[0] != 0 || int64(len(res)-1) != c.Size {
 			return fmt.Errorf("%s: chunk: %v", d.id, err)
@@ -336,7 +336,7 @@ func (d *simDevice) meta(ctx context.Context, name string, v any) error {
 	body, _ := json.Marshal(map[string]any{"name": name, "max": 64 << 20})
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	res, err := d.l.Request(rctx, device.RequestName(update.TopicMeta), body)
+	res, err := d.l.Request(rctx, wire.RequestName(update.TopicMeta), body)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/edgeinfer/edgeinfer/update/wire"
 	"log/slog"
 	"maps"
 	"slices"
@@ -15,9 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/update"
-	"github.com/edgeinfer/edgeinfer/update/device"
-	"github.com/edgeinfer/edgeinfer/update/link"
 )
 
 // ServeConfig configures one fleet serve instance. It is plain data; zero
@@ -209,7 +209,7 @@ func Serve(ctx context.Context, cfg ServeConfig) (*Server, error) {
 	}
 	base := link.Root + "/" + cfg.Fleet + "/+/req/"
 	for _, t := range []string{update.TopicMeta, update.TopicChunk} {
-		f := "$share/" + cfg.Group + "/" + base + device.RequestName(t) + "/+"
+		f := "$share/" + cfg.Group + "/" + base + wire.RequestName(t) + "/+"
 		if err := l.Subscribe(ctx, f, 1, s.enqueue); err != nil {
 			return nil, errors.Join(err, s.Close())
 		}
@@ -364,15 +364,15 @@ func (s *Server) answer(m link.Message) {
 	dev := strings.Split(m.Topic, "/")[3]
 	var topic string
 	switch name {
-	case device.RequestName(update.TopicMeta):
+	case wire.RequestName(update.TopicMeta):
 		topic = update.TopicMeta
 		s.meta.Add(1)
-	case device.RequestName(update.TopicChunk):
+	case wire.RequestName(update.TopicChunk):
 		topic = update.TopicChunk
 		s.chunks.Add(1)
 	default:
 		s.fail(dev, name, "unknown request", fmt.Errorf("%w: request %q (want %s or %s)", ErrMessage, name,
-			device.RequestName(update.TopicMeta), device.RequestName(update.TopicChunk)))
+			wire.RequestName(update.TopicMeta), wire.RequestName(update.TopicChunk)))
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
@@ -560,5 +560,5 @@ func (s *Server) command(ctx context.Context, dev string, args map[string]string
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	body, _ := json.Marshal(map[string]any{"id": hex.EncodeToString(b[:]), "args": args})
-	return s.l.Publish(ctx, link.NewTopics(s.cfg.Fleet, dev).Cmd(device.CommandUpdate), 1, false, body)
+	return s.l.Publish(ctx, link.NewTopics(s.cfg.Fleet, dev).Cmd(wire.CommandUpdate), 1, false, body)
 }

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/link"
+	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/update"
-	"github.com/edgeinfer/edgeinfer/update/device"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
-	"github.com/edgeinfer/edgeinfer/update/link"
-	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
+	"github.com/edgeinfer/edgeinfer/update/rollout"
 )
 
 // TestServeStatsSayWhatFailed: a device's healthy check (which asks for
@@ -56,7 +56,7 @@ func TestServeStatsSayWhatFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	src := update.MQTTSource{R: device.Requester{L: l}}
+	src := update.MQTTSource{R: rollout.Requester{L: l}}
 	a, err := update.New(update.Config{Model: "m", ImageRoot: r.RootPath(update.RepoImage), DirectorRoot: r.RootPath(update.RepoDirector),
 		Device: update.Device{ID: "dev-1"}}, update.Deps{Store: st, Source: src})
 	if err != nil {
@@ -133,7 +133,7 @@ func TestServeCapOnTheWire(t *testing.T) {
 	}
 	defer st.Close()
 	a, err := update.New(update.Config{Model: "m", ImageRoot: r.RootPath(update.RepoImage), MaxBytesPerSec: rate,
-		Device: update.Device{ID: "dev-1"}}, update.Deps{Store: st, Source: update.MQTTSource{R: device.Requester{L: l}}})
+		Device: update.Device{ID: "dev-1"}}, update.Deps{Store: st, Source: update.MQTTSource{R: rollout.Requester{L: l}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/link"
+	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/update"
-	"github.com/edgeinfer/edgeinfer/update/device"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
-	"github.com/edgeinfer/edgeinfer/update/link"
-	"github.com/edgeinfer/edgeinfer/update/link/mosquittotest"
+	"github.com/edgeinfer/edgeinfer/update/rollout"
 	"github.com/edgeinfer/edgeinfer/update/updatetest"
 )
 
@@ -74,7 +74,7 @@ func TestChunkThroughput(t *testing.T) {
 	s1 := serve("a")
 	defer s1.Close()
 	var s2 *fleet.Server
-	mqtt := update.MQTTSource{R: device.Requester{L: l, Timeout: time.Minute}}
+	mqtt := update.MQTTSource{R: rollout.Requester{L: l, Timeout: time.Minute}}
 	https := update.HTTPSource{BaseURL: ng.URL, Client: ng.Client}
 	fetchAll := func(src update.Source) time.Duration {
 		start := time.Now()

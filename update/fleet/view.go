@@ -3,14 +3,14 @@ package fleet
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/edgeinfer/edgeinfer/update/wire"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/update/device"
-	"github.com/edgeinfer/edgeinfer/update/link"
+	"github.com/edgeinfer/edgeinfer/pkg/link"
 )
 
 // Fleet-side topics live under edgeinfer/v1/<fleet>/_fleet/. Device names
@@ -35,11 +35,11 @@ func ControlTopic(fleet, id string) string {
 // published: its retained status (online/offline, board, models), its
 // retained update state, and its latest telemetry.
 type Device struct {
-	ID       string        `json:"device"`
-	Status   *link.Status  `json:"status,omitempty"`
-	Update   *device.State `json:"update,omitempty"`
-	Perf     *Perf         `json:"perf,omitempty"`
-	LastSeen time.Time     `json:"last_seen,omitzero"`
+	ID       string       `json:"device"`
+	Status   *link.Status `json:"status,omitempty"`
+	Update   *wire.State  `json:"update,omitempty"`
+	Perf     *Perf        `json:"perf,omitempty"`
+	LastSeen time.Time    `json:"last_seen,omitzero"`
 }
 
 // Perf is what the latest telemetry says about serving: the worst TTFT
@@ -182,8 +182,8 @@ func (v *View) Ingest(topic string, payload []byte, now time.Time) error {
 			d.Update = nil
 			break
 		}
-		var s device.State
-		if err := json.Unmarshal(payload, &s); err != nil || s.Schema != device.StateSchema {
+		var s wire.State
+		if err := json.Unmarshal(payload, &s); err != nil || s.Schema != wire.StateSchema {
 			return fmt.Errorf("%w: %s update state: %v", ErrMessage, id, orSchema(err, s.Schema))
 		}
 		// The outbox delivers at least once and in order: an older

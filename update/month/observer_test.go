@@ -9,8 +9,8 @@ import (
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/update"
-	"github.com/edgeinfer/edgeinfer/update/link"
 )
 
 // observer is a host application on the broker: a persistent session

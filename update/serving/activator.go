@@ -1,6 +1,6 @@
 // Package serving is the device's contact with the serving engine, kept
 // apart so that the update agent (update), the device's rollout side
-// (update/device) and the fleet (update/fleet) link no ONNX Runtime and
+// (update/rollout) and the fleet (update/fleet) link no ONNX Runtime and
 // build without cgo: the Activators that switch a version in (the
 // engine's run-time swap, or a check in an engine of its own), and the
 // adapters that feed the engine's records and counters to the link's

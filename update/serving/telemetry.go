@@ -3,8 +3,8 @@ package serving
 import (
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
-	"github.com/edgeinfer/edgeinfer/update/link"
 )
 
 // What the link's telemetry needs from a serving engine: its records and

@@ -9,7 +9,7 @@ set -u
 W=$(mktemp -d "${TMPDIR:-/tmp}/outage.XXXXXX"); mkdir -p $W/mq
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$W"' EXIT
 E=$W/edgeinfer
-go build -o $E ./pkg/cmd/edgeinfer || exit 1
+go build -o $E ./runtime/cmd/edgeinfer || exit 1
 port=$((20000 + RANDOM % 20000)); B=tcp://127.0.0.1:$port
 printf 'listener %s 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/mq/\n' $port $W > $W/mosq.conf
 mosquitto -c $W/mosq.conf > $W/mosq.log 2>&1 & MQ=$!

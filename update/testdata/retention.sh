@@ -14,7 +14,7 @@ W=$(mktemp -d "${TMPDIR:-/tmp}/retention.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 if [[ -z $BIN ]]; then
   BIN=$W/edgeinfer
-  go build -o "$BIN" ./pkg/cmd/edgeinfer
+  go build -o "$BIN" ./runtime/cmd/edgeinfer
 fi
 mkdir -p "$W/dev"
 "$BIN" fleet keygen --repo "$W/repo" --keys "$W/keys" >"$W/keygen.log" 2>&1 || { tail -1 "$W/keygen.log"; exit 1; }

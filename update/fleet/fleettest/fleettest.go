@@ -2,7 +2,7 @@
 // demos: each device has its own model store, outbox, MQTT link (to a real
 // broker), update agent and engine, and serves the tiny-test preset, so
 // its health checks run in ONNX Runtime. Devices are the real device code
-// (update/device); only their number and their process are simulated.
+// (update/rollout); only their number and their process are simulated.
 package fleettest
 
 import (
@@ -16,13 +16,13 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/update"
-	"github.com/edgeinfer/edgeinfer/update/device"
-	"github.com/edgeinfer/edgeinfer/update/link"
+	"github.com/edgeinfer/edgeinfer/update/rollout"
 	"github.com/edgeinfer/edgeinfer/update/serving"
 )
 
@@ -67,7 +67,7 @@ type Device struct {
 	ob       *link.Outbox
 	tel      *link.Telemetry
 	ag       *update.Agent
-	dev      *device.Device
+	dev      *rollout.Device
 
 	stopObs func()
 	cancel  context.CancelFunc
@@ -115,10 +115,10 @@ func Start(ctx context.Context, opt Options, i int, id string) (_ *Device, err e
 		link.Sources{Models: d.versions, Engine: func() link.EngineStats { return serving.EngineStats(d.eng) }})
 	d.stopObs = d.eng.Observe(serving.Records(d.tel))
 	d.tel.Start()
-	sink := device.Events()
+	sink := rollout.Events()
 	if d.ag, err = update.New(update.Config{Model: opt.Model, Device: update.Device{ID: id, Board: opt.Board},
 		ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf"), MaxBytesPerSec: opt.MaxBytesPerSec},
-		update.Deps{Store: d.st, Source: update.MQTTSource{R: device.Requester{L: d.l, Timeout: 5 * time.Second}},
+		update.Deps{Store: d.st, Source: update.MQTTSource{R: rollout.Requester{L: d.l, Timeout: 5 * time.Second}},
 			Activator: serving.EngineActivator{Engine: d.eng, Store: d.st}, Events: sink, Now: opt.Now}); err != nil {
 		return nil, err
 	}
@@ -131,8 +131,8 @@ func Start(ctx context.Context, opt Options, i int, id string) (_ *Device, err e
 	if civ == 0 {
 		civ = time.Minute
 	}
-	if d.dev, err = device.New(device.Config{Board: opt.Board, Labels: labels, CheckInterval: civ, RetryInterval: time.Second},
-		device.Deps{Link: d.l, Outbox: d.ob, Agent: d.ag, Commands: cmds}, opt.Model, sink); err != nil {
+	if d.dev, err = rollout.New(rollout.Config{Board: opt.Board, Labels: labels, CheckInterval: civ, RetryInterval: time.Second},
+		rollout.Deps{Link: d.l, Outbox: d.ob, Agent: d.ag, Commands: cmds}, opt.Model, sink); err != nil {
 		return nil, err
 	}
 	if err = cmds.Start(ctx); err != nil {

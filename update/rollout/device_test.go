@@ -1,0 +1,20 @@
+package rollout
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestConfig(t *testing.T) {
+	for _, c := range []Config{{CheckInterval: -1}, {RetryInterval: -1}, {Labels: map[string]string{"a=b": "x"}}, {Labels: map[string]string{"": "x"}}} {
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+	if err := (Config{Labels: map[string]string{"site": "berlin"}}).Validate(); err != nil {
+		t.Error(err)
+	}
+	if _, err := New(Config{}, Deps{}, "m", nil); !errors.Is(err, ErrConfig) {
+		t.Errorf("New without deps: %v", err)
+	}
+}
