@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -220,4 +221,18 @@ func (f *Facts) readDevices(fsys fs.FS) {
 			break
 		}
 	}
+}
+
+// BoardName names the machine as status and telemetry show it: the device
+// tree's model on ARM boards, the DMI product name on PCs, else OS/arch.
+// It reads only those two files (ReadFacts reads everything).
+func BoardName(root string) string {
+	fsys := os.DirFS(root)
+	if m := parseDTStrings(readFile(fsys, "proc/device-tree/model")); len(m) > 0 && printable(m[0]) {
+		return m[0]
+	}
+	if p := readTrim(fsys, "sys/class/dmi/id/product_name"); p != "" {
+		return p
+	}
+	return runtime.GOOS + "/" + runtime.GOARCH
 }

@@ -11,12 +11,12 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/runtime/device"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
-	"github.com/edgeinfer/edgeinfer/update/serving"
 	"github.com/edgeinfer/edgeinfer/update/updatetest"
 )
 
@@ -41,7 +41,7 @@ func TestDeltaFigures(t *testing.T) {
 	e.cfg.Model = "m"
 	ng := updatetest.StartNginx(t, e.repoDir)
 	e.src = update.HTTPSource{BaseURL: ng.URL, Client: ng.Client}
-	act := serving.CheckActivator{Store: e.st, Engine: engine.Config{Session: ort.Options{IntraOpThreads: 2}}}
+	act := device.CheckActivator{Store: e.st, Engine: engine.Config{Session: ort.Options{IntraOpThreads: 2}}}
 	e.now = time.Now()
 	var mu sync.Mutex
 	stamps := map[update.EventKind]time.Time{}

@@ -10,12 +10,12 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/quant"
+	"github.com/edgeinfer/edgeinfer/runtime/device"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
-	"github.com/edgeinfer/edgeinfer/update/serving"
 )
 
 // layerSource is a preset's weights with the tensors of one layer taken
@@ -114,7 +114,7 @@ func TestHealthCheckEngine(t *testing.T) {
 	if _, _, err := e.repo.Publish(e.ctx, v1, fleet.ReleaseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	act := serving.CheckActivator{Store: e.st, Engine: engine.Config{Session: ort.Options{IntraOpThreads: 1}}}
+	act := device.CheckActivator{Store: e.st, Engine: engine.Config{Session: ort.Options{IntraOpThreads: 1}}}
 	a, err := update.New(e.cfg, update.Deps{Store: e.st, Source: e.src, Activator: act, Events: e.events, Now: e.clock})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package update
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 )
@@ -284,3 +287,28 @@ func (s HTTPSource) do(ctx context.Context, name string, maxLen int64, rng strin
 
 // nopCloser wraps bytes as a chunk body.
 func nopCloser(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+
+// OpenSource is the Source a device or an operator names: a repository
+// directory, or an http(s):// base URL (caFile, when set, is the PEM
+// bundle that URL's server certificate must chain to).
+func OpenSource(source, caFile string) (Source, error) {
+	if !strings.HasPrefix(source, "http://") && !strings.HasPrefix(source, "https://") {
+		if caFile != "" {
+			return nil, fmt.Errorf("%w: a CA file (%s) is for an https:// source, and %q is a directory", ErrConfig, caFile, source)
+		}
+		return FileSource{Dir: source}, nil
+	}
+	client := &http.Client{Timeout: 5 * time.Minute}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: source CA: %w", ErrConfig, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: source CA %s holds no PEM certificate", ErrConfig, caFile)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	return HTTPSource{BaseURL: source, Client: client}, nil
+}

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/runtime/device"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
-	"github.com/edgeinfer/edgeinfer/update/serving"
 )
 
 // TestSwapWhileServing: an engine serves release 1 while streams run
@@ -36,7 +36,7 @@ func TestSwapWhileServing(t *testing.T) {
 		}
 	}
 	// Release 1 goes in first, checked in an engine of its own.
-	a0, err := update.New(e.cfg, update.Deps{Store: e.st, Source: e.src, Activator: serving.CheckActivator{Store: e.st}, Now: e.clock})
+	a0, err := update.New(e.cfg, update.Deps{Store: e.st, Source: e.src, Activator: device.CheckActivator{Store: e.st}, Now: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestSwapWhileServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close(context.Background())
-	a, err := update.New(e.cfg, update.Deps{Store: e.st, Source: e.src, Activator: serving.EngineActivator{Engine: eng, Store: e.st},
+	a, err := update.New(e.cfg, update.Deps{Store: e.st, Source: e.src, Activator: device.EngineActivator{Engine: eng, Store: e.st},
 		Events: update.EventFunc(func(ctx context.Context, ev update.Event) error {
 			ev.Time = time.Now() // the real time of each step, for the log below
 			return e.events.Emit(ctx, ev)

@@ -31,9 +31,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/runtime/device/fleettest"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
-	"github.com/edgeinfer/edgeinfer/update/fleet/fleettest"
 )
 
 const (

@@ -89,7 +89,7 @@ var linkRules = []linkRule{
 	{module + "/update/fleet", []string{module + "/runtime/engine", module + "/runtime/ort", "github.com/yalue/"},
 		"the fleet side runs no model: it builds with CGO_ENABLED=0 (TestFleetWithoutCgo); the engine is reached through runtime/device only"},
 	{module + "/update/rollout", []string{module + "/runtime/engine", module + "/runtime/ort", "github.com/yalue/"},
-		"the device's rollout side is cgo-free like the agent; the swap and telemetry adapters are update/serving's"},
+		"the device's rollout side is cgo-free like the agent; the swap and telemetry adapters are runtime/device's"},
 	{module + "/pkg/bundle", []string{module + "/pkg/onnx", "google.golang.org/protobuf"},
 		"the bundle reader is what a device links; building bundles (ONNX graphs, Hugging Face imports) is pkg/bundle/build's"},
 }
@@ -181,7 +181,7 @@ func TestDeps(t *testing.T) {
 // run of fleettest's fleet, and fleettest imports no "testing" (the check
 // above keeps it that way).
 func simulation(path, imp string) bool {
-	return path == module+"/examples/fleet" && imp == module+"/update/fleet/fleettest"
+	return path == module+"/examples/fleet" && imp == module+"/runtime/device/fleettest"
 }
 
 // testSupport reports whether a package is test support (its name ends in

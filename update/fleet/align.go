@@ -9,17 +9,19 @@ import (
 	"slices"
 	"strconv"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
-	"google.golang.org/protobuf/proto"
 )
 
 // Chunks that straddle two tensors make a release that rewrote one tensor
 // carry its neighbours' edges too: with the store's 1 MiB average chunks,
-// a 3.9 MB int4 layer of synthetic-110m travelled as 5.1 MB (1.30x,
-// TestDeltaFigures). So a publisher cuts ONNX external data files at
-// tensor starts first and runs the content-defined chunker within each
-// tensor: a changed tensor is new chunks exactly, an unchanged one the same
+// an int4 layer of synthetic-110m (a few MB) travels with parts of the
+// tensors beside it (TestDeltaFigures, in update, measures bytes on the
+// wire against the bytes that changed). So a publisher cuts ONNX external
+// data files at tensor starts first and runs the content-defined chunker
+// within each tensor: a changed tensor is new chunks exactly, an unchanged one the same
 // chunks as before. The device stores whatever chunk list the signed
 // release declares, so this costs it nothing; a version imported locally
 // (store.Import, CDC over the whole file) shares fewer chunks with it.

@@ -14,10 +14,10 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/runtime/device/fleettest"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
-	"github.com/edgeinfer/edgeinfer/update/fleet/fleettest"
 )
 
 const model = "tiny"

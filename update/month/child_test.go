@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/runtime/device/fleettest"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
-	"github.com/edgeinfer/edgeinfer/update/fleet/fleettest"
 )
 
 // The test binary is also each device and the fleet server: started again

@@ -19,10 +19,10 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/runtime/device/fleettest"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
-	"github.com/edgeinfer/edgeinfer/update/fleet/fleettest"
 	"github.com/edgeinfer/edgeinfer/update/updatetest"
 )
 

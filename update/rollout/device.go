@@ -88,7 +88,6 @@ func (c Config) Validate() error {
 type Deps struct {
 	Link   *link.Link
 	Outbox *link.Outbox
-	Agent  *update.Agent
 	// Commands, when given, gets the update command registered (before
 	// its Start); nil registers nothing.
 	Commands *link.Commands
@@ -118,36 +117,16 @@ type Device struct {
 	}
 }
 
-// Events returns the update.Events a Device's agent must be given: every
-// event goes to the outbox and refreshes the retained state. It is made
-// before the agent (which needs it) and bound to the Device by New.
-func Events() *EventSink { return &EventSink{} }
-
-// EventSink forwards an agent's events to its Device (see Events).
-type EventSink struct {
-	mu  sync.Mutex
-	dev *Device
-}
-
-// Emit implements update.Events.
-func (s *EventSink) Emit(ctx context.Context, e update.Event) error {
-	s.mu.Lock()
-	d := s.dev
-	s.mu.Unlock()
-	if d == nil {
-		return fmt.Errorf("device: event %s before the device started", e.Kind)
-	}
-	return d.emit(ctx, e)
-}
-
-// New starts a Device for the agent's model. sink is the EventSink the
-// agent was built with (nil when the agent reports nowhere).
-func New(cfg Config, d Deps, model string, sink *EventSink) (*Device, error) {
+// New builds the update agent for ucfg and udeps and starts the device's
+// side of rollouts around it. The agent's events are the device's (every
+// step goes to the outbox and refreshes the retained state); udeps.Events,
+// when set, is told of each as well.
+func New(cfg Config, d Deps, ucfg update.Config, udeps update.Deps) (*Device, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if d.Link == nil || d.Outbox == nil || d.Agent == nil || model == "" {
-		return nil, fmt.Errorf("%w: a device needs a link, an outbox, an agent and a model", ErrConfig)
+	if d.Link == nil || d.Outbox == nil {
+		return nil, fmt.Errorf("%w: a device needs a link and an outbox", ErrConfig)
 	}
 	if cfg.CheckInterval == 0 {
 		cfg.CheckInterval = 5 * time.Minute
@@ -155,16 +134,24 @@ func New(cfg Config, d Deps, model string, sink *EventSink) (*Device, error) {
 	if cfg.RetryInterval == 0 {
 		cfg.RetryInterval = 5 * time.Second
 	}
-	dev := &Device{cfg: cfg, l: d.Link, ob: d.Outbox, ag: d.Agent, model: model, log: d.Logger, kick: make(chan struct{}, 1)}
+	dev := &Device{cfg: cfg, l: d.Link, ob: d.Outbox, model: ucfg.Model, log: d.Logger, kick: make(chan struct{}, 1)}
 	if dev.log == nil {
 		dev.log = slog.New(slog.DiscardHandler)
 	}
-	dev.ctx, dev.cancel = context.WithCancel(context.Background())
-	if sink != nil {
-		sink.mu.Lock()
-		sink.dev = dev
-		sink.mu.Unlock()
+	also := udeps.Events
+	udeps.Events = update.EventFunc(func(ctx context.Context, e update.Event) error {
+		err := dev.emit(ctx, e)
+		if also != nil {
+			err = errors.Join(err, also.Emit(ctx, e))
+		}
+		return err
+	})
+	ag, err := update.New(ucfg, udeps)
+	if err != nil {
+		return nil, err
 	}
+	dev.ag = ag
+	dev.ctx, dev.cancel = context.WithCancel(context.Background())
 	if d.Commands != nil {
 		d.Commands.Handle(wire.CommandUpdate, dev.command)
 	}
@@ -172,6 +159,9 @@ func New(cfg Config, d Deps, model string, sink *EventSink) (*Device, error) {
 	go dev.loop()
 	return dev, nil
 }
+
+// Agent is the update agent the device drives.
+func (d *Device) Agent() *update.Agent { return d.ag }
 
 // Check asks for an update check soon (it does not wait for it).
 func (d *Device) Check() {

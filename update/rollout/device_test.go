@@ -3,6 +3,8 @@ package rollout
 import (
 	"errors"
 	"testing"
+
+	"github.com/edgeinfer/edgeinfer/update"
 )
 
 func TestConfig(t *testing.T) {
@@ -14,7 +16,7 @@ func TestConfig(t *testing.T) {
 	if err := (Config{Labels: map[string]string{"site": "berlin"}}).Validate(); err != nil {
 		t.Error(err)
 	}
-	if _, err := New(Config{}, Deps{}, "m", nil); !errors.Is(err, ErrConfig) {
+	if _, err := New(Config{}, Deps{}, update.Config{Model: "m"}, update.Deps{}); !errors.Is(err, ErrConfig) {
 		t.Errorf("New without deps: %v", err)
 	}
 }

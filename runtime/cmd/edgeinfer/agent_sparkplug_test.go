@@ -83,12 +83,12 @@ func TestAgentSparkplugLifecycle(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			cfg, lcfg, err := loadAgentConfig(cfgFile)
+			cfg, err := loadAgentConfig(cfgFile)
 			if err != nil {
 				done <- err
 				return
 			}
-			done <- agent(ctx, new(bytes.Buffer), cfg, lcfg, new(slog.LevelVar), slog.New(slog.DiscardHandler))
+			done <- agent(ctx, new(bytes.Buffer), withLogger(cfg, slog.New(slog.DiscardHandler)))
 		}()
 		birth := next("NBIRTH")
 		cancel()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/edgeinfer/edgeinfer/update/wire"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,8 +18,10 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/runtime/device"
+	"github.com/edgeinfer/edgeinfer/runtime/device/fleettest"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
-	"github.com/edgeinfer/edgeinfer/update/fleet/fleettest"
+	"github.com/edgeinfer/edgeinfer/update/wire"
 )
 
 func TestAgentConfigErrors(t *testing.T) {
@@ -39,7 +40,7 @@ func TestAgentConfigErrors(t *testing.T) {
 		if err := os.WriteFile(p, []byte(tc.json), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := loadAgentConfig(p)
+		_, err := loadAgentConfig(p)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("case %d: %v, want an error naming %q", i, err, tc.want)
 		}
@@ -93,12 +94,12 @@ func TestAgent(t *testing.T) {
 	done := make(chan error, 1)
 	var out bytes.Buffer
 	go func() {
-		cfg, lcfg, err := loadAgentConfig(cfgFile)
+		cfg, err := loadAgentConfig(cfgFile)
 		if err != nil {
 			done <- err
 			return
 		}
-		done <- agent(ctx, &out, cfg, lcfg, new(slog.LevelVar), slog.New(slog.DiscardHandler))
+		done <- agent(ctx, &out, withLogger(cfg, slog.New(slog.DiscardHandler)))
 	}()
 	top := link.NewTopics("f", "d")
 	wait := func(what string, cond func() bool) {
@@ -285,3 +286,5 @@ func TestAgentUpdates(t *testing.T) {
 		t.Errorf("restarted agent exit %d:\n%s", code, again.String())
 	}
 }
+
+func withLogger(c device.Config, l *slog.Logger) device.Config { c.Logger = l; return c }

@@ -8,11 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/runtime/device"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/serve"
 )
@@ -48,95 +47,47 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	specs, err := serveSpecs(ctx, models, *storePath)
-	if err != nil {
-		return err
+	if *storePath == "" && len(models) == 0 {
+		return fmt.Errorf("%w: --model DIR (repeatable) or --store FILE is required", errUsage)
 	}
 	logger := slog.New(slog.DiscardHandler)
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	cfg := engine.Config{Models: specs, Store: *storePath, KV: engine.KVOptions{BudgetBytes: *kvBudget}, Logger: logger,
-		Scheduler: engine.SchedulerConfig{MaxBatch: *maxBatch, ChunkSize: *chunk}}
-	cfg.Session.IntraOpThreads = *threads
+	// serve is the device without a link: the store (when given) held by
+	// the device, the engine, the HTTP API.
+	cfg := device.Config{Store: *storePath, Logger: logger,
+		HTTP: &device.HTTP{Token: *token, Config: serve.Config{Addr: *addr, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, MaxBodyBytes: *maxBody,
+			MaxInferBodyBytes: *maxInfer, MaxPromptTokens: *maxPrompt, ReadHeaderTimeout: *headerTimeout, DrainTimeout: *drain}}}
+	if *storePath != "" {
+		cfg.Models = models
+	} else {
+		for _, m := range models {
+			cfg.Engine.Models = append(cfg.Engine.Models, engine.ModelSpec{Dir: m})
+		}
+	}
+	cfg.Engine.KV.BudgetBytes, cfg.Engine.Logger = *kvBudget, logger
+	cfg.Engine.Scheduler = engine.SchedulerConfig{MaxBatch: *maxBatch, ChunkSize: *chunk}
+	cfg.Engine.Session.IntraOpThreads = *threads
 	if *board != "" {
-		if err := applyBoard(fs, *board, &cfg); err != nil { // cmd_doctor.go
+		if err := applyBoard(fs, *board, &cfg.Engine); err != nil { // cmd_doctor.go
 			return err
 		}
 	}
-	eng, err := engine.Open(ctx, cfg)
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	d, err := device.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	backend, err := serve.NewEngineBackend(eng)
-	if err != nil {
-		return errors.Join(err, eng.Close(context.Background()))
+	st := d.State(ctx)
+	if len(st.Models) == 0 {
+		return errors.Join(fmt.Errorf("%w: the store %s has no active model: edgeinfer models activate NAME@VERSION first", errUsage, *storePath), d.Close())
 	}
-	scfg := serve.Config{Addr: *addr, Token: *token, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, MaxBodyBytes: *maxBody,
-		MaxInferBodyBytes: *maxInfer, MaxPromptTokens: *maxPrompt, ReadHeaderTimeout: *headerTimeout, DrainTimeout: *drain}
-	srv, err := serve.New(backend, scfg, logger)
-	if err != nil {
-		return errors.Join(err, backend.Close(), eng.Close(context.Background()))
+	for _, m := range st.Models {
+		fmt.Fprintf(stdout, "model %s (%s)\n", m.Name, m.Kind)
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return errors.Join(err, backend.Close(), eng.Close(context.Background()))
-	}
-	scheme := "http"
-	if *tlsCert != "" {
-		scheme = "https"
-	}
-	for _, m := range backend.Models() {
-		chat := "no chat template: chat turns are sent as plain text"
-		if m.Chat != nil {
-			chat = fmt.Sprintf("chat template, turn ends at %q", m.Stop)
-		}
-		if m.Kind != "decoder" {
-			chat = "POST /v1/infer/" + m.Name
-		}
-		fmt.Fprintf(stdout, "model %s (%s, context %d): %s\n", m.Name, m.Kind, m.Context, chat)
-	}
-	fmt.Fprintf(stdout, "serving on %s://%s (POST /v1/chat/completions, /v1/completions; GET /v1/models, /metrics)\n", scheme, ln.Addr())
-	serr := srv.Serve(ctx, ln)
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return errors.Join(serr, backend.Close(), eng.Close(cctx))
-}
-
-// serveSpecs turns --model and --store into the engine's model list: with
-// a store and no --model, every model's active version.
-func serveSpecs(ctx context.Context, models []string, storePath string) ([]engine.ModelSpec, error) {
-	var specs []engine.ModelSpec
-	if storePath == "" {
-		if len(models) == 0 {
-			return nil, fmt.Errorf("%w: --model DIR (repeatable) or --store FILE is required", errUsage)
-		}
-		for _, m := range models {
-			specs = append(specs, engine.ModelSpec{Dir: m})
-		}
-		return specs, nil
-	}
-	if len(models) > 0 {
-		for _, m := range models {
-			specs = append(specs, engine.ModelSpec{Ref: m})
-		}
-		return specs, nil
-	}
-	st, err := store.Open(ctx, storePath, store.Options{})
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	for e, err := range st.List(ctx) {
-		if err != nil {
-			return nil, err
-		}
-		if e.Active && e.Err == nil {
-			specs = append(specs, engine.ModelSpec{Ref: e.Ref.Name})
-		}
-	}
-	if len(specs) == 0 {
-		return nil, fmt.Errorf("%w: the store %s has no active model: edgeinfer models activate NAME@VERSION first", errUsage, storePath)
-	}
-	return specs, nil
+	fmt.Fprintf(stdout, "serving on %s://%s (POST /v1/chat/completions, /v1/completions; GET /v1/models, /metrics)\n", scheme(cfg.HTTP), st.HTTP)
+	return d.Run(ctx)
 }

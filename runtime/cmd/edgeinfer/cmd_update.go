@@ -5,25 +5,22 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/edgeinfer/edgeinfer/update/wire"
 	"io"
-	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/platforms"
+	"github.com/edgeinfer/edgeinfer/runtime/device"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
 	"github.com/edgeinfer/edgeinfer/update/rollout"
-	"github.com/edgeinfer/edgeinfer/update/serving"
+	"github.com/edgeinfer/edgeinfer/update/wire"
 )
 
 func init() {
@@ -80,18 +77,19 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 		fs.Usage()
 		return fmt.Errorf("%w: one subcommand expected", errUsage)
 	}
-	var acfg agentConfig
+	var acfg device.Config
 	var alink link.Config
 	if *agentCfg != "" {
-		if acfg, alink, err = loadAgentConfig(*agentCfg); err != nil {
+		if acfg, err = loadAgentConfig(*agentCfg); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
+		alink = acfg.LinkConfig()
 		u := acfg.Update
 		if u == nil {
 			return fmt.Errorf("%w: --agent-config %s has no update section", errUsage, *agentCfg)
 		}
 		*storePath, *model, *root, *director, *deviceID = acfg.Store, u.Model, u.ImageRoot, u.DirectorRoot, acfg.Device
-		*board = cmp.Or(acfg.Board, detectBoard())
+		*board = cmp.Or(acfg.Board, platforms.BoardName("/"))
 		if u.Source != "" {
 			*source, *ca = u.Source, u.SourceCAFile
 		}
@@ -122,7 +120,7 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 	var src update.Source
 	switch {
 	case *source != "":
-		if src, err = updateSource(*source, *ca); err != nil {
+		if src, err = update.OpenSource(*source, *ca); err != nil {
 			return err
 		}
 	case *agentCfg != "" && pos[0] != "status" && pos[0] != "rollback":
@@ -174,7 +172,7 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 		return err
 	})
 	agent, err := update.New(cfg, update.Deps{Store: st, Source: src, Events: events,
-		Activator: serving.CheckActivator{Store: st}})
+		Activator: device.CheckActivator{Store: st}})
 	if err != nil {
 		return err
 	}
@@ -225,25 +223,6 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 		return print(map[string]string{"active": ref.String()}, "active "+ref.String())
 	}
 	return fmt.Errorf("%w: unknown update subcommand %q", errUsage, pos[0])
-}
-
-func updateSource(source, caFile string) (update.Source, error) {
-	if !strings.HasPrefix(source, "http://") && !strings.HasPrefix(source, "https://") {
-		return update.FileSource{Dir: source}, nil
-	}
-	client := &http.Client{Timeout: 5 * time.Minute}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: --ca %s holds no PEM certificate", errUsage, caFile)
-		}
-		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
-	}
-	return update.HTTPSource{BaseURL: source, Client: client}, nil
 }
 
 // agentUpdateStatus reads a running agent's update state from where it

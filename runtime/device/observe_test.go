@@ -1,4 +1,4 @@
-package main
+package device_test
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/runtime/device"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
-	"github.com/edgeinfer/edgeinfer/update/serving"
 )
 
 // TestAgentObservesEngine: requests run by a real engine reach the
@@ -33,9 +33,9 @@ func TestAgentObservesEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	tel := link.NewTelemetry(nil, nil, link.TelemetryConfig{}, link.Sources{Engine: func() link.EngineStats { return serving.EngineStats(e) }})
+	tel := link.NewTelemetry(nil, nil, link.TelemetryConfig{}, link.Sources{Engine: func() link.EngineStats { return device.EngineStats(e) }})
 	seen := make(chan struct{}, 64)
-	stop := e.Observe(signalObserver{serving.Records(tel), seen})
+	stop := e.Observe(signalObserver{device.Records(tel), seen})
 	defer stop()
 	for i := 0; i < 5; i++ {
 		class := engine.ClassInteractive

@@ -19,11 +19,11 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/runtime/device"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/rollout"
-	"github.com/edgeinfer/edgeinfer/update/serving"
 )
 
 // Options configure simulated devices.
@@ -112,16 +112,13 @@ func Start(ctx context.Context, opt Options, i int, id string) (_ *Device, err e
 		tiv = 2 * time.Second
 	}
 	d.tel = link.NewTelemetry(d.l, d.ob, link.TelemetryConfig{Interval: tiv, SDKVersion: update.SDKVersion, Board: opt.Board},
-		link.Sources{Models: d.versions, Engine: func() link.EngineStats { return serving.EngineStats(d.eng) }})
-	d.stopObs = d.eng.Observe(serving.Records(d.tel))
+		link.Sources{Models: d.versions, Engine: func() link.EngineStats { return device.EngineStats(d.eng) }})
+	d.stopObs = d.eng.Observe(device.Records(d.tel))
 	d.tel.Start()
-	sink := rollout.Events()
-	if d.ag, err = update.New(update.Config{Model: opt.Model, Device: update.Device{ID: id, Board: opt.Board},
+	ucfg, udeps := update.Config{Model: opt.Model, Device: update.Device{ID: id, Board: opt.Board},
 		ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf"), MaxBytesPerSec: opt.MaxBytesPerSec},
 		update.Deps{Store: d.st, Source: update.MQTTSource{R: rollout.Requester{L: d.l, Timeout: 5 * time.Second}},
-			Activator: serving.EngineActivator{Engine: d.eng, Store: d.st}, Events: sink, Now: opt.Now}); err != nil {
-		return nil, err
-	}
+			Activator: device.EngineActivator{Engine: d.eng, Store: d.st}, Now: opt.Now}
 	cmds := link.NewCommands(d.l, 0)
 	var labels map[string]string
 	if opt.Labels != nil {
@@ -132,9 +129,10 @@ func Start(ctx context.Context, opt Options, i int, id string) (_ *Device, err e
 		civ = time.Minute
 	}
 	if d.dev, err = rollout.New(rollout.Config{Board: opt.Board, Labels: labels, CheckInterval: civ, RetryInterval: time.Second},
-		rollout.Deps{Link: d.l, Outbox: d.ob, Agent: d.ag, Commands: cmds}, opt.Model, sink); err != nil {
+		rollout.Deps{Link: d.l, Outbox: d.ob, Commands: cmds}, ucfg, udeps); err != nil {
 		return nil, err
 	}
+	d.ag = d.dev.Agent()
 	if err = cmds.Start(ctx); err != nil {
 		return nil, err
 	}

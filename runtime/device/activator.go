@@ -5,7 +5,7 @@
 // engine's run-time swap, or a check in an engine of its own), and the
 // adapters that feed the engine's records and counters to the link's
 // telemetry.
-package serving
+package device
 
 import (
 	"context"

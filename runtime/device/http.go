@@ -1,0 +1,68 @@
+package device
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+
+	"github.com/edgeinfer/edgeinfer/runtime/serve"
+)
+
+// openHTTP starts the local HTTP API (runtime/serve) over the engine. It
+// starts last: a request it answers finds the engine, the link and the
+// updates running. It stops first: in-flight streams drain before the
+// engine closes.
+func (d *Device) openHTTP() error {
+	cfg := d.cfg.HTTP.Config
+	cfg.Token = d.cfg.HTTP.Token
+	backend, err := serve.NewEngineBackend(d.eng)
+	if err != nil {
+		return fmt.Errorf("device: http: %w", err)
+	}
+	srv, err := serve.New(backend, cfg, d.log)
+	if err != nil {
+		return fmt.Errorf("device: http: %w", err)
+	}
+	addr := cfg.Addr
+	if addr == "" {
+		addr = "127.0.0.1:8080"
+	}
+	if cfg.TLSCertFile != "" {
+		// refused here, not at the first handshake, when the pair is bad
+		if _, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
+			return fmt.Errorf("%w: http: tls_cert_file/tls_key_file: %w", ErrConfig, err)
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("device: http: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.http.ln, d.http.done = ln, make(chan struct{})
+	go func() {
+		defer close(d.http.done)
+		d.http.err = srv.Serve(ctx, ln)
+	}()
+	d.onClose(func() error {
+		// Serve drains on cancel: no new requests, running streams get
+		// the drain timeout.
+		cancel()
+		<-d.http.done
+		return d.http.err
+	})
+	return nil
+}
+
+// HTTPAddr is the HTTP API's listening address ("" without one): with
+// addr "127.0.0.1:0" the port is chosen at Open.
+func (d *Device) HTTPAddr() string {
+	if d.http.ln == nil {
+		return ""
+	}
+	return d.http.ln.Addr().String()
+}
+
+// httpDone is closed when the API stops (on its own, or at Close); nil
+// (never ready) without an API.
+func (d *Device) httpDone() <-chan struct{} { return d.http.done }
