@@ -1797,7 +1797,7 @@ const file_sparkplug_b_proto_rawDesc = "" +
 	"\vDoubleArray\x10\x1f\x12\x10\n" +
 	"\fBooleanArray\x10 \x12\x0f\n" +
 	"\vStringArray\x10!\x12\x11\n" +
-	"\rDateTimeArray\x10\"BBZ@github.com/edgeinfer/edgeinfer/pkg/link/sparkplug/sparkplugpb"
+	"\rDateTimeArray\x10\"B?Z=github.com/edgeinfer/edgeinfer/pkg/link/sparkplug/sparkplugpb"
 
 var (
 	file_sparkplug_b_proto_rawDescOnce sync.Once
