@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
+	"github.com/edgeinfer/edgeinfer/runtime/device/fleettest"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
-	"github.com/edgeinfer/edgeinfer/update/fleet/fleettest"
 )
 
 // TestFleetCommands: keygen, publish, serve, rollout and status against a
