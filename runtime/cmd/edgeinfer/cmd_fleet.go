@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -15,36 +16,73 @@ import (
 func init() {
 	register(&command{
 		name:    "fleet",
-		summary: "release management: keygen, publish, sign (timestamp, root rotation), assign",
+		summary: "the fleet: signed releases (keygen, publish, sign, assign), rollouts over MQTT (serve, rollout, rollback, status)",
 		run:     runFleet,
 	})
+	for _, c := range []*fleetCommand{
+		{name: "keygen", summary: "create the TUF repositories (image; --director too) with new keys"},
+		{name: "publish", summary: "sign a release (--bundle DIR | --from-store FILE --ref NAME@VERSION), its new chunks into DIR/chunks"},
+		{name: "sign", summary: "timestamp: re-sign the timestamp before it expires; root --rotate ROLES: a new root with new keys"},
+		{name: "assign", summary: "--release NAME@VERSION [--devices a,b]: sign the director's assignment"},
+	} {
+		registerFleet(c)
+	}
 }
 
-const fleetUsage = `usage: edgeinfer fleet <keygen|publish|sign|assign> --repo DIR --keys DIR [flags]
+// fleetCommand is one fleet subcommand. run is nil for the repository
+// subcommands (keygen, publish, sign, assign), which runFleet handles with
+// one set of flags; the others parse their own.
+type fleetCommand struct {
+	name    string
+	summary string // one line, for 'edgeinfer fleet -h'
+	run     func(ctx context.Context, stdout io.Writer, args []string) error
+}
 
-  keygen   create the TUF repositories (image; --director too) with new keys
-  publish  --bundle DIR | --from-store FILE --ref NAME@VERSION: sign a release,
-           its chunks into DIR/chunks (a chunk already there is not stored again)
-  sign     timestamp: re-sign the timestamp (the online job, before it expires)
-           root --rotate ROLES: new root version with new keys for ROLES
-  assign   --release NAME@VERSION [--devices a,b]: the director's assignment
+// fleetCommands holds every fleet subcommand, registered from init: the
+// repository ones here, the broker ones (serve, rollout, rollback,
+// status) in cmd_fleet_ops.go. 'edgeinfer fleet -h' lists them all.
+var fleetCommands = map[string]*fleetCommand{}
 
+func registerFleet(c *fleetCommand) {
+	if _, dup := fleetCommands[c.name]; dup {
+		panic("edgeinfer: duplicate fleet subcommand " + c.name)
+	}
+	fleetCommands[c.name] = c
+}
+
+// fleetUsage is the fleet's help: every registered subcommand with its
+// summary, then what the repository subcommands share.
+func fleetUsage() string {
+	names := make([]string, 0, len(fleetCommands))
+	for n := range fleetCommands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("usage: edgeinfer fleet <subcommand> [flags]\n\nsubcommands:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-9s %s\n", n, fleetCommands[n].summary)
+	}
+	b.WriteString(`
+keygen, publish, sign and assign work on the release repository
+(--repo DIR --keys DIR, flags below); serve, rollout, rollback and status
+on the broker (--broker URL --fleet NAME: 'edgeinfer fleet <subcommand> -h').
 DIR is laid out for any static HTTPS host; devices read it with
-'edgeinfer update --source https://host/DIR'. Keep --root-keys offline.`
+'edgeinfer update --source https://host/DIR'. Keep --root-keys offline.
 
-// fleetCommands are the release-management subcommands handled here.
-var fleetCommands = map[string]bool{"keygen": true, "publish": true, "sign": true, "assign": true}
-
-// fleetSubcommands holds the fleet's other subcommands (serve, rollout,
-// status), registered from init in their own cmd_fleet_*.go files.
-var fleetSubcommands = map[string]func(ctx context.Context, stdout io.Writer, args []string) error{}
+flags of keygen, publish, sign and assign:`)
+	return b.String()
+}
 
 func runFleet(ctx context.Context, stdout io.Writer, args []string) error {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !fleetCommands[args[0]] {
-		if run, ok := fleetSubcommands[args[0]]; ok {
-			return run(ctx, stdout, args[1:])
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		c, ok := fleetCommands[args[0]]
+		if !ok {
+			return fmt.Errorf("%w: unknown fleet subcommand %q\n%s", errUsage, args[0], fleetUsage())
 		}
-		return fmt.Errorf("%w: unknown fleet subcommand %q\n%s", errUsage, args[0], fleetUsage)
+		if c.run != nil {
+			return c.run(ctx, stdout, args[1:])
+		}
 	}
 	fs := newFlagSet("fleet")
 	repoDir := fs.String("repo", "", "repository `dir` (what the HTTPS host serves)")
@@ -70,7 +108,7 @@ func runFleet(ctx context.Context, stdout io.Writer, args []string) error {
 	newT := fs.Int("new-threshold", 1, "sign root: threshold of rotated roles")
 	release := fs.String("release", "", "assign: NAME@VERSION")
 	devices := fs.String("devices", "", "assign: device ids (empty: every device)")
-	fs.Usage = func() { fmt.Fprintln(fs.Output(), fleetUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), fleetUsage()); fs.PrintDefaults() }
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err

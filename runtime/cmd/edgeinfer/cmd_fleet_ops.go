@@ -15,15 +15,20 @@ import (
 	"github.com/edgeinfer/edgeinfer/update/fleet"
 )
 
-// The fleet's operations on the broker: serve, rollout, status, handed
-// here by runFleet.
+// The fleet's operations on the broker: serve, rollout, rollback, status,
+// handed here by runFleet.
 func init() {
-	fleetSubcommands["serve"] = runFleetServe
-	fleetSubcommands["rollout"] = runFleetRollout
-	fleetSubcommands["status"] = runFleetStatus
+	for _, c := range []*fleetCommand{
+		{name: "serve", summary: "answer the devices' metadata and chunk requests over MQTT; with --keys, lead the rollouts", run: runFleetServe},
+		{name: "rollout", summary: "start a rollout in waves (--release NAME@VERSION), or pause, resume, abort or roll back one", run: runFleetRollout},
+		{name: "rollback", summary: "roll devices of a rollout back to their previous version (--id ID --devices a,b | --select k=v)", run: runFleetRollback},
+		{name: "status", summary: "per device and per rollout: versions, health, rollout step, TTFT p99 and goodput (--watch, --json)", run: runFleetStatus},
+	} {
+		registerFleet(c)
+	}
 }
 
-// brokerFlags are the connection flags the three share.
+// brokerFlags are the connection flags the broker subcommands share.
 type brokerFlags struct {
 	broker, fleet, user, password, ca, cert, key *string
 }
@@ -180,6 +185,52 @@ func runFleetRollout(ctx context.Context, stdout io.Writer, args []string) error
 		return err
 	}
 	fmt.Fprintf(stdout, "rollout %s of %s started: waves %v; follow it with 'edgeinfer fleet status --watch'\n", *id, ref, ws)
+	return nil
+}
+
+const fleetRollbackUsage = `usage: edgeinfer fleet rollback --fleet NAME --id ID --devices a,b | --select k=v,...
+
+Rolls the named or selected devices of rollout ID back to the version they
+ran before it (the same as 'edgeinfer fleet rollout --id ID rollback'): the
+control is retained on the broker and the leading fleet serve instance
+applies it. A rollback that names no device is refused before anything is
+sent.`
+
+func runFleetRollback(ctx context.Context, stdout io.Writer, args []string) error {
+	fs := newFlagSet("fleet rollback")
+	b := addBrokerFlags(fs)
+	id := fs.String("id", "", "rollout id")
+	sel := fs.String("select", "", "devices to roll back by label, k=v,... (board, site, line, version, ...)")
+	devices := fs.String("devices", "", "devices to roll back, a,b")
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), fleetRollbackUsage); fs.PrintDefaults() }
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: fleet rollback takes no arguments (got %q)", errUsage, pos)
+	}
+	if *id == "" {
+		return fmt.Errorf("%w: rollback needs --id", errUsage)
+	}
+	selector, err := parseSelector(*sel)
+	if err != nil {
+		return err
+	}
+	ctl := fleet.Control{Action: fleet.ActionRollback, Selector: selector, Devices: splitList(*devices)}
+	if err := ctl.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	c, err := fleet.Dial(ctx, b.client())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.Settle(ctx, 500*time.Millisecond)
+	if err := c.Control(ctx, *id, ctl); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rollout %s: rollback sent (the leading fleet serve instance applies it)\n", *id)
 	return nil
 }
 
