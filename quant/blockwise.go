@@ -7,8 +7,9 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/f16"
 )
 
-// Blockwise is one weight quantised for com.microsoft.MatMulNBits
-// (layout verified on the CPU EP of ONNX Runtime 1.30, FACTS.md):
+// Blockwise is one weight quantised for com.microsoft.MatMulNBits (the
+// layout the package documentation records as verified on the CPU EP of
+// ONNX Runtime 1.30):
 //
 //	B            uint8 [N, ceil(K/bs), bs·bits/8]  int4: low nibble = even element
 //	scales       float32 [N, ceil(K/bs)]

@@ -8,8 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 )
 
 // Static int8 in the QDQ format — the form NPU toolchains consume (QNN HTP,
@@ -201,10 +202,11 @@ type QDQOptions struct {
 	Keep []string
 	// ReduceRange stores weights in 7 bits ([-63, 63]). ONNX Runtime's
 	// x86 u8·s8 kernels without VNNI (AVX2, AVX-512F) add pairs of u8·s8
-	// products in saturating int16: 255·127·2 overflows, and on this
-	// project's reference CPU a full-range QDQ model's outputs came out
-	// ~0.6× too small. NPUs (QNN HTP, OpenVINO NPU, RKNN) and ARM/VNNI
-	// CPUs have no such limit: leave it off for them.
+	// products in saturating int16: 255·127·2 overflows, so a full-range
+	// QDQ model's outputs come out too small there (TestQuantizeQDQOnORT
+	// compares a 7-bit model's outputs with fp32's). NPUs (QNN HTP,
+	// OpenVINO NPU, RKNN) and ARM/VNNI CPUs have no such limit: leave it
+	// off for them.
 	ReduceRange bool
 }
 

@@ -21,10 +21,11 @@ const (
 	FormatFP16
 	// FormatInt8PerChannel stores int8 weights with one symmetric scale per
 	// output channel and runs them as com.microsoft.DynamicQuantizeMatMul
-	// (activations quantised per call, MLAS's integer GEMM). On the AVX2 CPU
-	// of this project's hosts it ran the synthetic-110m projections in 8.1
-	// ms at batch 1 and 14.0 ms at batch 8, against 9.6 and 27.0 ms for
-	// MatMulNBits bits=8 (and 5.9 / 17.9 for int4). Embedding tables stay
+	// (activations quantised per call, MLAS's integer GEMM). On AVX2 CPUs it
+	// runs synthetic-110m's projections faster than MatMulNBits bits=8, most
+	// of all at batch 8, and slower than int4; BenchmarkDecodeRate
+	// (runtime/engine) with EDGEINFER_BENCH_SCHEME=int8-pc, int8 or int4-b32
+	// measures each on the machine at hand. Embedding tables stay
 	// block-quantised (GatherBlockQuantized, BlockSize).
 	FormatInt8PerChannel
 )
@@ -40,8 +41,9 @@ type Scheme struct {
 	// the symmetric default (zero point 8 for int4, 128 for int8).
 	Asymmetric bool
 	// AccuracyLevel is MatMulNBits' accuracy_level: 0 (unset) or 1 computes
-	// in fp32, 4 quantises activations to int8 — the fast one on CPUs (FACTS:
-	// ~6× at batch 1) at ~1e-2 logit noise.
+	// in fp32, 4 quantises activations to int8 — the fast one on CPUs (an
+	// integer dot product where level 1 dequantises to fp32) at ~1e-2 logit
+	// noise.
 	AccuracyLevel int
 	// PadK pads K up to a multiple of BlockSize with zeros instead of
 	// refusing such weights. MatMulNBits takes a partial last block (its B

@@ -20,8 +20,8 @@ const (
 	DomainEdgeInfer = "ai.edgeinfer"
 )
 
-// Defaults of a new Builder: IR 8 with opset 17 is what ONNX Runtime 1.30
-// loads alongside com.microsoft opset 1 (FACTS.md).
+// Defaults of a new Builder: IR 8 with opset 17, which ONNX Runtime 1.30
+// loads alongside com.microsoft opset 1 (see the package documentation).
 const (
 	DefaultIRVersion = 8
 	DefaultOpset     = 17

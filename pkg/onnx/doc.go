@@ -17,4 +17,10 @@
 // model never sits in memory at once. Inspect summarises model bytes:
 // parameters and bytes per initializer, operator histogram, graph inputs and
 // outputs, opset imports.
+//
+// A new Builder writes IR version 8 and opset 17 (DefaultIRVersion,
+// DefaultOpset): ONNX Runtime 1.30 loads such models together with the
+// com.microsoft domain at opset 1 and the ai.edgeinfer domain of
+// runtime/ort's kernels, as every graph pkg/onnx/llama builds does in its
+// tests.
 package onnx

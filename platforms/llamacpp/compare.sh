@@ -3,8 +3,8 @@
 # (int4-b32 and int8, MatMulNBits acc4; int8-pc, DynamicQuantizeMatMul)
 # against llama.cpp on the same shape (Q4_0 and Q8_0), alternated round by
 # round so a noisy host hits both sides alike, and ending with the median of
-# each pair's per-round ratios. The llama.cpp figures in FACTS.md came
-# from an AVX-512 host; this measures the reference here instead of trusting
+# each pair's per-round ratios. The llama.cpp figures came from an
+# AVX-512 host; this measures the reference here instead of trusting
 # numbers from elsewhere.
 #
 #   bash platforms/llamacpp/compare.sh            # 3 rounds

@@ -11,8 +11,8 @@ import (
 
 // Profiles are built-in workloads, by name.
 //
-// "demo" is sized for a 2-core x86 VM and the tiny trained model (a few
-// hundred tokens/s): ~52 s through the four phases of the seeds (低压基线
+// "demo" is sized for a 2-core x86 VM and the tiny trained model: 52 s
+// through the four phases of the seeds (低压基线
 // baseline at one client, 逐步加压 a ramp from 1 to 8 clients, 突发压力
 // bursts of 12 over a Poisson background, 流量回落 back to one client),
 // 3 s of warm-up and 1 s idle baselines, all under the interactive-chat
@@ -37,9 +37,9 @@ var Profiles = map[string]func() Spec{
 // objective, the first fail-fast request admitted within 1 s of the
 // burst's end, and the recovery phase's TTFT p99 within 10 % of the
 // baseline's. The rates suit the tiny model on a 2-core x86 VM with the
-// load generator beside the server (there it serves some 70–120 of these
-// requests a second, so the burst is about twice what it can take); scale
-// them with the device.
+// load generator beside the server: the burst is meant to be about twice
+// what the device can take, which the report's admitted and refused counts
+// per phase show for the device at hand; scale the rates with the device.
 func OverloadSpec() Spec {
 	return Spec{
 		Name:     "overload",

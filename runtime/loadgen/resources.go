@@ -94,7 +94,7 @@ type ResourceReport struct {
 // given for: an hour is then at most 15 times what was seen. A minute of
 // a run's first RSS growth (KV pages touched for the first time, caches
 // filling) extrapolated to an hour is a number with no evidence behind it
-// (the demo once printed 210 MiB/h from 80 s).
+// (TestRSSTrendWithheld checks that a short run's trend is withheld).
 const minTrendSpan = 4 * time.Minute
 
 // ResourceWindow is one window's maxima.

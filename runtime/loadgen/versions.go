@@ -29,8 +29,9 @@ type Versions struct {
 	// affinity, KV budget) against the run's engine configuration.
 	Platform *Platform `json:"platform"`
 	// SIMD lists the vector extensions the CPU reports that ONNX Runtime's
-	// kernels choose between (AVX2 vs AVX-512 changed int4 matmul speed
-	// 2.8× between two "EPYC" hosts here).
+	// kernels choose between (AVX2 or AVX-512 changes the int4 matmul
+	// speed several-fold, so two hosts sold under one CPU name are not
+	// comparable without it).
 	SIMD []string `json:"cpu_simd"`
 	// HugePages is the kernel's transparent huge page mode ("always",
 	// "madvise", "never") or why it is unknown: KV pools and model weights

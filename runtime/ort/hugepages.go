@@ -17,9 +17,10 @@ import (
 // khugepaged acts on in the background). Only 2 MiB chunks at least 7/8
 // resident are touched, so the collapse commits almost no memory that was
 // not in use. "Became resident" rather than "newly mapped": a session
-// created after others were closed reuses their memory, and a rule on new
-// mappings gave such a session 0 MiB (measured); closing a session trims
-// the C heap (trimHeap) so that reused memory becomes resident anew.
+// created after others were closed reuses their memory, which a rule on
+// new mappings would never collapse; closing a session trims the C heap
+// (trimHeap) so that reused memory becomes resident anew
+// (TestSessionHugePages checks a session created after a closed one).
 
 // memRange is the address range [lo, hi).
 type memRange struct{ lo, hi uintptr }

@@ -56,8 +56,10 @@ type Options struct {
 	// NoSpinning stops the intra- and inter-op threads from busy-waiting
 	// between operators. Set it whenever two sessions run alternately in
 	// one process (prefill and decode graphs): each spinning its own pool,
-	// they were measured 3-4x slower. It costs a little latency per run for
-	// a session that runs alone.
+	// one session's threads hold the cores the other's need (no benchmark
+	// here measures it; alternating two sessions step by step with and
+	// without NoSpinning would). It costs a little latency per run for a
+	// session that runs alone.
 	NoSpinning bool `json:"no_spinning,omitempty" yaml:"no_spinning,omitempty"`
 	// DisableHugePages leaves the memory ONNX Runtime allocates for the model in
 	// base pages. By default, after the session is created, the anonymous

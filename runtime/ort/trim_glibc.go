@@ -17,6 +17,6 @@ import "C"
 // malloc_trim; a no-op with other C libraries). A closed session's memory
 // would otherwise stay resident in malloc's free lists: memory the device
 // does not get back, and that the next session reuses without collapseNew
-// seeing it become resident (measured in TestSessionHugePages: the session
-// after a closed one got 0 MiB collapsed without the trim, 32 with it).
+// seeing it become resident (TestSessionHugePages checks that the session
+// created after a closed one has its memory collapsed).
 func trimHeap() { C.edgeinfer_trim() }

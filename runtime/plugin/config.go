@@ -42,8 +42,8 @@ type Config struct {
 	// checks whether its call must stop, which is what bounds a call by
 	// CallTimeout and the request's deadline; Go guests pay dearly for it
 	// because the Go compiler routes every branch of a function through one
-	// dispatch loop (BenchmarkInterrupt: a tight loop runs ~7x slower with
-	// the checks than without). With NoInterrupt a call cannot be stopped
+	// dispatch loop (BenchmarkInterrupt measures a tight loop with the
+	// checks, without them and natively). With NoInterrupt a call cannot be stopped
 	// once it runs: only for plugins the device trusts, never for a
 	// bundle's plugins by default.
 	NoInterrupt bool `json:"no_interrupt,omitempty"`

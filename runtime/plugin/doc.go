@@ -27,9 +27,9 @@
 //
 // wazero's compiler is used where the platform has one (Info.Engine says
 // which ran, for the version matrix), the interpreter elsewhere. Compiling
-// a Go guest (2-3 MB) takes most of a second, so compiled code is kept in a
-// disk cache (Config.CacheDir); BenchmarkColdStart measures a start with
-// and without it.
+// a Go guest (megabytes of WebAssembly) is the bulk of a start, so compiled
+// code is kept in a disk cache (Config.CacheDir); BenchmarkColdStart
+// (runtime/plugin/plugins) measures a start with and without it.
 //
 // # Why this ABI and not Extism
 //
@@ -42,9 +42,10 @@
 // memory, with no imports beyond WASI preview 1 (which Go, Rust, C and Zig
 // toolchains target directly); a request and its response are one copy
 // each way, tensor data 8-byte aligned so both sides view it in place.
-// Measured in one run (testdata/extismbench, a separate module): a call
-// with 1 KiB of input to a plugin that does nothing took 17-29 us here
-// against 350-580 us through Extism; an Extism instance started in 5-13 ms
-// against 17-18 ms for ours (both Go reactors; ours includes the ABI
-// version check). BenchmarkCallOverhead measures a call on its own.
+// BenchmarkExtism and BenchmarkOurs (testdata/extismbench, a separate
+// module so the SDK does not depend on Extism) measure both in one run: a
+// call with 1 KiB of input to a plugin that does nothing, and an
+// instance's start (both Go reactors; ours includes the ABI version
+// check). BenchmarkCallOverhead (runtime/plugin/plugins) measures a call
+// on its own.
 package plugin

@@ -18,8 +18,8 @@ import (
 // The Jinja implementation is github.com/ardanlabs/jinja, chosen because
 // it is pure Go with no dependencies, maintained for exactly this purpose
 // (the templates in GGUF files), and renders every golden case identically
-// (TestChatTemplateGolden: 128 of 128) at 15–31 µs a four-turn
-// conversation (BenchmarkChatTemplate). github.com/nikolalohinski/gonja/v2
+// (TestChatTemplateGolden: 128 of 128); BenchmarkChatTemplate measures
+// rendering a four-turn conversation. github.com/nikolalohinski/gonja/v2
 // (v2.9.1), the other maintained Go Jinja, matched 112 of the 128 and
 // could not parse Gemma 3's template. Its newer releases need Go 1.27;
 // v1.8.0 is pinned.

@@ -21,8 +21,8 @@ import (
 // tensors beside it (TestDeltaFigures, in update, measures bytes on the
 // wire against the bytes that changed). So a publisher cuts ONNX external
 // data files at tensor starts first and runs the content-defined chunker
-// within each tensor: a changed tensor is new chunks exactly, an unchanged one the same
-// chunks as before. The device stores whatever chunk list the signed
+// within each tensor: a changed tensor is new chunks exactly, an unchanged
+// one the same chunks as before. The device stores whatever chunk list the signed
 // release declares, so this costs it nothing; a version imported locally
 // (store.Import, CDC over the whole file) shares fewer chunks with it.
 

@@ -36,10 +36,11 @@
 // edgeinfer's CPU kernel that runtime/ort registers with every session: it
 // reads each row's blocks through the block table in place and the step's
 // own keys and values, so a decode step neither gathers nor copies the
-// cache. Measured on synthetic-110m (int4, 2 threads, bare ORT loops
-// alternated in one process) against the same graph built from standard
-// operators: batch 1 1.24× (context 192) and 1.18× (2048), batch 8 1.18×
-// (192) and 1.28× (1024), a 256-token prefill chunk 1.04–1.08×.
+// cache; against the same graph built from standard operators it decodes
+// faster at batch 1 and 8 and runs prefill chunks no slower.
+// BenchmarkDecodeRate (runtime/engine) measures it with
+// EDGEINFER_BENCH_BUNDLE set to a synthetic-110m bundle built each way;
+// BenchmarkPagedAttentionDecode (runtime/ort) times the kernel alone.
 // Options.PortableAttention builds that portable form instead (Gather of
 // the blocks, FusedMatMul against the cache and the new keys separately,
 // masked Softmax, MatMuls; ~25 nodes per layer), for an ONNX Runtime or

@@ -18,7 +18,8 @@ var presets = map[string]Config{
 		NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16, VocabSize: 256,
 		MaxPositionEmbeddings: 512,
 	},
-	// synthetic-110m: the shape FACTS.md measured llama.cpp and ORT on.
+	// synthetic-110m: the shape platforms/llamacpp compares the engine and
+	// llama.cpp on (platforms/llamacpp/README.md).
 	"synthetic-110m": {
 		HiddenSize: 768, IntermediateSize: 2048, NumHiddenLayers: 12,
 		NumAttentionHeads: 12, NumKeyValueHeads: 4, HeadDim: 64, VocabSize: 32000,
