@@ -1,5 +1,3 @@
-// Package archtest holds the module-wide dependency rules of ARCHITECTURE.md.
-// It lives here, not at the module root, because the root holds no Go files.
 package archtest
 
 import (
