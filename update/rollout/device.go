@@ -1,7 +1,8 @@
-// Package device is the device's side of fleet rollouts: it wires the MQTT
-// link (pkg/link), the update agent (update) and the engine's run-time
-// swap together, so a device keeps one model up to date from what the
-// fleet's director assigns it and tells the fleet where it stands.
+// Package rollout is the device's side of fleet rollouts: it wires the
+// MQTT link (pkg/link), the update agent (update) and the engine's
+// run-time swap (an update.Activator: runtime/device's EngineActivator)
+// together, so a device keeps one model up to date from what the fleet's
+// director assigns it and tells the fleet where it stands.
 //
 // A Device
 //
@@ -13,7 +14,7 @@
 //   - rolls back on update {"action":"rollback","version":V} when it runs
 //     V (without a version: whatever runs), and checks instead when not;
 //   - publishes its update state, retained, on
-//     edgeinfer/v1/<fleet>/<device>/update (State) through the durable
+//     edgeinfer/v1/<fleet>/<device>/update (wire.State) through the durable
 //     outbox, and every update event on .../events.
 //
 // The retained state is what the fleet side rebuilds its view from: no

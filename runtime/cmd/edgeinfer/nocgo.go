@@ -9,8 +9,9 @@ import (
 )
 
 // A CGO_ENABLED=0 build links no ONNX Runtime (onnxruntime_go is cgo), so
-// it holds the commands that need none: the fleet side (keygen, publish,
-// sign, assign, serve, rollout, status), the model store, bundle building
+// it holds the commands that need none: the fleet side (every fleet
+// subcommand: keygen, publish, sign, assign, serve, rollout, rollback,
+// status), the model store, bundle building
 // and import, inspect, tokenize and plugins. The commands that run models
 // are still listed, and say what they need instead of being unknown.
 var cgoCommands = []string{"agent", "bench", "doctor", "generate", "perplexity", "quantize", "run", "serve", "update", "version"}
