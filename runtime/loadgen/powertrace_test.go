@@ -18,7 +18,7 @@ import (
 // powertest.FS, so a test can move the readings while a real sampler reads them.
 func fixtureFS(t *testing.T, name string) *powertest.FS {
 	t.Helper()
-	root := os.DirFS("../power/testdata/" + name)
+	root := os.DirFS("../../pkg/power/testdata/" + name)
 	files := map[string]string{}
 	err := fs.WalkDir(root, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
