@@ -137,10 +137,33 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d)
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("%q is not a duration like \"10s\"", b)
+		return &badDuration{string(b)}
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// badDuration is a Duration's refusal, kept apart so LoadConfig can name
+// the field.
+type badDuration struct{ text string }
+
+func (e *badDuration) Error() string { return fmt.Sprintf("%q is not a duration like \"10s\"", e.text) }
+
+// fieldOf is the dotted name of the field holding the string v in raw.
+func fieldOf(raw map[string]any, prefix, v string) string {
+	for k, x := range raw {
+		switch x := x.(type) {
+		case string:
+			if x == v {
+				return prefix + k
+			}
+		case map[string]any:
+			if f := fieldOf(x, prefix+k+".", v); f != "" {
+				return f
+			}
+		}
+	}
+	return ""
 }
 
 // LoadConfig reads a Config from its JSON file, refusing unknown fields,
@@ -154,6 +177,14 @@ func LoadConfig(path string) (Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
+		var bad *badDuration
+		if errors.As(err, &bad) {
+			// encoding/json does not say which field a text unmarshaler
+			// refused: find it by its value.
+			var raw map[string]any
+			_ = json.Unmarshal(b, &raw)
+			return c, fmt.Errorf("%w: %s: %s: %w", ErrConfig, path, fieldOf(raw, "", bad.text), err)
+		}
 		return c, fmt.Errorf("%w: %s: %w", ErrConfig, path, err)
 	}
 	if err := c.Validate(); err != nil {
