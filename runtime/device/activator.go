@@ -1,10 +1,3 @@
-// Package serving is the device's contact with the serving engine, kept
-// apart so that the update agent (update), the device's rollout side
-// (update/rollout) and the fleet (update/fleet) link no ONNX Runtime and
-// build without cgo: the Activators that switch a version in (the
-// engine's run-time swap, or a check in an engine of its own), and the
-// adapters that feed the engine's records and counters to the link's
-// telemetry.
 package device
 
 import (
@@ -81,15 +74,16 @@ func (a CheckActivator) Swap(ctx context.Context, ref store.Ref, check update.Ch
 	if err != nil {
 		return err
 	}
-	staged := ref.Name + "@staged"
+	// The version loads in an engine of its own, under its own name: no
+	// other version of it is there to tell it apart from.
 	cfg := a.Engine
-	cfg.Models = []engine.ModelSpec{{Name: staged, Dir: dir}}
+	cfg.Models = []engine.ModelSpec{{Name: ref.Name, Dir: dir}}
 	cfg.Store = ""
 	e, err := engine.Open(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %s does not load: %w", update.ErrHealth, ref, err)
 	}
-	return errors.Join(check(ctx, engineGenerator{e}, staged), e.Close(ctx))
+	return errors.Join(check(ctx, engineGenerator{e}, ref.Name), e.Close(ctx))
 }
 
 // exportVersion materialises a stored version where the engine looks for

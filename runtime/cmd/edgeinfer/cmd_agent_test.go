@@ -5,16 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
@@ -164,9 +170,11 @@ func TestAgentUpdates(t *testing.T) {
 		return out
 	}
 	run("director root", "fleet", "keygen", "--repo", repo, "--keys", keys, "--director")
-	for _, v := range []struct{ version, layer string }{{"1", ""}, {"2", "model.layers.1."}} {
+	// tiny is the tiny Llama of examples/tinylm: its tokenizer turns the
+	// HTTP API's chat text into tokens.
+	for _, v := range []struct{ version string }{{"1"}, {"2"}} {
 		bdir := filepath.Join(tmp, "b"+v.version)
-		if err := fleettest.TinyBundle(ctx, bdir, "tiny", v.version, v.layer); err != nil {
+		if _, err := build.ImportHF(ctx, "../../../examples/tinylm", bdir, build.ImportOptions{Name: "tiny", Version: v.version}); err != nil {
 			t.Fatal(err)
 		}
 		if err := fleettest.SetHealth(ctx, bdir, 4, false); err != nil {
@@ -203,8 +211,9 @@ func TestAgentUpdates(t *testing.T) {
 	}).Wait()
 
 	cfgFile := filepath.Join(tmp, "agent.json")
+	addr := freeAddr(t)
 	cfgJSON, _ := json.Marshal(map[string]any{"store": filepath.Join(tmp, "models.db"), "broker": b.URL(), "fleet": "f", "device": "cam-1",
-		"board": "sim", "telemetry_interval": "1s",
+		"board": "sim", "telemetry_interval": "1s", "log_level": "warn", "http": map[string]any{"addr": addr, "token": "s3cret"},
 		"update": map[string]any{"model": "tiny", "image_root": filepath.Join(repo, "image", "1.root.json"),
 			"director_root": filepath.Join(repo, "director", "1.root.json"), "labels": map[string]string{"line": "1"},
 			"check_interval": "1m", "retry_interval": "500ms"}})
@@ -260,7 +269,43 @@ func TestAgentUpdates(t *testing.T) {
 		}
 	}
 	waitActive("1", "none")
+	if !strings.Contains(agentOut.String(), "serving the HTTP API on http://"+addr) {
+		t.Fatalf("agent with an http section:\n%s", agentOut.String())
+	}
+	// curl -N, streamed chat completions one after another, while tiny@2
+	// rolls out and swaps in: none fails.
+	var chats, failed atomic.Int64
+	var failures syncBuffer
+	chatStop := make(chan struct{})
+	chatDone := make(chan struct{})
+	go func() {
+		defer close(chatDone)
+		for {
+			select {
+			case <-chatStop:
+				return
+			default:
+			}
+			if err := curlChat(ctx, addr, "s3cret"); err != nil {
+				failed.Add(1)
+				fmt.Fprintln(&failures, err)
+			}
+			chats.Add(1)
+		}
+	}()
 	waitActive("2", "1")
+	for n := chats.Load(); chats.Load() < n+2; {
+		if err := curlChat(ctx, addr, "s3cret"); err != nil { // on 2, beside the loop
+			t.Errorf("chat on tiny@2: %v", err)
+			break
+		}
+	}
+	close(chatStop)
+	<-chatDone
+	if failed.Load() > 0 {
+		t.Errorf("%d of %d streamed chat completions failed during the rollout:\n%s", failed.Load(), chats.Load(), failures.String())
+	}
+	t.Logf("%d streamed chat completions (curl -N) during the rollout of tiny@2, %d failed", chats.Load(), failed.Load())
 	var stdout, stderr bytes.Buffer
 	if code := runMain(ctx, &stdout, &stderr, []string{"update", "apply", "--agent-config", cfgFile}); code == 0 || !strings.Contains(stderr.String(), "updates this device itself") {
 		t.Errorf("apply beside a running agent: exit %d\n%s", code, stderr.String())
@@ -285,6 +330,47 @@ func TestAgentUpdates(t *testing.T) {
 	if code := <-againDone; code != 0 {
 		t.Errorf("restarted agent exit %d:\n%s", code, again.String())
 	}
+}
+
+// curlChat runs one streamed chat completion as a user would, with
+// curl -N (Go's client where curl is absent), and checks the stream ends
+// with a finish reason and [DONE].
+func curlChat(ctx context.Context, addr, token string) error {
+	body := `{"model":"tiny","messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"stream":true}`
+	var out []byte
+	if curl, err := exec.LookPath("curl"); err == nil {
+		out, err = exec.CommandContext(ctx, curl, "-sSN", "--fail-with-body", "-H", "Authorization: Bearer "+token,
+			"-H", "Content-Type: application/json", "-d", body, "http://"+addr+"/v1/chat/completions").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("curl: %v: %s", err, out)
+		}
+	} else {
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if out, err = io.ReadAll(resp.Body); err != nil || resp.StatusCode != 200 {
+			return fmt.Errorf("status %d %v: %s", resp.StatusCode, err, out)
+		}
+	}
+	if !bytes.Contains(out, []byte(`"finish_reason":"`)) || !bytes.HasSuffix(bytes.TrimSpace(out), []byte("data: [DONE]")) {
+		return fmt.Errorf("stream without a finish reason and [DONE]: %s", out)
+	}
+	return nil
+}
+
+// freeAddr is a loopback address with a port nobody listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 func withLogger(c device.Config, l *slog.Logger) device.Config { c.Logger = l; return c }
