@@ -1,6 +1,7 @@
 package platforms
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -133,21 +134,12 @@ func PlanFor(f Facts, opts DetectOptions) Plan {
 		p.RecognisedBy = []string{genericReason(&f)}
 	}
 	p.Board = prof.id
-	p.Name = cmpOr(f.Model, dmiName(f.DMI), prof.name)
+	p.Name = cmp.Or(f.Model, dmiName(f.DMI), prof.name)
 	p.Threads = threadPlan(&f)
 	p.KV = kvPlan(f.Mem)
 	p.Providers = nil
 	prof.build(&f, &p, opts)
 	return p
-}
-
-func cmpOr(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 func dmiName(d DMI) string {
@@ -364,7 +356,7 @@ func partSummary(parts []string) string {
 	}
 	out := make([]string, len(order))
 	for i, p := range order {
-		out[i] = fmt.Sprintf("%d×%s", counts[p], cmpOr(armParts[p], p))
+		out[i] = fmt.Sprintf("%d×%s", counts[p], cmp.Or(armParts[p], p))
 	}
 	return strings.Join(out, ", ")
 }

@@ -1,6 +1,7 @@
 package platforms
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -102,7 +103,7 @@ func matchJetson(orin bool) func(*Facts) []string {
 			ev = append(ev, fmt.Sprintf("/proc/device-tree/model is %q", f.Model))
 		}
 		if f.L4T != "" {
-			ev = append(ev, fmt.Sprintf("/etc/nv_tegra_release: L4T R%s (%s)", f.L4T, cmpOr(jetPackFor(f.L4T), "unknown JetPack")))
+			ev = append(ev, fmt.Sprintf("/etc/nv_tegra_release: L4T R%s (%s)", f.L4T, cmp.Or(jetPackFor(f.L4T), "unknown JetPack")))
 		}
 		return ev
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/clock"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/theupdateframework/go-tuf/v2/metadata"
 )
@@ -123,7 +124,7 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	if cfg.MetadataDir == "" {
 		cfg.MetadataDir = d.Store.Path() + ".tuf"
 	}
-	a := &Agent{cfg: cfg, st: d.Store, src: d.Source, act: d.Activator, ev: d.Events, now: d.Now, log: d.Logger, sleep: sleepCtx}
+	a := &Agent{cfg: cfg, st: d.Store, src: d.Source, act: d.Activator, ev: d.Events, now: d.Now, log: d.Logger, sleep: clock.Sleep}
 	if a.now == nil {
 		a.now = time.Now
 	}

@@ -242,14 +242,3 @@ func (r *limitedReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -154,10 +154,7 @@ func Open(ctx context.Context, cfg Config) (*Kiosk, error) {
 		k.removeTmp()
 		return nil, err
 	}
-	b, err := serve.NewEngineBackend(k.e)
-	if err == nil {
-		k.srv, err = serve.New(b, serve.Config{}, nil)
-	}
+	k.srv, err = serve.New(k.e, serve.Config{}, nil)
 	if err != nil {
 		return nil, errors.Join(err, k.e.Close(ctx), k.removeTmp())
 	}

@@ -16,11 +16,7 @@ import (
 func (d *Device) openHTTP() error {
 	cfg := d.cfg.HTTP.Config
 	cfg.Token = d.cfg.HTTP.Token
-	backend, err := serve.NewEngineBackend(d.eng)
-	if err != nil {
-		return fmt.Errorf("device: http: %w", err)
-	}
-	srv, err := serve.New(backend, cfg, d.log)
+	srv, err := serve.New(d.eng, cfg, d.log)
 	if err != nil {
 		return fmt.Errorf("device: http: %w", err)
 	}

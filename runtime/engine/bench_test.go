@@ -12,6 +12,7 @@ package engine
 // Two intra-op threads throughout, as in FACTS.md's reference points.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -51,14 +52,14 @@ func benchModel(b *testing.B) *bundle.Bundle {
 		}
 		return bd
 	}
-	preset := cmpOr(os.Getenv("EDGEINFER_BENCH_PRESET"), "synthetic-110m")
+	preset := cmp.Or(os.Getenv("EDGEINFER_BENCH_PRESET"), "synthetic-110m")
 	// The issue benchmarks the shape as an edge device runs it: int4 weights
 	// (MatMulNBits, block 32), quantised while the graph is built.
 	// EDGEINFER_BENCH_SCHEME=fp32 (or int8) measures the other precisions,
 	// EDGEINFER_BENCH_PORTABLE=1 the same weights on com.microsoft.MatMulNBits
 	// (the graph `model build --portable-matmul` makes) instead of the
 	// default ai.edgeinfer.MatMulNBits.
-	scheme := cmpOr(os.Getenv("EDGEINFER_BENCH_SCHEME"), "int4-b32")
+	scheme := cmp.Or(os.Getenv("EDGEINFER_BENCH_SCHEME"), "int4-b32")
 	return benchBundle(b, preset, scheme, os.Getenv("EDGEINFER_BENCH_PORTABLE") != "1")
 }
 
@@ -109,7 +110,7 @@ func benchBundle(b *testing.B, preset, scheme string, kernel bool) *bundle.Bundl
 
 func logPrecision(b *testing.B, bd *bundle.Bundle) {
 	b.Helper()
-	q := cmpOr(bd.Manifest.Quantization, "fp32")
+	q := cmp.Or(bd.Manifest.Quantization, "fp32")
 	b.Logf("model %s (%s), precision %s, %d intra-op threads", bd.Manifest.Name, bd.Dir, q, benchThreads)
 }
 
@@ -169,9 +170,9 @@ func stream(ctx context.Context, e *Engine, prompt []int32, opts GenerateOptions
 // Goodput at SLO, continuous batching vs one-at-a-time FIFO.
 
 // goodputWorkload is the request mix: prompts 128–512 tokens, outputs 64–256,
-// Poisson arrivals. Requests is kept at 24 so the two runs (FIFO drains a
-// queue at ~1.5× its capacity) fit in about two minutes with fp32 on two
-// cores; EDGEINFER_BENCH_REQUESTS and EDGEINFER_BENCH_LOAD override.
+// Poisson arrivals. Requests is kept at 24 so that BenchmarkGoodputVsFIFO's
+// two runs stay short (FIFO drains a queue at ~1.5× its capacity);
+// EDGEINFER_BENCH_REQUESTS and EDGEINFER_BENCH_LOAD override.
 type goodputWorkload struct {
 	prompts [][]int32
 	outputs []int
@@ -412,9 +413,10 @@ func prefillRate(b *testing.B, e *Engine, vocab int, seed uint64, promptLen int)
 //
 // The pools hold data, as a serving cache does. Left as mapped, never
 // written, every read of them would hit the kernel's one shared zero page
-// and stay in cache: measured here, such a loop ran 3.5–6.5 % faster than the
-// same loop over written pools (alternated five steps at a time, 3 runs),
-// which made the engine look that much slower than it is. The pools are a
+// and stay in cache: such a loop runs faster than the same loop over
+// written pools (BenchmarkBatchScaling's bare-b8-tok/s with the pools left
+// unwritten shows by how much), which made the engine look that much
+// slower than it is. The pools are a
 // kvcache.Cache's, so they are mapped (huge pages advised) as the engine's are.
 type bareLoop struct {
 	B       int
@@ -563,9 +565,8 @@ func BenchmarkBatchScaling(b *testing.B) {
 		// The engine's batch-8 rate and the bare loop's alternate nine
 		// times, in swapped order every other round, and the ratio is the
 		// median of the nine paired ratios: a noisy neighbour on a shared
-		// machine slows both sides of a pair alike (single rounds were seen
-		// from 232 to 360 tok/s in one run here, and the engine's own step
-		// from 22 to 30 ms between consecutive rounds with the same batch).
+		// machine slows both sides of a pair alike, while single rounds
+		// vary widely (the log line below lists every round's rate).
 		// The engine's window runs from context ~128+3 to ~128+96, ~84
 		// steps: the bare loop sits at its middle for 88.
 		bare8 := newBareLoop(b, bd, 8, scalePrompt+scaleOutput/2)
@@ -629,11 +630,11 @@ func BenchmarkDecodeRate(b *testing.B) {
 			pp512 = append(pp512, prefillRate(b, e, vocab, uint64(40+i), 512))
 		}
 		closeBench(b, e)
-		b.Logf("RESULT engine=%s prefill128_tok_s_median=%.1f prefill512_tok_s_median=%.1f", cmpOr(bd.Manifest.Quantization, "fp32"), median(pp128), median(pp512))
+		b.Logf("RESULT engine=%s prefill128_tok_s_median=%.1f prefill512_tok_s_median=%.1f", cmp.Or(bd.Manifest.Quantization, "fp32"), median(pp128), median(pp512))
 		b.ReportMetric(median(pp128), "pp128-tok/s")
 		b.ReportMetric(median(pp512), "pp512-tok/s")
-		b.Logf("RESULT engine=%s batch=1 gen_tok_s_median=%.2f reps=%.1f", cmpOr(bd.Manifest.Quantization, "fp32"), median(ones), ones)
-		b.Logf("RESULT engine=%s batch=8 gen_tok_s_median=%.2f reps=%.1f", cmpOr(bd.Manifest.Quantization, "fp32"), median(eights), eights)
+		b.Logf("RESULT engine=%s batch=1 gen_tok_s_median=%.2f reps=%.1f", cmp.Or(bd.Manifest.Quantization, "fp32"), median(ones), ones)
+		b.Logf("RESULT engine=%s batch=8 gen_tok_s_median=%.2f reps=%.1f", cmp.Or(bd.Manifest.Quantization, "fp32"), median(eights), eights)
 		b.ReportMetric(median(ones), "b1-tok/s")
 		b.ReportMetric(median(eights), "b8-tok/s")
 		if streamed > 0 {

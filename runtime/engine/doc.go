@@ -25,6 +25,14 @@
 // context length is never mistaken for a complete one. Sampling left nil
 // takes the bundle's generation defaults.
 //
+// The engine owns a model's text: GenerateTokens takes ids, Generate a
+// text it encodes with the bundle's tokenizer, and Chat a conversation it
+// renders with the bundle's chat template (compiled once, at load) and
+// encodes, stopping at the template's turn end. Stop strings never show in
+// the output. ModelInfo says what a front end needs to know first (a
+// tokenizer, a chat template and its turn end, the context length), and a
+// prompt refused for its length is a *PromptError with the counts.
+//
 // Requests carry a Class (realtime, interactive, batch) and an SLO. The
 // scheduler batches running streams continuously, spreads long prompts over
 // steps in chunks, serves higher classes first (preempting lower ones when

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
@@ -39,9 +42,22 @@ type GenerateOptions struct {
 	ID string
 	// PromptHasSpecials says Generate's prompt already carries its special
 	// tokens (a rendered chat template writes its own BOS): it is encoded
-	// without adding the tokenizer's.
+	// without adding the tokenizer's. Chat sets it itself.
 	PromptHasSpecials bool
+	// MaxPromptTokens refuses at once, with a *PromptError, a prompt of
+	// more tokens; 0: the context alone bounds it.
+	MaxPromptTokens int
+	// FitContext refuses at once, with a *PromptError, a prompt that
+	// leaves the context no room for MaxTokens tokens (at least one),
+	// where without it the output would be cut at FinishContextLength;
+	// with MaxTokens zero it generates up to the end of the context,
+	// whatever the bundle's max_new_tokens. The HTTP API asks for it.
+	FitContext bool
 }
+
+// ChatMessage is one turn of a conversation for Chat: its role ("system",
+// "user", "assistant", ...) and its text.
+type ChatMessage = tokenizer.ChatMessage
 
 // Token is one generated token: its id, its text, its index in the output
 // and when it was sampled. Text is complete UTF-8: a character split over
@@ -81,10 +97,12 @@ type Stream struct {
 	model  string
 	prompt []int32
 	text   bool
-	// promptText is Generate's prompt, for a pre plugin.
+	// promptText is Generate's prompt, or Chat's once rendered; chat is
+	// Chat's conversation, rendered when the request is submitted, by the
+	// version that serves it.
 	promptText string
+	chat       []ChatMessage
 	opts       GenerateOptions
-	err        error // refused before submission
 
 	// pre is the pre plugin's time; pass its outputs for the post plugin;
 	// result and resultErr Result's answer, set (resulted) once the
@@ -107,21 +125,20 @@ type Stream struct {
 // of that loop or cancelling ctx ends the request within one step and frees
 // its KV blocks.
 func (e *Engine) Generate(ctx context.Context, model, prompt string, opts GenerateOptions) *Stream {
-	s := &Stream{e: e, ctx: ctx, model: model, opts: opts, text: true, promptText: prompt}
-	m, err := e.model(model)
-	switch {
-	case err != nil:
-		s.err = err
-	case m.dec == nil:
-		s.err = fmt.Errorf("%w: %q is a one-shot model (use Infer)", ErrInvalidRequest, model)
-	case m.tok == nil:
-		s.err = fmt.Errorf("%w: %q (use GenerateTokens)", ErrNoTokenizer, model)
-	case m.pl != nil && m.pl.HasPre():
-		// encoded in submit, from what the pre plugin makes of the text
-	default:
-		s.prompt = s.encode(m.tok, prompt)
-	}
-	return s
+	return &Stream{e: e, ctx: ctx, model: model, opts: opts, text: true, promptText: prompt}
+}
+
+// Chat is Generate for a conversation: msgs are rendered by the model's
+// chat template with the generation prompt and encoded as Hugging Face
+// does (the template writes its own special tokens), and generation also
+// stops at the template's turn end (ModelInfo.TurnEnd), which is never
+// emitted. A model without a template (trained on plain text) gets the
+// turns' contents one paragraph each, encoded as plain text. The template
+// is the one of the version that serves the request (a swap changes it);
+// one that refuses the conversation (roles that do not alternate, say)
+// ends the stream with an error wrapping ErrChatTemplate.
+func (e *Engine) Chat(ctx context.Context, model string, msgs []ChatMessage, opts GenerateOptions) *Stream {
+	return &Stream{e: e, ctx: ctx, model: model, opts: opts, text: true, chat: msgs}
 }
 
 // encode is Generate's tokenisation of a prompt text.
@@ -180,9 +197,6 @@ func (s *Stream) Summary() Summary {
 }
 
 func (s *Stream) submit() error {
-	if s.err != nil {
-		return s.err
-	}
 	m, err := s.e.acquire(s.model)
 	if err != nil {
 		return err
@@ -193,19 +207,20 @@ func (s *Stream) submit() error {
 	}
 	s.ver = m
 	sp, err := samplingFor(s.opts.Sampling, m.gen)
+	if err == nil {
+		err = s.prepare(m)
+	}
 	if err != nil {
 		m.end()
 		return err
 	}
 	maxTok := s.opts.MaxTokens
-	if maxTok == 0 {
+	switch {
+	case maxTok > 0:
+	case s.opts.FitContext:
+		maxTok = m.info.Context - len(s.prompt)
+	default:
 		maxTok = m.gen.MaxNewTokens // 0: until an end token or the context's end
-	}
-	if m.pl != nil {
-		if s.prompt, s.pass, s.pre, err = s.generatePre(m); err != nil {
-			m.end()
-			return err
-		}
 	}
 	s.st, err = s.e.s.Submit(s.ctx, sched.Request{
 		Model: m.key, Class: s.opts.Class.sched(), Prompt: s.prompt, MaxTokens: maxTok,
@@ -216,6 +231,85 @@ func (s *Stream) submit() error {
 		return public(err)
 	}
 	return nil
+}
+
+// samplingFor is the request's sampling: the caller's, or the bundle's
+// generation defaults when the caller left it unset.
+func samplingFor(s *Sampling, g bundle.Generation) (sched.Sampling, error) {
+	if s == nil {
+		s = &Sampling{Temperature: float32(g.Temperature), TopK: g.TopK, TopP: float32(g.TopP),
+			RepetitionPenalty: float32(g.RepetitionPenalty)}
+	}
+	if err := s.Validate(); err != nil {
+		return sched.Sampling{}, err
+	}
+	return sched.Sampling(*s), nil
+}
+
+// prepare makes the prompt the version m reads: a conversation rendered by
+// its chat template (whose turn end joins the stop strings), a text run
+// through its pre plugin and encoded, ids checked against its vocabulary;
+// then the prompt's length against the context and the options.
+func (s *Stream) prepare(m *model) error {
+	if s.text {
+		if m.tok == nil {
+			return fmt.Errorf("%w: %q (use GenerateTokens)", ErrNoTokenizer, s.model)
+		}
+		if s.chat != nil {
+			text, specials, err := m.chatText(s.chat)
+			if err != nil {
+				return fmt.Errorf("%w: %s: %w", ErrInvalidRequest, s.model, err)
+			}
+			s.promptText, s.opts.PromptHasSpecials = text, specials
+			if m.info.TurnEnd != "" {
+				s.opts.Stop = append(slices.Clip(s.opts.Stop), m.info.TurnEnd)
+			}
+		}
+		if m.pl == nil || !m.pl.HasPre() { // else encoded from what the pre plugin makes of the text
+			s.prompt = s.encode(m.tok, s.promptText)
+		}
+	} else {
+		vocab := m.dec.Geometry().Vocab
+		if m.tok != nil {
+			vocab = m.tok.VocabSize()
+		}
+		for i, id := range s.prompt {
+			if id < 0 || (vocab > 0 && int(id) >= vocab) {
+				return fmt.Errorf("%w: prompt[%d]: token id %d is outside the vocabulary [0, %d)", ErrInvalidRequest, i, id, vocab)
+			}
+		}
+	}
+	if m.pl != nil {
+		var err error
+		if s.prompt, s.pass, s.pre, err = s.generatePre(m); err != nil { // generate_plugins.go
+			return err
+		}
+	}
+	n := len(s.prompt)
+	switch {
+	case n == 0:
+		return &PromptError{Model: s.model}
+	case s.opts.MaxPromptTokens > 0 && n > s.opts.MaxPromptTokens:
+		return &PromptError{Model: s.model, Tokens: n, Limit: s.opts.MaxPromptTokens}
+	case s.opts.FitContext && n+max(s.opts.MaxTokens, 1) > m.info.Context:
+		return &PromptError{Model: s.model, Tokens: n, Context: m.info.Context, MaxTokens: s.opts.MaxTokens}
+	}
+	return nil
+}
+
+// chatText is a conversation as the model reads it: rendered by its
+// template, which writes its own special tokens (specials), or the turns'
+// contents a paragraph each.
+func (m *model) chatText(msgs []ChatMessage) (text string, specials bool, err error) {
+	if m.chat == nil {
+		parts := make([]string, len(msgs))
+		for i, x := range msgs {
+			parts[i] = x.Content
+		}
+		return strings.Join(parts, "\n\n"), false, nil
+	}
+	text, err = m.chat.Render(msgs, true)
+	return text, true, err
 }
 
 // relay passes the scheduler's tokens on, decoded and stop-matched.

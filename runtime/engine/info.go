@@ -9,7 +9,9 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/plugin"
 )
 
-// ModelInfo is what a report's version matrix needs about a model.
+// ModelInfo is what a report's version matrix and the HTTP API need about
+// a model. Engine.Models reads it afresh: a model loaded, unloaded or
+// swapped shows at once.
 type ModelInfo struct {
 	Name         string                `json:"name"`
 	Version      string                `json:"version,omitempty"`
@@ -24,6 +26,20 @@ type ModelInfo struct {
 	Attempts     []ort.ProviderAttempt `json:"provider_attempts,omitempty"`
 	ORTVersion   string                `json:"onnxruntime_version"`
 	LoadTime     time.Duration         `json:"load_time_ns"`
+	// Loaded is when this version finished loading.
+	Loaded time.Time `json:"loaded"`
+	// Context is a decoder's context length: prompt and output positions
+	// together.
+	Context int `json:"context_length,omitempty"`
+	// Tokenizer says a decoder has a tokenizer: Generate and Chat take
+	// text, and tokens come with theirs. Without one, only GenerateTokens
+	// serves it, with bare ids.
+	Tokenizer bool `json:"tokenizer,omitempty"`
+	// ChatTemplate says the bundle has a chat template, which Chat renders
+	// conversations with; TurnEnd is the text that ends the template's
+	// turns, where Chat stops ("" when the template marks none).
+	ChatTemplate bool   `json:"chat_template,omitempty"`
+	TurnEnd      string `json:"turn_end,omitempty"`
 	// WeightBytes is the size of the model's weight files.
 	WeightBytes int64 `json:"weight_bytes,omitempty"`
 	// WeightHugePageBytes is how much of ONNX Runtime's memory for the
@@ -37,8 +53,10 @@ type ModelInfo struct {
 	// metadata: bundle.AttentionKernel or bundle.AttentionPortable; empty
 	// for other models.
 	Attention string `json:"attention,omitempty"`
-	// Plugins are a one-shot bundle's sandboxed plugins by stage ("pre",
-	// "post"): module, digest, wazero version, compile and start-up.
+	// Plugins are the bundle's sandboxed plugins by stage ("pre", "post"):
+	// module, digest, wazero version, compile and start-up. A decoder's pre
+	// plugin works on the prompt text, so it takes Generate and Chat, not
+	// GenerateTokens.
 	Plugins map[string]plugin.Info `json:"plugins,omitempty"`
 }
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"os"
 	"testing"
 
@@ -19,9 +20,9 @@ import (
 // EDGEINFER_BENCH_PRESET picks the model (synthetic-110m).
 func BenchmarkDecodeRateMatMulKernel(b *testing.B) {
 	orttest.Need(b)
-	preset := cmpOr(os.Getenv("EDGEINFER_BENCH_PRESET"), "synthetic-110m")
+	preset := cmp.Or(os.Getenv("EDGEINFER_BENCH_PRESET"), "synthetic-110m")
 	reps := envInt("EDGEINFER_BENCH_REPS", 5)
-	scheme := cmpOr(os.Getenv("EDGEINFER_BENCH_SCHEME"), "int4-b32")
+	scheme := cmp.Or(os.Getenv("EDGEINFER_BENCH_SCHEME"), "int4-b32")
 	bundles := map[bool]*bundle.Bundle{false: benchBundle(b, preset, scheme, false), true: benchBundle(b, preset, scheme, true)}
 	vocab := bundles[false].Manifest.Geometry.Vocab
 	for b.Loop() {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ type model struct {
 	one  *oneshot
 	pl   *plugin.Pipeline // a one-shot bundle's pre/post plugins, or nil (plugins.go)
 	tok  *tokenizer.Tokenizer
+	chat *tokenizer.ChatTemplate // the bundle's chat template, or nil (Chat)
 	gen  bundle.Generation
 
 	// use is held shared by every call into the model (a step, a one-shot
@@ -177,11 +179,11 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 	if err != nil {
 		return nil, fmt.Errorf("engine: open %s%s: %w", spec.Dir, spec.Ref, err)
 	}
-	m := &model{name: cmpOr(as, spec.Name, b.Manifest.Name), drained: make(chan struct{})}
+	m := &model{name: cmp.Or(as, spec.Name, b.Manifest.Name), drained: make(chan struct{})}
 	if g := b.Manifest.Generation; g != nil {
 		m.gen = *g
 	}
-	m.info = infoOf(cmpOr(spec.Name, b.Manifest.Name), b)
+	m.info = infoOf(cmp.Or(spec.Name, b.Manifest.Name), b)
 	if b.Manifest.Kind == bundle.KindDecoder {
 		cfg := e.s.Config()
 		// The step buffers hold the scheduler's largest step: its batch of
@@ -205,6 +207,10 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 				return nil, errors.Join(fmt.Errorf("engine: %s tokenizer: %w", m.name, err), m.close())
 			}
 		}
+		if err := m.openChat(b); err != nil {
+			return nil, errors.Join(err, m.close())
+		}
+		m.info.Context, m.info.Tokenizer = m.dec.Geometry().MaxPositions, m.tok != nil
 		if err := e.openDecoderPlugins(ctx, m, b); err != nil { // generate_plugins.go
 			return nil, errors.Join(err, m.close())
 		}
@@ -223,23 +229,45 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 	if m.pl != nil {
 		m.info.Plugins = m.pl.Infos()
 	}
-	m.info.LoadTime = time.Since(start)
+	m.info.Loaded = time.Now()
+	m.info.LoadTime = m.info.Loaded.Sub(start)
 	m.key = e.keyFor(m.name)
 	e.registerPlugins(m)
 	return m, nil
 }
 
+// openChat compiles a decoder bundle's chat template, once, and finds the
+// text that ends its turns (Chat stops there).
+func (m *model) openChat(b *bundle.Bundle) error {
+	c := b.Manifest.Chat
+	if c == nil {
+		return nil
+	}
+	chat, err := tokenizer.NewChatTemplate(tokenizer.ChatTemplateConfig{Template: c.Template, BOSToken: c.BOSToken, EOSToken: c.EOSToken})
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrConfig, m.name, err)
+	}
+	var specials []string
+	if m.tok != nil {
+		specials = m.tok.SpecialTokens()
+	}
+	m.chat = chat
+	m.info.ChatTemplate, m.info.TurnEnd = true, chat.TurnEnd(specials)
+	return nil
+}
+
 func (e *Engine) openOnnx(ctx context.Context, spec ModelSpec, as string, start time.Time) (*model, error) {
-	name := cmpOr(as, spec.Name, strings.TrimSuffix(filepath.Base(spec.Dir), ".onnx"))
+	name := cmp.Or(as, spec.Name, strings.TrimSuffix(filepath.Base(spec.Dir), ".onnx"))
 	s, err := ort.NewSessionFromFile(ctx, spec.Dir, e.cfg.Session)
 	if err != nil {
 		return nil, fmt.Errorf("engine: open %s: %w", spec.Dir, err)
 	}
 	m := &model{name: name, drained: make(chan struct{}), one: newOneshot(name, s),
-		info: ModelInfo{Name: cmpOr(spec.Name, name), Kind: string(bundle.KindOneShot), Path: spec.Dir}}
+		info: ModelInfo{Name: cmp.Or(spec.Name, name), Kind: string(bundle.KindOneShot), Path: spec.Dir}}
 	m.info.setSession(s)
 	m.info.Inputs, m.info.Outputs = s.Inputs(), s.Outputs()
-	m.info.LoadTime = time.Since(start)
+	m.info.Loaded = time.Now()
+	m.info.LoadTime = m.info.Loaded.Sub(start)
 	m.key = e.keyFor(name)
 	return m, nil
 }
@@ -303,15 +331,6 @@ func (m *model) close() error {
 		return errors.Join(m.closePlugins(), m.dec.Close())
 	}
 	return errors.Join(m.closePlugins(), m.one.sess.Close())
-}
-
-func cmpOr(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // acquire looks up the active version of a model and counts a request on

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 )
@@ -124,17 +123,4 @@ func recordOf(t *sched.Timeline) *Record {
 	r.SLO = metrics.SLO{TTFT: t.SLO.TTFT, TPOT: t.SLO.TPOT, E2E: t.SLO.Deadline}
 	r.FailFast, r.RefusedInQueue = t.FailFast, t.RefusedInQueue
 	return r
-}
-
-// samplingFor is the request's sampling: the caller's, or the bundle's
-// generation defaults when the caller left it unset.
-func samplingFor(s *Sampling, g bundle.Generation) (sched.Sampling, error) {
-	if s == nil {
-		s = &Sampling{Temperature: float32(g.Temperature), TopK: g.TopK, TopP: float32(g.TopP),
-			RepetitionPenalty: float32(g.RepetitionPenalty)}
-	}
-	if err := s.Validate(); err != nil {
-		return sched.Sampling{}, err
-	}
-	return sched.Sampling(*s), nil
 }

@@ -102,3 +102,7 @@ func (s *Scorer) Greedy(ctx context.Context, prompt []int32, maxTokens int) iter
 
 // Logits is the row of logits of the last step (valid until the next).
 func (s *Scorer) Logits() []float32 { return s.m.Logits(0) }
+
+// LogProbs is the log-softmax of Logits: each token's log probability
+// after the last step, in a fresh slice.
+func (s *Scorer) LogProbs() []float32 { return llm.LogSoftmax(s.m.Logits(0)) }

@@ -308,7 +308,7 @@ func (h *HTTPTarget) stream(ctx context.Context, tl *metrics.Timeline, prompt []
 			}
 			_ = json.Unmarshal(msg, &body)
 			return 0, &refusal{status: resp.Status, body: strings.TrimSpace(string(msg)),
-				oe: &engine.OverloadError{Class: opts.Class, RetryAfter: time.Duration(ra) * time.Second,
+				oe: &engine.OverloadError{Class: opts.Class.String(), RetryAfter: time.Duration(ra) * time.Second,
 					Late: body.Error.Code == "overloaded_in_queue", Alone: body.Error.Code == "slo_unreachable"}}
 		}
 		return 0, fmt.Errorf("loadgen: %s: %s: %.300s", req.URL, resp.Status, msg)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/clock"
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
 	"github.com/edgeinfer/edgeinfer/pkg/power"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
@@ -271,7 +272,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	var idleBefore, idleAfter power.Span
 	if r.spec.Idle > 0 {
 		idleBefore.Start = time.Now()
-		if err := sleepCtx(ctx, r.spec.Idle.D()); err != nil {
+		if err := clock.Sleep(ctx, r.spec.Idle.D()); err != nil {
 			return nil, err
 		}
 		idleBefore.End = time.Now()
@@ -297,7 +298,7 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 	}
 	if r.spec.Idle > 0 {
 		idleAfter.Start = time.Now()
-		if err := sleepCtx(ctx, r.spec.Idle.D()); err != nil {
+		if err := clock.Sleep(ctx, r.spec.Idle.D()); err != nil {
 			_ = res.Close()
 			return nil, err
 		}
@@ -474,7 +475,7 @@ func (r *runner) closed(ctx, reqCtx context.Context, start time.Time, d time.Dur
 					return
 				}
 				if target(now) <= float64(i) {
-					_ = sleepCtx(ctx, min(50*time.Millisecond, end.Sub(now)))
+					_ = clock.Sleep(ctx, min(50*time.Millisecond, end.Sub(now)))
 					continue
 				}
 				r.wg.Add(1)
@@ -575,22 +576,8 @@ func (r *runner) series(done <-chan struct{}, out chan<- []SeriesPoint) {
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 func sleepUntil(ctx context.Context, at time.Time) error {
-	return sleepCtx(ctx, time.Until(at))
+	return clock.Sleep(ctx, time.Until(at))
 }
 
 // settle waits until every request sent so far has reported its record

@@ -25,14 +25,8 @@ import (
 func BenchmarkHTTPOverhead(b *testing.B) {
 	f := openFixture(b, Config{})
 	const tokens = 64
-	m := f.b.Models()[0]
-	for _, mm := range f.b.Models() {
-		if mm.Name == "tinylm" {
-			m = mm
-		}
-	}
 	prompt := "Call me Ishmael. Some years ago, never mind how long precisely"
-	ids := m.Tokenizer.Encode(prompt)
+	ids := f.eng.Tokenizer("tinylm").Encode(prompt)
 	p32 := make([]int32, len(ids))
 	for i, id := range ids {
 		p32[i] = int32(id)

@@ -76,6 +76,12 @@
 // drains: /ready turns 503, new generations are refused, running streams
 // get Config.DrainTimeout to finish, then are cancelled.
 //
-// Backend is the engine as the server sees it; EngineBackend adapts
-// *engine.Engine, and is the package's only contact with it.
+// The server speaks the engine's own types: New takes the *engine.Engine,
+// the model list is the engine's at each request (a model loaded,
+// unloaded or swapped at run time is served as it is then), and a model's
+// text (chat template, encoding, stop strings, turn end) is the engine's:
+// the server hands it messages, text or ids.
+//
+// With a logger, each request is a line at Info: method, path, status,
+// model, duration and, for a generation, its prompt and output tokens.
 package serve

@@ -19,12 +19,7 @@ func Example() {
 		return
 	}
 	defer eng.Close(context.Background())
-	b, err := serve.NewEngineBackend(eng)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer b.Close()
-	srv, err := serve.New(b, serve.Config{Addr: "127.0.0.1:8080"}, nil)
+	srv, err := serve.New(eng, serve.Config{Addr: "127.0.0.1:8080"}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -36,10 +36,12 @@ func FuzzTextRequest(f *testing.F) {
 func FuzzInferBody(f *testing.F) {
 	f.Add([]byte("\x93NUMPY\x01\x00\x10\x00{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }"), "float32", int64(2))
 	f.Fuzz(func(t *testing.T, npy []byte, dtype string, dim int64) {
-		_, _ = parseNPY(npy)
+		if dt, a, err := npyInput(npy); err == nil && int64(len(a.Data)) != a.Len()*int64(dt.Size()) {
+			t.Fatalf("a .npy of %d bytes parsed as %v of %v", len(a.Data), a.Shape, dt)
+		}
 		jt := jsonTensor{DType: dtype, Shape: []int64{dim, dim}, Data: []float64{1, 2, 3, 4}}
-		if tt, err := jt.tensor(); err == nil {
-			if _, err := values(tt); err != nil {
+		if dt, data, err := jt.bytes(); err == nil {
+			if _, err := values(dt, data); err != nil {
 				t.Fatalf("a tensor built from JSON does not list back: %v", err)
 			}
 		}

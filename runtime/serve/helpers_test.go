@@ -111,7 +111,6 @@ func TestMain(m *testing.M) {
 // fixture is a served engine.
 type fixture struct {
 	eng *engine.Engine
-	b   *EngineBackend
 	srv *Server
 	ts  *httptest.Server
 }
@@ -137,19 +136,14 @@ func openFixtureWith(t testing.TB, cfg Config, edit func(*engine.Config)) *fixtu
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewEngineBackend(eng)
+	srv, err := New(eng, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(b, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{eng: eng, b: b, srv: srv, ts: httptest.NewServer(srv.Handler())}
+	f := &fixture{eng: eng, srv: srv, ts: httptest.NewServer(srv.Handler())}
 	t.Cleanup(func() {
 		f.ts.Close()
 		srv.Close()
-		b.Close()
 		eng.Close(context.Background())
 	})
 	return f

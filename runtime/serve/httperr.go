@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 )
 
 // apiError is an error in OpenAI's shape:
@@ -43,21 +45,31 @@ func badRequest(param, format string, args ...any) *apiError {
 
 func withCode(e *apiError, code string) *apiError { e.Code = strp(code); return e }
 
-// errorOf maps an engine error to the API's.
+// errorOf maps an engine error to the API's. An overload is 429 with
+// Retry-After and a code that says which refusal it was: "overloaded"
+// (refused at arrival: the queue ahead, or a full queue),
+// "overloaded_in_queue" (a fail-fast request queued on a prediction that
+// it would fit, refused once it could not), "slo_unreachable" (the
+// request alone on an idle device is predicted over its objective).
 func errorOf(err error) *apiError {
 	var ae *apiError
-	var oe *OverloadError
+	var oe *engine.OverloadError
 	switch {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &oe):
-		code := oe.Code
-		if code == "" {
-			code = "overloaded"
+		code := "overloaded"
+		switch {
+		case oe.Late:
+			code = "overloaded_in_queue"
+		case oe.Alone:
+			code = "slo_unreachable"
 		}
 		return &apiError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: strp(code), RetryAfter: oe.RetryAfter,
-			Message: fmt.Sprintf("the engine is overloaded (%s): retry after %s, lower the request's priority class or relax its SLO", oe.Reason, retryAfter(oe.RetryAfter))}
-	case errors.Is(err, errBadTensor):
+			Message: fmt.Sprintf("the engine is overloaded (%s): retry after %s, lower the request's priority class or relax its SLO", err, retryAfter(oe.RetryAfter))}
+	case errors.Is(err, engine.ErrUnknownModel):
+		return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: strp("model"), Code: strp("model_not_found"), Message: err.Error()}
+	case errors.Is(err, engine.ErrInvalidRequest), errors.Is(err, engine.ErrPromptTooLong), errors.Is(err, engine.ErrNoTokenizer):
 		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
 	}
 	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()}

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -9,8 +8,11 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"strconv"
 	"strings"
+
+	"github.com/edgeinfer/edgeinfer/pkg/npy"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
 // jsonTensor is a tensor in a JSON body: its dtype, shape and either the
@@ -31,37 +33,45 @@ type inferRequest struct {
 // infer serves POST /v1/infer/<model>: a JSON body {"inputs": {name:
 // tensor}}, or one input as a NumPy .npy body (Content-Type
 // application/x-npy, the input named by ?input=NAME, or the model's only
-// input). Outputs come back
-// as JSON tensors with their values listed.
-func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
+// input). Outputs come back as JSON tensors with their values listed.
+func (s *Server) infer(w *responseWriter, r *http.Request) {
 	m, aerr := s.findModel(r.PathValue("model"), "oneshot")
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
+	w.model = m.Name
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxInferBodyBytes)
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, errorOf(decodeJSON(errReader{err}, nil)))
 		return
 	}
-	inputs := map[string]Tensor{}
+	inputs := engine.Inputs{}
+	defer func() { _ = ort.CloseAll(inputs) }()
 	var q inferRequest
 	if ct := r.Header.Get("Content-Type"); strings.HasPrefix(ct, "application/x-npy") || strings.HasPrefix(ct, "application/octet-stream") {
 		name := r.URL.Query().Get("input")
 		if name == "" && len(m.Inputs) == 1 {
-			name = m.Inputs[0]
+			name = m.Inputs[0].Name
 		}
 		if name == "" {
-			writeError(w, badRequest("input", "a .npy body needs ?input=NAME naming the model input it feeds (one of %v)", m.Inputs))
+			names := make([]string, len(m.Inputs))
+			for i, in := range m.Inputs {
+				names[i] = in.Name
+			}
+			writeError(w, badRequest("input", "a .npy body needs ?input=NAME naming the model input it feeds (one of %v)", names))
 			return
 		}
-		t, err := parseNPY(body)
+		dt, a, err := npyInput(body)
 		if err != nil {
 			writeError(w, badRequest("body", "%v: send a NumPy .npy file (version 1-3, C order, little-endian)", err))
 			return
 		}
-		inputs[name] = t
+		if inputs[name], err = ort.CopyBytes(dt, a.Shape, a.Data); err != nil {
+			writeError(w, badRequest("body", "%v", err))
+			return
+		}
 	} else {
 		if err := unmarshalRequest(body, &q); err != nil {
 			writeError(w, errorOf(err))
@@ -72,12 +82,14 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for name, jt := range q.Inputs {
-			t, err := jt.tensor()
+			dt, data, err := jt.bytes()
+			if err == nil {
+				inputs[name], err = ort.CopyBytes(dt, jt.Shape, data)
+			}
 			if err != nil {
 				writeError(w, badRequest("inputs."+name, "%v", err))
 				return
 			}
-			inputs[name] = t
 		}
 	}
 	v := &validated{}
@@ -85,16 +97,17 @@ func (s *Server) infer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorOf(err))
 		return
 	}
-	out, err := s.b.Infer(r.Context(), m.Name, inputs, InferOptions{Class: v.class, SLO: v.slo, FailFast: v.failFast})
+	out, err := s.e.Infer(r.Context(), m.Name, inputs, engine.InferOptions{Class: v.class, SLO: v.slo, FailFast: v.failFast})
 	if err != nil {
 		writeError(w, errorOf(err))
 		return
 	}
+	defer func() { _ = out.Close() }()
 	res := map[string]jsonTensor{}
 	for name, t := range out {
-		jt := jsonTensor{DType: t.DType, Shape: t.Shape}
-		if jt.Data, err = values(t); err != nil {
-			jt.Data, jt.B64 = nil, base64.StdEncoding.EncodeToString(t.Data)
+		jt := jsonTensor{DType: t.DType().String(), Shape: t.Shape()}
+		if jt.Data, err = values(t.DType(), t.Bytes()); err != nil {
+			jt.Data, jt.B64 = nil, base64.StdEncoding.EncodeToString(t.Bytes())
 		}
 		res[name] = jt
 	}
@@ -105,151 +118,107 @@ type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
-var dtypeSize = map[string]int{"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int16": 2, "uint16": 2, "int8": 1, "uint8": 1, "bool": 1}
+// jsonDTypes are the element types a JSON tensor may name.
+var jsonDTypes = map[string]ort.DType{
+	"float32": ort.Float32, "float64": ort.Float64, "int64": ort.Int64, "int32": ort.Int32, "int16": ort.Int16,
+	"uint16": ort.Uint16, "int8": ort.Int8, "uint8": ort.Uint8, "bool": ort.Bool,
+}
 
-func (jt jsonTensor) tensor() (Tensor, error) {
-	size, ok := dtypeSize[jt.DType]
-	if !ok {
-		return Tensor{}, fmt.Errorf("dtype %q (want one of float32, float64, int64, int32, int16, uint16, int8, uint8, bool)", jt.DType)
+// npyDTypes are the element types of the .npy dtypes pkg/npy reads.
+var npyDTypes = map[string]ort.DType{
+	"<f2": ort.Float16, "<f4": ort.Float32, "<f8": ort.Float64, "|i1": ort.Int8, "<i2": ort.Int16, "<i4": ort.Int32, "<i8": ort.Int64,
+	"|u1": ort.Uint8, "<u2": ort.Uint16, "<u4": ort.Uint32, "<u8": ort.Uint64, "|b1": ort.Bool,
+}
+
+// npyInput reads a .npy body (pkg/npy) and its element type.
+func npyInput(body []byte) (ort.DType, npy.Array, error) {
+	a, err := npy.Parse(body)
+	if err != nil {
+		return 0, a, err
 	}
+	return npyDTypes[a.Descr], a, nil
+}
+
+// bytes is the tensor's data, little-endian, and its element type.
+func (jt jsonTensor) bytes() (ort.DType, []byte, error) {
+	dt, ok := jsonDTypes[jt.DType]
+	if !ok {
+		return 0, nil, fmt.Errorf("dtype %q (want one of float32, float64, int64, int32, int16, uint16, int8, uint8, bool)", jt.DType)
+	}
+	size := dt.Size()
 	n := int64(1)
 	for _, d := range jt.Shape {
 		if d < 0 || (d > 0 && n > math.MaxInt32/d) {
-			return Tensor{}, fmt.Errorf("shape %v: dimensions must be ≥ 0 and the product small", jt.Shape)
+			return 0, nil, fmt.Errorf("shape %v: dimensions must be ≥ 0 and the product small", jt.Shape)
 		}
 		n *= d
 	}
-	t := Tensor{DType: jt.DType, Shape: jt.Shape}
 	if jt.B64 != "" {
 		b, err := base64.StdEncoding.DecodeString(jt.B64)
 		if err != nil {
-			return Tensor{}, fmt.Errorf("b64: %v", err)
+			return 0, nil, fmt.Errorf("b64: %v", err)
 		}
 		if int64(len(b)) != n*int64(size) {
-			return Tensor{}, fmt.Errorf("b64 holds %d bytes, shape %v of %s needs %d", len(b), jt.Shape, jt.DType, n*int64(size))
+			return 0, nil, fmt.Errorf("b64 holds %d bytes, shape %v of %s needs %d", len(b), jt.Shape, jt.DType, n*int64(size))
 		}
-		t.Data = b
-		return t, nil
+		return dt, b, nil
 	}
 	if int64(len(jt.Data)) != n {
-		return Tensor{}, fmt.Errorf("data has %d values, shape %v needs %d", len(jt.Data), jt.Shape, n)
+		return 0, nil, fmt.Errorf("data has %d values, shape %v needs %d", len(jt.Data), jt.Shape, n)
 	}
 	buf := make([]byte, 0, n*int64(size))
 	for _, x := range jt.Data {
-		switch jt.DType {
-		case "float32":
+		switch dt {
+		case ort.Float32:
 			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(float32(x)))
-		case "float64":
+		case ort.Float64:
 			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(x))
-		case "int64":
+		case ort.Int64:
 			buf = binary.LittleEndian.AppendUint64(buf, uint64(int64(x)))
-		case "int32":
+		case ort.Int32:
 			buf = binary.LittleEndian.AppendUint32(buf, uint32(int32(x)))
-		case "int16", "uint16":
+		case ort.Int16, ort.Uint16:
 			buf = binary.LittleEndian.AppendUint16(buf, uint16(int64(x)))
-		case "bool":
+		case ort.Bool:
 			buf = append(buf, map[bool]byte{true: 1, false: 0}[x != 0])
 		default:
 			buf = append(buf, byte(int64(x)))
 		}
 	}
-	t.Data = buf
-	return t, nil
+	return dt, buf, nil
 }
 
-// values lists a tensor's elements as numbers.
-func values(t Tensor) ([]float64, error) {
-	size, ok := dtypeSize[t.DType]
-	if !ok || len(t.Data)%size != 0 {
+// values lists a tensor's elements as numbers, for the element types a
+// JSON tensor may name (others go back as b64).
+func values(dt ort.DType, data []byte) ([]float64, error) {
+	listable := false
+	for _, d := range jsonDTypes {
+		listable = listable || d == dt
+	}
+	size := dt.Size()
+	if !listable || len(data)%size != 0 {
 		return nil, errors.New("not listable")
 	}
-	out := make([]float64, 0, len(t.Data)/size)
-	for b := t.Data; len(b) >= size; b = b[size:] {
-		switch t.DType {
-		case "float32":
+	out := make([]float64, 0, len(data)/size)
+	for b := data; len(b) >= size; b = b[size:] {
+		switch dt {
+		case ort.Float32:
 			out = append(out, float64(math.Float32frombits(binary.LittleEndian.Uint32(b))))
-		case "float64":
+		case ort.Float64:
 			out = append(out, math.Float64frombits(binary.LittleEndian.Uint64(b)))
-		case "int64":
+		case ort.Int64:
 			out = append(out, float64(int64(binary.LittleEndian.Uint64(b))))
-		case "int32":
+		case ort.Int32:
 			out = append(out, float64(int32(binary.LittleEndian.Uint32(b))))
-		case "int16":
+		case ort.Int16:
 			out = append(out, float64(int16(binary.LittleEndian.Uint16(b))))
-		case "uint16":
+		case ort.Uint16:
 			out = append(out, float64(binary.LittleEndian.Uint16(b)))
-		case "int8":
+		case ort.Int8:
 			out = append(out, float64(int8(b[0])))
-		default:
+		default: // uint8, bool
 			out = append(out, float64(b[0]))
 		}
 	}
 	return out, nil
-}
-
-var npyDTypes = map[string]string{"<f4": "float32", "<f8": "float64", "<i8": "int64", "<i4": "int32", "<i2": "int16", "<u2": "uint16", "|i1": "int8", "|u1": "uint8", "|b1": "bool"}
-
-// parseNPY reads a NumPy .npy file (versions 1-3, C order, little-endian).
-func parseNPY(b []byte) (Tensor, error) {
-	if len(b) < 10 || string(b[:6]) != "\x93NUMPY" {
-		return Tensor{}, errors.New("not a .npy file")
-	}
-	var hlen, off int
-	switch b[6] {
-	case 1:
-		hlen, off = int(binary.LittleEndian.Uint16(b[8:10])), 10
-	case 2, 3:
-		if len(b) < 12 {
-			return Tensor{}, errors.New("truncated .npy header")
-		}
-		hlen, off = int(binary.LittleEndian.Uint32(b[8:12])), 12
-	default:
-		return Tensor{}, fmt.Errorf(".npy version %d", b[6])
-	}
-	if hlen < 0 || off+hlen > len(b) {
-		return Tensor{}, errors.New("truncated .npy header")
-	}
-	hdr := string(b[off : off+hlen])
-	field := func(k string) string {
-		i := strings.Index(hdr, "'"+k+"':")
-		if i < 0 {
-			return ""
-		}
-		rest := strings.TrimSpace(hdr[i+len(k)+3:])
-		if strings.HasPrefix(rest, "(") {
-			if j := strings.IndexByte(rest, ')'); j >= 0 {
-				return rest[1:j]
-			}
-			return ""
-		}
-		if j := strings.IndexAny(rest, ",}"); j >= 0 {
-			rest = rest[:j]
-		}
-		return strings.Trim(strings.TrimSpace(rest), "'")
-	}
-	dt, ok := npyDTypes[field("descr")]
-	if !ok {
-		return Tensor{}, fmt.Errorf("unsupported .npy dtype %q", field("descr"))
-	}
-	if field("fortran_order") != "False" {
-		return Tensor{}, errors.New("fortran-order .npy is not supported")
-	}
-	var shape []int64
-	n := int64(1)
-	for _, p := range strings.Split(field("shape"), ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
-		d, err := strconv.ParseInt(p, 10, 64)
-		if err != nil || d < 0 || (d > 0 && n > math.MaxInt32/d) {
-			return Tensor{}, fmt.Errorf("bad .npy shape %q", field("shape"))
-		}
-		shape = append(shape, d)
-		n *= d
-	}
-	data := b[off+hlen:]
-	if int64(len(data)) != n*int64(dtypeSize[dt]) {
-		return Tensor{}, fmt.Errorf(".npy holds %d data bytes, shape %v of %s needs %d", len(data), shape, dt, n*int64(dtypeSize[dt]))
-	}
-	return Tensor{DType: dt, Shape: shape, Data: bytes.Clone(data)}, nil
 }

@@ -38,7 +38,7 @@ func TestTLS(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
 	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
-	srv, err := New(f.b, Config{TLSCertFile: certFile, TLSKeyFile: keyFile}, nil)
+	srv, err := New(f.eng, Config{TLSCertFile: certFile, TLSKeyFile: keyFile}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestTLS(t *testing.T) {
 	if r, err := http.Get("http://" + ln.Addr().String() + "/v1/models"); err == nil && r.StatusCode == 200 {
 		t.Fatal("plain HTTP answered on the TLS port")
 	}
-	if _, err := New(f.b, Config{TLSCertFile: certFile}, nil); err == nil {
+	if _, err := New(f.eng, Config{TLSCertFile: certFile}, nil); err == nil {
 		t.Fatal("a certificate without its key was accepted")
 	}
 }
@@ -77,7 +77,7 @@ func TestTLS(t *testing.T) {
 // ReadHeaderTimeout.
 func TestLimits(t *testing.T) {
 	f := openFixture(t, Config{})
-	srv, err := New(f.b, Config{MaxPromptTokens: 3, ReadHeaderTimeout: 300 * time.Millisecond}, nil)
+	srv, err := New(f.eng, Config{MaxPromptTokens: 3, ReadHeaderTimeout: 300 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

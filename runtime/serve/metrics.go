@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/edgeinfer/edgeinfer/pkg/metrics/prom"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 )
 
 // serverMetrics is /metrics: the engine's request timelines (latency
@@ -23,13 +24,13 @@ type serverMetrics struct {
 	handler  http.Handler
 }
 
-func newServerMetrics(b Backend) (*serverMetrics, error) {
+func newServerMetrics(e *engine.Engine) (*serverMetrics, error) {
 	m := &serverMetrics{reg: prometheus.NewRegistry(), timeline: prom.New(prom.Options{})}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "edgeinfer", Subsystem: "http", Name: "requests_total",
 		Help: "HTTP requests answered, by path and status code."}, []string{"path", "code"})
 	m.streams = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "edgeinfer", Subsystem: "http", Name: "streams_active",
 		Help: "Server-sent event streams open now."})
-	for _, c := range []prometheus.Collector{m.timeline, m.requests, m.streams, &engineCollector{b: b},
+	for _, c := range []prometheus.Collector{m.timeline, m.requests, m.streams, &engineCollector{e: e},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		if err := m.reg.Register(c); err != nil {
 			return nil, err
@@ -43,10 +44,8 @@ func (m *serverMetrics) request(path string, code int) {
 	m.requests.WithLabelValues(path, strconv.Itoa(code)).Inc()
 }
 
-func (m *serverMetrics) serveHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
-
-// engineCollector reads the backend's queue and KV cache at scrape time.
-type engineCollector struct{ b Backend }
+// engineCollector reads the engine's queue and KV cache at scrape time.
+type engineCollector struct{ e *engine.Engine }
 
 var (
 	queuedDesc  = prometheus.NewDesc("edgeinfer_engine_queued_requests", "Generation requests waiting for admission.", nil, nil)
@@ -63,9 +62,9 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.b.Stats()
-	ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(st.Queued))
-	ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(st.Running))
+	st := c.e.Stats()
+	ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(queued(st.Scheduler)))
+	ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(st.Scheduler.Running))
 	for name, kv := range st.KV {
 		ch <- prometheus.MustNewConstMetric(kvUsedDesc, prometheus.GaugeValue, float64(kv.BlocksUsed), name)
 		ch <- prometheus.MustNewConstMetric(kvTotalDesc, prometheus.GaugeValue, float64(kv.BlocksTotal), name)

@@ -30,11 +30,7 @@ func TestPluginModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	be, err := NewEngineBackend(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(be, Config{}, nil)
+	srv, err := New(e, Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 )
 
 // textRequest is the body of /v1/chat/completions and /v1/completions:
@@ -117,23 +119,21 @@ func jsonKind(goType string) string {
 }
 
 // validated is a text request checked and reduced to what the engine
-// needs (the prompt still as text or ids).
+// takes (the prompt as messages, text or ids).
 type validated struct {
 	model     string
 	stream    bool
 	usage     bool
 	maxTokens int // 0: up to the context
-	sampling  *Sampling
+	sampling  *engine.Sampling
 	stop      []string
-	class     Class
-	slo       SLO
+	class     engine.Class
+	slo       engine.SLO
 	failFast  bool
-	messages  []chatMessageText
+	messages  []engine.ChatMessage
 	prompt    string
 	promptIDs []int32
 }
-
-type chatMessageText struct{ Role, Content string }
 
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
 
@@ -162,7 +162,7 @@ func (q *textRequest) validate(chat bool, h http.Header) (*validated, error) {
 		v.maxTokens = *mt
 	}
 	if q.Temperature != nil || q.TopP != nil || q.TopK != nil || q.Seed != nil {
-		s := &Sampling{Temperature: 1, TopP: 1}
+		s := &engine.Sampling{Temperature: 1, TopP: 1}
 		if t := q.Temperature; t != nil {
 			if *t < 0 || *t > 2 {
 				return nil, badRequest("temperature", "must be in [0, 2], got %g", *t)
@@ -217,7 +217,7 @@ func (q *textRequest) validate(chat bool, h http.Header) (*validated, error) {
 			if err != nil {
 				return nil, err
 			}
-			v.messages = append(v.messages, chatMessageText{Role: m.Role, Content: text})
+			v.messages = append(v.messages, engine.ChatMessage{Role: m.Role, Content: text})
 		}
 		return v, nil
 	}
@@ -303,12 +303,8 @@ func (v *validated) priority(x *extension, h http.Header) error {
 	if x != nil && x.Class != "" {
 		class = x.Class
 	}
-	switch Class(class) {
-	case "", ClassInteractive:
-		v.class = ClassInteractive
-	case ClassRealtime, ClassBatch:
-		v.class = Class(class)
-	default:
+	var err error
+	if v.class, err = engine.ParseClass(class); err != nil {
 		return badRequest("edgeinfer.class", "%q is not one of realtime, interactive, batch", class)
 	}
 	if hs := h.Get("X-Edgeinfer-SLO"); hs != "" {

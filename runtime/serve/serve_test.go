@@ -63,9 +63,9 @@ func TestChatCompletion(t *testing.T) {
 
 func TestChatTemplateStops(t *testing.T) {
 	f := openFixture(t, Config{})
-	for _, m := range f.b.Models() {
-		if m.Name == "tinychat" && (m.Chat == nil || len(m.Stop) != 1 || m.Stop[0] != "<|endoftext|>") {
-			t.Fatalf("tinychat: chat %v stop %q", m.Chat != nil, m.Stop)
+	for _, m := range f.eng.Models() {
+		if m.Name == "tinychat" && (!m.ChatTemplate || m.TurnEnd != "<|endoftext|>") {
+			t.Fatalf("tinychat: chat %v turn end %q", m.ChatTemplate, m.TurnEnd)
 		}
 	}
 	resp, data := f.post(t, "/v1/chat/completions", `{"model":"tinychat","max_tokens":40,"messages":[{"role":"user","content":"Call me Ishmael"}]}`)
@@ -223,7 +223,7 @@ func TestAuth(t *testing.T) {
 // the scheduler).
 func TestConcurrentClients(t *testing.T) {
 	f := openFixture(t, Config{})
-	next := watch(t, f.b)
+	next := watch(t, f.eng)
 	const clients = 32
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
@@ -272,7 +272,7 @@ func TestConcurrentClients(t *testing.T) {
 // cancelled and its KV blocks come back.
 func TestDisconnectFreesKV(t *testing.T) {
 	f := openFixture(t, Config{})
-	next := watch(t, f.b)
+	next := watch(t, f.eng)
 	conn, err := net.Dial("tcp", f.ts.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +289,7 @@ func TestDisconnectFreesKV(t *testing.T) {
 			seen++
 		}
 	}
-	if kv := f.b.Stats().KV["tinylm"]; kv.BlocksUsed == 0 {
+	if kv := f.eng.Stats().KV["tinylm"]; kv.BlocksUsed == 0 {
 		t.Fatalf("no KV in use mid-stream: %+v", kv)
 	}
 	conn.Close()
@@ -298,7 +298,7 @@ func TestDisconnectFreesKV(t *testing.T) {
 	if r := next(); r.Outcome != metrics.Cancelled {
 		t.Fatalf("the dropped stream ended %s, want cancelled", r.Outcome)
 	}
-	if st := f.b.Stats(); st.Running != 0 || st.KV["tinylm"].BlocksUsed != 0 {
+	if st := f.eng.Stats(); st.Scheduler.Running != 0 || st.KV["tinylm"].BlocksUsed != 0 {
 		t.Fatalf("KV not freed when the client left: %+v", st)
 	}
 }
@@ -374,7 +374,7 @@ func TestInfer(t *testing.T) {
 // TestMetricsPromtool checks /metrics with Prometheus's own linter.
 func TestMetricsPromtool(t *testing.T) {
 	f := openFixture(t, Config{})
-	next := watch(t, f.b) // observers run in order: the server's collector sees a record first
+	next := watch(t, f.eng) // observers run in order: the server's collector sees a record first
 	f.post(t, "/v1/completions", `{"model":"tinylm","prompt":"Call me","max_tokens":4}`)
 	next()
 	r, err := http.Get(f.ts.URL + "/metrics")
@@ -435,7 +435,7 @@ func TestShutdownDrains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(f.b, Config{DrainTimeout: 20 * time.Second}, nil)
+	srv, err := New(f.eng, Config{DrainTimeout: 20 * time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

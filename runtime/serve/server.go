@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -10,17 +11,19 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 )
 
-// Server is the HTTP API over a Backend. It is safe for concurrent use.
+// Server is the HTTP API over an engine. It is safe for concurrent use.
 type Server struct {
 	cfg     Config
-	b       Backend
+	e       *engine.Engine
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *serverMetrics
@@ -35,29 +38,32 @@ type Server struct {
 	closeOnce  sync.Once
 }
 
-// New returns a server for b. logger nil discards logs.
-func New(b Backend, cfg Config, logger *slog.Logger) (*Server, error) {
+// New returns a server for e's models: the ones open at each request, so a
+// model loaded, unloaded or swapped while it serves is served as it is
+// then. The engine stays its owner's to close, after the server. logger
+// nil discards logs; an enabled logger gets a line per request at Info.
+func New(e *engine.Engine, cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg.withDefaults(), b: b, log: logger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg.withDefaults(), e: e, log: logger, mux: http.NewServeMux()}
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	var err error
-	if s.metrics, err = newServerMetrics(b); err != nil {
+	if s.metrics, err = newServerMetrics(e); err != nil {
 		return nil, err
 	}
-	s.removeObs = b.Observe(s.metrics.timeline)
+	s.removeObs = e.Observe(s.metrics.timeline)
 	s.route("GET /health", s.health)
 	s.route("GET /ready", s.ready)
-	s.route("GET /metrics", s.metrics.serveHTTP)
+	s.route("GET /metrics", func(w *responseWriter, r *http.Request) { s.metrics.handler.ServeHTTP(w, r) })
 	s.route("GET /version", s.version)
 	s.route("GET /v1/models", s.listModels)
 	s.route("GET /v1/models/{model}", s.getModel)
-	s.route("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.text(w, r, true) })
-	s.route("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.text(w, r, false) })
+	s.route("POST /v1/chat/completions", func(w *responseWriter, r *http.Request) { s.text(w, r, true) })
+	s.route("POST /v1/completions", func(w *responseWriter, r *http.Request) { s.text(w, r, false) })
 	s.route("POST /v1/infer/{model}", s.infer)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: strp("unknown_url"),
@@ -67,22 +73,44 @@ func New(b Backend, cfg Config, logger *slog.Logger) (*Server, error) {
 }
 
 // route registers h under pattern behind the bearer-token check (but for
-// the probes) and the request counter.
-func (s *Server) route(pattern string, h http.HandlerFunc) {
+// the probes), the request counter and the request log.
+func (s *Server) route(pattern string, h func(*responseWriter, *http.Request)) {
 	path := pattern[strings.IndexByte(pattern, ' ')+1:]
 	open := path == "/health" || path == "/ready"
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cw := &countingWriter{ResponseWriter: w, status: http.StatusOK}
-		cw.Header().Set("Server", "edgeinfer/"+sdkVersion())
-		defer func() { s.metrics.request(path, cw.status) }()
+		start := time.Now()
+		rw := &responseWriter{ResponseWriter: w, status: http.StatusOK}
+		rw.Header().Set("Server", "edgeinfer/"+sdkVersion())
+		defer func() {
+			s.metrics.request(path, rw.status)
+			s.logRequest(r, rw, time.Since(start))
+		}()
 		if !open && !s.authorized(r) {
-			cw.Header().Set("WWW-Authenticate", `Bearer realm="edgeinfer"`)
-			writeError(cw, &apiError{Status: http.StatusUnauthorized, Type: "authentication_error", Code: strp("invalid_api_key"),
+			rw.Header().Set("WWW-Authenticate", `Bearer realm="edgeinfer"`)
+			writeError(rw, &apiError{Status: http.StatusUnauthorized, Type: "authentication_error", Code: strp("invalid_api_key"),
 				Message: "missing or wrong bearer token: send Authorization: Bearer <the token serve was started with>"})
 			return
 		}
-		h(cw, r)
+		h(rw, r)
 	}))
+}
+
+// logRequest writes the request's line (at Info, when the logger takes
+// it): method, path, status, model, duration and, for a generation, its
+// prompt and output tokens.
+func (s *Server) logRequest(r *http.Request, w *responseWriter, d time.Duration) {
+	if !s.log.Enabled(r.Context(), slog.LevelInfo) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", w.status)}
+	if w.model != "" {
+		attrs = append(attrs, slog.String("model", w.model))
+	}
+	attrs = append(attrs, slog.Duration("duration", d))
+	if w.generated {
+		attrs = append(attrs, slog.Int("prompt_tokens", w.promptTokens), slog.Int("tokens", w.tokens))
+	}
+	s.log.LogAttrs(context.WithoutCancel(r.Context()), slog.LevelInfo, "request", attrs...)
 }
 
 func (s *Server) authorized(r *http.Request) bool {
@@ -93,15 +121,20 @@ func (s *Server) authorized(r *http.Request) bool {
 	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(s.cfg.Token)) == 1
 }
 
-// countingWriter remembers the status for the metrics and passes
-// flushes through (SSE needs them).
-type countingWriter struct {
+// responseWriter remembers what the metrics and the request log say of a
+// request (its status; the model and tokens, set by the handlers) and
+// passes flushes through (SSE needs them).
+type responseWriter struct {
 	http.ResponseWriter
 	status int
+	model  string
+	// generated: a generation ran; promptTokens and tokens are its counts.
+	generated            bool
+	promptTokens, tokens int
 }
 
-func (w *countingWriter) WriteHeader(code int)        { w.status = code; w.ResponseWriter.WriteHeader(code) }
-func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *responseWriter) WriteHeader(code int)        { w.status = code; w.ResponseWriter.WriteHeader(code) }
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Handler is the API as an http.Handler (for tests and embedding).
 func (s *Server) Handler() http.Handler { return s.mux }
@@ -160,7 +193,7 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Close stops observing the backend and cancels running requests. It is
+// Close stops observing the engine and cancels running requests. It is
 // idempotent; Serve calls it.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
@@ -170,21 +203,30 @@ func (s *Server) Close() {
 	})
 }
 
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+func (s *Server) health(w *responseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ready(w *responseWriter, r *http.Request) {
 	if s.draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 		return
 	}
-	if len(s.b.Models()) == 0 {
+	if len(s.e.Models()) == 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "no models"})
 		return
 	}
-	st := s.b.Stats()
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "queued": st.Queued, "running": st.Running})
+	st := s.e.Stats().Scheduler
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "queued": queued(st), "running": st.Running})
+}
+
+// queued is the generation requests waiting, all classes.
+func queued(st engine.SchedStats) int {
+	n := 0
+	for _, q := range st.Queued {
+		n += q
+	}
+	return n
 }
 
 // modelObject is OpenAI's model object, with the context length and kind
@@ -199,20 +241,26 @@ type modelObject struct {
 	Chat    bool   `json:"chat_template"`
 }
 
-func objectOf(m Model) modelObject {
-	return modelObject{ID: m.Name, Object: "model", Created: m.Created.Unix(), OwnedBy: "edgeinfer", Kind: m.Kind, Context: m.Context, Chat: m.Chat != nil}
+func objectOf(m engine.ModelInfo) modelObject {
+	return modelObject{ID: m.Name, Object: "model", Created: m.Loaded.Unix(), OwnedBy: "edgeinfer", Kind: m.Kind, Context: m.Context, Chat: m.ChatTemplate}
 }
 
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+// models are the engine's open models now, by name.
+func (s *Server) models() []engine.ModelInfo {
+	ms := s.e.Models()
+	slices.SortFunc(ms, func(a, b engine.ModelInfo) int { return cmp.Compare(a.Name, b.Name) })
+	return ms
+}
+
+func (s *Server) listModels(w *responseWriter, r *http.Request) {
 	data := []modelObject{}
-	for _, m := range s.b.Models() {
+	for _, m := range s.models() {
 		data = append(data, objectOf(m))
 	}
-	sort.Slice(data, func(i, j int) bool { return data[i].ID < data[j].ID })
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getModel(w *responseWriter, r *http.Request) {
 	m, err := s.findModel(r.PathValue("model"), "")
 	if err != nil {
 		writeError(w, err)
@@ -221,10 +269,11 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, objectOf(*m))
 }
 
-// findModel returns the named model, checking its kind when kind is set.
-func (s *Server) findModel(name, kind string) (*Model, *apiError) {
+// findModel returns the named model as the engine has it now, checking
+// its kind when kind is set.
+func (s *Server) findModel(name, kind string) (*engine.ModelInfo, *apiError) {
 	var names []string
-	for _, m := range s.b.Models() {
+	for _, m := range s.models() {
 		if m.Name == name {
 			if kind != "" && m.Kind != kind {
 				return nil, withCode(badRequest("model", "%q is a %s model: use %s", name, m.Kind, map[string]string{
@@ -234,14 +283,13 @@ func (s *Server) findModel(name, kind string) (*Model, *apiError) {
 		}
 		names = append(names, m.Name)
 	}
-	sort.Strings(names)
 	return nil, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: strp("model"), Code: strp("model_not_found"),
 		Message: fmt.Sprintf("model %q is not served here: use one of %s", name, strings.Join(names, ", "))}
 }
 
 // version serves GET /version: the server's build and each model's, for
 // benchmark reports (bench --target records it).
-func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+func (s *Server) version(w *responseWriter, r *http.Request) {
 	type model struct {
 		ID           string `json:"id"`
 		Kind         string `json:"kind"`
@@ -252,10 +300,9 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 		Context      int    `json:"context_length,omitempty"`
 	}
 	ms := []model{}
-	for _, m := range s.b.Models() {
-		ms = append(ms, model{m.Name, m.Kind, m.Version, m.Quantization, m.Provider, m.Runtime, m.Context})
+	for _, m := range s.models() {
+		ms = append(ms, model{m.Name, m.Kind, m.Version, m.Quantization, m.Provider, "onnxruntime " + m.ORTVersion, m.Context})
 	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
 	writeJSON(w, http.StatusOK, map[string]any{"server": "edgeinfer", "version": sdkVersion(), "go": runtime.Version(),
 		"os": runtime.GOOS, "arch": runtime.GOARCH, "models": ms})
 }

@@ -4,17 +4,22 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"net/http"
 	"strconv"
 	"strings"
 
-	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
 )
 
-// text serves /v1/chat/completions (chat) and /v1/completions.
-func (s *Server) text(w http.ResponseWriter, r *http.Request, chat bool) {
+// text serves /v1/chat/completions (chat) and /v1/completions: the
+// request checked, then handed to the engine as it came (messages, text
+// or ids), which renders the chat template, encodes and stops at the turn
+// end; what it refuses before the first token is an HTTP error.
+func (s *Server) text(w *responseWriter, r *http.Request, chat bool) {
 	if s.draining.Load() {
 		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: strp("shutting_down"), RetryAfter: s.cfg.DrainTimeout,
 			Message: "the server is shutting down: send the request to another instance or retry once it is back"})
@@ -36,140 +41,35 @@ func (s *Server) text(w http.ResponseWriter, r *http.Request, chat bool) {
 		writeError(w, aerr)
 		return
 	}
-	prompt, text, aerr := s.promptOf(m, v, chat)
-	if aerr != nil {
-		writeError(w, aerr)
+	w.model = m.Name
+	_, textPlugin := m.Plugins["pre"]
+	switch {
+	case v.promptIDs == nil && !m.Tokenizer:
+		writeError(w, withCode(badRequest("model", "%q has no tokenizer: send token ids as the prompt of /v1/completions", m.Name), "no_tokenizer"))
+		return
+	case v.promptIDs != nil && textPlugin:
+		writeError(w, withCode(badRequest("prompt", "%q runs a pre plugin on the prompt text: send the prompt as text, not token ids", m.Name), "text_plugin"))
 		return
 	}
-	maxTokens := v.maxTokens
-	if maxTokens == 0 {
-		maxTokens = m.Context - len(prompt)
-	}
-	stop := v.stop
-	if chat {
-		stop = append(stop, m.Stop...)
-	}
 	id := newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat])
-	req := GenerateRequest{Model: m.Name, Prompt: prompt, MaxTokens: maxTokens, Sampling: v.sampling,
-		Stop: stop, Class: v.class, SLO: v.slo, FailFast: v.failFast, ID: id}
-	if m.TextPlugin { // the bundle's pre plugin works on the text
-		req.Text, req.TextHasSpecials = text.text, text.specials
+	opts := engine.GenerateOptions{MaxTokens: v.maxTokens, Sampling: v.sampling, Stop: v.stop, Class: v.class, SLO: v.slo,
+		FailFast: v.failFast, ID: id, MaxPromptTokens: s.cfg.MaxPromptTokens, FitContext: true}
+	var st *engine.Stream
+	switch {
+	case chat:
+		st = s.e.Chat(r.Context(), m.Name, v.messages, opts)
+	case v.promptIDs != nil:
+		st = s.e.GenerateTokens(r.Context(), m.Name, v.promptIDs, opts)
+	default:
+		st = s.e.Generate(r.Context(), m.Name, v.prompt, opts)
 	}
-	st := s.b.Generate(r.Context(), req)
-	resp := &responder{s: s, w: w, chat: chat, id: id, model: m.Name, created: now().Unix(), v: v, ids: m.Tokenizer == nil, plugins: m.Plugins}
+	resp := &responder{s: s, w: w, chat: chat, id: id, model: m.Name, created: now().Unix(), v: v,
+		ids: !m.Tokenizer, plugins: len(m.Plugins) > 0}
 	if v.stream {
 		resp.stream(st)
 	} else {
 		resp.whole(st)
 	}
-}
-
-// promptText is a request's prompt as text, for a model whose pre plugin
-// works on it: specials says the text carries its special tokens.
-type promptText struct {
-	text     string
-	specials bool
-}
-
-// promptOf renders and encodes the prompt, and checks it against the
-// context and the server's limit.
-func (s *Server) promptOf(m *Model, v *validated, chat bool) ([]int32, promptText, *apiError) {
-	var text promptText
-	if v.promptIDs == nil && m.Tokenizer == nil {
-		return nil, text, withCode(badRequest("model", "%q has no tokenizer: send token ids as the prompt of /v1/completions", m.Name), "no_tokenizer")
-	}
-	if v.promptIDs != nil && m.TextPlugin {
-		return nil, text, withCode(badRequest("prompt", "%q runs a pre plugin on the prompt text: send the prompt as text, not token ids", m.Name), "text_plugin")
-	}
-	var ids []int
-	switch {
-	case v.promptIDs != nil:
-		for i, id := range v.promptIDs {
-			if m.Tokenizer != nil && (id < 0 || int(id) >= m.Tokenizer.VocabSize()) {
-				return nil, text, badRequest(fmt.Sprintf("prompt[%d]", i), "token id %d is outside the vocabulary [0, %d)", id, m.Tokenizer.VocabSize())
-			}
-		}
-	case chat:
-		msgs := make([]tokenizer.ChatMessage, len(v.messages))
-		for i, x := range v.messages {
-			msgs[i] = tokenizer.ChatMessage{Role: x.Role, Content: x.Content}
-		}
-		var err error
-		if text.text, text.specials, err = chatText(m, msgs); err != nil {
-			return nil, text, withCode(badRequest("messages", "the model's chat template refused the conversation: %v", err), "chat_template")
-		}
-		ids = m.Tokenizer.EncodeWith(text.text, tokenizer.EncodeOptions{AddSpecialTokens: !text.specials, SplitSpecialTokens: true})
-	default:
-		text.text = v.prompt
-		ids = m.Tokenizer.EncodeWith(v.prompt, tokenizer.EncodeOptions{AddSpecialTokens: true, SplitSpecialTokens: true})
-	}
-	prompt := v.promptIDs
-	if prompt == nil {
-		prompt = make([]int32, len(ids))
-		for i, id := range ids {
-			prompt[i] = int32(id)
-		}
-	}
-	field := map[bool]string{true: "messages", false: "prompt"}[chat]
-	if len(prompt) == 0 {
-		return nil, text, badRequest(field, "the prompt encodes to no tokens: send some text")
-	}
-	if lim := s.cfg.MaxPromptTokens; lim > 0 && len(prompt) > lim {
-		return nil, text, withCode(badRequest(field, "the prompt has %d tokens, more than this server's limit of %d: shorten it", len(prompt), lim), "prompt_too_long")
-	}
-	if m.Context > 0 && len(prompt)+max(v.maxTokens, 1) > m.Context {
-		out := "at least 1 in the completion"
-		if v.maxTokens > 0 {
-			out = fmt.Sprintf("%d in the completion (max_tokens)", v.maxTokens)
-		}
-		return nil, text, withCode(badRequest(field, "this model's maximum context length is %d tokens, but you requested %d tokens (%d in the prompt, %s): shorten the prompt or lower max_tokens",
-			m.Context, len(prompt)+max(v.maxTokens, 1), len(prompt), out), "context_length_exceeded")
-	}
-	return prompt, text, nil
-}
-
-// ChatPrompt is the prompt a chat request to m becomes: msgs rendered by
-// the model's chat template with the generation prompt, encoded as
-// Hugging Face does (the template writes its own special tokens). A model
-// without a template (trained on plain text) gets the turns' contents,
-// one paragraph each, encoded as plain text. Generation should also stop
-// at m.Stop. `edgeinfer generate --chat` uses it too.
-func ChatPrompt(m *Model, msgs []tokenizer.ChatMessage) ([]int32, error) {
-	if m.Tokenizer == nil {
-		return nil, fmt.Errorf("serve: model %q has no tokenizer", m.Name)
-	}
-	ids, err := chatIDs(m, msgs)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out, nil
-}
-
-func chatIDs(m *Model, msgs []tokenizer.ChatMessage) ([]int, error) {
-	text, specials, err := chatText(m, msgs)
-	if err != nil {
-		return nil, err
-	}
-	return m.Tokenizer.EncodeWith(text, tokenizer.EncodeOptions{AddSpecialTokens: !specials, SplitSpecialTokens: true}), nil
-}
-
-// chatText is a conversation as the model reads it: rendered by its
-// template (which writes its own special tokens: specials), or the turns'
-// contents a paragraph each.
-func chatText(m *Model, msgs []tokenizer.ChatMessage) (text string, specials bool, err error) {
-	if m.Chat == nil {
-		parts := make([]string, len(msgs))
-		for i, x := range msgs {
-			parts[i] = x.Content
-		}
-		return strings.Join(parts, "\n\n"), false, nil
-	}
-	text, err = m.Chat.Render(msgs, true)
-	return text, true, err
 }
 
 func newID(prefix string) string {
@@ -181,7 +81,7 @@ func newID(prefix string) string {
 // responder writes one request's answer, whole or as server-sent events.
 type responder struct {
 	s       *Server
-	w       http.ResponseWriter
+	w       *responseWriter
 	chat    bool
 	id      string
 	model   string
@@ -197,17 +97,47 @@ type responder struct {
 
 // pluginResult is the answer's "edgeinfer" extension for a model with
 // plugins: the post plugin's result, or why there is none.
-func (a *responder) pluginResult(st Stream) map[string]any {
-	rs, ok := st.(ResultStream)
-	if !a.plugins || !ok {
+func (a *responder) pluginResult(st *engine.Stream) map[string]any {
+	if !a.plugins {
 		return nil
 	}
-	res, err := rs.Result()
+	res, err := st.Result()
 	if err != nil {
 		return map[string]any{"result_error": err.Error()}
 	}
-	return map[string]any{"result": res}
+	return map[string]any{"result": resultJSON(res)}
 }
+
+// resultJSON is a plugin result by tensor name as JSON values: a string
+// for a text tensor, {"shape", "data"} for a numeric one.
+func resultJSON(ts []abi.Tensor) map[string]any {
+	out := map[string]any{}
+	for _, t := range ts {
+		var data any
+		switch t.DType {
+		case abi.String:
+			out[t.Name], _ = t.Text()
+			continue
+		case abi.Float32:
+			data = elements(t.Float32s())
+		case abi.Float64:
+			data = elements(t.Float64s())
+		case abi.Int64:
+			data = elements(t.Int64s())
+		case abi.Int32:
+			data = elements(t.Int32s())
+		default: // uint8: bytes, as base64 by encoding/json
+			data = t.Data
+		}
+		out[t.Name] = map[string]any{"shape": t.Shape, "data": data}
+	}
+	return out
+}
+
+// elements is a decoded plugin tensor's elements (typed: int64 stays exact,
+// unlike values' float64s for an /infer response); the plugin ABI checked their
+// count against the shape when the result crossed the boundary.
+func elements[T any](v []T, _ error) any { return v }
 
 type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
@@ -215,38 +145,70 @@ type usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-func usageOf(sum Summary) *usage {
+func usageOf(sum engine.Summary) *usage {
 	return &usage{PromptTokens: sum.PromptTokens, CompletionTokens: sum.OutputTokens, TotalTokens: sum.PromptTokens + sum.OutputTokens}
 }
 
 // finishReason is OpenAI's spelling of the engine's finish: the end of a
 // turn or a stop string are "stop", a token limit is "length".
-func finishReason(f Finish) string {
+func finishReason(f engine.FinishReason) string {
 	switch f {
-	case FinishLength, FinishContextLength:
+	case engine.FinishLength, engine.FinishContextLength:
 		return "length"
 	}
 	return "stop"
 }
 
 // failed reports whether a finish is an error rather than an answer.
-func failed(sum Summary) bool {
-	return sum.Err != nil || sum.Finish == FinishError || sum.Finish == FinishDeadline || sum.Finish == FinishCancelled || sum.Finish == FinishRejected
+func failed(sum engine.Summary) bool {
+	switch sum.Finish {
+	case engine.FinishError, engine.FinishDeadline, engine.FinishCancelled, engine.FinishRejected:
+		return true
+	}
+	return sum.Err != nil
 }
 
-func (a *responder) summaryError(sum Summary) *apiError {
+func (a *responder) summaryError(sum engine.Summary) *apiError {
 	if sum.Err != nil {
-		return errorOf(sum.Err)
+		return a.errorOf(sum.Err)
 	}
-	if sum.Finish == FinishDeadline {
+	if sum.Finish == engine.FinishDeadline {
 		return &apiError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: strp("deadline_exceeded"),
 			Message: "the request's deadline passed before it finished: relax edgeinfer.deadline_ms or ask for fewer tokens"}
 	}
-	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: "generation ended with " + string(sum.Finish)}
+	return &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: "generation ended with " + sum.Finish.String()}
+}
+
+// errorOf is errorOf with what the engine refused of the prompt said in
+// the request's terms: the field ("messages" or "prompt") and the counts.
+func (a *responder) errorOf(err error) *apiError {
+	field := map[bool]string{true: "messages", false: "prompt"}[a.chat]
+	var pe *engine.PromptError
+	switch {
+	case errors.As(err, &pe) && pe.Tokens == 0:
+		return badRequest(field, "the prompt encodes to no tokens: send some text")
+	case errors.As(err, &pe) && pe.Limit > 0:
+		return withCode(badRequest(field, "the prompt has %d tokens, more than this server's limit of %d: shorten it", pe.Tokens, pe.Limit), "prompt_too_long")
+	case errors.As(err, &pe):
+		out := "at least 1 in the completion"
+		if pe.MaxTokens > 0 {
+			out = fmt.Sprintf("%d in the completion (max_tokens)", pe.MaxTokens)
+		}
+		return withCode(badRequest(field, "this model's maximum context length is %d tokens, but you requested %d tokens (%d in the prompt, %s): shorten the prompt or lower max_tokens",
+			pe.Context, pe.Tokens+max(pe.MaxTokens, 1), pe.Tokens, out), "context_length_exceeded")
+	case errors.Is(err, engine.ErrChatTemplate):
+		return withCode(badRequest("messages", "the model's chat template refused the conversation: %v", err), "chat_template")
+	}
+	return errorOf(err)
+}
+
+// counted tells the request log how the generation went.
+func (a *responder) counted(sum engine.Summary) {
+	a.w.generated, a.w.promptTokens, a.w.tokens = true, sum.PromptTokens, sum.OutputTokens
 }
 
 // whole collects the answer and writes one JSON response.
-func (a *responder) whole(st Stream) {
+func (a *responder) whole(st *engine.Stream) {
 	var text strings.Builder
 	var ids []int32
 	for tok, err := range st.Tokens() {
@@ -259,6 +221,7 @@ func (a *responder) whole(st Stream) {
 		}
 	}
 	sum := st.Summary()
+	a.counted(sum)
 	if failed(sum) {
 		writeError(a.w, a.summaryError(sum))
 		return
@@ -285,16 +248,19 @@ func (a *responder) whole(st Stream) {
 // stream sends the answer as server-sent events. The status is decided by
 // the first token: a request refused before it (overload, a bad prompt)
 // gets its HTTP error, not a 200 with an error event.
-func (a *responder) stream(st Stream) {
+func (a *responder) stream(st *engine.Stream) {
 	next, stop := iter.Pull2(st.Tokens())
 	defer stop()
 	first, err, ok := next()
 	if err != nil || !ok {
-		if sum := st.Summary(); err != nil || failed(sum) {
-			if err == nil {
-				err = a.summaryError(sum)
-			}
-			writeError(a.w, errorOf(err))
+		sum := st.Summary()
+		a.counted(sum)
+		if err != nil {
+			writeError(a.w, a.errorOf(err))
+			return
+		}
+		if failed(sum) {
+			writeError(a.w, a.summaryError(sum))
 			return
 		}
 	}
@@ -372,8 +338,9 @@ func (a *responder) stream(st Stream) {
 	}
 	stop()
 	sum := st.Summary()
+	a.counted(sum)
 	if failed(sum) {
-		if sum.Finish != FinishCancelled {
+		if sum.Finish != engine.FinishCancelled {
 			send(map[string]any{"error": a.summaryError(sum)})
 		}
 		return

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -148,17 +149,10 @@ func (r *Rollout) Validate() error {
 	return nil
 }
 
-func (r *Rollout) successPercent() int { return cmpOr(r.SuccessPercent, 90) }
-func (r *Rollout) haltPercent() int    { return cmpOr(r.HaltPercent, 10) }
+func (r *Rollout) successPercent() int { return cmp.Or(r.SuccessPercent, 90) }
+func (r *Rollout) haltPercent() int    { return cmp.Or(r.HaltPercent, 10) }
 func (r *Rollout) window() time.Duration {
-	return time.Duration(cmpOr(r.WindowMS, int64(10*time.Minute/time.Millisecond))) * time.Millisecond
-}
-
-func cmpOr[T int | int64](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
+	return time.Duration(cmp.Or(r.WindowMS, int64(10*time.Minute/time.Millisecond))) * time.Millisecond
 }
 
 // Done says the rollout will not change by itself any more.

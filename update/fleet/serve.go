@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -184,7 +185,7 @@ func Serve(ctx context.Context, cfg ServeConfig) (*Server, error) {
 	if cfg.Group == "" {
 		cfg.Group = "edgeinfer-serve"
 	}
-	cfg.Workers = cmpOr(cfg.Workers, 8)
+	cfg.Workers = cmp.Or(cfg.Workers, 8)
 	if cfg.Tick == 0 {
 		cfg.Tick = time.Second
 	}

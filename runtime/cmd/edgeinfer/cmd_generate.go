@@ -12,8 +12,6 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
-	"github.com/edgeinfer/edgeinfer/runtime/serve"
-	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 func init() {
@@ -104,12 +102,11 @@ func runGenerate(ctx context.Context, stdout io.Writer, args []string) error {
 	}
 	var s *engine.Stream
 	if *chat {
-		ids, stops, err := chatPrompt(e, name, *system, *prompt)
-		if err != nil {
-			return err
+		msgs := []engine.ChatMessage{{Role: "user", Content: *prompt}}
+		if *system != "" {
+			msgs = append([]engine.ChatMessage{{Role: "system", Content: *system}}, msgs...)
 		}
-		opts.Stop = append(opts.Stop, stops...)
-		s = e.GenerateTokens(ctx, name, ids, opts)
+		s = e.Chat(ctx, name, msgs, opts)
 	} else {
 		fmt.Fprint(stdout, *prompt)
 		s = e.Generate(ctx, name, *prompt, opts)
@@ -134,27 +131,6 @@ func (m *modelFlags) spec() engine.ModelSpec {
 		return engine.ModelSpec{Ref: m.model}
 	}
 	return engine.ModelSpec{Dir: m.model}
-}
-
-// chatPrompt renders the turns as edgeinfer serve does (serve.ChatPrompt)
-// and returns the ids and the turn-end stop strings.
-func chatPrompt(e *engine.Engine, name, system, prompt string) ([]int32, []string, error) {
-	b, err := serve.NewEngineBackend(e)
-	if err != nil {
-		return nil, nil, err
-	}
-	var msgs []tokenizer.ChatMessage
-	if system != "" {
-		msgs = append(msgs, tokenizer.ChatMessage{Role: "system", Content: system})
-	}
-	msgs = append(msgs, tokenizer.ChatMessage{Role: "user", Content: prompt})
-	for _, m := range b.Models() {
-		if m.Name == name {
-			ids, err := serve.ChatPrompt(&m, msgs)
-			return ids, m.Stop, err
-		}
-	}
-	return nil, nil, fmt.Errorf("generate: model %q not open", name)
 }
 
 func openEngine(ctx context.Context, mf modelFlags) (*engine.Engine, string, error) {

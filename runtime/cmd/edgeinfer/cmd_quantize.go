@@ -301,30 +301,12 @@ func positionLogProbs(ctx context.Context, b *bundle.Bundle, toks []int32, threa
 				return nil, err
 			}
 		}
-		logits := m.Logits()
-		if len(logits) != b.Manifest.Geometry.Vocab {
-			return nil, fmt.Errorf("%s: %d logits at position %d, want %d", b.Manifest.Name, len(logits), p, b.Manifest.Geometry.Vocab)
+		if n := len(m.Logits()); n != b.Manifest.Geometry.Vocab {
+			return nil, fmt.Errorf("%s: %d logits at position %d, want %d", b.Manifest.Name, n, p, b.Manifest.Geometry.Vocab)
 		}
-		out = append(out, logSoftmax(logits))
+		out = append(out, m.LogProbs())
 	}
 	return out, m.Close()
-}
-
-func logSoftmax(logits []float32) []float32 {
-	mx := math.Inf(-1)
-	for _, l := range logits {
-		mx = math.Max(mx, float64(l))
-	}
-	var sum float64
-	for _, l := range logits {
-		sum += math.Exp(float64(l) - mx)
-	}
-	lse := mx + math.Log(sum)
-	out := make([]float32, len(logits))
-	for i, l := range logits {
-		out[i] = float32(float64(l) - lse)
-	}
-	return out
 }
 
 func argmax(v []float32) int {

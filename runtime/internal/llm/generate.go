@@ -136,6 +136,23 @@ func (m *Model) scoreSeqs(kv *kvcache.Sequence) []*kvcache.Sequence {
 
 // logSoftmaxAt is log p(target) under softmax(logits), computed stably.
 func logSoftmaxAt(logits []float32, target int32) float64 {
+	return float64(logits[target]) - logSumExp(logits)
+}
+
+// LogSoftmax is log softmax(logits), computed stably: each token's log
+// probability.
+func LogSoftmax(logits []float32) []float32 {
+	lse := logSumExp(logits)
+	out := make([]float32, len(logits))
+	for i, l := range logits {
+		out[i] = float32(float64(l) - lse)
+	}
+	return out
+}
+
+// logSumExp is log Σ exp(logits), shifted by the maximum so that nothing
+// overflows.
+func logSumExp(logits []float32) float64 {
 	mx := math.Inf(-1)
 	for _, l := range logits {
 		mx = math.Max(mx, float64(l))
@@ -144,5 +161,5 @@ func logSoftmaxAt(logits []float32, target int32) float64 {
 	for _, l := range logits {
 		sum += math.Exp(float64(l) - mx)
 	}
-	return float64(logits[target]) - mx - math.Log(sum)
+	return mx + math.Log(sum)
 }

@@ -15,25 +15,6 @@ type seqState struct {
 	sampler *Sampler
 }
 
-// samplingOf reads the sampling parameters a request carries through the
-// scheduler (sched.Request.Sampling): SamplingParams, a pointer to them, or
-// nil for greedy.
-func samplingOf(v any) (SamplingParams, error) {
-	switch p := v.(type) {
-	case nil:
-		return SamplingParams{}, nil
-	case SamplingParams:
-		return p, nil
-	case *SamplingParams:
-		if p == nil {
-			return SamplingParams{}, nil
-		}
-		return *p, nil
-	default:
-		return SamplingParams{}, fmt.Errorf("%w: sampling is %T, want llm.SamplingParams", ErrBadSampling, v)
-	}
-}
-
 // noCapacity turns a KV shortage into the scheduler's "no room now" error.
 func noCapacity(op string, err error) error {
 	var oob *kvcache.OutOfBlocksError
@@ -60,10 +41,6 @@ func (m *Model) Admit(_ context.Context, seq sched.Sequence) (int, error) {
 	if _, dup := m.seqs[uint64(seq.ID)]; dup {
 		return 0, fmt.Errorf("%w: sequence %d admitted twice", ErrBatch, seq.ID)
 	}
-	p, err := samplingOf(seq.Sampling)
-	if err != nil {
-		return 0, err
-	}
 	bs := m.geom.BlockSize
 	extra := (n+seq.Reserve+bs-1)/bs - (n+bs-1)/bs
 	if need, free := m.cache.AdmitBlocks(seq.Tokens)+extra, m.cache.FreeBlocks(); need > free {
@@ -77,7 +54,7 @@ func (m *Model) Admit(_ context.Context, seq sched.Sequence) (int, error) {
 		kv.Free()
 		return 0, noCapacity(fmt.Sprintf("admit %d", seq.ID), err)
 	}
-	sampler, err := NewSampler(p, seq.Tokens[:seq.PromptLen])
+	sampler, err := NewSampler(seq.Sampling, seq.Tokens[:seq.PromptLen])
 	if err != nil {
 		kv.Free()
 		return 0, err

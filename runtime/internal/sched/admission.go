@@ -412,7 +412,7 @@ func (g *genReq) remainingTokens() int {
 func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, p prediction, now time.Time) (probe bool, err error) {
 	i := c.index()
 	if len(s.mu.queue[i])+s.mu.inferN[i] >= s.cfg.QueueLimit {
-		return false, &OverloadError{Class: c, QueueFull: true, RetryAfter: s.drainEstimateLocked(c, now)}
+		return false, &OverloadError{Class: c.String(), QueueFull: true, RetryAfter: s.drainEstimateLocked(c, now)}
 	}
 	if !failFast || ttft <= 0 || p.Total() <= p.limit(ttft) {
 		return false, nil
@@ -423,16 +423,16 @@ func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, 
 		// estimate is measured again instead of refusing it forever; unless
 		// the configured part alone is over, which no measurement revises.
 		if p.Fixed > ttft {
-			return false, &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, Alone: true, RetryAfter: probeEvery}
+			return false, &OverloadError{Class: c.String(), Predicted: p.Total(), SLO: ttft, Alone: true, RetryAfter: probeEvery}
 		}
 		if !now.Before(s.mu.nextProbe) {
 			s.mu.nextProbe = now.Add(probeEvery)
 			s.mu.stats.Probes++
 			return true, nil
 		}
-		return false, &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, Alone: true, RetryAfter: s.mu.nextProbe.Sub(now)}
+		return false, &OverloadError{Class: c.String(), Predicted: p.Total(), SLO: ttft, Alone: true, RetryAfter: s.mu.nextProbe.Sub(now)}
 	}
-	return false, &OverloadError{Class: c, Predicted: p.Total(), SLO: ttft, RetryAfter: s.retryAfterLocked(p, ttft, now)}
+	return false, &OverloadError{Class: c.String(), Predicted: p.Total(), SLO: ttft, RetryAfter: s.retryAfterLocked(p, ttft, now)}
 }
 
 // ttftHeadroom is the share of a TTFT objective a busy device's prediction

@@ -18,8 +18,9 @@ var (
 	ErrInvalidRequest = errors.New("sched: invalid request")
 	// ErrOverloaded means the request was refused at once because the
 	// scheduler predicts it cannot meet its SLO, or its class queue is full.
-	// The error is an *OverloadError carrying a RetryAfter estimate.
-	ErrOverloaded = errors.New("sched: overloaded")
+	// The error is an *OverloadError carrying a RetryAfter estimate. It is
+	// the engine's public sentinel too (engine.ErrOverloaded).
+	ErrOverloaded = errors.New("engine: overloaded")
 	// ErrQueueFull is wrapped (beside ErrOverloaded) when the bounded queue
 	// of the request's class is full.
 	ErrQueueFull = errors.New("sched: queue full")
@@ -41,10 +42,13 @@ var (
 
 // OverloadError is the typed form of ErrOverloaded: it tells the caller how
 // long to wait before retrying. errors.Is(err, ErrOverloaded) holds for it, and
-// errors.Is(err, ErrQueueFull) too when the queue was full.
+// errors.Is(err, ErrQueueFull) too when the queue was full. It is the
+// engine's public refusal too (engine.OverloadError is this type), so its
+// fields and message speak the engine's words.
 type OverloadError struct {
-	// Class is the priority class of the refused request.
-	Class Class
+	// Class is the priority class of the refused request: "realtime",
+	// "interactive" or "batch".
+	Class string
 	// Predicted is the predicted time to first token (or to result for
 	// one-shot work) had the request been queued; zero when the queue was
 	// full.
@@ -68,19 +72,18 @@ type OverloadError struct {
 }
 
 func (e *OverloadError) Error() string {
-	if e.QueueFull {
-		return fmt.Sprintf("sched: overloaded: %s queue full, retry after %v", e.Class, e.RetryAfter)
+	switch {
+	case e.QueueFull:
+		return fmt.Sprintf("engine: overloaded: %s queue full, retry after %v", e.Class, e.RetryAfter.Round(time.Millisecond))
+	case e.Alone:
+		return fmt.Sprintf("engine: predicted TTFT %v for this request alone on an idle device exceeds its %s SLO %v (shorten the prompt or raise the objective), retry after %v",
+			e.Predicted.Round(time.Microsecond), e.Class, e.SLO, e.RetryAfter.Round(time.Millisecond))
+	case e.Late:
+		return fmt.Sprintf("engine: overloaded: the queued %s request can no longer meet its SLO %v (%v with its prefill), retry after %v",
+			e.Class, e.SLO, e.Predicted.Round(time.Microsecond), e.RetryAfter.Round(time.Millisecond))
 	}
-	if e.Late {
-		return fmt.Sprintf("sched: overloaded: queued %s request can no longer meet its slo %v (%v with its prefill), retry after %v",
-			e.Class, e.SLO, e.Predicted.Round(time.Microsecond), e.RetryAfter.Round(time.Microsecond))
-	}
-	if e.Alone {
-		return fmt.Sprintf("sched: predicted %v for this request alone on an idle device exceeds its %s slo %v (shorten the prompt or raise the objective), retry after %v",
-			e.Predicted.Round(time.Microsecond), e.Class, e.SLO, e.RetryAfter.Round(time.Microsecond))
-	}
-	return fmt.Sprintf("sched: overloaded: predicted %v exceeds %s slo %v, retry after %v",
-		e.Predicted.Round(time.Microsecond), e.Class, e.SLO, e.RetryAfter.Round(time.Microsecond))
+	return fmt.Sprintf("engine: overloaded: predicted TTFT %v exceeds the %s SLO %v, retry after %v",
+		e.Predicted.Round(time.Microsecond), e.Class, e.SLO, e.RetryAfter.Round(time.Millisecond))
 }
 
 // Unwrap exposes ErrOverloaded, and ErrQueueFull when the queue was full.

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -64,7 +65,7 @@ func (s *Scheduler[P]) Infer(ctx context.Context, req InferRequest[P]) (InferRes
 		if e.class != t.class {
 			return int(t.class) - int(e.class) // higher class first
 		}
-		return cmpID(SeqID(e.id), SeqID(t.id))
+		return cmp.Compare(e.id, t.id)
 	})
 	s.mu.infer[req.Model] = slices.Insert(q, i, r)
 	s.mu.inferN[class.index()]++

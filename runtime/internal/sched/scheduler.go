@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -205,7 +206,7 @@ func (s *Scheduler[P]) rejectLocked(tl *Timeline, now time.Time, err error) {
 // preempted sequence goes back ahead of later arrivals (FIFO by arrival).
 func (s *Scheduler[P]) enqueueLocked(g *genReq) {
 	q := &s.mu.queue[g.class.index()]
-	i, _ := slices.BinarySearchFunc(*q, g.id, func(e *genReq, id SeqID) int { return cmpID(e.id, id) })
+	i, _ := slices.BinarySearchFunc(*q, g.id, func(e *genReq, id SeqID) int { return cmp.Compare(e.id, id) })
 	*q = slices.Insert(*q, i, g)
 	s.changedLocked()
 }
@@ -221,16 +222,6 @@ func (s *Scheduler[P]) Changed() <-chan struct{} {
 func (s *Scheduler[P]) changedLocked() {
 	close(s.mu.changed)
 	s.mu.changed = make(chan struct{})
-}
-
-func cmpID(a, b SeqID) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // setBacklogLocked sets g's share of the prefill backlog of its class.
