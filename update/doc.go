@@ -101,7 +101,7 @@
 // fetched) or abandons an update that no longer applies
 // (TestKillDuringUpdate).
 //
-// The Activators that meet the engine are update/serving's, so this
+// The Activators that meet the engine are runtime/device's, so this
 // package links no engine and builds without cgo: EngineActivator uses
 // the engine's run-time swap (running requests finish on the old version;
 // TestSwapWhileServing); CheckActivator checks in an engine of its own for

@@ -25,7 +25,6 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,6 +36,8 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/metrics"
+	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/runtime/device"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/prepost"
@@ -66,97 +67,119 @@ func modelsDir() string {
 
 func runMain(ctx context.Context, w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("store-kiosk", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
+	addr := fs.String("addr", "127.0.0.1:8090", "listen address (when --device-config has no http section)")
+	devCfg := fs.String("device-config", "", "the device the kiosk runs on: the agent's JSON `file` (store, http, broker, fleet, update); default: a store of its own, no fleet")
 	cfg := Config{}
-	fs.StringVar(&cfg.Chat, "chat", "", "decoder bundle for the assistant (default: import --hf)")
-	fs.StringVar(&cfg.HF, "hf", "examples/tinylm", "Hugging Face directory imported when --chat is empty")
+	fs.StringVar(&cfg.Chat, "chat", "", "decoder bundle for the assistant (default: the store's chat model, imported from --hf when absent)")
+	fs.StringVar(&cfg.HF, "hf", "examples/tinylm", "Hugging Face directory imported as chat@1 when the store has no chat model")
 	fs.StringVar(&cfg.Models, "models", modelsDir(), "directory of platforms/models/fetch.sh")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *devCfg != "" {
+		var err error
+		if cfg.Device, err = device.LoadConfig(*devCfg); err != nil {
+			return err
+		}
+	}
+	if cfg.Device.HTTP == nil {
+		cfg.Device.HTTP = &device.HTTP{Config: serve.Config{Addr: *addr}}
 	}
 	k, err := Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer k.Close(context.WithoutCancel(ctx))
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "store-kiosk: http://%s/\n", ln.Addr())
-	return k.Serve(ctx, ln)
+	fmt.Fprintf(w, "store-kiosk: %s\n", k.URL())
+	<-ctx.Done()
+	return k.Close()
 }
 
-// Config names the kiosk's models.
+// Config names the kiosk's models and the device it runs on.
 type Config struct {
-	Chat   string // decoder bundle; "" imports HF into a temporary directory
-	HF     string
+	Chat   string // decoder bundle; "" means the store's chat model
+	HF     string // imported as chat@1 when the store has none
 	Models string // holds blazeface/, silero/, images/
 	// Tick is the camera's frame interval; 0 means 100 ms. The microphone
 	// sends a 32 ms chunk every 32 ms, the summariser runs every 20 ticks.
 	Tick time.Duration
+	// Device is the device the kiosk is an application of (runtime/device;
+	// its JSON form is the agent's file): the store, the HTTP API the
+	// page is served on, and, with a broker and an update section for
+	// "chat", the fleet's rollouts of the assistant. The kiosk adds its
+	// camera and microphone models and its page. A zero Store means a
+	// store of its own in a temporary directory; a nil HTTP means
+	// 127.0.0.1:8090.
+	Device device.Config
 }
 
 // Kiosk is the running kiosk.
 type Kiosk struct {
+	d      *device.Device
 	e      *engine.Engine
-	srv    *serve.Server
 	stats  *board
 	tmp    string
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+	err    error
 	frame  []float32
 	audio  []float32
 	source string
 }
 
-// Open loads the three models into one engine and starts the realtime and
-// batch loops.
-func Open(ctx context.Context, cfg Config) (*Kiosk, error) {
+// Open starts the device with the three models in its one engine, mounts
+// the page on the device's HTTP API and starts the realtime and batch
+// loops.
+func Open(ctx context.Context, cfg Config) (_ *Kiosk, err error) {
 	if cfg.Tick == 0 {
 		cfg.Tick = 100 * time.Millisecond
 	}
 	k := &Kiosk{stats: newBoard()}
-	chat := cfg.Chat
-	if chat == "" {
-		dir, err := os.MkdirTemp("", "store-kiosk-chat")
+	defer func() {
 		if err != nil {
-			return nil, err
+			err = errors.Join(err, k.removeTmp())
 		}
-		k.tmp = dir
-		if _, err := build.ImportHF(ctx, cfg.HF, dir, build.ImportOptions{}); err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("import %s: %w (run from the repository root, or pass --chat BUNDLE)", cfg.HF, err)
-		}
-		chat = dir
+	}()
+	dc := cfg.Device
+	if dc.LogLevel == "" && dc.Logger == nil {
+		dc.LogLevel = "warn" // the page shows what happens; no line per request
+	}
+	if dc.HTTP == nil {
+		dc.HTTP = &device.HTTP{Config: serve.Config{Addr: "127.0.0.1:8090"}}
 	}
 	face := filepath.Join(cfg.Models, "blazeface", "face_detection_front_128x128_barracuda.onnx")
 	vad := filepath.Join(cfg.Models, "silero", "silero_vad_v5.onnx")
 	photo := filepath.Join(cfg.Models, "images", "locomotion-nude-male.jpg")
 	for _, f := range []string{face, vad, photo} {
 		if _, err := os.Stat(f); err != nil {
-			k.removeTmp()
 			return nil, fmt.Errorf("%w (run make setup: platforms/models/fetch.sh)", err)
 		}
 	}
-	var err error
+	if dc.Store == "" {
+		if k.tmp, err = os.MkdirTemp("", "store-kiosk"); err != nil {
+			return nil, err
+		}
+		dc.Store = filepath.Join(k.tmp, "kiosk.db")
+	}
+	if cfg.Chat != "" {
+		dc.Engine.Models = append(slices.Clip(dc.Engine.Models), engine.ModelSpec{Name: "chat", Dir: cfg.Chat})
+	} else if err := ensureChat(ctx, dc.Store, cfg.HF); err != nil {
+		return nil, err
+	}
+	dc.Engine.Models = append(slices.Clip(dc.Engine.Models), engine.ModelSpec{Name: "face", Dir: face}, engine.ModelSpec{Name: "vad", Dir: vad})
+	dc.Engine.Observers = append(slices.Clip(dc.Engine.Observers), k.stats)
 	if k.frame, err = cameraFrame(photo); err != nil {
-		k.removeTmp()
 		return nil, err
 	}
 	k.audio, k.source = microphoneAudio(ctx)
-	k.e, err = engine.Open(ctx, engine.Config{
-		Models:    []engine.ModelSpec{{Name: "chat", Dir: chat}, {Name: "face", Dir: face}, {Name: "vad", Dir: vad}},
-		Observers: []engine.Observer{k.stats},
-	})
-	if err != nil {
-		k.removeTmp()
+	if k.d, err = device.Open(ctx, dc); err != nil {
 		return nil, err
 	}
-	k.srv, err = serve.New(k.e, serve.Config{}, nil)
-	if err != nil {
-		return nil, errors.Join(err, k.e.Close(ctx), k.removeTmp())
+	k.e = k.d.Engine()
+	for pattern, h := range k.routes() {
+		if err := k.d.Handle(pattern, h); err != nil {
+			return nil, errors.Join(err, k.d.Close())
+		}
 	}
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	k.cancel = cancel
@@ -166,6 +189,38 @@ func Open(ctx context.Context, cfg Config) (*Kiosk, error) {
 	return k, nil
 }
 
+// ensureChat imports the Hugging Face model in hf as chat@1 into the
+// store and activates it, unless the store has an active chat model (a
+// restart, or a version the fleet rolled out).
+func ensureChat(ctx context.Context, path, hf string) (err error) {
+	st, err := store.Open(ctx, path, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, st.Close()) }()
+	for e, err := range st.List(ctx) {
+		if err != nil {
+			return err
+		}
+		if e.Ref.Name == "chat" && e.Active {
+			return nil
+		}
+	}
+	dir, err := os.MkdirTemp("", "store-kiosk-chat")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := build.ImportHF(ctx, hf, dir, build.ImportOptions{Name: "chat", Version: "1"}); err != nil {
+		return fmt.Errorf("import %s: %w (run from the repository root, or pass --chat BUNDLE)", hf, err)
+	}
+	ref, err := st.Import(ctx, dir, nil)
+	if err != nil {
+		return err
+	}
+	return st.Activate(ctx, ref.String())
+}
+
 func (k *Kiosk) removeTmp() error {
 	if k.tmp == "" {
 		return nil
@@ -173,51 +228,35 @@ func (k *Kiosk) removeTmp() error {
 	return os.RemoveAll(k.tmp)
 }
 
-// Close stops the loops, then the engine; it may be called again.
-func (k *Kiosk) Close(ctx context.Context) error {
-	var err error
+// URL is the page's address.
+func (k *Kiosk) URL() string { return "http://" + k.d.HTTPAddr() + "/" }
+
+// Close stops the loops, then the device; it may be called again.
+func (k *Kiosk) Close() error {
 	k.once.Do(func() {
 		k.cancel()
 		k.wg.Wait()
-		k.srv.Close()
-		err = errors.Join(k.e.Close(ctx), k.removeTmp())
+		k.err = errors.Join(k.d.Close(), k.removeTmp())
 	})
-	return err
+	return k.err
 }
 
-// Handler is the page, /kiosk/stats and runtime/serve's API.
-func (k *Kiosk) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Write(page)
-	})
-	mux.HandleFunc("GET /kiosk/stats", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(k.stats.snapshot())
-	})
-	mux.HandleFunc("GET /kiosk/timeline", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(k.stats.timeline(time.Now()))
-	})
-	mux.Handle("/", k.srv.Handler())
-	return mux
-}
-
-// Serve serves Handler on ln until ctx ends.
-func (k *Kiosk) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: k.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		err := hs.Shutdown(sctx)
-		<-errc
-		return errors.Join(ctx.Err(), err)
-	case err := <-errc:
-		return err
+// routes are the kiosk's own pages, served by the device's HTTP API beside
+// the OpenAI-compatible endpoints the page asks.
+func (k *Kiosk) routes() map[string]http.Handler {
+	return map[string]http.Handler{
+		"GET /{$}": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Write(page)
+		}),
+		"GET /kiosk/stats": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(k.stats.snapshot())
+		}),
+		"GET /kiosk/timeline": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(k.stats.timeline(time.Now()))
+		}),
 	}
 }
 
@@ -525,6 +564,7 @@ func (b *board) ObserveTimeline(t *metrics.Timeline) {
 func (b *board) fail(model string, err error) {
 	b.mu.Lock()
 	b.state[model] = "error: " + err.Error()
+	b.counters["errors:"+model]++
 	b.touchLocked()
 	b.mu.Unlock()
 }

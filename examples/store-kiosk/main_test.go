@@ -7,16 +7,27 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"net"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
+	"github.com/edgeinfer/edgeinfer/runtime/device"
+	"github.com/edgeinfer/edgeinfer/runtime/device/fleettest"
+	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+	"github.com/edgeinfer/edgeinfer/runtime/serve"
+	"github.com/edgeinfer/edgeinfer/update"
+	"github.com/edgeinfer/edgeinfer/update/fleet"
 )
 
 func TestPct(t *testing.T) {
@@ -26,9 +37,12 @@ func TestPct(t *testing.T) {
 	}
 }
 
-func openKiosk(t *testing.T) (*Kiosk, string) {
+func openKiosk(t *testing.T, dc device.Config) (*Kiosk, string) {
 	orttest.Need(t)
-	k, err := Open(t.Context(), Config{HF: "../tinylm", Models: modelsDir()})
+	if dc.HTTP == nil {
+		dc.HTTP = &device.HTTP{Config: serve.Config{Addr: "127.0.0.1:0"}}
+	}
+	k, err := Open(t.Context(), Config{HF: "../tinylm", Models: modelsDir(), Device: dc})
 	if err != nil {
 		if strings.Contains(err.Error(), "make setup") {
 			t.Skip(err)
@@ -36,19 +50,11 @@ func openKiosk(t *testing.T) (*Kiosk, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := k.Close(context.Background()); err != nil {
+		if err := k.Close(); err != nil {
 			t.Error(err)
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- k.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return k, "http://" + ln.Addr().String()
+	return k, strings.TrimSuffix(k.URL(), "/")
 }
 
 func stats(t *testing.T, url string) Stats {
@@ -100,7 +106,7 @@ func find(s Stats, model, class string) *row {
 // asked a question holds the answer and a latency row per model, and the
 // screenshot is the page (not blank).
 func TestKiosk(t *testing.T) {
-	k, url := openKiosk(t)
+	k, url := openKiosk(t, device.Config{})
 	_, err := exec.LookPath("espeak-ng")
 	haveEspeak := err == nil
 	s := waitBoard(t, k, url, 30*time.Second, func(s Stats) bool {
@@ -246,4 +252,146 @@ func near(img image.Image, r image.Rectangle, c [3]uint32) int {
 		}
 	}
 	return n
+}
+
+// TestKioskRollout: the kiosk is a device of a local fleet (a real
+// broker, a signed repository, the fleet's server). While the page's
+// assistant chats (streamed chat completions one after another) and the
+// camera and microphone run at realtime priority, the fleet rolls chat@2
+// out and the device swaps it in; no chat request fails, no camera or
+// microphone request errs, and the page, loaded in headless Chromium
+// after the swap, still answers.
+func TestKioskRollout(t *testing.T) {
+	orttest.Need(t)
+	if testing.Short() {
+		t.Skip("a fleet, a rollout and Chromium: not under -short")
+	}
+	ctx := t.Context()
+	tmp := t.TempDir()
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	repoDir, keys := filepath.Join(tmp, "repo"), filepath.Join(tmp, "keys")
+	r, err := fleet.Init(repoDir, keys, keys, fleet.InitOptions{Director: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := filepath.Join(tmp, "chat2")
+	if _, err := build.ImportHF(ctx, "../tinylm", rel, build.ImportOptions{Name: "chat", Version: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fleettest.SetHealth(ctx, rel, 4, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Publish(ctx, rel, fleet.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := fleet.Serve(ctx, fleet.ServeConfig{Broker: b.URL(), Fleet: "shop", Instance: "a", Repo: repoDir, Keys: []string{keys}, Tick: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	op, err := fleet.Dial(ctx, fleet.ClientConfig{Broker: b.URL(), Fleet: "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+
+	k, url := openKiosk(t, device.Config{Store: filepath.Join(tmp, "kiosk.db"), Broker: b.URL(), Fleet: "shop", Device: "kiosk-1",
+		TelemetryInterval: device.Duration(time.Second),
+		Update: &device.Update{Model: "chat", ImageRoot: r.RootPath(update.RepoImage), DirectorRoot: r.RootPath(update.RepoDirector),
+			CheckInterval: device.Duration(time.Minute), RetryInterval: device.Duration(time.Second)}})
+	active := func() string {
+		if d := op.View().Devices()["kiosk-1"]; d != nil && d.Update != nil {
+			return d.Update.Active
+		}
+		return ""
+	}
+	waitView := func(what string, d time.Duration, ok func() bool) {
+		t.Helper()
+		deadline := time.After(d)
+		for !ok() {
+			select {
+			case <-op.View().Changed():
+			case <-deadline:
+				t.Fatalf("%s: not within %v", what, d)
+			}
+		}
+	}
+	waitView("the kiosk runs chat@1 and reports it", time.Minute, func() bool { return active() == "1" })
+	before := stats(t, url)
+
+	var chats, failed atomic.Int64
+	var failures []string
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := chatStream(ctx, url); err != nil {
+				failed.Add(1)
+				mu.Lock()
+				failures = append(failures, err.Error())
+				mu.Unlock()
+			}
+			chats.Add(1)
+		}
+	})
+	if err := op.StartRollout(ctx, fleet.Rollout{ID: "chat-2", Model: "chat", Version: "2", Waves: []int{100}}); err != nil {
+		t.Fatal(err)
+	}
+	waitView("chat@2 active on the kiosk", 3*time.Minute, func() bool { return active() == "2" })
+	for n := chats.Load(); chats.Load() < n+2; { // two more on 2
+		if err := chatStream(ctx, url); err != nil {
+			t.Errorf("chat on 2: %v", err)
+			break
+		}
+		chats.Add(1)
+	}
+	close(stop)
+	wg.Wait()
+	after := stats(t, url)
+	if failed.Load() > 0 {
+		t.Errorf("%d of %d chat completions failed during the rollout: %v", failed.Load(), chats.Load(), failures)
+	}
+	for _, m := range []string{"face", "vad"} {
+		if n := after.Counters["errors:"+m]; n > 0 {
+			t.Errorf("%s: %d requests erred during the rollout (%s)", m, n, after.State[m])
+		}
+		b, a := find(before, m, "realtime"), find(after, m, "realtime")
+		if a == nil || b == nil || a.Count <= b.Count {
+			t.Errorf("%s did not run during the rollout: %+v then %+v", m, b, a)
+			continue
+		}
+		t.Logf("%s during the rollout: %d requests, %d past the deadline or failed; p99 %.2f ms", m, a.Count-b.Count, a.Failed-b.Failed, a.P99MS)
+	}
+	t.Logf("%d streamed chat completions during the rollout of chat@2, %d failed; the kiosk runs chat@%s", chats.Load(), failed.Load(), active())
+	if ms := k.d.State(ctx).Models; !slices.ContainsFunc(ms, func(m engine.ModelInfo) bool { return m.Name == "chat" && m.Version == "2" }) {
+		t.Errorf("the engine serves %+v, want chat@2", ms)
+	}
+	chromium(t, url)
+}
+
+// chatStream asks the assistant as the page does, streamed, and checks
+// the stream ends with a finish reason and [DONE].
+func chatStream(ctx context.Context, url string) error {
+	body := `{"model":"chat","messages":[{"role":"user","content":"Call me Ishmael"}],"max_tokens":8,"stream":true}`
+	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		return fmt.Errorf("status %d %v: %s", resp.StatusCode, err, out)
+	}
+	if !bytes.Contains(out, []byte(`"finish_reason":"`)) || !bytes.HasSuffix(bytes.TrimSpace(out), []byte("data: [DONE]")) {
+		return fmt.Errorf("stream without a finish reason and [DONE]: %s", out)
+	}
+	return nil
 }

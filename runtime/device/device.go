@@ -22,6 +22,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/platforms"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/serve"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/rollout"
 	"github.com/edgeinfer/edgeinfer/update/wire"
@@ -41,6 +42,7 @@ type Device struct {
 	probe *power.Probed
 
 	http struct {
+		srv  *serve.Server
 		ln   net.Listener
 		done chan struct{} // closed when Serve returns
 		err  error         // Serve's, read after done

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 
 	"github.com/edgeinfer/edgeinfer/runtime/serve"
 )
@@ -35,7 +36,7 @@ func (d *Device) openHTTP() error {
 		return fmt.Errorf("device: http: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	d.http.ln, d.http.done = ln, make(chan struct{})
+	d.http.srv, d.http.ln, d.http.done = srv, ln, make(chan struct{})
 	go func() {
 		defer close(d.http.done)
 		d.http.err = srv.Serve(ctx, ln)
@@ -47,6 +48,17 @@ func (d *Device) openHTTP() error {
 		<-d.http.done
 		return d.http.err
 	})
+	return nil
+}
+
+// Handle mounts an application's handler on the device's HTTP API, beside
+// the OpenAI-compatible endpoints and behind the same token (see
+// serve.Server.Handle): a kiosk's page is served by the device itself.
+func (d *Device) Handle(pattern string, h http.Handler) error {
+	if d.http.srv == nil {
+		return fmt.Errorf("%w: http: the device has no HTTP API to mount %q on (add an http section)", ErrConfig, pattern)
+	}
+	d.http.srv.Handle(pattern, h)
 	return nil
 }
 
