@@ -21,7 +21,7 @@ type Engine struct {
 	cfg  Config
 	log  *slog.Logger
 	s    *sched.Scheduler[tensors]
-	x    *mux
+	x    *sched.Router[tensors]
 	life context.Context // the engine's lifetime: cancelled by Close
 	stop context.CancelFunc
 
@@ -53,7 +53,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{cfg: cfg, log: log, x: newMux()}
+	e := &Engine{cfg: cfg, log: log, x: sched.NewRouter[tensors]()}
 	e.mu.models = map[string]*model{}
 	for _, o := range cfg.Observers {
 		e.mu.observers = append(e.mu.observers, &observerEntry{o: o})

@@ -12,8 +12,10 @@ import (
 // Sentinel errors. Every error the engine returns wraps at least one of
 // them (or a context error), so callers decide with errors.Is.
 var (
-	// ErrUnknownModel reports a model name the engine has not open.
-	ErrUnknownModel = errors.New("engine: unknown model")
+	// ErrUnknownModel reports a model name the engine has not open (the
+	// scheduler's router reports a version removed under a queued request
+	// with the same sentinel).
+	ErrUnknownModel = sched.ErrUnknownModel
 	// ErrConfig reports an invalid Config.
 	ErrConfig = errors.New("engine: invalid config")
 	// ErrNoTokenizer reports text generation on a model without a tokenizer.

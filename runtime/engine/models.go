@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin"
 	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
@@ -31,10 +32,6 @@ type model struct {
 	chat *tokenizer.ChatTemplate // the bundle's chat template, or nil (Chat)
 	gen  bundle.Generation
 
-	// use is held shared by every call into the model (a step, a one-shot
-	// batch) and exclusively to close it, so a retired version is never
-	// freed under a running call.
-	use sync.RWMutex
 	// live counts the requests submitted to this version and not yet
 	// finished (queued or running); a retired version is freed when it
 	// reaches zero, so nothing queued on it is lost in a swap.
@@ -72,7 +69,7 @@ func (e *Engine) Load(ctx context.Context, spec ModelSpec) (ModelInfo, error) {
 	if err != nil {
 		return ModelInfo{}, errors.Join(err, m.close())
 	}
-	e.x.add(m)
+	e.route(m)
 	e.log.Info("model loaded", "name", m.name, "version", m.info.Version, "kind", m.info.Kind, "provider", m.info.Provider, "load", m.info.LoadTime)
 	return m.info, nil
 }
@@ -132,7 +129,7 @@ func (e *Engine) Swap(ctx context.Context, name string, spec ModelSpec, check He
 	}
 	e.mu.models[staged] = m
 	e.mu.Unlock()
-	e.x.add(m)
+	e.route(m)
 
 	if check != nil {
 		err = check(ctx, e, staged)
@@ -287,6 +284,20 @@ func publicName(key string) string {
 	return strings.TrimSuffix(key, "@staged")
 }
 
+// route registers m's executor with the scheduler's router: the device
+// loop calls it directly, by m.key.
+func (e *Engine) route(m *model) {
+	var dec sched.Decoder // a nil *llm.Model is not a nil Decoder
+	if m.dec != nil {
+		dec = m.dec
+	}
+	var one sched.Runner[tensors]
+	if m.one != nil {
+		one = m.one
+	}
+	e.x.Add(m.key, dec, one)
+}
+
 // retire takes m out of service: it is freed, in the background, once no
 // request is queued or running on it and no call is inside it.
 func (e *Engine) retire(m *model) {
@@ -299,10 +310,8 @@ func (e *Engine) retire(m *model) {
 	}
 	e.bg.Go(func() {
 		<-m.drained
-		m.use.Lock() // waits for a step or batch still inside the model
+		e.x.Remove(m.key) // returns once no step or batch is inside the model
 		m.closeErr = m.close()
-		e.x.remove(m)
-		m.use.Unlock()
 	})
 }
 

@@ -74,7 +74,8 @@ func newOneshot(name string, s *ort.Session) *oneshot {
 	return o
 }
 
-func (o *oneshot) run(ctx context.Context, ins []tensors) ([]tensors, error) {
+// Run implements sched.Runner: the device loop's call for a batch.
+func (o *oneshot) Run(ctx context.Context, ins []tensors) ([]tensors, error) {
 	if len(ins) == 1 || !o.batchable || !o.concatenable(ins) {
 		return o.runEach(ctx, ins)
 	}
