@@ -9,7 +9,8 @@ package engine
 // bundle.Load verifies it. EDGEINFER_BENCH_BUNDLE=DIR runs another bundle
 // (an int4 build, say); EDGEINFER_BENCH_PRESET=tiny-test makes a quick run.
 // Every benchmark logs the precision that ran (the manifest's Quantization).
-// Two intra-op threads throughout, as in FACTS.md's reference points.
+// Two intra-op threads throughout: the boards this runs on have two to
+// four cores, and two threads is what the README's figures use.
 
 import (
 	"cmp"

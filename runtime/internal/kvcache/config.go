@@ -75,17 +75,17 @@ type Options struct {
 	// Prefault commits the whole budget when the cache is built
 	// (MAP_POPULATE) instead of page by page on first use. Lazily, a block
 	// first written costs a page fault per (layer, K/V, head) — 96 for
-	// synthetic-110m, measured +6–12 ms on a batch-8 decode step whose rows
-	// all opened fresh blocks, and a long first prompt pays thousands.
-	// Prefaulted, that cost moves to New (measured 0.25 s for 384 MiB) and
-	// the process's memory is the budget from the start (no surprise
+	// synthetic-110m — on the decode step whose rows opened fresh blocks,
+	// and a long first prompt pays thousands. Prefaulted, that cost moves
+	// to New (TestPrefault checks the pool is resident after it) and the
+	// process's memory is the budget from the start (no surprise
 	// later): the choice for a device serving latency objectives. Zero
 	// (false) maps lazily.
 	Prefault bool `json:"prefault,omitempty"`
 
 	// DisableHugePages maps the pools with base pages only. By default the
-	// pools are advised transparent huge pages (see mapZeroed: ~5 % faster
-	// batched decode measured), which also means a first write commits
+	// pools are advised transparent huge pages (see mapZeroed: fewer TLB
+	// misses on the decode step's scattered block reads), which also means a first write commits
 	// 2 MiB rather than 4 KiB, so resident memory climbs towards the budget
 	// sooner; set this where an oversized budget must stay mostly
 	// unbacked.

@@ -39,10 +39,11 @@ const hugePage = 2 << 20
 // on a 2 MiB boundary. A decode step reads every block of every row in
 // every layer, head by head: at batch 8 and context ~180 that is ~9,000
 // distinct 4 KiB pages scattered over the budget, more than the TLB holds,
-// while the same reads span a few hundred 2 MiB pages. Measured on
-// synthetic-110m int4 (384 MiB pool, batch 8, two engines alternated in one
-// process): 1.007–1.107×, median ~1.05× the decode rate. Where the kernel
-// has no transparent huge pages the advice fails and is ignored.
+// while the same reads span a few hundred 2 MiB pages. (No benchmark here
+// isolates it: two engines alternated in one process, one with
+// KVOptions.DisableHugePages, under BenchmarkDecodeRate's load would.)
+// Where the kernel has no transparent huge pages the advice fails and is
+// ignored.
 func mapZeroed(n int, prefault, huge bool) (mem, used []byte, err error) {
 	if !huge {
 		flags := unix.MAP_PRIVATE | unix.MAP_ANON

@@ -69,7 +69,7 @@ func (p *prefixIndex) drop(b int32) {
 const rootHash uint64 = 0x9e3779b97f4a7c15
 
 // chainHash mixes parent and the block's token ids (a multiply-xorshift
-// over 32-bit words; about 1 ns a token).
+// over 32-bit words; BenchmarkPrefixLookup measures a 1,024-token chain).
 func chainHash(parent uint64, toks []int32) uint64 {
 	h := parent ^ uint64(len(toks))*0xff51afd7ed558ccd
 	for _, t := range toks {

@@ -6,8 +6,8 @@ import "time"
 //
 // Batching raises throughput but every decode row makes the step longer,
 // and the step is every running stream's time per output token. On a small
-// device the step grows steeply with rows (measured on synthetic-110m int4,
-// two cores: ~3 ms + 3.6 ms per row), so a fixed MaxBatch of 8 can put all
+// device the step grows steeply with rows (BenchmarkBatchScaling in
+// runtime/engine measures step time against rows), so a fixed MaxBatch of 8 can put all
 // eight streams over a TPOT objective that four would have met: throughput
 // that no user gets. The seeds' rule is to maximise concurrent throughput
 // within the latency SLO; so admission adds a sequence only while the
@@ -60,8 +60,9 @@ func (c *decodeCost) observe(rows, prefill int, d time.Duration) {
 // A measured row count answers itself; otherwise a least-squares line over
 // the measured counts, never below the largest measured count under rows.
 // With a single measurement v at k rows it takes half of v as the fixed
-// part of a step and half as per-row cost (synthetic-110m int4 measured
-// 3 + 3.6 ms per row: 45 % fixed; fp32 and small models are mostly fixed).
+// part of a step and half as per-row cost (int4 models on small CPUs are
+// near that split in BenchmarkBatchScaling; fp32 and small models are
+// mostly fixed).
 // Scaling all of v per row instead is so pessimistic that a second stream
 // may never be admitted, and then a second row count is never measured:
 // the estimate must let admission explore, and a wrong guess costs the
