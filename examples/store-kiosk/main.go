@@ -452,6 +452,7 @@ type board struct {
 	state    map[string]string
 	counters map[string]int
 	events   []event       // the last minute's finished requests, oldest first
+	errs     []string      // the first errors of the camera and microphone
 	changed  chan struct{} // closed (and replaced) whenever the board changes
 }
 
@@ -561,10 +562,22 @@ func (b *board) ObserveTimeline(t *metrics.Timeline) {
 	r.P50MS, r.P99MS = pct(s, 50), pct(s, 99)
 }
 
+// fail records a camera or microphone request that got no answer: one
+// whose deadline passed first (the scheduler drops it, by design: a late
+// frame is worth nothing) apart from an error.
 func (b *board) fail(model string, err error) {
 	b.mu.Lock()
+	if errors.Is(err, engine.ErrDeadline) {
+		b.counters["expired:"+model]++
+		b.touchLocked()
+		b.mu.Unlock()
+		return
+	}
 	b.state[model] = "error: " + err.Error()
 	b.counters["errors:"+model]++
+	if len(b.errs) < 20 {
+		b.errs = append(b.errs, model+": "+err.Error())
+	}
 	b.touchLocked()
 	b.mu.Unlock()
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,15 +18,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/runtime/device"
 	"github.com/edgeinfer/edgeinfer/runtime/device/fleettest"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/runtime/serve"
-	"github.com/edgeinfer/edgeinfer/update"
-	"github.com/edgeinfer/edgeinfer/update/fleet"
 )
 
 func TestPct(t *testing.T) {
@@ -269,55 +265,23 @@ func TestKioskRollout(t *testing.T) {
 	ctx := t.Context()
 	tmp := t.TempDir()
 	b := mosquittotest.Start(t, mosquittotest.Options{})
-	repoDir, keys := filepath.Join(tmp, "repo"), filepath.Join(tmp, "keys")
-	r, err := fleet.Init(repoDir, keys, keys, fleet.InitOptions{Director: true}, nil)
+	lf, err := fleettest.StartLocal(ctx, b.URL(), "shop", tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel := filepath.Join(tmp, "chat2")
-	if _, err := build.ImportHF(ctx, "../tinylm", rel, build.ImportOptions{Name: "chat", Version: "2"}); err != nil {
+	defer lf.Close()
+	if err := lf.PublishHF(ctx, "../tinylm", "chat", "2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := fleettest.SetHealth(ctx, rel, 4, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := r.Publish(ctx, rel, fleet.ReleaseOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := fleet.Serve(ctx, fleet.ServeConfig{Broker: b.URL(), Fleet: "shop", Instance: "a", Repo: repoDir, Keys: []string{keys}, Tick: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	op, err := fleet.Dial(ctx, fleet.ClientConfig{Broker: b.URL(), Fleet: "shop"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.Close()
-
+	imageRoot, directorRoot := lf.Roots()
 	k, url := openKiosk(t, device.Config{Store: filepath.Join(tmp, "kiosk.db"), Broker: b.URL(), Fleet: "shop", Device: "kiosk-1",
 		TelemetryInterval: device.Duration(time.Second),
-		Update: &device.Update{Model: "chat", ImageRoot: r.RootPath(update.RepoImage), DirectorRoot: r.RootPath(update.RepoDirector),
+		Update: &device.Update{Model: "chat", ImageRoot: imageRoot, DirectorRoot: directorRoot,
 			CheckInterval: device.Duration(time.Minute), RetryInterval: device.Duration(time.Second)}})
-	active := func() string {
-		if d := op.View().Devices()["kiosk-1"]; d != nil && d.Update != nil {
-			return d.Update.Active
-		}
-		return ""
+	if err := lf.WaitActive("kiosk-1", "1", time.Minute); err != nil {
+		t.Fatal(err) // chat@1, imported at start, reported
 	}
-	waitView := func(what string, d time.Duration, ok func() bool) {
-		t.Helper()
-		deadline := time.After(d)
-		for !ok() {
-			select {
-			case <-op.View().Changed():
-			case <-deadline:
-				t.Fatalf("%s: not within %v", what, d)
-			}
-		}
-	}
-	waitView("the kiosk runs chat@1 and reports it", time.Minute, func() bool { return active() == "1" })
-	before := stats(t, url)
+	before, start := stats(t, url), time.Now()
 
 	var chats, failed atomic.Int64
 	var failures []string
@@ -331,7 +295,7 @@ func TestKioskRollout(t *testing.T) {
 				return
 			default:
 			}
-			if err := chatStream(ctx, url); err != nil {
+			if _, err := fleettest.StreamChat(ctx, url, "chat", ""); err != nil {
 				failed.Add(1)
 				mu.Lock()
 				failures = append(failures, err.Error())
@@ -340,12 +304,14 @@ func TestKioskRollout(t *testing.T) {
 			chats.Add(1)
 		}
 	})
-	if err := op.StartRollout(ctx, fleet.Rollout{ID: "chat-2", Model: "chat", Version: "2", Waves: []int{100}}); err != nil {
+	if err := lf.Roll(ctx, "chat", "2"); err != nil {
 		t.Fatal(err)
 	}
-	waitView("chat@2 active on the kiosk", 3*time.Minute, func() bool { return active() == "2" })
+	if err := lf.WaitActive("kiosk-1", "2", 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	for n := chats.Load(); chats.Load() < n+2; { // two more on 2
-		if err := chatStream(ctx, url); err != nil {
+		if _, err := fleettest.StreamChat(ctx, url, "chat", ""); err != nil {
 			t.Errorf("chat on 2: %v", err)
 			break
 		}
@@ -357,41 +323,30 @@ func TestKioskRollout(t *testing.T) {
 	if failed.Load() > 0 {
 		t.Errorf("%d of %d chat completions failed during the rollout: %v", failed.Load(), chats.Load(), failures)
 	}
+	deadline := map[string]float64{"face": 100, "vad": 32} // the camera's and microphone's, ms
 	for _, m := range []string{"face", "vad"} {
 		if n := after.Counters["errors:"+m]; n > 0 {
-			t.Errorf("%s: %d requests erred during the rollout (%s)", m, n, after.State[m])
+			k.stats.mu.Lock()
+			t.Errorf("%s: %d requests erred during the rollout: %q", m, n, k.stats.errs)
+			k.stats.mu.Unlock()
 		}
 		b, a := find(before, m, "realtime"), find(after, m, "realtime")
 		if a == nil || b == nil || a.Count <= b.Count {
 			t.Errorf("%s did not run during the rollout: %+v then %+v", m, b, a)
 			continue
 		}
-		t.Logf("%s during the rollout: %d requests, %d past the deadline or failed; p99 %.2f ms", m, a.Count-b.Count, a.Failed-b.Failed, a.P99MS)
+		late := 0
+		for _, e := range k.stats.timeline(time.Now()) {
+			if e.Model == m && !e.At.Before(start) && e.MS > deadline[m] {
+				late++
+			}
+		}
+		t.Logf("%s during the rollout: %d answered (%d of them after its %v ms deadline), %d dropped by the scheduler with the deadline passed, 0 errors; p99 of the last 200 %.2f ms",
+			m, a.Count-b.Count, late, deadline[m], after.Counters["expired:"+m]-before.Counters["expired:"+m], a.P99MS)
 	}
-	t.Logf("%d streamed chat completions during the rollout of chat@2, %d failed; the kiosk runs chat@%s", chats.Load(), failed.Load(), active())
+	t.Logf("%d streamed chat completions during the rollout of chat@2, %d failed; the kiosk runs chat@%s", chats.Load(), failed.Load(), lf.Active("kiosk-1"))
 	if ms := k.d.State(ctx).Models; !slices.ContainsFunc(ms, func(m engine.ModelInfo) bool { return m.Name == "chat" && m.Version == "2" }) {
 		t.Errorf("the engine serves %+v, want chat@2", ms)
 	}
 	chromium(t, url)
-}
-
-// chatStream asks the assistant as the page does, streamed, and checks
-// the stream ends with a finish reason and [DONE].
-func chatStream(ctx context.Context, url string) error {
-	body := `{"model":"chat","messages":[{"role":"user","content":"Call me Ishmael"}],"max_tokens":8,"stream":true}`
-	req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != 200 {
-		return fmt.Errorf("status %d %v: %s", resp.StatusCode, err, out)
-	}
-	if !bytes.Contains(out, []byte(`"finish_reason":"`)) || !bytes.HasSuffix(bytes.TrimSpace(out), []byte("data: [DONE]")) {
-		return fmt.Errorf("stream without a finish reason and [DONE]: %s", out)
-	}
-	return nil
 }

@@ -1,14 +1,11 @@
 package device_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,12 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/link/mosquittotest"
 	"github.com/edgeinfer/edgeinfer/runtime/device/fleettest"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
-	"github.com/edgeinfer/edgeinfer/update"
-	"github.com/edgeinfer/edgeinfer/update/fleet"
 )
 
 // readmeHeading is the README section whose Go block is the embedding
@@ -71,35 +65,19 @@ func TestREADMEEmbedding(t *testing.T) {
 	app := buildApp(t, src, tmp)
 
 	b := mosquittotest.Start(t, mosquittotest.Options{})
-	repoDir, keys := filepath.Join(tmp, "repo"), filepath.Join(tmp, "keys")
-	r, err := fleet.Init(repoDir, keys, keys, fleet.InitOptions{Director: true}, nil)
+	lf, err := fleettest.StartLocal(ctx, b.URL(), "f", tmp)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer lf.Close()
 	// The releases are the tiny Llama of examples/tinylm (its tokenizer
-	// makes chat text into tokens), imported as tiny@1 and tiny@2.
-	for _, version := range []string{"1", "2"} {
-		dir := filepath.Join(tmp, "b"+version)
-		if _, err := build.ImportHF(ctx, "../../examples/tinylm", dir, build.ImportOptions{Name: "tiny", Version: version}); err != nil {
-			t.Fatal(err)
-		}
-		if err := fleettest.SetHealth(ctx, dir, 4, false); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := r.Publish(ctx, dir, fleet.ReleaseOptions{}); err != nil {
+	// makes chat text into tokens), as tiny@1 and tiny@2.
+	for _, v := range []string{"1", "2"} {
+		if err := lf.PublishHF(ctx, "../../examples/tinylm", "tiny", v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	srv, err := fleet.Serve(ctx, fleet.ServeConfig{Broker: b.URL(), Fleet: "f", Instance: "a", Repo: repoDir, Keys: []string{keys}, Tick: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	op, err := fleet.Dial(ctx, fleet.ClientConfig{Broker: b.URL(), Fleet: "f"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer op.Close()
+	imageRoot, directorRoot := lf.Roots()
 
 	addr := freeAddr(t)
 	cfg := map[string]any{
@@ -107,7 +85,7 @@ func TestREADMEEmbedding(t *testing.T) {
 		"telemetry_interval": "1s", "log_level": "warn",
 		"engine": map[string]any{"session": map[string]any{"intra_op_threads": 1}},
 		"http":   map[string]any{"addr": addr},
-		"update": map[string]any{"model": "tiny", "image_root": r.RootPath(update.RepoImage), "director_root": r.RootPath(update.RepoDirector),
+		"update": map[string]any{"model": "tiny", "image_root": imageRoot, "director_root": directorRoot,
 			"check_interval": "1m", "retry_interval": "1s"},
 	}
 	cj, _ := json.Marshal(cfg)
@@ -130,22 +108,16 @@ func TestREADMEEmbedding(t *testing.T) {
 		}
 	}()
 
-	// active reads the device's retained update state from the fleet's
-	// view: the version it runs.
-	active := func() string {
-		if d := op.View().Devices()["kiosk-1"]; d != nil && d.Update != nil {
-			return d.Update.Active
-		}
-		return ""
+	if err := lf.WaitReported("kiosk-1", time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
 	}
-	waitView(t, op, "the device reports its update state", time.Minute, func() bool {
-		d := op.View().Devices()["kiosk-1"]
-		return d != nil && d.Update != nil
-	})
-	if err := op.StartRollout(ctx, fleet.Rollout{ID: "r1", Model: "tiny", Version: "1", Waves: []int{100}}); err != nil {
+	if err := lf.Roll(ctx, "tiny", "1"); err != nil {
 		t.Fatal(err)
 	}
-	waitView(t, op, "tiny@1 active", 2*time.Minute, func() bool { return active() == "1" })
+	if err := lf.WaitActive("kiosk-1", "1", 2*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	active := func() string { return lf.Active("kiosk-1") }
 	if !strings.Contains(out.String(), "HTTP API on "+addr) {
 		t.Fatalf("the program did not log its HTTP address:\n%s", out.String())
 	}
@@ -170,7 +142,7 @@ func TestREADMEEmbedding(t *testing.T) {
 			default:
 			}
 			after := active() == "2"
-			c, err := chat(ctx, addr)
+			c, err := fleettest.StreamChat(ctx, "http://"+addr, "tiny", "")
 			results <- result{err, after, c}
 		}
 	}()
@@ -180,7 +152,7 @@ func TestREADMEEmbedding(t *testing.T) {
 		wg.Wait()
 		t.Fatalf("chat before the rollout: %v\n%s", first.err, out.String())
 	}
-	if err := op.StartRollout(ctx, fleet.Rollout{ID: "r2", Model: "tiny", Version: "2", Waves: []int{100}}); err != nil {
+	if err := lf.Roll(ctx, "tiny", "2"); err != nil {
 		t.Fatal(err)
 	}
 	var n, after, failed int
@@ -273,74 +245,6 @@ func buildApp(t *testing.T, src, tmp string) string {
 		t.Fatalf("building the README's program: %v\n%s", err, o)
 	}
 	return bin
-}
-
-// chat runs one streamed chat completion and returns its text; an error
-// for anything but 200 and a stream ending in [DONE] with a finish reason.
-func chat(ctx context.Context, addr string) (string, error) {
-	body := `{"model":"tiny","messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"stream":true}`
-	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		return "", fmt.Errorf("status %d: %s", resp.StatusCode, b)
-	}
-	var text strings.Builder
-	finished, done := false, false
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		if line == "[DONE]" {
-			done = true
-			break
-		}
-		var chunk struct {
-			Choices []struct {
-				Delta        struct{ Content string } `json:"delta"`
-				FinishReason *string                  `json:"finish_reason"`
-			} `json:"choices"`
-			Error any `json:"error"`
-		}
-		if err := json.Unmarshal([]byte(line), &chunk); err != nil {
-			return "", fmt.Errorf("chunk %q: %w", line, err)
-		}
-		if chunk.Error != nil {
-			return "", fmt.Errorf("error in the stream: %s", line)
-		}
-		for _, c := range chunk.Choices {
-			text.WriteString(c.Delta.Content)
-			finished = finished || c.FinishReason != nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
-	}
-	if !done || !finished {
-		return "", fmt.Errorf("stream ended without a finish reason and [DONE] (got %q)", text.String())
-	}
-	return text.String(), nil
-}
-
-// waitView waits until ok holds, re-checking on every change of the
-// fleet's view.
-func waitView(t *testing.T, op *fleet.Client, what string, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.After(d)
-	for !ok() {
-		select {
-		case <-op.View().Changed():
-		case <-deadline:
-			t.Fatalf("%s: not within %v", what, d)
-		}
-	}
 }
 
 // freeAddr is a loopback address with a port nobody listens on.

@@ -159,16 +159,7 @@ func TestAgentUpdates(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{})
 	tmp := t.TempDir()
 	repo, keys := filepath.Join(tmp, "repo"), filepath.Join(tmp, "keys")
-	run := func(want string, args ...string) string {
-		t.Helper()
-		var stdout, stderr bytes.Buffer
-		code := runMain(ctx, &stdout, &stderr, args)
-		out := stdout.String() + stderr.String()
-		if code != 0 || !strings.Contains(out, want) {
-			t.Fatalf("edgeinfer %s: exit %d, want %q in:\n%s", strings.Join(args, " "), code, want, out)
-		}
-		return out
-	}
+	run := func(want string, args ...string) string { t.Helper(); return mustRun(t, ctx, want, args...) }
 	run("director root", "fleet", "keygen", "--repo", repo, "--keys", keys, "--director")
 	// tiny is the tiny Llama of examples/tinylm: its tokenizer turns the
 	// HTTP API's chat text into tokens.

@@ -271,3 +271,16 @@ func TestRunOneShotBundleDir(t *testing.T) {
 		t.Fatalf("run on a plain directory: exit %d %q", code, errOut)
 	}
 }
+
+// mustRun runs the CLI in-process and fails the test unless it exits 0
+// with want in its output; it returns the output.
+func mustRun(t *testing.T, ctx context.Context, want string, args ...string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := runMain(ctx, &stdout, &stderr, args)
+	out := stdout.String() + stderr.String()
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("edgeinfer %s: exit %d, want %q in:\n%s", strings.Join(args, " "), code, want, out)
+	}
+	return out
+}

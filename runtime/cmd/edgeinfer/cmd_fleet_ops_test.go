@@ -25,16 +25,7 @@ func TestFleetCommands(t *testing.T) {
 	b := mosquittotest.Start(t, mosquittotest.Options{})
 	tmp := t.TempDir()
 	repo, keys, bdir := filepath.Join(tmp, "repo"), filepath.Join(tmp, "keys"), filepath.Join(tmp, "b1")
-	run := func(want string, args ...string) string {
-		t.Helper()
-		var stdout, stderr bytes.Buffer
-		code := runMain(ctx, &stdout, &stderr, args)
-		out := stdout.String() + stderr.String()
-		if code != 0 || !strings.Contains(out, want) {
-			t.Fatalf("edgeinfer %s: exit %d, want %q in:\n%s", strings.Join(args, " "), code, want, out)
-		}
-		return out
-	}
+	run := func(want string, args ...string) string { t.Helper(); return mustRun(t, ctx, want, args...) }
 	run("director root", "fleet", "keygen", "--repo", repo, "--keys", keys, "--director")
 	if err := fleettest.TinyBundle(ctx, bdir, "tiny", "1", ""); err != nil {
 		t.Fatal(err)

@@ -22,13 +22,7 @@ func TestUpdateFleetCommands(t *testing.T) {
 	repo, keys, db := filepath.Join(tmp, "repo"), filepath.Join(tmp, "keys"), filepath.Join(tmp, "device.db")
 	run := func(want string, args ...string) string {
 		t.Helper()
-		var stdout, stderr bytes.Buffer
-		code := runMain(context.Background(), &stdout, &stderr, args)
-		out := stdout.String() + stderr.String()
-		if code != 0 || !strings.Contains(out, want) {
-			t.Fatalf("edgeinfer %s: exit %d, want %q in:\n%s", strings.Join(args, " "), code, want, out)
-		}
-		return out
+		return mustRun(t, context.Background(), want, args...)
 	}
 	run("provision devices with", "fleet", "keygen", "--repo", repo, "--keys", keys)
 	b1 := filepath.Join(tmp, "b1")
