@@ -84,15 +84,21 @@ func TestModelsFollowTheEngine(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer for a logger written from handlers.
+// syncBuffer is a bytes.Buffer for a logger written from handlers; wrote
+// gets a wake-up after each write.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{}
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	select {
+	case b.wrote <- struct{}{}:
+	default: // a wake-up is already pending
+	}
 	return b.b.Write(p)
 }
 
@@ -106,7 +112,7 @@ func (b *syncBuffer) String() string {
 // method, path, status, model, duration and tokens (what serve -v shows).
 func TestRequestLog(t *testing.T) {
 	f := openFixture(t, Config{})
-	var buf syncBuffer
+	buf := syncBuffer{wrote: make(chan struct{}, 1)}
 	srv, err := New(f.eng, Config{}, slog.New(slog.NewTextHandler(&buf, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -130,9 +136,14 @@ func TestRequestLog(t *testing.T) {
 	resp.Body.Close()
 	// A line is written as its handler returns, which may be just after
 	// the client has read the answer (so in any order).
-	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(buf.String(), "msg=request") < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	deadline := time.After(10 * time.Second)
+wait:
+	for strings.Count(buf.String(), "msg=request") < 3 {
+		select {
+		case <-buf.wrote:
+		case <-deadline:
+			break wait
+		}
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 3 {
