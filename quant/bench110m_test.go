@@ -18,7 +18,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
-func dirBytes(t *testing.T, dir string) int64 {
+func dirBytes(t testing.TB, dir string) int64 {
 	var n int64
 	for _, f := range []string{"model.onnx", "model.onnx.data"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err == nil {
@@ -34,14 +34,16 @@ func maxRSSMiB() float64 {
 	return float64(ru.Maxrss) / 1024
 }
 
-// TestSynthetic110m (opt-in: EDGEINFER_QUANT_BENCH=1) builds synthetic-110m
-// in fp32, quantises it with the graph pass to int4-b32 and int8 (time, peak
-// RSS, bytes), and measures batch-1 greedy decode through engine.Scorer.Greedy for
-// each, 2 threads, in one run so the ratios are comparable.
-func TestSynthetic110m(t *testing.T) {
-	if os.Getenv("EDGEINFER_QUANT_BENCH") == "" {
-		t.Skip("set EDGEINFER_QUANT_BENCH=1 (builds a 110M-parameter model, minutes)")
-	}
+// BenchmarkSynthetic110m builds synthetic-110m in fp32, quantises it with
+// the graph pass to int4-b32 and int8 (time, peak RSS, bytes), and
+// measures batch-1 greedy decode through engine.Scorer.Greedy for each, 2
+// threads, in one run so the ratios are comparable; it reports each
+// scheme's size ÷ fp32 and tokens/s as metrics (minutes: one iteration is
+// the run).
+//
+//	go test ./quant -run XX -bench Synthetic110m -benchtime 1x
+func BenchmarkSynthetic110m(b *testing.B) {
+	t := b
 	orttest.Need(t)
 	ctx := context.Background()
 	cfg, src, err := llama.Preset("synthetic-110m")
@@ -90,8 +92,10 @@ func TestSynthetic110m(t *testing.T) {
 		}
 		el := time.Since(first)
 		_ = start
-		b := dirBytes(t, dirs[s].Dir)
-		t.Logf("%-8s model %d B (%.3f× fp32); batch 1 decode %.1f tok/s (%d tokens)", s, b, float64(b)/float64(fpBytes), float64(got-1)/el.Seconds(), got)
+		size := dirBytes(t, dirs[s].Dir)
+		t.Logf("%-8s model %d B (%.3f× fp32); batch 1 decode %.1f tok/s (%d tokens)", s, size, float64(size)/float64(fpBytes), float64(got-1)/el.Seconds(), got)
+		t.ReportMetric(float64(size)/float64(fpBytes), s+"_size/fp32")
+		t.ReportMetric(float64(got-1)/el.Seconds(), s+"_tok/s")
 		if err := m.Close(); err != nil {
 			t.Fatal(err)
 		}

@@ -123,6 +123,18 @@ func TestDeltaFigures(t *testing.T) {
 	t.Logf("first install:      wire %10d bytes = %.3fx the bundle, publish->active %.2f s", w1, float64(w1)/float64(total), t1.Seconds())
 	t.Logf("one layer (%s) changed: %d bytes rewritten; wire %d bytes = %.2fx, publish->active %.2f s", layerName, c2, w2, float64(w2)/float64(c2), t2.Seconds())
 	t.Logf("every weight changed:   %d bytes rewritten; wire %d bytes = %.3fx, publish->active %.2f s", c3, w3, float64(w3)/float64(c3), t3.Seconds())
+	// The goals these figures stand for (issue: bytes fetched ≤ 1.1× the
+	// bytes that changed; a first install is the bundle and HTTP's
+	// headers): a figure that misses its goal fails the run.
+	for _, g := range []struct {
+		what       string
+		wire, base int64
+		most       float64
+	}{{"first install ÷ bundle", w1, total, 1.05}, {"one layer ÷ bytes changed", w2, c2, 1.1}, {"every weight ÷ bytes changed", w3, c3, 1.1}} {
+		if r := float64(g.wire) / float64(g.base); r > g.most {
+			t.Errorf("%s: %.3f×, goal ≤ %.2f×", g.what, r, g.most)
+		}
+	}
 }
 
 // changedBytes is, file by file, the span from the first to the last byte

@@ -2,7 +2,6 @@ package llama
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,15 +13,16 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
-// TestDecodeStepPagedVsCompatible measures one decode step of
+// BenchmarkDecodeStepPagedVsCompatible measures one decode step of
 // synthetic-110m fp32 in both contracts at batch 1 and 8, context 128, 512
 // and 2048, two intra-op threads, through runtime/ort Bindings (inputs
 // bound once, outputs pre-allocated; the Go-side K/V scatter is not
-// included). Opt-in: EDGEINFER_BENCH=1 (it builds a 480 MB model twice).
-func TestDecodeStepPagedVsCompatible(t *testing.T) {
-	if os.Getenv("EDGEINFER_BENCH") == "" {
-		t.Skip("set EDGEINFER_BENCH=1 to run the synthetic-110m decode benchmark")
-	}
+// included). It reports each shape's paged ÷ compatible step time as a
+// metric (it builds a 480 MB model twice: one iteration is the run).
+//
+//	go test ./pkg/onnx/llama -run XX -bench DecodeStepPagedVsCompatible -benchtime 1x
+func BenchmarkDecodeStepPagedVsCompatible(b *testing.B) {
+	t := b
 	orttest.Need(t)
 	ctx := context.Background()
 	c, src, err := Preset("synthetic-110m")
@@ -100,6 +100,7 @@ func TestDecodeStepPagedVsCompatible(t *testing.T) {
 			compatMs := timeSteps(t, sessions[ContractCompatible], in, out)
 			t.Logf("B=%d ctx=%4d: paged %6.2f ms  compatible %6.2f ms  (paged/compatible %.2f)",
 				B, ctxLen, pagedMs, compatMs, pagedMs/compatMs)
+			t.ReportMetric(pagedMs/compatMs, "paged/compat_B"+strconv.FormatInt(B, 10)+"_ctx"+strconv.FormatInt(ctxLen, 10))
 			for _, x := range tensors {
 				x.Close()
 			}
@@ -108,7 +109,7 @@ func TestDecodeStepPagedVsCompatible(t *testing.T) {
 }
 
 // timeSteps returns the median of 15 timed runs after 3 warm-ups.
-func timeSteps(t *testing.T, s *ort.Session, in, out map[string]*ort.Tensor) float64 {
+func timeSteps(t testing.TB, s *ort.Session, in, out map[string]*ort.Tensor) float64 {
 	t.Helper()
 	b, err := s.Bind(in, out)
 	if err != nil {
