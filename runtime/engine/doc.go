@@ -33,6 +33,21 @@
 // tokenizer, a chat template and its turn end, the context length), and a
 // prompt refused for its length is a *PromptError with the counts.
 //
+// # Structured output
+//
+// GenerateOptions.Constraint restricts the output to a grammar: a JSON
+// Schema (JSONSchema: OpenAI's strict mode and more, refusing with an
+// error naming any construct it cannot honour), one JSON object (JSON), or
+// a regular expression (Regex). The grammar is compiled to DFAs over bytes
+// (rules that call each other for recursion) and walked against a trie of
+// the model's tokens, so a token spanning several grammar symbols is
+// judged whole; the end token is allowed only where the output is
+// complete, and JSON is written without optional whitespace. Each row's
+// mask is applied in sampling, so constrained and free requests batch
+// together, and a preempted sequence rebuilds its state from its tokens.
+// GenerateOptions.LogProbs and TopLogProbs add each token's
+// log-probability and its most likely alternatives to Token.
+//
 // Requests carry a Class (realtime, interactive, batch) and an SLO. The
 // scheduler batches running streams continuously, spreads long prompts over
 // steps in chunks, serves higher classes first (preempting lower ones when

@@ -53,6 +53,13 @@ type GenerateOptions struct {
 	// with MaxTokens zero it generates up to the end of the context,
 	// whatever the bundle's max_new_tokens. The HTTP API asks for it.
 	FitContext bool
+	// Constraint restricts the output to a grammar (JSONSchema, JSON,
+	// Regex); nil generates freely. It needs a model with a tokenizer.
+	Constraint *Constraint
+	// LogProbs fills each Token's LogProb and Bytes; TopLogProbs (0 to
+	// MaxTopLogProbs, and it implies LogProbs) its Top alternatives.
+	LogProbs    bool
+	TopLogProbs int
 }
 
 // ChatMessage is one turn of a conversation for Chat: its role ("system",
@@ -69,6 +76,24 @@ type Token struct {
 	Text  string
 	Index int
 	Time  time.Time
+	// LogProb, with GenerateOptions.LogProbs, is the token's natural-log
+	// probability under the distribution it was drawn from: the model's
+	// logits after the penalties and the constraint's mask, divided by the
+	// temperature (1 for greedy decoding), before top-k, top-p and min-p.
+	// Bytes are the token's own bytes (Text is what the stream releases,
+	// which can hold part of a character or a stop string back), and Top
+	// the GenerateOptions.TopLogProbs most likely tokens of that
+	// distribution, most likely first.
+	LogProb float32
+	Bytes   []byte
+	Top     []TokenLogProb
+}
+
+// TokenLogProb is one of a Token's most likely alternatives.
+type TokenLogProb struct {
+	ID      int32
+	Bytes   []byte
+	LogProb float32
 }
 
 // Summary is how a generation ended, from the stream's own record.
@@ -114,6 +139,7 @@ type Stream struct {
 	resulted  bool
 
 	ver     *model
+	dec     *llm.Decoding // the constraint and log-probabilities, or nil
 	st      *sched.Stream
 	sum     Summary
 	summed  bool
@@ -222,10 +248,18 @@ func (s *Stream) submit() error {
 	default:
 		maxTok = m.gen.MaxNewTokens // 0: until an end token or the context's end
 	}
-	s.st, err = s.e.s.Submit(s.ctx, sched.Request{
+	if s.dec, err = s.decoding(m, maxTok); err != nil { // constrain.go
+		m.end()
+		return err
+	}
+	req := sched.Request{
 		Model: m.key, Class: s.opts.Class.sched(), Prompt: s.prompt, MaxTokens: maxTok,
 		SLO: sched.SLO(s.opts.SLO), FailFast: s.opts.FailFast, Sampling: sp, OnFinish: m.end,
-	})
+	}
+	if s.dec != nil {
+		req.Attach = s.dec
+	}
+	s.st, err = s.e.s.Submit(s.ctx, req)
 	if err != nil {
 		m.end()
 		return public(err)
@@ -341,6 +375,9 @@ func (s *Stream) relay(yield func(Token, error) bool) {
 			return
 		}
 		tok := Token{ID: t.ID, Index: t.Index, Time: t.Time}
+		if s.dec != nil && s.dec.LogProbs != nil {
+			s.logProbs(&tok)
+		}
 		if dec == nil {
 			if !yield(tok, nil) {
 				return
@@ -370,6 +407,28 @@ func (s *Stream) relay(yield func(Token, error) bool) {
 	}
 	if dec != nil && len(held) > 0 {
 		release(stop.Flush() + dec.Flush())
+	}
+}
+
+// logProbs fills a token's log-probabilities from what sampling recorded.
+func (s *Stream) logProbs(tok *Token) {
+	lp, ok := s.dec.LogProbs.Take(tok.Index)
+	if !ok {
+		return
+	}
+	bytesOf := func(id int32) []byte {
+		if s.ver.tok == nil {
+			return nil
+		}
+		b, _ := s.ver.tok.AppendTokenBytes(nil, int(id), false)
+		return b
+	}
+	tok.LogProb, tok.Bytes = lp.LogProb, bytesOf(tok.ID)
+	if len(lp.Top) > 0 {
+		tok.Top = make([]TokenLogProb, len(lp.Top))
+		for i, x := range lp.Top {
+			tok.Top[i] = TokenLogProb{ID: x.Token, Bytes: bytesOf(x.Token), LogProb: x.LogProb}
+		}
 	}
 }
 

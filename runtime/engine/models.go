@@ -31,6 +31,7 @@ type model struct {
 	tok  *tokenizer.Tokenizer
 	chat *tokenizer.ChatTemplate // the bundle's chat template, or nil (Chat)
 	gen  bundle.Generation
+	cons constraints // the vocabulary index of constrained generation (constrain.go)
 
 	// live counts the requests submitted to this version and not yet
 	// finished (queued or running); a retired version is freed when it

@@ -85,3 +85,16 @@ func (d *StreamDecoder) Flush() string {
 // Pending reports whether bytes of an incomplete character are held back,
 // waiting for the tokens that complete it.
 func (d *StreamDecoder) Pending() bool { return len(d.pending) > 0 }
+
+// AppendTokenBytes appends the bytes id contributes to decoded output, raw
+// (a byte-level token may hold part of a UTF-8 character, which Decode
+// would show as U+FFFD): as the first token of a text when first is set
+// (some decoders strip a leading space there), as a later one otherwise.
+// It reports false for an id outside the vocabulary. Constrained decoding
+// matches these bytes against a grammar.
+func (t *Tokenizer) AppendTokenBytes(dst []byte, id int, first bool) ([]byte, bool) {
+	if _, ok := t.Token(id); !ok {
+		return dst, false
+	}
+	return t.appendToken(dst, id, first), true
+}

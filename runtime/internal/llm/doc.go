@@ -14,7 +14,10 @@
 // min-p in Hugging Face's order) with its own seeded random stream, so a
 // seeded request gives the same tokens whatever it is batched with. End of
 // sequence ends a sequence with FinishStop, a full context with
-// FinishContextLength.
+// FinishContextLength. A request's Decoding (sched.Request.Attach) adds a
+// grammar constraint, whose mask sets the disallowed tokens' logits to
+// −Inf after the penalties and before temperature, top-k, top-p and min-p
+// (greedy included), row by row, and log-probabilities to record.
 //
 // # Offline use
 //

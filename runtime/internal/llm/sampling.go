@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 )
@@ -72,10 +73,23 @@ func (s *Sampler) Observe(tok int32) {
 
 // Sample picks the next token from logits (one row, length vocab). logits is
 // modified in place by the penalties.
-func (s *Sampler) Sample(logits []float32) int32 {
+func (s *Sampler) Sample(logits []float32) int32 { return s.SampleMasked(logits, nil) }
+
+// SampleMasked is Sample among the tokens of mask (a bitset over the row;
+// nil allows every token): the others' logits are set to −Inf after the
+// penalties and before temperature, top-k, top-p and min-p, greedy
+// decoding included. mask must allow at least one token.
+func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 	s.applyPenalties(logits)
+	if mask != nil {
+		applyMask(logits, mask)
+	}
 	if s.p.Temperature == 0 {
-		return argmax(logits)
+		t := argmax(logits)
+		if mask != nil && !allowed(mask, t) { // every allowed logit is −Inf
+			t = firstAllowed(mask)
+		}
+		return t
 	}
 	// The random stream of draw i depends only on (seed, i), so a sequence
 	// that is preempted and recomputed (its sampler rebuilt and fed the
@@ -85,9 +99,23 @@ func (s *Sampler) Sample(logits []float32) int32 {
 	c := s.cand[:0]
 	if k := s.p.TopK; k > 0 && k < len(logits) {
 		c = topK(c, logits, k)
+	} else if mask != nil {
+		for i, l := range logits {
+			if !math.IsInf(float64(l), -1) {
+				c = append(c, candidate{int32(i), l})
+			}
+		}
 	} else {
 		for i, l := range logits {
 			c = append(c, candidate{int32(i), l})
+		}
+	}
+	if mask != nil {
+		// masked tokens left by top-k have no probability: drop them
+		c = slices.DeleteFunc(c, func(x candidate) bool { return math.IsInf(float64(x.p), -1) })
+		if len(c) == 0 {
+			s.cand = c
+			return firstAllowed(mask)
 		}
 	}
 	// softmax over the kept candidates, numerically stable
@@ -114,13 +142,28 @@ func (s *Sampler) Sample(logits []float32) int32 {
 		total += float64(x.p)
 	}
 	r := s.rng.Float64() * total
+	last := c[0].id
 	for _, x := range c {
+		if x.p <= 0 {
+			continue
+		}
+		last = x.id
 		r -= float64(x.p)
 		if r < 0 {
 			return x.id
 		}
 	}
-	return c[len(c)-1].id
+	return last
+}
+
+// firstAllowed is the lowest token of mask (mask is not empty).
+func firstAllowed(mask []uint64) int32 {
+	for w, b := range mask {
+		if b != 0 {
+			return int32(w*64 + bits.TrailingZeros64(b))
+		}
+	}
+	return 0
 }
 
 // filterSorted applies top-p and min-p to candidates sorted by probability.

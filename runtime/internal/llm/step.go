@@ -5,14 +5,21 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/edgeinfer/edgeinfer/runtime/internal/grammar"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 )
 
 // seqState is what the executor keeps per admitted sequence.
 type seqState struct {
-	kv      *kvcache.Sequence
-	sampler *Sampler
+	kv        *kvcache.Sequence
+	sampler   *Sampler
+	promptLen int
+	// dec is the request's Decoding (nil: none); matcher its constraint's
+	// progress and mask the row's allowed tokens.
+	dec     *Decoding
+	matcher *grammar.TokenMatcher
+	mask    []uint64
 }
 
 // noCapacity turns a KV shortage into the scheduler's "no room now" error.
@@ -62,7 +69,26 @@ func (m *Model) Admit(_ context.Context, seq sched.Sequence) (int, error) {
 	for _, t := range seq.Tokens[seq.PromptLen:] {
 		sampler.Observe(t) // a resumed sequence: penalties and draw index as before
 	}
-	m.seqs[uint64(seq.ID)] = &seqState{kv: kv, sampler: sampler}
+	st := &seqState{kv: kv, sampler: sampler, promptLen: seq.PromptLen}
+	if d, ok := seq.Attach.(*Decoding); ok && d != nil {
+		st.dec = d
+		if d.Constraint != nil {
+			if d.Constraint.Vocab().Size() != m.geom.Vocab {
+				kv.Free()
+				return 0, fmt.Errorf("%w: the constraint's vocabulary has %d tokens, the model's logits %d", ErrBatch, d.Constraint.Vocab().Size(), m.geom.Vocab)
+			}
+			st.matcher = d.Constraint.NewMatcher()
+			st.mask = make([]uint64, (m.geom.Vocab+63)/64)
+			for i, t := range seq.Tokens[seq.PromptLen:] {
+				// a resumed sequence: the constraint where it was
+				if !st.matcher.Accept(t) {
+					kv.Free()
+					return 0, fmt.Errorf("%w: resumed sequence %d: generated token %d (#%d) breaks its constraint", ErrBatch, seq.ID, t, i)
+				}
+			}
+		}
+	}
+	m.seqs[uint64(seq.ID)] = st
 	return kv.Computed(), nil
 }
 
@@ -220,7 +246,28 @@ func (m *Model) sampleRow(id sched.SeqID, i int, res *sched.StepResult) {
 	st := m.seqs[uint64(id)]
 	V := m.geom.Vocab
 	row := float32s(m.io.logits, (i+1)*V)[i*V:]
-	tok := st.sampler.Sample(row)
+	var mask []uint64
+	if st.matcher != nil {
+		// tokens that may still come out, this one included: the context's
+		// room and the request's cap
+		left := m.geom.MaxPositions - st.kv.Len()
+		if st.dec.MaxTokens > 0 {
+			left = min(left, st.dec.MaxTokens-(st.kv.Len()-st.promptLen))
+		}
+		if st.matcher.Mask(st.mask, left) == 0 {
+			// the grammar is complete and the model has no end token: end here
+			res.Tokens = append(res.Tokens, sched.Sampled{Seq: id, Token: -1, Stop: sched.FinishStop})
+			return
+		}
+		mask = st.mask
+	}
+	tok := st.sampler.SampleMasked(row, mask)
+	if st.dec != nil && st.dec.LogProbs != nil {
+		st.dec.LogProbs.put(st.kv.Len()-st.promptLen, logProbs(row, tok, st.sampler.p.Temperature, st.dec.TopLogProbs))
+	}
+	if st.matcher != nil {
+		st.matcher.Accept(tok)
+	}
 	switch {
 	case m.eos[tok]:
 		res.Tokens = append(res.Tokens, sched.Sampled{Seq: id, Token: tok, Stop: sched.FinishStop})

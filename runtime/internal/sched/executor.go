@@ -90,6 +90,8 @@ type Sequence struct {
 	Reserve int
 	// Sampling is Request.Sampling, passed through.
 	Sampling Sampling
+	// Attach is Request.Attach, passed through.
+	Attach any
 }
 
 // Batch is the work of one step, for one model. Decode rows come first in the

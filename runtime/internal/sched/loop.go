@@ -290,7 +290,7 @@ func (s *Scheduler[P]) admit() {
 		}
 		cached, err := s.dec.Admit(s.life, Sequence{
 			ID: g.id, Model: g.req.Model, Tokens: g.tokens, PromptLen: g.promptLen,
-			Reserve: s.cfg.AdmitReserve, Sampling: g.req.Sampling,
+			Reserve: s.cfg.AdmitReserve, Sampling: g.req.Sampling, Attach: g.req.Attach,
 		})
 		if errors.Is(err, ErrNoCapacity) {
 			if s.preemptFor(g) {

@@ -84,6 +84,10 @@ type Request struct {
 	FailFast bool
 	// Sampling is passed through to the Decoder untouched.
 	Sampling Sampling
+	// Attach is what the Decoder needs of the request beyond Sampling (a
+	// constraint on the output, log-probabilities to record), passed
+	// through untouched with every admission, a resumed one included.
+	Attach any `json:"-"`
 	// OnFinish, if set, is called once when an accepted request leaves the
 	// scheduler (any outcome), on the device loop: it must not block.
 	OnFinish func() `json:"-"`
