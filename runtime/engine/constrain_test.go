@@ -61,6 +61,8 @@ func TestConstrainedOutputsValidate(t *testing.T) {
 				switch {
 				case err != nil:
 					fails = append(fails, err.Error())
+				case sum.Finish != FinishStop: // 160 tokens leave room for every schema's output
+					fails = append(fails, fmt.Sprintf("schema %d seed %d: finished %s: %s", j.schema, j.seed, sum.Finish, text))
 				case json.Unmarshal([]byte(text), &v) != nil:
 					fails = append(fails, fmt.Sprintf("schema %d seed %d (%s): not JSON: %s", j.schema, j.seed, sum.Finish, text))
 				default:

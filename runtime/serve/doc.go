@@ -18,11 +18,36 @@
 // Text requests take model, messages or prompt, stream (server-sent events,
 // ending with "data: [DONE]"), stream_options.include_usage, max_tokens (or
 // max_completion_tokens; default: up to the context), temperature, top_p,
-// top_k, seed (together: reproducible sampling; none of them: the bundle's
-// defaults), stop (up to four strings) and n (1 only). Answers carry usage
-// and finish_reason from the engine's summary: "stop" for the end of the
-// turn or a stop string, "length" for max_tokens or the context. Unknown
-// fields are ignored, as other OpenAI-compatible servers do.
+// top_k, min_p, presence_penalty, frequency_penalty, repetition_penalty,
+// seed (together: reproducible sampling; none of them: the bundle's
+// defaults), stop (up to four strings), n (1 only), response_format and
+// logprobs. Answers carry usage and finish_reason from the engine's
+// summary: "stop" for the end of the turn or a stop string, "length" for
+// max_tokens or the context.
+//
+// response_format {"type": "json_schema", "json_schema": {"name",
+// "schema", "strict"}} constrains the answer to JSON the schema accepts
+// (engine.JSONSchema: the schema is compiled before anything runs, and
+// one it cannot honour is a 400 naming the construct, code
+// unsupported_schema); {"type": "json_object"} to one JSON object; "text"
+// leaves it free. The JSON is compact, and the answer stays completable
+// within max_tokens (a max_tokens smaller than the shortest valid answer
+// still ends at "length" with it incomplete, as OpenAI's does). logprobs
+// (chat: true, with top_logprobs up to 20; completions: the number of
+// alternatives, up to 5) adds each token's log-probability, of the
+// distribution it was sampled from after the constraint's mask, in
+// OpenAI's shapes, whole and streamed.
+//
+// A field that would change what is generated and that the server does
+// not implement is refused with 400 naming it (code unsupported_parameter),
+// never ignored: tools, tool_choice, functions, function_call, logit_bias,
+// best_of, echo, suffix, prediction, audio, non-text modalities,
+// web_search_options, reasoning_effort, verbosity, and other servers'
+// extensions (guided_json, guided_regex, guided_choice, guided_grammar,
+// grammar, json_schema, min_tokens, ignore_eos, allowed_token_ids,
+// bad_words); sent with a value that changes nothing (null, [], {},
+// "none") they are accepted. Other unknown fields (user, metadata, store)
+// are ignored, as other OpenAI-compatible servers do.
 //
 // A model served without a tokenizer (a synthetic bundle, or one whose
 // application tokenizes itself) takes its prompt as token ids and answers

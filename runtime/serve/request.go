@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,9 +15,10 @@ import (
 )
 
 // textRequest is the body of /v1/chat/completions and /v1/completions:
-// the OpenAI fields the server implements, and its extension. Unknown
-// fields are ignored, as OpenAI-compatible servers do (clients send
-// fields such as "user").
+// the OpenAI fields the server implements, its extension, and the fields
+// that change what is generated which it does not implement (refused with
+// 400, never ignored). Other unknown fields are ignored, as
+// OpenAI-compatible servers do (clients send fields such as "user").
 type textRequest struct {
 	Model               string          `json:"model"`
 	Messages            []chatMessage   `json:"messages"`
@@ -31,7 +33,98 @@ type textRequest struct {
 	Seed                *int64          `json:"seed"`
 	Stop                json.RawMessage `json:"stop"`
 	N                   *int            `json:"n"`
-	Edgeinfer           *extension      `json:"edgeinfer"`
+	PresencePenalty     *float64        `json:"presence_penalty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty"`
+	RepetitionPenalty   *float64        `json:"repetition_penalty"`
+	MinP                *float64        `json:"min_p"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
+	// Logprobs is a boolean for chat, the number of alternatives for
+	// completions (OpenAI's legacy shape).
+	Logprobs    json.RawMessage `json:"logprobs"`
+	TopLogprobs *int            `json:"top_logprobs"`
+	Edgeinfer   *extension      `json:"edgeinfer"`
+
+	// Fields that change what is generated and are not implemented.
+	Tools           json.RawMessage `json:"tools"`
+	ToolChoice      json.RawMessage `json:"tool_choice"`
+	Functions       json.RawMessage `json:"functions"`
+	FunctionCall    json.RawMessage `json:"function_call"`
+	LogitBias       json.RawMessage `json:"logit_bias"`
+	BestOf          json.RawMessage `json:"best_of"`
+	Echo            json.RawMessage `json:"echo"`
+	Suffix          json.RawMessage `json:"suffix"`
+	Prediction      json.RawMessage `json:"prediction"`
+	Audio           json.RawMessage `json:"audio"`
+	Modalities      json.RawMessage `json:"modalities"`
+	WebSearch       json.RawMessage `json:"web_search_options"`
+	ReasoningEffort json.RawMessage `json:"reasoning_effort"`
+	Verbosity       json.RawMessage `json:"verbosity"`
+	GuidedJSON      json.RawMessage `json:"guided_json"`
+	GuidedRegex     json.RawMessage `json:"guided_regex"`
+	GuidedChoice    json.RawMessage `json:"guided_choice"`
+	GuidedGrammar   json.RawMessage `json:"guided_grammar"`
+	Grammar         json.RawMessage `json:"grammar"`
+	JSONSchema      json.RawMessage `json:"json_schema"`
+	MinTokens       json.RawMessage `json:"min_tokens"`
+	IgnoreEOS       json.RawMessage `json:"ignore_eos"`
+	AllowedTokenIDs json.RawMessage `json:"allowed_token_ids"`
+	BadWords        json.RawMessage `json:"bad_words"`
+}
+
+// unsupported lists the fields of q that would change what is generated
+// and that this server does not implement, with what to do instead; a
+// field sent with its no-op value (null, false, an empty list, "none") is
+// accepted.
+func (q *textRequest) unsupported() *apiError {
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		noop []string // values that change nothing
+		why  string
+	}{
+		{"tools", q.Tools, []string{"[]"}, "tool calls are not supported by this server yet: describe the tools in the messages, or ask for JSON with response_format"},
+		{"tool_choice", q.ToolChoice, []string{`"none"`, `"auto"`}, "tool calls are not supported by this server yet"},
+		{"functions", q.Functions, []string{"[]"}, "function calls are not supported by this server"},
+		{"function_call", q.FunctionCall, []string{`"none"`, `"auto"`}, "function calls are not supported by this server"},
+		{"logit_bias", q.LogitBias, []string{"{}"}, "logit_bias is not supported by this server"},
+		{"best_of", q.BestOf, []string{"1"}, "only one completion per request is generated: send best_of = 1 (or omit it)"},
+		{"echo", q.Echo, []string{"false"}, "echoing the prompt is not supported: send echo = false (or omit it)"},
+		{"suffix", q.Suffix, []string{`""`}, "insertion (a suffix) is not supported by this server"},
+		{"prediction", q.Prediction, nil, "predicted outputs are not supported by this server"},
+		{"audio", q.Audio, nil, "this server answers with text only"},
+		{"modalities", q.Modalities, []string{`["text"]`}, `this server answers with text only: send ["text"] (or omit it)`},
+		{"web_search_options", q.WebSearch, nil, "web search is not available on this server"},
+		{"reasoning_effort", q.ReasoningEffort, nil, "reasoning effort is not supported by this server"},
+		{"verbosity", q.Verbosity, nil, "verbosity is not supported by this server"},
+		{"guided_json", q.GuidedJSON, nil, `send response_format {"type": "json_schema", "json_schema": {"name", "schema"}} instead`},
+		{"guided_regex", q.GuidedRegex, nil, "regular-expression constraints are not offered over HTTP: send response_format json_schema or json_object"},
+		{"guided_choice", q.GuidedChoice, nil, `send response_format json_schema with {"enum": [...]} instead`},
+		{"guided_grammar", q.GuidedGrammar, nil, "grammars are not supported: send response_format json_schema or json_object"},
+		{"grammar", q.Grammar, nil, "grammars are not supported: send response_format json_schema or json_object"},
+		{"json_schema", q.JSONSchema, nil, `send response_format {"type": "json_schema", "json_schema": {"name", "schema"}} instead`},
+		{"min_tokens", q.MinTokens, []string{"0"}, "min_tokens is not supported by this server"},
+		{"ignore_eos", q.IgnoreEOS, []string{"false"}, "ignore_eos is not supported by this server"},
+		{"allowed_token_ids", q.AllowedTokenIDs, nil, "allowed_token_ids is not supported by this server"},
+		{"bad_words", q.BadWords, []string{"[]"}, "bad_words is not supported by this server"},
+	} {
+		v := string(bytes.TrimSpace(f.raw))
+		if v == "" || v == "null" {
+			continue
+		}
+		if compact := compactJSON(f.raw); slices.Contains(f.noop, compact) {
+			continue
+		}
+		return withCode(badRequest(f.name, "%s", f.why), "unsupported_parameter")
+	}
+	return nil
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
 }
 
 type streamOptions struct {
@@ -133,6 +226,13 @@ type validated struct {
 	messages  []engine.ChatMessage
 	prompt    string
 	promptIDs []int32
+	// constraint is response_format's (nil: text); format its type.
+	constraint *engine.Constraint
+	format     string
+	// logprobs and topLogprobs ask for each token's log-probability and
+	// its most likely alternatives.
+	logprobs    bool
+	topLogprobs int
 }
 
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
@@ -150,6 +250,15 @@ func (q *textRequest) validate(chat bool, h http.Header) (*validated, error) {
 	if q.N != nil && *q.N != 1 {
 		return nil, withCode(badRequest("n", "only 1 choice per request is supported, got %d: send n = 1 (or omit it) and repeat the request", *q.N), "unsupported_value")
 	}
+	if err := q.unsupported(); err != nil {
+		return nil, err
+	}
+	if err := v.responseFormat(q.ResponseFormat); err != nil {
+		return nil, err
+	}
+	if err := v.readLogprobs(q, chat); err != nil {
+		return nil, err
+	}
 	mt := q.MaxTokens
 	name := "max_tokens"
 	if q.MaxCompletionTokens != nil {
@@ -161,8 +270,34 @@ func (q *textRequest) validate(chat bool, h http.Header) (*validated, error) {
 		}
 		v.maxTokens = *mt
 	}
-	if q.Temperature != nil || q.TopP != nil || q.TopK != nil || q.Seed != nil {
+	if q.Temperature != nil || q.TopP != nil || q.TopK != nil || q.Seed != nil || q.PresencePenalty != nil ||
+		q.FrequencyPenalty != nil || q.RepetitionPenalty != nil || q.MinP != nil {
 		s := &engine.Sampling{Temperature: 1, TopP: 1}
+		for _, p := range []struct {
+			name string
+			v    *float64
+			dst  *float32
+		}{{"presence_penalty", q.PresencePenalty, &s.PresencePenalty}, {"frequency_penalty", q.FrequencyPenalty, &s.FrequencyPenalty}} {
+			if p.v == nil {
+				continue
+			}
+			if *p.v < -2 || *p.v > 2 {
+				return nil, badRequest(p.name, "must be in [-2, 2], got %g", *p.v)
+			}
+			*p.dst = float32(*p.v)
+		}
+		if r := q.RepetitionPenalty; r != nil {
+			if *r <= 0 {
+				return nil, badRequest("repetition_penalty", "must be > 0 (1 disables it), got %g", *r)
+			}
+			s.RepetitionPenalty = float32(*r)
+		}
+		if m := q.MinP; m != nil {
+			if *m < 0 || *m > 1 {
+				return nil, badRequest("min_p", "must be in [0, 1], got %g", *m)
+			}
+			s.MinP = float32(*m)
+		}
 		if t := q.Temperature; t != nil {
 			if *t < 0 || *t > 2 {
 				return nil, badRequest("temperature", "must be in [0, 2], got %g", *t)
@@ -225,6 +360,90 @@ func (q *textRequest) validate(chat bool, h http.Header) (*validated, error) {
 		return nil, badRequest("messages", "belong to /v1/chat/completions: send prompt to /v1/completions")
 	}
 	return v, v.readPrompt(q.Prompt)
+}
+
+// responseFormat reads response_format: text, json_object or json_schema
+// (its schema compiled here, so a schema the server cannot honour is a 400
+// naming the construct before anything runs).
+func (v *validated) responseFormat(raw json.RawMessage) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var rf struct {
+		Type       *string `json:"type"`
+		JSONSchema *struct {
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+			Strict *bool           `json:"strict"`
+		} `json:"json_schema"`
+	}
+	if err := json.Unmarshal(raw, &rf); err != nil {
+		return badRequest("response_format", "want {\"type\": \"text\" | \"json_object\" | \"json_schema\", \"json_schema\": {\"name\", \"schema\", \"strict\"}}")
+	}
+	if rf.Type == nil {
+		return badRequest("response_format.type", "required: text, json_object or json_schema")
+	}
+	v.format = *rf.Type
+	switch *rf.Type {
+	case "text":
+		return nil
+	case "json_object":
+		v.constraint = engine.JSON()
+		return nil
+	case "json_schema":
+		js := rf.JSONSchema
+		if js == nil {
+			return badRequest("response_format.json_schema", "required with type json_schema: {\"name\", \"schema\", \"strict\"}")
+		}
+		if len(js.Schema) == 0 || string(js.Schema) == "null" {
+			return badRequest("response_format.json_schema.schema", "required: the JSON Schema the answer must follow")
+		}
+		c, err := engine.JSONSchema(js.Schema)
+		if err != nil {
+			return withCode(badRequest("response_format.json_schema.schema", "%v", err), "unsupported_schema")
+		}
+		v.constraint = c
+		return nil
+	}
+	return withCode(badRequest("response_format.type", "%q is not supported: send text, json_object or json_schema", *rf.Type), "unsupported_value")
+}
+
+// readLogprobs reads logprobs and top_logprobs: for chat a boolean and a
+// count (0 to 20); for completions (OpenAI's legacy shape) logprobs is the
+// count itself (0 to 5).
+func (v *validated) readLogprobs(q *textRequest, chat bool) error {
+	raw := bytes.TrimSpace(q.Logprobs)
+	if chat {
+		if len(raw) > 0 && string(raw) != "null" {
+			if err := json.Unmarshal(raw, &v.logprobs); err != nil {
+				return withCode(badRequest("logprobs", "want true or false"), "invalid_type")
+			}
+		}
+		if t := q.TopLogprobs; t != nil {
+			if *t < 0 || *t > engine.MaxTopLogProbs {
+				return badRequest("top_logprobs", "must be in [0, %d], got %d", engine.MaxTopLogProbs, *t)
+			}
+			if !v.logprobs && *t > 0 {
+				return badRequest("top_logprobs", "needs logprobs: true")
+			}
+			v.topLogprobs = *t
+		}
+		return nil
+	}
+	if q.TopLogprobs != nil {
+		return badRequest("top_logprobs", "belongs to /v1/chat/completions: /v1/completions takes logprobs as the number of alternatives (0 to 5)")
+	}
+	if len(raw) > 0 && string(raw) != "null" {
+		var n int
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return withCode(badRequest("logprobs", "want the number of alternatives per token (0 to 5)"), "invalid_type")
+		}
+		if n < 0 || n > 5 {
+			return badRequest("logprobs", "must be in [0, 5], got %d", n)
+		}
+		v.logprobs, v.topLogprobs = true, n
+	}
+	return nil
 }
 
 // readPrompt takes a completion prompt: a string, a list of one string,

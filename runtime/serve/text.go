@@ -53,7 +53,12 @@ func (s *Server) text(w *responseWriter, r *http.Request, chat bool) {
 	}
 	id := newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat])
 	opts := engine.GenerateOptions{MaxTokens: v.maxTokens, Sampling: v.sampling, Stop: v.stop, Class: v.class, SLO: v.slo,
-		FailFast: v.failFast, ID: id, MaxPromptTokens: s.cfg.MaxPromptTokens, FitContext: true}
+		FailFast: v.failFast, ID: id, MaxPromptTokens: s.cfg.MaxPromptTokens, FitContext: true,
+		Constraint: v.constraint, LogProbs: v.logprobs, TopLogProbs: v.topLogprobs}
+	if v.constraint != nil && !m.Tokenizer {
+		writeError(w, withCode(badRequest("response_format", "%q has no tokenizer: structured output needs one", m.Name), "no_tokenizer"))
+		return
+	}
 	var st *engine.Stream
 	switch {
 	case chat:
@@ -202,6 +207,47 @@ func (a *responder) errorOf(err error) *apiError {
 	return errorOf(err)
 }
 
+// logprobs is the answer's (or an event's) "logprobs" for toks, in
+// OpenAI's shape: for chat {"content": [{token, logprob, bytes,
+// top_logprobs}]}, for completions the legacy {tokens, token_logprobs,
+// top_logprobs, text_offset} (offset: where toks' text begins).
+func (a *responder) logprobs(toks []engine.Token, offset int) any {
+	if a.chat {
+		content := make([]map[string]any, 0, len(toks))
+		for _, t := range toks {
+			top := make([]map[string]any, 0, len(t.Top))
+			for _, x := range t.Top {
+				top = append(top, map[string]any{"token": string(x.Bytes), "logprob": x.LogProb, "bytes": byteList(x.Bytes)})
+			}
+			content = append(content, map[string]any{"token": string(t.Bytes), "logprob": t.LogProb, "bytes": byteList(t.Bytes), "top_logprobs": top})
+		}
+		return map[string]any{"content": content, "refusal": nil}
+	}
+	tokens, lps, offs := make([]string, len(toks)), make([]float32, len(toks)), make([]int, len(toks))
+	tops := make([]any, len(toks))
+	for i, t := range toks {
+		tokens[i], lps[i], offs[i] = string(t.Bytes), t.LogProb, offset
+		offset += len(t.Text)
+		if a.v.topLogprobs > 0 {
+			m := map[string]float32{}
+			for _, x := range t.Top {
+				m[string(x.Bytes)] = x.LogProb
+			}
+			tops[i] = m
+		}
+	}
+	return map[string]any{"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offs}
+}
+
+// byteList is bytes as a JSON list of numbers (OpenAI's "bytes").
+func byteList(b []byte) []int {
+	out := make([]int, len(b))
+	for i, x := range b {
+		out[i] = int(x)
+	}
+	return out
+}
+
 // counted tells the request log how the generation went.
 func (a *responder) counted(sum engine.Summary) {
 	a.w.generated, a.w.promptTokens, a.w.tokens = true, sum.PromptTokens, sum.OutputTokens
@@ -211,6 +257,7 @@ func (a *responder) counted(sum engine.Summary) {
 func (a *responder) whole(st *engine.Stream) {
 	var text strings.Builder
 	var ids []int32
+	var lps []engine.Token
 	for tok, err := range st.Tokens() {
 		if err != nil {
 			break
@@ -218,6 +265,9 @@ func (a *responder) whole(st *engine.Stream) {
 		text.WriteString(tok.Text)
 		if a.ids {
 			ids = append(ids, tok.ID)
+		}
+		if a.v.logprobs {
+			lps = append(lps, tok)
 		}
 	}
 	sum := st.Summary()
@@ -227,10 +277,13 @@ func (a *responder) whole(st *engine.Stream) {
 		return
 	}
 	choice := map[string]any{"index": 0, "finish_reason": finishReason(sum.Finish), "logprobs": nil}
+	if a.v.logprobs {
+		choice["logprobs"] = a.logprobs(lps, 0)
+	}
 	object := "text_completion"
 	if a.chat {
 		object = "chat.completion"
-		choice["message"] = map[string]any{"role": "assistant", "content": text.String()}
+		choice["message"] = map[string]any{"role": "assistant", "content": text.String(), "refusal": nil}
 	} else {
 		choice["text"] = text.String()
 	}
@@ -316,9 +369,21 @@ func (a *responder) stream(st *engine.Stream) {
 		prefix = append(prefix, `"text":`...)
 	}
 	buf := make([]byte, 0, len(prefix)+64)
+	offset := 0 // the text sent so far, for completions' text_offset
 	for ok {
 		if err != nil {
 			break
+		}
+		if a.v.logprobs {
+			// the slow path: one event per token, with its log-probabilities
+			c := chunk(first.Text, nil)
+			c["choices"].([]any)[0].(map[string]any)["logprobs"] = a.logprobs([]engine.Token{first}, offset)
+			offset += len(first.Text)
+			if !send(c) {
+				return
+			}
+			first, err, ok = next()
+			continue
 		}
 		buf = buf[:0]
 		switch {

@@ -282,8 +282,9 @@ func TestMaskIsExact(t *testing.T) {
 	}
 }
 
-// As max_tokens nears, only tokens that leave room to finish are allowed:
-// with a budget just above the shortest output, every output completes.
+// As max_tokens nears, only tokens that leave room to finish (and to end)
+// are allowed: with a budget just above the shortest output, every output
+// completes and ends with the end token.
 func TestBudgetCompletes(t *testing.T) {
 	v, toks := testVocab()
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -292,8 +293,8 @@ func TestBudgetCompletes(t *testing.T) {
 		tg := NewTokenGrammar(g, v)
 		budget := g.NewMatcher().Remaining() + 2
 		for range 20 {
-			s, _ := sample(t, tg, rng, budget, toks)
-			if !g.Match(s) {
+			s, ended := sample(t, tg, rng, budget, toks)
+			if !g.Match(s) || !ended {
 				t.Fatalf("%s: %d tokens left %s incomplete", name, budget, s)
 			}
 		}

@@ -185,10 +185,11 @@ func (m *TokenMatcher) Accept(id int32) bool {
 // and returns how many there are. remaining, when positive, is how many
 // tokens may still be generated counting this one (max_tokens and the
 // context): a token is then allowed only if the output can still be
-// completed in the tokens left after it, one byte per token at worst — so
-// the vocabulary must hold every byte as a token of its own for that to
-// hold (byte-level and byte-fallback vocabularies do). When no token
-// fits the budget, the mask is the one without it.
+// completed in the tokens left after it, one byte per token at worst,
+// with one more left for the end token — so the vocabulary must hold every
+// byte as a token of its own for that to hold (byte-level and
+// byte-fallback vocabularies do). When no token fits the budget and the
+// output cannot end here, the mask is the one without the budget.
 func (m *TokenMatcher) Mask(dst []uint64, remaining int) int {
 	clear(dst)
 	if m.ended {
@@ -197,19 +198,20 @@ func (m *TokenMatcher) Mask(dst []uint64, remaining int) int {
 	m.a.reset()
 	limit := int32(-1)
 	if remaining > 0 {
-		limit = int32(remaining - 1)
+		limit = int32(max(remaining-2, 0))
 	}
 	for _, p := range m.cur {
 		m.maskFrom(dst, p, limit)
 	}
 	n := count(dst)
-	if n == 0 && limit >= 0 {
+	end := m.s.canEnd(m.cur)
+	if n == 0 && limit >= 0 && !end {
 		for _, p := range m.cur {
 			m.maskFrom(dst, p, -1)
 		}
 		n = count(dst)
 	}
-	if m.s.canEnd(m.cur) {
+	if end {
 		for _, id := range m.tg.v.ends {
 			if dst[id>>6]&(1<<(id&63)) == 0 {
 				dst[id>>6] |= 1 << (id & 63)
