@@ -58,6 +58,12 @@ type Config struct {
 	CertFile   string `json:"cert_file,omitempty"`
 	KeyFile    string `json:"key_file,omitempty"`
 	ServerName string `json:"server_name,omitempty"`
+	// KeepAlive is the MQTT keep-alive (0: 30 s); BackoffMin and
+	// BackoffMax bound the wait between reconnection attempts (0: the
+	// link's defaults). A board on a flaky network may shorten them.
+	KeepAlive  Duration `json:"keep_alive,omitempty"`
+	BackoffMin Duration `json:"backoff_min,omitempty"`
+	BackoffMax Duration `json:"backoff_max,omitempty"`
 	// Outbox is the outbox's store file; "" means "<store>.outbox". It is
 	// a file of its own: a store file has one holder, and the outbox
 	// commits on every publish.
@@ -87,6 +93,10 @@ type Config struct {
 	// Logger receives every part's logs; nil means text on stderr at
 	// LogLevel.
 	Logger *slog.Logger `json:"-"`
+	// Now is the update agent's clock (nil: time.Now): an application
+	// with a better time source than the board's RTC gives it here, and a
+	// test moves it to play a board whose clock jumps.
+	Now func() time.Time `json:"-"`
 }
 
 // HTTP is the local HTTP API's section: serve.Config with its token
@@ -122,6 +132,10 @@ type Update struct {
 	CheckInterval  Duration `json:"check_interval,omitempty"`
 	RetryInterval  Duration `json:"retry_interval,omitempty"`
 	MaxBytesPerSec int64    `json:"max_bytes_per_sec,omitempty"`
+	// RequestTimeout bounds one metadata or chunk request to the fleet
+	// over the broker; 0 means 15 s. An unanswered request fails and the
+	// download resumes later, fetching only what is missing.
+	RequestTimeout Duration `json:"request_timeout,omitempty"`
 	// KeepVersions is how many versions of the model stay on the device:
 	// 0 means the active and the previous one.
 	KeepVersions int `json:"keep_versions,omitempty"`
@@ -254,8 +268,8 @@ func (c Config) Validate() error {
 		if c.Store == "" {
 			return bad("update", "needs store (releases are kept there)")
 		}
-		if u.CheckInterval < 0 || u.RetryInterval < 0 {
-			return bad("update", "check_interval and retry_interval must be positive durations like \"5m\"")
+		if u.CheckInterval < 0 || u.RetryInterval < 0 || u.RequestTimeout < 0 {
+			return bad("update", "check_interval, retry_interval and request_timeout must be positive durations like \"5m\"")
 		}
 		ucfg := update.Config{Model: u.Model, ImageRoot: u.ImageRoot, DirectorRoot: u.DirectorRoot, MaxBytesPerSec: u.MaxBytesPerSec, Keep: u.KeepVersions}
 		if err := ucfg.Validate(); err != nil {
@@ -277,7 +291,8 @@ func (c Config) Validate() error {
 // reaching the device's topics uses it too).
 func (c Config) LinkConfig() link.Config {
 	return link.Config{Broker: c.Broker, Fleet: c.Fleet, Device: c.Device, ClientID: c.ClientID, Username: c.Username,
-		Password: c.Password, CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, ServerName: c.ServerName}
+		Password: c.Password, CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile, ServerName: c.ServerName,
+		KeepAlive: time.Duration(c.KeepAlive), BackoffMin: time.Duration(c.BackoffMin), BackoffMax: time.Duration(c.BackoffMax)}
 }
 
 // withDefaults fills the documented zero values.

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -98,7 +97,7 @@ func Open(ctx context.Context, cfg Config) (d *Device, err error) {
 		}
 	}
 	if d.l != nil {
-		d.event("agent_started", map[string]any{"models": d.versions(), "sdk_version": sdkVersion()})
+		d.event("agent_started", map[string]any{"models": d.versions(), "sdk_version": update.SDKVersion})
 	}
 	return d, nil
 }
@@ -151,7 +150,9 @@ func (d *Device) openLink(ctx context.Context) error {
 		return fmt.Errorf("device: open outbox store: %w", err)
 	}
 	d.onClose(obStore.Close)
-	birth := func() link.Birth { return link.Birth{SDKVersion: sdkVersion(), Board: d.board, Models: d.versions()} }
+	birth := func() link.Birth {
+		return link.Birth{SDKVersion: update.SDKVersion, Board: d.board, Models: d.versions()}
+	}
 	hooks := link.Hooks{Birth: birth}
 	var node *sparkplug.Node
 	if cfg.Sparkplug != nil {
@@ -189,7 +190,7 @@ func (d *Device) openLink(ctx context.Context) error {
 		Engine:      func() link.EngineStats { return EngineStats(d.eng) },
 	}
 	d.tel = link.NewTelemetry(d.l, d.ob, link.TelemetryConfig{Interval: time.Duration(cfg.TelemetryInterval),
-		Sketches: cfg.TelemetrySketches, SDKVersion: sdkVersion(), Board: d.board}, src)
+		Sketches: cfg.TelemetrySketches, SDKVersion: update.SDKVersion, Board: d.board}, src)
 	if node != nil {
 		if err := node.Start(ctx, d.l); err != nil {
 			return fmt.Errorf("device: sparkplug: %w", err)
@@ -224,7 +225,7 @@ func (d *Device) openLink(ctx context.Context) error {
 // journal says where it stood, and the last good version is what serves.
 func (d *Device) openUpdates() error {
 	u := d.cfg.Update
-	var src update.Source = update.MQTTSource{R: rollout.Requester{L: d.l}}
+	var src update.Source = update.MQTTSource{R: rollout.Requester{L: d.l, Timeout: time.Duration(u.RequestTimeout)}}
 	if u.Source != "" {
 		var err error
 		if src, err = update.OpenSource(u.Source, u.SourceCAFile); err != nil {
@@ -236,7 +237,7 @@ func (d *Device) openUpdates() error {
 		rollout.Deps{Link: d.l, Outbox: d.ob, Commands: d.cmds, Logger: d.log},
 		update.Config{Model: u.Model, ImageRoot: u.ImageRoot, DirectorRoot: u.DirectorRoot, MetadataDir: u.MetadataDir,
 			MaxBytesPerSec: u.MaxBytesPerSec, Keep: u.KeepVersions, Device: update.Device{ID: d.cfg.Device, Board: d.board, Providers: u.Providers}},
-		update.Deps{Store: d.st, Source: src, Activator: EngineActivator{Engine: d.eng, Store: d.st}, Logger: d.log})
+		update.Deps{Store: d.st, Source: src, Activator: EngineActivator{Engine: d.eng, Store: d.st}, Now: d.cfg.Now, Logger: d.log})
 	if err != nil {
 		return fmt.Errorf("device: update: %w", err)
 	}
@@ -248,6 +249,15 @@ func (d *Device) openUpdates() error {
 // Engine is the device's engine: an application generates and infers on
 // it in-process, beside the HTTP API.
 func (d *Device) Engine() *engine.Engine { return d.eng }
+
+// Updates is the update agent of the update section (nil without one): its
+// status, the bytes it fetched, a rollback by hand.
+func (d *Device) Updates() *update.Agent {
+	if d.roll == nil {
+		return nil
+	}
+	return d.roll.Agent()
+}
 
 // Run blocks until ctx ends, then closes the device. A stop is a clean
 // end: the error is Close's.
@@ -317,7 +327,7 @@ type State struct {
 
 // State reports the device's state now.
 func (d *Device) State(ctx context.Context) State {
-	s := State{Board: d.board, SDK: sdkVersion(), Models: d.eng.Models(), Stored: d.versions()}
+	s := State{Board: d.board, SDK: update.SDKVersion, Models: d.eng.Models(), Stored: d.versions()}
 	if d.http.ln != nil {
 		s.HTTP = d.http.ln.Addr().String()
 	}
@@ -455,11 +465,4 @@ func (d *Device) fileBytes() (int64, error) {
 		n += fi.Size()
 	}
 	return n, nil
-}
-
-func sdkVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }

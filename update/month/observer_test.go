@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/update"
+	"github.com/edgeinfer/edgeinfer/update/wire"
 )
 
 // observer is a host application on the broker: a persistent session
@@ -81,9 +82,14 @@ func (o *observer) handle(_ mqtt.Client, m mqtt.Message) {
 			o.pieces[dev] = append(o.pieces[dev], piece{at: time.Now(), n: len(p) - 1})
 		}
 	case what == "events" || what == "update" || what == "telemetry":
+		// Every message the device queues carries its outbox seq; the
+		// events topic holds update events (wire.EventSchema) and the
+		// device's own (edgeinfer.event/1: started, stopping), whose
+		// "event" is a name, not an update.Event.
 		var s struct {
-			Seq   uint64       `json:"seq"`
-			Event update.Event `json:"event"`
+			Seq    uint64          `json:"seq"`
+			Schema string          `json:"schema"`
+			Event  json.RawMessage `json:"event"`
 		}
 		if json.Unmarshal(m.Payload(), &s) != nil || s.Seq == 0 {
 			return
@@ -96,10 +102,13 @@ func (o *observer) handle(_ mqtt.Client, m mqtt.Message) {
 			o.gapInfo[dev] = map[uint64]string{}
 		}
 		o.gapInfo[dev][s.Seq] = what + " " + time.Now().Format("15:04:05.000")
-		if what != "events" || o.seqs[dev][s.Seq] > 1 {
+		if what != "events" || s.Schema != wire.EventSchema || o.seqs[dev][s.Seq] > 1 {
 			return
 		}
-		e := s.Event
+		var e update.Event
+		if json.Unmarshal(s.Event, &e) != nil {
+			return
+		}
 		o.last[dev] = e
 		o.events[dev] = append(o.events[dev], e)
 		if k := dev + "@" + e.Version + "/" + string(e.Kind); o.arrived[k].IsZero() {

@@ -36,7 +36,8 @@ agent.json (plain JSON; unknown fields are refused):
    "fleet": "plant-7", "device": "cam-12", "telemetry_interval": "10s",
    "http": {"addr": "127.0.0.1:8080", "token": "s3cret"}}
 fields: store, models, outbox, broker, fleet, device, client_id, username,
-  password, ca_file, cert_file, key_file, server_name, telemetry_interval,
+  password, ca_file, cert_file, key_file, server_name, keep_alive,
+  backoff_min, backoff_max, telemetry_interval,
   telemetry_sketches, outbox_max_bytes, flush_timeout, log_level, board,
   engine ({"session": {"intra_op_threads": 2}, "kv": {...}, "scheduler": {...}}),
   http (the OpenAI-compatible API: addr, token, tls_cert_file,
@@ -50,7 +51,8 @@ fields: store, models, outbox, broker, fleet, device, client_id, username,
     fields: model, image_root, director_root, metadata_dir, source
     ("" fetches from the fleet over the broker; a directory or an
     http(s):// URL otherwise), source_ca_file, labels, providers,
-    check_interval, retry_interval, max_bytes_per_sec, keep_versions
+    check_interval, retry_interval, request_timeout, max_bytes_per_sec,
+    keep_versions
 
 The agent holds the model store for its whole run (the update agent
 writes to it); 'edgeinfer update status' reads it once the agent stops,

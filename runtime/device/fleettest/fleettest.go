@@ -1,14 +1,17 @@
 // Package fleettest runs a simulated fleet in one process, for tests and
-// demos: each device has its own model store, outbox, MQTT link (to a real
-// broker), update agent and engine, and serves the tiny-test preset, so
-// its health checks run in ONNX Runtime. Devices are the real device code
-// (update/rollout); only their number and their process are simulated.
+// demos: each device is a whole device (runtime/device) with its own model
+// store, outbox, MQTT link (to a real broker), update agent and engine,
+// serving the tiny-test preset, so its health checks run in ONNX Runtime.
+// Devices are the real device code; only their number and their process
+// are simulated. Local is a fleet's cloud side for a device under test.
 package fleettest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -16,14 +19,11 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
-	"github.com/edgeinfer/edgeinfer/pkg/link"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
-	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/device"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/update"
-	"github.com/edgeinfer/edgeinfer/update/rollout"
 )
 
 // Options configure simulated devices.
@@ -54,86 +54,47 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Device is one simulated device.
+// Device is one simulated device: a whole device (runtime/device) with
+// its own store, outbox, link, engine and update agent, in this process.
 type Device struct {
 	ID  string
 	dir string
 	opt Options
 	idx int
 
-	st, obst *store.Store
-	eng      *engine.Engine
-	l        *link.Link
-	ob       *link.Outbox
-	tel      *link.Telemetry
-	ag       *update.Agent
-	dev      *rollout.Device
+	dev *device.Device
 
-	stopObs func()
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	once    sync.Once
-	err     error
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+	err    error
 }
 
 // Start starts device i named id.
-func Start(ctx context.Context, opt Options, i int, id string) (_ *Device, err error) {
+func Start(ctx context.Context, opt Options, i int, id string) (*Device, error) {
 	d := &Device{ID: id, dir: filepath.Join(opt.Dir, id), opt: opt, idx: i}
 	if err := os.MkdirAll(d.dir, 0o755); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, d.Close())
-		}
-	}()
-	if d.st, err = store.Open(ctx, filepath.Join(d.dir, "models.db"), store.Options{}); err != nil {
-		return nil, err
-	}
-	if d.obst, err = store.Open(ctx, filepath.Join(d.dir, "outbox.db"), store.Options{}); err != nil {
-		return nil, err
-	}
-	if d.eng, err = engine.Open(ctx, engine.Config{Session: ort.Options{IntraOpThreads: 1},
-		KV: engine.KVOptions{BudgetBytes: 2 << 20, DisableHugePages: true}}); err != nil {
-		return nil, err
-	}
-	birth := func() link.Birth {
-		return link.Birth{SDKVersion: update.SDKVersion, Board: opt.Board, Models: d.versions()}
-	}
-	if d.l, err = link.Open(ctx, link.Config{Broker: opt.Broker, Fleet: opt.Fleet, Device: id,
-		BackoffMin: 100 * time.Millisecond, BackoffMax: 2 * time.Second, KeepAlive: 10 * time.Second}, birth); err != nil {
-		return nil, err
-	}
-	if d.ob, err = link.OpenOutbox(ctx, d.obst, d.l, link.OutboxConfig{}); err != nil {
-		return nil, err
-	}
-	tiv := opt.TelemetryInterval
-	if tiv == 0 {
-		tiv = 2 * time.Second
-	}
-	d.tel = link.NewTelemetry(d.l, d.ob, link.TelemetryConfig{Interval: tiv, SDKVersion: update.SDKVersion, Board: opt.Board},
-		link.Sources{Models: d.versions, Engine: func() link.EngineStats { return device.EngineStats(d.eng) }})
-	d.stopObs = d.eng.Observe(device.Records(d.tel))
-	d.tel.Start()
-	ucfg, udeps := update.Config{Model: opt.Model, Device: update.Device{ID: id, Board: opt.Board},
-		ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf"), MaxBytesPerSec: opt.MaxBytesPerSec},
-		update.Deps{Store: d.st, Source: update.MQTTSource{R: rollout.Requester{L: d.l, Timeout: 5 * time.Second}},
-			Activator: device.EngineActivator{Engine: d.eng, Store: d.st}, Now: opt.Now}
-	cmds := link.NewCommands(d.l, 0)
+	tiv, civ := cmp.Or(opt.TelemetryInterval, 2*time.Second), cmp.Or(opt.CheckInterval, time.Minute)
 	var labels map[string]string
 	if opt.Labels != nil {
 		labels = opt.Labels(i)
 	}
-	civ := opt.CheckInterval
-	if civ == 0 {
-		civ = time.Minute
+	cfg := device.Config{
+		Store: filepath.Join(d.dir, "models.db"), Outbox: filepath.Join(d.dir, "outbox.db"),
+		Engine: engine.Config{Session: ort.Options{IntraOpThreads: 1}, KV: engine.KVOptions{BudgetBytes: 2 << 20, DisableHugePages: true}},
+		Broker: opt.Broker, Fleet: opt.Fleet, Device: id, Board: opt.Board,
+		BackoffMin: device.Duration(100 * time.Millisecond), BackoffMax: device.Duration(2 * time.Second), KeepAlive: device.Duration(10 * time.Second),
+		TelemetryInterval: device.Duration(tiv), FlushTimeout: device.Duration(2 * time.Second),
+		Update: &device.Update{Model: opt.Model, ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf"),
+			MaxBytesPerSec: opt.MaxBytesPerSec, Labels: labels, CheckInterval: device.Duration(civ), RetryInterval: device.Duration(time.Second),
+			RequestTimeout: device.Duration(5 * time.Second)},
+		Logger: slog.New(slog.DiscardHandler),
+		Now:    opt.Now,
 	}
-	if d.dev, err = rollout.New(rollout.Config{Board: opt.Board, Labels: labels, CheckInterval: civ, RetryInterval: time.Second},
-		rollout.Deps{Link: d.l, Outbox: d.ob, Commands: cmds}, ucfg, udeps); err != nil {
-		return nil, err
-	}
-	d.ag = d.dev.Agent()
-	if err = cmds.Start(ctx); err != nil {
+	var err error
+	if d.dev, err = device.Open(ctx, cfg); err != nil {
 		return nil, err
 	}
 	if opt.Load > 0 {
@@ -159,74 +120,39 @@ func (d *Device) load(ctx context.Context) {
 		if d.Active() == "" {
 			continue
 		}
-		s := d.eng.GenerateTokens(ctx, d.opt.Model, []int32{1, 5, 9, 13}, engine.GenerateOptions{MaxTokens: 4, Sampling: &engine.Sampling{}})
+		s := d.dev.Engine().GenerateTokens(ctx, d.opt.Model, []int32{1, 5, 9, 13}, engine.GenerateOptions{MaxTokens: 4, Sampling: &engine.Sampling{}})
 		for range s.Tokens() {
 		}
 	}
 }
 
-func (d *Device) versions() []link.ModelVersion {
-	mv := link.ModelVersion{Name: d.opt.Model}
-	for e, err := range d.st.List(context.Background()) {
-		if err != nil || e.Ref.Name != d.opt.Model {
-			continue
-		}
-		if e.Active {
-			mv.Active = e.Ref.Version
-		}
-		if e.Previous {
-			mv.Previous = e.Ref.Version
-		}
+// Active is the version the device's store has active ("" for none).
+func (d *Device) Active() string {
+	st, err := d.Status(context.Background())
+	if err != nil {
+		return ""
 	}
-	return []link.ModelVersion{mv}
+	return st.Active
 }
 
-// Active is the version the device's store has active ("" for none).
-func (d *Device) Active() string { return d.versions()[0].Active }
-
 // Status is the device's update status (store pointers and journal).
-func (d *Device) Status(ctx context.Context) (update.Status, error) { return d.ag.Status(ctx) }
+func (d *Device) Status(ctx context.Context) (update.Status, error) {
+	return d.dev.Updates().Status(ctx)
+}
 
 // BytesFetched is the chunk payload the device downloaded.
-func (d *Device) BytesFetched() int64 { return d.ag.BytesFetched() }
+func (d *Device) BytesFetched() int64 { return d.dev.Updates().BytesFetched() }
 
-// Close shuts the device down as `edgeinfer agent` does: the loop stops,
-// the outbox is flushed briefly, the link says offline, everything
-// closes. Idempotent.
+// Close shuts the device down as `edgeinfer agent` does (device.Close):
+// the loop stops, the outbox is flushed briefly, the link says offline,
+// everything closes. Idempotent.
 func (d *Device) Close() error {
 	d.once.Do(func() {
-		var errs []error
 		if d.cancel != nil {
 			d.cancel()
 		}
 		d.wg.Wait()
-		if d.dev != nil {
-			errs = append(errs, d.dev.Close())
-		}
-		if d.stopObs != nil {
-			d.stopObs()
-		}
-		if d.tel != nil {
-			errs = append(errs, d.tel.Close())
-		}
-		if d.ob != nil {
-			fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = d.ob.Flush(fctx)
-			cancel()
-			errs = append(errs, d.ob.Close())
-		}
-		if d.l != nil {
-			errs = append(errs, d.l.Close())
-		}
-		if d.eng != nil {
-			errs = append(errs, d.eng.Close(context.Background()))
-		}
-		for _, s := range []*store.Store{d.obst, d.st} {
-			if s != nil {
-				errs = append(errs, s.Close())
-			}
-		}
-		d.err = errors.Join(errs...)
+		d.err = d.dev.Close()
 	})
 	return d.err
 }

@@ -92,7 +92,9 @@ func (l *Local) WaitReported(device string, d time.Duration) error {
 // version active; after d it says what the device reports.
 func (l *Local) WaitActive(device, version string, d time.Duration) error {
 	return l.wait(d, func() bool { return l.Active(device) == version },
-		func() string { return fmt.Sprintf("%s does not run %s (it reports %q)", device, version, l.Active(device)) })
+		func() string {
+			return fmt.Sprintf("%s does not run %s (it reports %q)", device, version, l.Active(device))
+		})
 }
 
 func (l *Local) wait(d time.Duration, ok func() bool, why func() string) error {
