@@ -28,6 +28,7 @@ type entry struct {
 	dense  []uint64 // the tokens read whole, as a bitset, or
 	sparse []int32  // as a list (the smaller)
 	maxEnd int32    // the largest rule distance after such a token
+	minEnd int32    // and the smallest
 	leave  []int32  // trie nodes whose subtrees need the stack
 }
 
@@ -63,7 +64,7 @@ func (tg *TokenGrammar) entry(rule, state int32) *entry {
 // walkRule walks the trie with one rule's DFA from state.
 func (tg *TokenGrammar) walkRule(rule, state int32) *entry {
 	v, r := tg.v, tg.g.rules[rule]
-	e := &entry{}
+	e := &entry{minEnd: inf}
 	n := len(v.label)
 	st := make([]int32, 1, 64)
 	br := make([]bool, 1, 64)
@@ -88,6 +89,7 @@ func (tg *TokenGrammar) walkRule(rule, state int32) *entry {
 		if k := v.own[i]; k > 0 {
 			list = append(list, v.ord[v.tok[i]:v.tok[i]+k]...)
 			e.maxEnd = max(e.maxEnd, r.dist[t])
+			e.minEnd = min(e.minEnd, r.dist[t])
 		}
 		i++
 	}
@@ -100,6 +102,34 @@ func (tg *TokenGrammar) walkRule(rule, state int32) *entry {
 		e.sparse = list
 	}
 	return e
+}
+
+// walkRuleLimit adds to dst the tokens the rule's DFA reads whole from
+// state and after which the rule's distance is at most lim.
+func (tg *TokenGrammar) walkRuleLimit(dst []uint64, rule, state, lim int32) {
+	v, r := tg.v, tg.g.rules[rule]
+	n := len(v.label)
+	var st [256]int32
+	st[0] = state
+	for i := 1; i < n; {
+		d := v.depth[i]
+		if int(d) >= len(st) {
+			i = int(v.end[i])
+			continue
+		}
+		t := r.next[int(st[d-1])*r.nclass+int(r.class[v.label[i]])]
+		if t < 0 {
+			i = int(v.end[i])
+			continue
+		}
+		st[d] = t
+		if k := v.own[i]; k > 0 && r.dist[t] <= lim {
+			for _, id := range v.ord[v.tok[i] : v.tok[i]+k] {
+				dst[id>>6] |= 1 << (id & 63)
+			}
+		}
+		i++
+	}
 }
 
 // TokenMatcher is one generation's progress through a TokenGrammar.
@@ -238,16 +268,17 @@ func (m *TokenMatcher) maskFrom(dst []uint64, p pos, limit int32) {
 	if p.below != nil {
 		below = p.below.total
 	}
-	m.one = append(m.one[:0], p)
-	if limit >= 0 && e.maxEnd+below > limit {
-		m.walk(dst, m.one, 0, limit) // near the budget's end: every token checked
-		return
-	}
-	if e.dense != nil {
+	switch {
+	case limit >= 0 && e.minEnd+below > limit:
+		// no token read whole fits the budget
+	case limit >= 0 && e.maxEnd+below > limit:
+		// near the budget's end: those that fit, by a walk of the rule
+		m.tg.walkRuleLimit(dst, p.rule, p.state, limit-below)
+	case e.dense != nil:
 		for i, w := range e.dense {
 			dst[i] |= w
 		}
-	} else {
+	default:
 		for _, id := range e.sparse {
 			dst[id>>6] |= 1 << (id & 63)
 		}

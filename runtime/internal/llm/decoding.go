@@ -3,6 +3,7 @@ package llm
 import (
 	"container/heap"
 	"math"
+	"math/bits"
 	"sync"
 
 	"github.com/edgeinfer/edgeinfer/runtime/internal/grammar"
@@ -70,52 +71,43 @@ func (l *LogProbs) Take(i int) (TokenLogProb, bool) {
 	return t, ok
 }
 
-// applyMask sets the logits of the tokens not in mask to −Inf.
-func applyMask(logits []float32, mask []uint64) {
-	inf := float32(math.Inf(-1))
-	for w, bits := range mask {
-		if bits == math.MaxUint64 {
-			continue
-		}
-		base := w * 64
-		end := min(base+64, len(logits))
-		for i := base; i < end; i++ {
-			if bits&(1<<(i-base)) == 0 {
-				logits[i] = inf
-			}
-		}
-	}
-	for i := len(mask) * 64; i < len(logits); i++ {
-		logits[i] = inf
-	}
-}
-
 func allowed(mask []uint64, tok int32) bool {
 	return int(tok>>6) < len(mask) && mask[tok>>6]&(1<<(tok&63)) != 0
 }
 
-// logProbs computes the record of tok from logits (penalised and masked)
-// at temperature t (0: 1).
-func logProbs(logits []float32, tok int32, t float32, top int) TokenLogProb {
+// logProbs computes the record of tok from logits (penalised) at
+// temperature t (0: 1), over the tokens of mask (nil: all).
+func logProbs(logits []float32, mask []uint64, tok int32, t float32, top int) TokenLogProb {
 	inv := float32(1)
 	if t > 0 {
 		inv = 1 / t
 	}
+	each := func(f func(i int, l float32)) {
+		if mask == nil {
+			for i, l := range logits {
+				f(i, l)
+			}
+			return
+		}
+		for w, word := range mask {
+			for ; word != 0; word &= word - 1 {
+				if i := w*64 + bits.TrailingZeros64(word); i < len(logits) {
+					f(i, logits[i])
+				}
+			}
+		}
+	}
 	mx := math.Inf(-1)
-	for _, l := range logits {
-		mx = math.Max(mx, float64(l*inv))
-	}
+	each(func(_ int, l float32) { mx = math.Max(mx, float64(l*inv)) })
 	var sum float64
-	for _, l := range logits {
-		sum += math.Exp(float64(l*inv) - mx)
-	}
+	each(func(_ int, l float32) { sum += math.Exp(float64(l*inv) - mx) })
 	lse := mx + math.Log(sum)
 	out := TokenLogProb{Token: tok, LogProb: float32(float64(logits[tok]*inv) - lse)}
 	if top > 0 {
 		h := candHeap{}
-		for i, l := range logits {
+		each(func(i int, l float32) {
 			if math.IsInf(float64(l), -1) {
-				continue
+				return
 			}
 			if len(h) < top {
 				heap.Push(&h, candidate{int32(i), l})
@@ -123,7 +115,7 @@ func logProbs(logits []float32, tok int32, t float32, top int) TokenLogProb {
 				h[0] = candidate{int32(i), l}
 				heap.Fix(&h, 0)
 			}
-		}
+		})
 		out.Top = make([]TopLogProb, len(h))
 		for i := len(h) - 1; i >= 0; i-- {
 			c := heap.Pop(&h).(candidate)

@@ -76,15 +76,60 @@ func (s *Sampler) Observe(tok int32) {
 func (s *Sampler) Sample(logits []float32) int32 { return s.SampleMasked(logits, nil) }
 
 // SampleMasked is Sample among the tokens of mask (a bitset over the row;
-// nil allows every token): the others' logits are set to −Inf after the
-// penalties and before temperature, top-k, top-p and min-p, greedy
-// decoding included. mask must allow at least one token.
+// nil allows every token): the others are left out after the penalties
+// and before temperature, top-k, top-p and min-p, greedy decoding
+// included, as if their logits were −Inf. mask must allow at least one
+// token. A mask allowing few tokens is read as their list (a pass over
+// its words, not over the row); one allowing most sets the others' logits
+// to −Inf in place and samples the row as without a mask.
 func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 	s.applyPenalties(logits)
+	var c []candidate
+	sparse := false
 	if mask != nil {
-		applyMask(logits, mask)
+		n := 0
+		for _, w := range mask {
+			n += bits.OnesCount64(w)
+		}
+		sparse = n*8 < len(logits)
+		if !sparse {
+			inf := float32(math.Inf(-1))
+			for w, word := range mask {
+				for z := ^word; z != 0; z &= z - 1 {
+					if i := w*64 + bits.TrailingZeros64(z); i < len(logits) {
+						logits[i] = inf
+					}
+				}
+			}
+			for i := len(mask) * 64; i < len(logits); i++ {
+				logits[i] = inf
+			}
+		}
 	}
-	if s.p.Temperature == 0 {
+	if sparse {
+		c = s.cand[:0]
+		for w, word := range mask {
+			for ; word != 0; word &= word - 1 {
+				i := w*64 + bits.TrailingZeros64(word)
+				if i < len(logits) && !math.IsInf(float64(logits[i]), -1) {
+					c = append(c, candidate{int32(i), logits[i]})
+				}
+			}
+		}
+		s.cand = c
+		if len(c) == 0 { // every allowed logit is −Inf
+			return firstAllowed(mask)
+		}
+		if s.p.Temperature == 0 {
+			best := c[0]
+			for _, x := range c[1:] {
+				if x.p > best.p {
+					best = x
+				}
+			}
+			return best.id
+		}
+	} else if s.p.Temperature == 0 {
 		t := argmax(logits)
 		if mask != nil && !allowed(mask, t) { // every allowed logit is −Inf
 			t = firstAllowed(mask)
@@ -96,25 +141,22 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 	// tokens so far through Observe) draws exactly what it would have.
 	s.pcg.Seed(s.p.Seed, uint64(s.drawn)*0x9e3779b97f4a7c15+1)
 	inv := 1 / s.p.Temperature
-	c := s.cand[:0]
-	if k := s.p.TopK; k > 0 && k < len(logits) {
-		c = topK(c, logits, k)
-	} else if mask != nil {
-		for i, l := range logits {
-			if !math.IsInf(float64(l), -1) {
-				c = append(c, candidate{int32(i), l})
-			}
-		}
-	} else {
+	switch k := s.p.TopK; {
+	case sparse && k > 0 && k < len(c):
+		c = topKCandidates(c, k)
+	case sparse:
+	case k > 0 && k < len(logits):
+		c = topK(s.cand[:0], logits, k)
+	default:
+		c = s.cand[:0]
 		for i, l := range logits {
 			c = append(c, candidate{int32(i), l})
 		}
 	}
-	if mask != nil {
+	if mask != nil && !sparse {
 		// masked tokens left by top-k have no probability: drop them
 		c = slices.DeleteFunc(c, func(x candidate) bool { return math.IsInf(float64(x.p), -1) })
 		if len(c) == 0 {
-			s.cand = c
 			return firstAllowed(mask)
 		}
 	}
@@ -154,6 +196,23 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 		}
 	}
 	return last
+}
+
+// topKCandidates keeps the k most likely of c (reordered in place), by
+// the same min-heap as topK.
+func topKCandidates(c []candidate, k int) []candidate {
+	h := c[:0] // the heap fills c's front, behind the reading
+	for i := 0; i < len(c); i++ {
+		x := c[i]
+		if len(h) < k {
+			h = append(h, x)
+			up(h, len(h)-1)
+		} else if x.p > h[0].p {
+			h[0] = x
+			down(h, 0)
+		}
+	}
+	return h
 }
 
 // firstAllowed is the lowest token of mask (mask is not empty).

@@ -263,7 +263,7 @@ func (m *Model) sampleRow(id sched.SeqID, i int, res *sched.StepResult) {
 	}
 	tok := st.sampler.SampleMasked(row, mask)
 	if st.dec != nil && st.dec.LogProbs != nil {
-		st.dec.LogProbs.put(st.kv.Len()-st.promptLen, logProbs(row, tok, st.sampler.p.Temperature, st.dec.TopLogProbs))
+		st.dec.LogProbs.put(st.kv.Len()-st.promptLen, logProbs(row, mask, tok, st.sampler.p.Temperature, st.dec.TopLogProbs))
 	}
 	if st.matcher != nil {
 		st.matcher.Accept(tok)
