@@ -247,3 +247,33 @@ func TestLogProbs(t *testing.T) {
 		}
 	}
 }
+
+// A constrained request runs through chunked prefill (a prompt of several
+// chunks) and stops at a stop string like any other (the JSON is then cut
+// there, finish stop_string).
+func TestConstrainedChunksAndStop(t *testing.T) {
+	dirs, err := tinyText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Models: []ModelSpec{{Dir: dirs[0]}}, Scheduler: SchedulerConfig{ChunkSize: 16}}
+	cfg.Session.IntraOpThreads = 1
+	e, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	c, err := JSONSchema([]byte(constrainSchemas[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("Call me Ishmael. ", 12) // about 60 tokens: four chunks
+	text, sum, err := drain(e.Generate(context.Background(), "tinylm", long, GenerateOptions{MaxTokens: 80, Constraint: c, Sampling: &Sampling{Temperature: 1, Seed: 5}}))
+	if err != nil || sum.PromptTokens <= 16 || grammartest.Validate([]byte(constrainSchemas[0]), []byte(text)) != nil {
+		t.Fatalf("chunked prompt: %v, %d prompt tokens, %s", err, sum.PromptTokens, text)
+	}
+	text, sum, err = drain(e.Generate(context.Background(), "tinylm", long, GenerateOptions{MaxTokens: 80, Constraint: c, Stop: []string{`"count"`}, Sampling: &Sampling{Temperature: 1, Seed: 5}}))
+	if err != nil || sum.Finish != FinishStopString || !strings.HasPrefix(text, `{"lot":"`) || strings.Contains(text, "count") {
+		t.Fatalf("stop string: %v, %s, %q", err, sum.Finish, text)
+	}
+}

@@ -88,4 +88,20 @@ func TestGeneratePlugins(t *testing.T) {
 	if recs := wantRecords(2); recs[1].Post != 0 || recs[1].Pre <= 0 {
 		t.Errorf("early-left record pre %v post %v", recs[1].Pre, recs[1].Post)
 	}
+	// A constrained generation goes through the plugins too: the post
+	// plugin extracts the JSON object the constraint made the whole output.
+	st = e.Generate(ctx, "tiny-text", prompt, engine.GenerateOptions{MaxTokens: 60, Sampling: &engine.Sampling{Temperature: 1, Seed: 2}, Constraint: engine.JSON()})
+	text.Reset()
+	for tok, err := range st.Tokens() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.WriteString(tok.Text)
+	}
+	if res, err = st.Result(); err != nil {
+		t.Fatal(err)
+	}
+	if doc, _ := get("json").Text(); doc != text.String() || !strings.HasPrefix(doc, "{") {
+		t.Errorf("constrained output %q, the post plugin's JSON %q", text.String(), doc)
+	}
 }
