@@ -203,6 +203,14 @@ func (l *life) active(dev string) string {
 	return ""
 }
 
+// previous is the version the device reports before its active one.
+func (l *life) previous(dev string) string {
+	if d := l.op.View().Devices()[dev]; d != nil && d.Update != nil {
+		return d.Update.Previous
+	}
+	return ""
+}
+
 // publish builds release k (one layer new, from seed k) and signs it.
 func (l *life) publish(k int, bad bool) {
 	l.t.Helper()
@@ -435,11 +443,12 @@ func TestMonth(t *testing.T) {
 			// killed in release 7 may still be catching up).
 			l.waitFor(l.devs[1]+" on 8", 2*time.Minute, func() bool { return l.active(l.devs[1]) == "8" })
 			l.note("operator rolls %s back from 8", l.devs[1])
+			back := l.previous(l.devs[1]) // 7, or older when a kill made it skip 7
 			if err := l.op.Control(ctx, "r8", fleet.Control{Action: fleet.ActionRollback, Devices: []string{l.devs[1]}}); err != nil {
 				t.Fatal(err)
 			}
-			want[1] = 7
-			l.waitFor(l.devs[1]+" back on 7", 2*time.Minute, func() bool { return l.active(l.devs[1]) == "7" })
+			want[1], _ = strconv.Atoi(back)
+			l.waitFor(l.devs[1]+" back on "+back, 2*time.Minute, func() bool { return back != "" && l.active(l.devs[1]) == back })
 		case 16:
 			l.waitFor("site b on 16", 2*time.Minute, func() bool {
 				for i := range ndev {
@@ -450,14 +459,23 @@ func TestMonth(t *testing.T) {
 				return true
 			})
 			l.note("operator rolls segment site=b back from 16")
+			// Each goes back to its own previous version: 15, or an older
+			// one for a device that a kill made skip 15.
+			back := map[int]string{}
+			for i := range ndev {
+				if l.labels[i]["site"] == "b" {
+					back[i] = l.previous(l.devs[i])
+				}
+			}
 			if err := l.op.Control(ctx, "r16", fleet.Control{Action: fleet.ActionRollback, Selector: map[string]string{"site": "b"}}); err != nil {
 				t.Fatal(err)
 			}
-			for i := range ndev {
-				if l.labels[i]["site"] == "b" {
-					want[i] = 15
-					l.waitFor(l.devs[i]+" back on 15", 2*time.Minute, func() bool { return l.active(l.devs[i]) == "15" })
+			for i, v := range back {
+				if v == "" {
+					t.Fatalf("%s on 16 has no previous version to roll back to", l.devs[i])
 				}
+				want[i], _ = strconv.Atoi(v)
+				l.waitFor(l.devs[i]+" back on "+v, 2*time.Minute, func() bool { return l.active(l.devs[i]) == v })
 			}
 		case 21:
 			l.setClock(0, 0)
