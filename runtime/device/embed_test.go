@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,7 +78,7 @@ func TestREADMEEmbedding(t *testing.T) {
 	}
 	imageRoot, directorRoot := lf.Roots()
 
-	addr := freeAddr(t)
+	addr := mustFreeAddr(t)
 	cfg := map[string]any{
 		"store": filepath.Join(tmp, "models.db"), "broker": b.URL(), "fleet": "f", "device": "kiosk-1",
 		"telemetry_interval": "1s", "log_level": "warn",
@@ -247,17 +246,6 @@ func buildApp(t *testing.T, src, tmp string) string {
 	return bin
 }
 
-// freeAddr is a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // syncBuffer is a bytes.Buffer safe for a process's two output streams.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -274,4 +262,13 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+func mustFreeAddr(t *testing.T) string {
+	t.Helper()
+	a, err := fleettest.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

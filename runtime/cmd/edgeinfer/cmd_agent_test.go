@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -202,7 +201,7 @@ func TestAgentUpdates(t *testing.T) {
 	}).Wait()
 
 	cfgFile := filepath.Join(tmp, "agent.json")
-	addr := freeAddr(t)
+	addr := mustFreeAddr(t)
 	cfgJSON, _ := json.Marshal(map[string]any{"store": filepath.Join(tmp, "models.db"), "broker": b.URL(), "fleet": "f", "device": "cam-1",
 		"board": "sim", "telemetry_interval": "1s", "log_level": "warn", "http": map[string]any{"addr": addr, "token": "s3cret"},
 		"update": map[string]any{"model": "tiny", "image_root": filepath.Join(repo, "image", "1.root.json"),
@@ -353,15 +352,13 @@ func curlChat(ctx context.Context, addr, token string) error {
 	return nil
 }
 
-// freeAddr is a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string {
+func withLogger(c device.Config, l *slog.Logger) device.Config { c.Logger = l; return c }
+
+func mustFreeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := fleettest.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return a
 }
-
-func withLogger(c device.Config, l *slog.Logger) device.Config { c.Logger = l; return c }

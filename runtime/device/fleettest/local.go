@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -172,4 +173,15 @@ func StreamChat(ctx context.Context, base, model, token string) (string, error) 
 		return "", fmt.Errorf("stream ended without a finish reason and [DONE] (got %q)", text.String())
 	}
 	return text.String(), nil
+}
+
+// FreeAddr is a loopback address with a port nobody listens on now (for a
+// device's HTTP API under test).
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }

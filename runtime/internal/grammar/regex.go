@@ -186,7 +186,7 @@ func (c *regexCompiler) compile(re *syntax.Regexp) (expr, error) {
 			return nil, err
 		}
 		return rep(x, re.Min, re.Max), nil
-	case syntax.OpConcat:
+	case syntax.OpConcat, syntax.OpAlternate:
 		parts := make([]expr, 0, len(re.Sub))
 		for _, s := range re.Sub {
 			x, err := c.compile(s)
@@ -195,15 +195,8 @@ func (c *regexCompiler) compile(re *syntax.Regexp) (expr, error) {
 			}
 			parts = append(parts, x)
 		}
-		return seq(parts...), nil
-	case syntax.OpAlternate:
-		parts := make([]expr, 0, len(re.Sub))
-		for _, s := range re.Sub {
-			x, err := c.compile(s)
-			if err != nil {
-				return nil, err
-			}
-			parts = append(parts, x)
+		if re.Op == syntax.OpConcat {
+			return seq(parts...), nil
 		}
 		return alt(parts...), nil
 	}
