@@ -36,6 +36,16 @@ func TestConstrainedOutputsValidate(t *testing.T) {
 	if testing.Short() {
 		per = 8
 	}
+	checkConstrained(t, per, func(ctx context.Context, seed uint64, opts GenerateOptions) *Stream {
+		return e.Chat(ctx, "tinychat", []ChatMessage{{Role: "user", Content: fmt.Sprintf("Item %d", seed)}}, opts)
+	})
+}
+
+// checkConstrained generates per outputs of each of constrainSchemas
+// through gen, eight at a time, sampled at temperature 1 with a seed each,
+// and fails unless every one finishes with stop, parses and validates.
+func checkConstrained(t *testing.T, per int, gen func(ctx context.Context, seed uint64, opts GenerateOptions) *Stream) {
+	t.Helper()
 	type job struct {
 		schema int
 		seed   uint64
@@ -53,8 +63,7 @@ func TestConstrainedOutputsValidate(t *testing.T) {
 					t.Error(err)
 					continue
 				}
-				text, sum, err := drain(e.Chat(context.Background(), "tinychat", []ChatMessage{{Role: "user", Content: fmt.Sprintf("Item %d", j.seed)}},
-					GenerateOptions{MaxTokens: 160, Constraint: c, Sampling: &Sampling{Temperature: 1, Seed: j.seed}}))
+				text, sum, err := drain(gen(context.Background(), j.seed, GenerateOptions{MaxTokens: 160, Constraint: c, Sampling: &Sampling{Temperature: 1, Seed: j.seed}}))
 				mu.Lock()
 				finishes[sum.Finish]++
 				var v any
