@@ -100,12 +100,32 @@ type Config struct {
 }
 
 // HTTP is the local HTTP API's section: serve.Config with its token
-// readable from the file (serve.Config keeps it out of JSON it writes).
+// readable from the file (serve.Config keeps it out of JSON it writes) and
+// its timeouts spelt "10s" like the file's other durations (these fields
+// win over serve.Config's when set).
 type HTTP struct {
 	serve.Config
 	// Token, when set, is the bearer token every request but /health and
 	// /ready must carry.
-	Token string `json:"token,omitempty"`
+	Token             string   `json:"token,omitempty"`
+	ReadHeaderTimeout Duration `json:"read_header_timeout,omitempty"`
+	IdleTimeout       Duration `json:"idle_timeout,omitempty"`
+	DrainTimeout      Duration `json:"drain_timeout,omitempty"`
+}
+
+// serveConfig is the section as runtime/serve takes it.
+func (h *HTTP) serveConfig() serve.Config {
+	c := h.Config
+	c.Token = h.Token
+	for _, d := range []struct {
+		v   Duration
+		dst *time.Duration
+	}{{h.ReadHeaderTimeout, &c.ReadHeaderTimeout}, {h.IdleTimeout, &c.IdleTimeout}, {h.DrainTimeout, &c.DrainTimeout}} {
+		if d.v != 0 {
+			*d.dst = time.Duration(d.v)
+		}
+	}
+	return c
 }
 
 // Sparkplug is the Sparkplug B section.
@@ -225,7 +245,7 @@ func (c Config) Validate() error {
 		return bad("engine", "%v", err)
 	}
 	if c.HTTP != nil {
-		if err := c.HTTP.Config.Validate(); err != nil {
+		if err := c.HTTP.serveConfig().Validate(); err != nil {
 			return bad("http", "%v", err)
 		}
 	}

@@ -42,13 +42,14 @@ func TestConfigErrors(t *testing.T) {
 // JSON reads back the same, durations spelt as Go prints them.
 func TestConfigJSON(t *testing.T) {
 	c := Config{Store: "s.db", Broker: "tcp://h:1", Fleet: "f", Device: "d", TelemetryInterval: Duration(1500 * time.Millisecond),
-		HTTP:   &HTTP{Token: "t"},
+		HTTP:   &HTTP{Token: "t", DrainTimeout: Duration(20 * time.Second)},
 		Update: &Update{Model: "m", ImageRoot: "r", CheckInterval: Duration(5 * time.Minute), Labels: map[string]string{"site": "b"}}}
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), `"telemetry_interval":"1.5s"`) || !strings.Contains(string(b), `"check_interval":"5m0s"`) || !strings.Contains(string(b), `"token":"t"`) {
+	if !strings.Contains(string(b), `"telemetry_interval":"1.5s"`) || !strings.Contains(string(b), `"check_interval":"5m0s"`) || !strings.Contains(string(b), `"token":"t"`) ||
+		!strings.Contains(string(b), `"drain_timeout":"20s"`) {
 		t.Fatalf("%s", b)
 	}
 	p := filepath.Join(t.TempDir(), "device.json")
@@ -59,7 +60,8 @@ func TestConfigJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.TelemetryInterval != c.TelemetryInterval || got.Update.CheckInterval != c.Update.CheckInterval || got.HTTP.Token != "t" || got.Update.Labels["site"] != "b" {
+	if got.TelemetryInterval != c.TelemetryInterval || got.Update.CheckInterval != c.Update.CheckInterval || got.HTTP.Token != "t" || got.Update.Labels["site"] != "b" ||
+		got.HTTP.serveConfig().DrainTimeout != 20*time.Second {
 		t.Fatalf("read back %+v", got)
 	}
 }

@@ -15,8 +15,7 @@ import (
 // updates running. It stops first: in-flight streams drain before the
 // engine closes.
 func (d *Device) openHTTP() error {
-	cfg := d.cfg.HTTP.Config
-	cfg.Token = d.cfg.HTTP.Token
+	cfg := d.cfg.HTTP.serveConfig()
 	srv, err := serve.New(d.eng, cfg, d.log)
 	if err != nil {
 		return fmt.Errorf("device: http: %w", err)
