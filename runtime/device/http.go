@@ -2,7 +2,6 @@ package device
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,17 +19,7 @@ func (d *Device) openHTTP() error {
 	if err != nil {
 		return fmt.Errorf("device: http: %w", err)
 	}
-	addr := cfg.Addr
-	if addr == "" {
-		addr = "127.0.0.1:8080"
-	}
-	if cfg.TLSCertFile != "" {
-		// refused here, not at the first handshake, when the pair is bad
-		if _, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
-			return fmt.Errorf("%w: http: tls_cert_file/tls_key_file: %w", ErrConfig, err)
-		}
-	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", srv.Addr())
 	if err != nil {
 		return fmt.Errorf("device: http: %w", err)
 	}

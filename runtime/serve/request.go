@@ -44,7 +44,8 @@ type textRequest struct {
 	TopLogprobs *int            `json:"top_logprobs"`
 	Edgeinfer   *extension      `json:"edgeinfer"`
 
-	// Fields that change what is generated and are not implemented.
+	// Fields that would change what is generated and that this server
+	// refuses with 400 (unsupported lists them with what to send instead).
 	Tools           json.RawMessage `json:"tools"`
 	ToolChoice      json.RawMessage `json:"tool_choice"`
 	Functions       json.RawMessage `json:"functions"`
@@ -82,8 +83,8 @@ func (q *textRequest) unsupported() *apiError {
 		noop []string // values that change nothing
 		why  string
 	}{
-		{"tools", q.Tools, []string{"[]"}, "tool calls are not supported by this server yet: describe the tools in the messages, or ask for JSON with response_format"},
-		{"tool_choice", q.ToolChoice, []string{`"none"`, `"auto"`}, "tool calls are not supported by this server yet"},
+		{"tools", q.Tools, []string{"[]"}, "tool calls are not supported by this server: describe the tools in the messages, or ask for JSON with response_format"},
+		{"tool_choice", q.ToolChoice, []string{`"none"`, `"auto"`}, "tool calls are not supported by this server"},
 		{"functions", q.Functions, []string{"[]"}, "function calls are not supported by this server"},
 		{"function_call", q.FunctionCall, []string{`"none"`, `"auto"`}, "function calls are not supported by this server"},
 		{"logit_bias", q.LogitBias, []string{"{}"}, "logit_bias is not supported by this server"},

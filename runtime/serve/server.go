@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +46,13 @@ type Server struct {
 func New(e *engine.Engine, cfg Config, logger *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.TLSCertFile != "" {
+		// A bad pair is refused here, where the caller can say so, not
+		// when Serve starts in the background.
+		if _, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile); err != nil {
+			return nil, fmt.Errorf("%w: tls_cert_file/tls_key_file: %w", ErrConfig, err)
+		}
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -135,6 +143,9 @@ type responseWriter struct {
 
 func (w *responseWriter) WriteHeader(code int)        { w.status = code; w.ResponseWriter.WriteHeader(code) }
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Addr is the configured listen address, defaults applied.
+func (s *Server) Addr() string { return s.cfg.Addr }
 
 // Handler is the API as an http.Handler (for tests and embedding).
 func (s *Server) Handler() http.Handler { return s.mux }

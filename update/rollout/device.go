@@ -120,8 +120,7 @@ type Device struct {
 
 // New builds the update agent for ucfg and udeps and starts the device's
 // side of rollouts around it. The agent's events are the device's (every
-// step goes to the outbox and refreshes the retained state); udeps.Events,
-// when set, is told of each as well.
+// step goes to the outbox and refreshes the retained state).
 func New(cfg Config, d Deps, ucfg update.Config, udeps update.Deps) (*Device, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -139,14 +138,10 @@ func New(cfg Config, d Deps, ucfg update.Config, udeps update.Deps) (*Device, er
 	if dev.log == nil {
 		dev.log = slog.New(slog.DiscardHandler)
 	}
-	also := udeps.Events
-	udeps.Events = update.EventFunc(func(ctx context.Context, e update.Event) error {
-		err := dev.emit(ctx, e)
-		if also != nil {
-			err = errors.Join(err, also.Emit(ctx, e))
-		}
-		return err
-	})
+	if udeps.Events != nil {
+		return nil, fmt.Errorf("%w: the device is its agent's event sink: leave update.Deps.Events nil", ErrConfig)
+	}
+	udeps.Events = update.EventFunc(dev.emit)
 	ag, err := update.New(ucfg, udeps)
 	if err != nil {
 		return nil, err
