@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeinfer/edgeinfer/runtime/serve"
 )
 
 // TestConfigErrors: each bad file is refused with ErrConfig and an error
@@ -89,4 +91,25 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatalf("%q: LoadConfig accepted what Validate refuses: %v", b, err)
 		}
 	})
+}
+
+// TestOpenFailureStopsWhatStarted: an Open that fails after the store
+// opened (here a TLS pair that does not load) says why, and leaves the
+// store free for the next holder.
+func TestOpenFailureStopsWhatStarted(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Store: filepath.Join(dir, "s.db"),
+		HTTP: &HTTP{Config: serve.Config{Addr: "127.0.0.1:0", TLSCertFile: filepath.Join(dir, "none.pem"), TLSKeyFile: filepath.Join(dir, "none.key")}}}
+	_, err := Open(t.Context(), cfg)
+	if !errors.Is(err, serve.ErrConfig) || !strings.Contains(err.Error(), "tls_cert_file") {
+		t.Fatalf("open with a missing TLS pair: %v", err)
+	}
+	cfg.HTTP = nil
+	d, err := Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("the store was not released by the failed open: %v", err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

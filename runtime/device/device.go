@@ -65,19 +65,19 @@ type Device struct {
 // answers finds everything ready. A failure stops what had started.
 //
 // ctx bounds the start only; the device runs until Close (or Run's ctx).
-func Open(ctx context.Context, cfg Config) (d *Device, err error) {
+func Open(ctx context.Context, cfg Config) (_ *Device, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	d = &Device{cfg: cfg, log: cfg.Logger, board: cmp.Or(cfg.Board, platforms.BoardName("/"))}
+	d := &Device{cfg: cfg, log: cfg.Logger, board: cmp.Or(cfg.Board, platforms.BoardName("/"))}
 	if d.log == nil {
 		d.level = new(slog.LevelVar)
 		_ = d.level.UnmarshalText([]byte(cfg.LogLevel))
 		d.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: d.level}))
 	}
 	defer func() {
-		if err != nil {
+		if err != nil { // what had started stops: the store is free again
 			err = errors.Join(err, d.stop())
 		}
 	}()
