@@ -194,26 +194,32 @@ func TestCameraBesideChat(t *testing.T) {
 	}
 	// What is being checked: a frame runs at the next step boundary, not
 	// after the chat's generation (a loop that ran frames only between
-	// generations made the median frame 25 ms and 19 of 30 frames late). Both runs share the machine's load,
-	// so their medians move together: beside the chat the median frame may
-	// cost one decode step more, and a 2 ms allowance. A loaded machine's
-	// hiccups land on a few frames whichever the policy (one took 28 ms
-	// beside a 180 µs step under load 5), so the tail is judged by count:
-	// at most 3 of the 30 frames past the solo maximum + one step + 15 ms.
+	// generations made the median frame 25 ms and 19 of 30 frames late: a
+	// frame then waits half a 400-token generation, 200 steps, on average).
+	// The bounds are counted in the chat's own decode steps, measured in the
+	// same run, so they stretch with the machine's load as the frames do:
+	// under stress-ng on both cores a 0.22 ms step and a 2.7 ms median frame
+	// were seen together, which a fixed 2 ms allowance called a failure.
+	// The median frame may wait 25 steps (an eighth of the defect's wait);
+	// a loaded machine's hiccups land on a few frames whichever the policy
+	// (one took 28 ms beside a 180 µs step under load 5), so the tail is
+	// judged by count: at most 3 of the 30 frames past the solo maximum +
+	// 25 steps + 15 ms.
+	const allowedSteps = 25
 	p50, s50 := quantile(busy, 0.5), quantile(solo, 0.5)
 	s99 := quantile(solo, 0.99)
 	late := 0
 	for _, d := range busy {
-		if d > s99+step+15*time.Millisecond {
+		if d > s99+allowedSteps*step+15*time.Millisecond {
 			late++
 		}
 	}
 	t.Logf("camera latency p50/p99 solo %v/%v, beside chat %v/%v; chat decode step %v; %d of %d frames past the tail bound",
 		s50, s99, p50, quantile(busy, 0.99), step, late, frames)
-	if bound := s50 + step + 2*time.Millisecond; p50 > bound {
-		t.Errorf("camera median beside chat %v exceeds solo median %v + one decode step %v + 2 ms", p50, s50, step)
+	if bound := s50 + allowedSteps*step; p50 > bound {
+		t.Errorf("camera median beside chat %v exceeds solo median %v + %d chat decode steps of %v: frames wait for the chat", p50, s50, allowedSteps, step)
 	}
 	if late > 3 {
-		t.Errorf("%d of %d frames beside the chat took longer than the solo maximum %v + one decode step %v + 15 ms: frames waited for the chat", late, frames, s99, step)
+		t.Errorf("%d of %d frames beside the chat took longer than the solo maximum %v + %d decode steps of %v + 15 ms: frames waited for the chat", late, frames, s99, allowedSteps, step)
 	}
 }

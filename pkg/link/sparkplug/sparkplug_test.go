@@ -168,12 +168,20 @@ func TestTahuDecodes(t *testing.T) {
 		}
 		msgs = append(msgs, d)
 	}
-	// after the takeover the link reconnects: a new session whose NBIRTH
-	// carries the next bdSeq may follow; check the first eight here
+	// After the takeover the link reconnects, and its next session may
+	// show: an NBIRTH with seq 0, or, where l.Close came before that birth
+	// (a slow machine: qemu), the clean close's NDEATH. Either carries the
+	// next bdSeq. Check the first eight messages below.
 	if len(msgs) > 8 {
 		next := msgs[8]
-		if next.Topic != "spBv1.0/plant-7/NBIRTH/cam-12" || next.Payload.Seq != "0" {
-			t.Errorf("after the NDEATH: %s seq %s, want a new NBIRTH with seq 0", next.Topic, next.Payload.Seq)
+		switch next.Topic {
+		case "spBv1.0/plant-7/NBIRTH/cam-12":
+			if next.Payload.Seq != "0" {
+				t.Errorf("the next session's NBIRTH has seq %s, want 0", next.Payload.Seq)
+			}
+		case "spBv1.0/plant-7/NDEATH/cam-12":
+		default:
+			t.Errorf("after the NDEATH: %s, want the next session's NBIRTH or NDEATH", next.Topic)
 		}
 		for _, pm := range next.Payload.Metrics {
 			if pm.Name == "bdSeq" && fmt.Sprint(pm.Value) != "1" {
