@@ -364,6 +364,7 @@ func (c *callStream) feed(text string) (content string, deltas []map[string]any)
 				c.esc = true
 			case c.inStr && b == '"':
 				c.inStr = false
+			case c.inStr:
 			case b == '"':
 				c.inStr = true
 			case b == '{' || b == '[':

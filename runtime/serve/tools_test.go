@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -172,4 +173,141 @@ func TestToolCallsValid(t *testing.T) {
 		t.Fatalf("%d answers of %d; %d of %d calls valid", answers, n, valid, calls)
 	}
 	t.Logf("%d answers, %d tool calls, %d valid (arguments parse and validate against their tool's schema)", answers, calls, valid)
+}
+
+// A tool the server cannot honour is a 400 naming the tool and the
+// construct; so are malformed tools, tool_choice and tool messages.
+func TestToolRefusals(t *testing.T) {
+	f := openFixture(t, Config{})
+	for _, tt := range []struct {
+		extra, param, says string
+	}{
+		{`"tools":[{"type":"function","function":{"name":"scan","parameters":{"type":"object","properties":{"a":{"type":"string"}},"patternProperties":{"^x":{}}}}}]`,
+			"tools[0].function.parameters", `tool "scan": json schema: keyword "patternProperties" is not supported`},
+		{`"tools":[` + toolsJSON("get_weather")[1:len(toolsJSON("get_weather"))-1] + `,{"type":"function","function":{"name":"bad","parameters":{"type":"object","properties":{"x":{"oneOf":[{"type":"string"}]}}}}}]`,
+			"tools[1].function.parameters", `tool "bad": json schema: keyword "oneOf" is not supported (at #/properties/x)`},
+		{`"tools":[{"type":"function","function":{"name":"n","parameters":{"type":"string"}}}]`, "tools[0].function.parameters", `tool "n": the parameters must describe an object`},
+		{`"tools":[{"type":"function","function":{"name":"has space"}}]`, "tools[0].function.name", "letters, digits"},
+		{`"tools":[{"type":"function","function":{"name":"a"}},{"type":"function","function":{"name":"a"}}]`, "tools[1].function.name", "unique"},
+		{`"tools":[{"type":"code_interpreter"}]`, "tools[0].type", "functions only"},
+		{`"tools":` + toolsJSON("get_weather") + `,"tool_choice":{"type":"function","function":{"name":"lot_status"}}`, "tool_choice.function.name", "not one of the tools"},
+		{`"tools":` + toolsJSON("get_weather") + `,"tool_choice":"sometimes"`, "tool_choice", "not one of none, auto, required"},
+		{`"tool_choice":{"type":"function","function":{"name":"x"}}`, "tool_choice", "needs tools"},
+		{`"functions":[{"name":"f"}]`, "functions", "send them as tools"},
+	} {
+		resp, data := f.post(t, "/v1/chat/completions", `{"model":"tinychat","max_tokens":2,"messages":[{"role":"user","content":"x"}],`+tt.extra+`}`)
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", tt.extra, resp.StatusCode, data)
+			continue
+		}
+		if e := apiErr(t, data); e.Param == nil || *e.Param != tt.param || !strings.Contains(e.Message, tt.says) {
+			t.Errorf("%s: %s, want param %s saying %q", tt.extra, data, tt.param, tt.says)
+		}
+	}
+	for _, tt := range []struct{ msgs, param string }{
+		{`[{"role":"user","content":"x"},{"role":"tool","content":"18"}]`, "messages[1].tool_call_id"},
+		{`[{"role":"user","content":"x","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]}]`, "messages[0].tool_calls"},
+		{`[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{x"}}]}]`, "messages[0].tool_calls[0].function.arguments"},
+	} {
+		_, data := f.post(t, "/v1/chat/completions", `{"model":"tinychat","max_tokens":2,"messages":`+tt.msgs+`}`)
+		if e := apiErr(t, data); e.Param == nil || *e.Param != tt.param {
+			t.Errorf("%s: %s, want param %s", tt.msgs, data, tt.param)
+		}
+	}
+	_, data := f.post(t, "/v1/completions", `{"model":"tinylm","max_tokens":2,"prompt":"x","tools":`+toolsJSON("get_weather")+`}`)
+	if e := apiErr(t, data); e.Param == nil || *e.Param != "tools" {
+		t.Errorf("completions with tools: %s", data)
+	}
+}
+
+// tool_choice none: the tools are offered, nothing is called; auto: the
+// model answers in text or calls, and either is well formed; the
+// conversation after a call (assistant tool_calls, tool result) is taken.
+func TestToolChoiceNoneAuto(t *testing.T) {
+	f := openFixture(t, Config{})
+	for i := range 16 {
+		stream := i%2 == 1
+		body := fmt.Sprintf(`{"model":"tinychat","max_tokens":24,"temperature":1,"seed":%d,"stream":%v,"messages":[{"role":"user","content":"Weather %d"}],"tools":%s,"tool_choice":"none"}`,
+			i, stream, i, toolsJSON(testToolNames...))
+		resp, data := f.post(t, "/v1/chat/completions", body)
+		a := readAnswer(t, stream, data)
+		if resp.StatusCode != 200 || len(a.calls) != 0 || a.content == nil || a.finish == "tool_calls" {
+			t.Fatalf("none %d: %d %s", i, resp.StatusCode, data)
+		}
+	}
+	texts, calls := 0, 0
+	for i := range 40 {
+		stream := i%2 == 1
+		body := fmt.Sprintf(`{"model":"tinychat","max_tokens":72,"temperature":1,"seed":%d,"stream":%v,"messages":[{"role":"user","content":"Weather %d"}],"tools":%s}`,
+			i, stream, i, toolsJSON(testToolNames...))
+		resp, data := f.post(t, "/v1/chat/completions", body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("auto %d: %d %s", i, resp.StatusCode, data)
+		}
+		a := readAnswer(t, stream, data)
+		switch {
+		case len(a.calls) > 0:
+			calls++
+			if a.finish != "tool_calls" || (!stream && a.content != nil) {
+				t.Fatalf("auto %d: %s", i, data)
+			}
+			for _, c := range a.calls {
+				if err := grammartest.Validate([]byte(testTools[c.Function.Name]), []byte(c.Function.Arguments)); err != nil {
+					t.Fatalf("auto %d: %s(%s): %v", i, c.Function.Name, c.Function.Arguments, err)
+				}
+			}
+		default:
+			texts++
+			if a.content == nil || isCall(*a.content) || a.finish == "tool_calls" {
+				t.Fatalf("auto %d: text answer %s", i, data)
+			}
+		}
+	}
+	t.Logf("auto: %d text answers, %d calls", texts, calls)
+	// the round trip: the call, its result, the model concludes in text
+	body := `{"model":"tinychat","max_tokens":16,"tools":` + toolsJSON("get_weather") + `,"messages":[{"role":"user","content":"Weather in Oslo?"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\",\"unit\":\"celsius\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_1","content":"{\"temperature\":4}"}],"tool_choice":"none"}`
+	resp, data := f.post(t, "/v1/chat/completions", body)
+	if a := readAnswer(t, false, data); resp.StatusCode != 200 || a.content == nil || len(a.calls) != 0 {
+		t.Fatalf("round trip: %d %s", resp.StatusCode, data)
+	}
+}
+
+// The stream parser on outputs the tiny model rarely writes: parallel
+// calls in an array, split at every byte, and text.
+func TestCallStream(t *testing.T) {
+	out := `[{"name":"get_weather","arguments":{"city":"a}\"[","unit":"celsius"}},{"name":"lot_status","arguments":{"lot":7}}]`
+	for _, step := range []int{1, 3, len(out)} {
+		c := &callStream{auto: true}
+		var got []toolCall
+		for i := 0; i < len(out); i += step {
+			content, deltas := c.feed(out[i:min(i+step, len(out))])
+			if content != "" {
+				t.Fatalf("content %q", content)
+			}
+			for _, d := range deltas {
+				fn := d["function"].(map[string]any)
+				if id, ok := d["id"].(string); ok {
+					got = append(got, toolCall{ID: id})
+					got[len(got)-1].Function.Name = fn["name"].(string)
+					continue
+				}
+				got[d["index"].(int)].Function.Arguments += fn["arguments"].(string)
+			}
+		}
+		want, ok := parseCalls(out)
+		if !ok || len(got) != 2 || len(want) != 2 {
+			t.Fatalf("step %d: %d calls streamed, %d parsed", step, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].Function != want[i].Function {
+				t.Errorf("step %d: call %d streamed %+v, parsed %+v", step, i, got[i].Function, want[i].Function)
+			}
+		}
+	}
+	c := &callStream{auto: true}
+	if content, deltas := c.feed(" {not a call"); content != " {not a call" || deltas != nil {
+		t.Errorf("text: %q %v", content, deltas)
+	}
 }
