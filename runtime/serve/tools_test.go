@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -310,4 +313,91 @@ func TestCallStream(t *testing.T) {
 	if content, deltas := c.feed(" {not a call"); content != " {not a call" || deltas != nil {
 		t.Errorf("text: %q %v", content, deltas)
 	}
+}
+
+// toolsScript runs a tool-call round trip with the official OpenAI client:
+// parse() with zodFunction tools (the client parses and checks each call's
+// arguments with zod; ajv checks them against the JSON Schema sent), the
+// tool's result sent back, the model concluding in text; the same call
+// streamed and assembled by the client's stream helper; and
+// parallel_tool_calls false giving one call.
+const toolsScript = `
+import OpenAI from 'openai';
+import { z } from 'zod';
+import { zodFunction } from 'openai/helpers/zod';
+import Ajv from 'ajv';
+const c = new OpenAI({ baseURL: process.env.BASE_URL, apiKey: 'k', maxRetries: 0 });
+const ajv = new Ajv({ strict: false });
+const fail = (what) => { console.log('FAIL ' + what); process.exit(1); };
+const Weather = z.object({ city: z.string().max(24), unit: z.enum(['celsius', 'fahrenheit']) });
+const Lot = z.object({ lot: z.number().int().min(1).max(9999), verbose: z.boolean() });
+const tools = [zodFunction({ name: 'get_weather', parameters: Weather, description: 'Weather in a city' }),
+  zodFunction({ name: 'lot_status', parameters: Lot, description: 'A lot\'s status' })];
+const validators = Object.fromEntries(tools.map(t => [t.function.name, ajv.compile(t.function.parameters)]));
+let calls = 0, valid = 0, trips = 0, streamed = 0;
+const check = (call) => {
+  calls++;
+  const args = JSON.parse(call.function.arguments);
+  const zs = call.function.name === 'get_weather' ? Weather : Lot;
+  if (!validators[call.function.name](args)) fail('ajv ' + JSON.stringify(call) + ' ' + JSON.stringify(validators[call.function.name].errors));
+  if (!zs.safeParse(args).success) fail('zod ' + JSON.stringify(call));
+  if (call.function.parsed_arguments !== undefined && JSON.stringify(call.function.parsed_arguments) !== JSON.stringify(zs.parse(args))) fail('parsed_arguments ' + JSON.stringify(call));
+  if (!/^call_/.test(call.id) || call.type !== 'function') fail('call ' + JSON.stringify(call));
+  valid++;
+};
+for (let i = 0; i < 6; i++) {
+  const messages = [{ role: 'user', content: 'Weather or lot ' + i + '?' }];
+  const tool_choice = i % 2 ? 'required' : { type: 'function', function: { name: i % 4 ? 'lot_status' : 'get_weather' } };
+  const r = await c.chat.completions.parse({ model: 'tinychat', max_tokens: 60, temperature: 1, seed: i, messages, tools, tool_choice });
+  const m = r.choices[0].message;
+  if (r.choices[0].finish_reason !== 'tool_calls' || m.content !== null || !m.tool_calls?.length) fail('call ' + JSON.stringify(r));
+  for (const tc of m.tool_calls) { if (!tc.function.parsed_arguments) fail('not parsed ' + JSON.stringify(tc)); check(tc); }
+  messages.push(m);
+  for (const tc of m.tool_calls) messages.push({ role: 'tool', tool_call_id: tc.id, content: JSON.stringify({ ok: true, n: i }) });
+  const end = await c.chat.completions.create({ model: 'tinychat', max_tokens: 40, temperature: 0, seed: i, messages, tools, tool_choice: 'none', stop: ['.', '\n', ' '] });
+  const e = end.choices[0];
+  if (e.finish_reason !== 'stop' || typeof e.message.content !== 'string' || e.message.tool_calls?.length) fail('conclusion ' + JSON.stringify(end));
+  trips++;
+}
+for (let i = 0; i < 6; i++) {
+  const s = c.chat.completions.stream({ model: 'tinychat', max_tokens: 60, temperature: 1, seed: 50 + i, tools, tool_choice: 'required',
+    parallel_tool_calls: false, messages: [{ role: 'user', content: 'Stream ' + i }] });
+  const done = [];
+  s.on('tool_calls.function.arguments.done', (ev) => done.push(ev.name));
+  const r = await s.finalChatCompletion();
+  const m = r.choices[0].message;
+  if (r.choices[0].finish_reason !== 'tool_calls' || m.tool_calls?.length !== 1 || done.length !== 1) fail('stream ' + JSON.stringify(r) + ' ' + done);
+  check(m.tool_calls[0]);
+  streamed++;
+}
+console.log('ok ' + calls + ' calls, ' + valid + ' valid, ' + trips + ' round trips, ' + streamed + ' streamed');
+`
+
+// TestToolCallsOpenAIClient runs toolsScript with node.
+func TestToolCallsOpenAIClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the openai client, zod and ajv cannot run")
+	}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "node_modules"), 0o755)
+	for _, p := range []string{"openai@7.55.0", "zod@4.6.7", "ajv@8.20.0", "fast-deep-equal@3.1.3", "json-schema-traverse@1.0.0", "require-from-string@2.0.2", "fast-uri@3.0.6"} {
+		if err := os.Symlink(npmPackage(t, p), filepath.Join(dir, "node_modules", p[:strings.LastIndexByte(p, '@')])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := openFixture(t, Config{})
+	os.WriteFile(filepath.Join(dir, "t.mjs"), []byte(toolsScript), 0o644)
+	cmd := exec.Command(node, "--preserve-symlinks", "--preserve-symlinks-main", "t.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "BASE_URL="+f.ts.URL+"/v1")
+	out, err := cmd.CombinedOutput()
+	last := strings.TrimSpace(string(out))
+	if i := strings.LastIndexByte(last, '\n'); i >= 0 {
+		last = last[i+1:]
+	}
+	if err != nil || !strings.HasPrefix(last, "ok ") || !strings.HasSuffix(last, "6 round trips, 6 streamed") {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	t.Log(last)
 }
