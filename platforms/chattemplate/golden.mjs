@@ -1,6 +1,7 @@
 // Renders every chat template under runtime/tokenizer/testdata/chat with
 // Hugging Face's own renderer (@huggingface/jinja) for every case of
-// cases.json, with and without the generation prompt, and writes
+// cases.json (with the case's tools, when it has some, as the template's
+// tools variable), with and without the generation prompt, and writes
 // golden.json beside them. runtime/tokenizer's chat test compares its Go
 // renders with this file byte for byte, and re-runs this script when node
 // and the package are at hand (so a stale golden file shows).
@@ -34,12 +35,15 @@ for (const file of names) {
     for (const gen of [true, false]) {
       const r = { template: file.replace(/\.json$/, ''), case: c.name, add_generation_prompt: gen };
       try {
-        r.text = tmpl.render({
+        const vars = {
           messages: c.messages,
           add_generation_prompt: gen,
           bos_token: t.bos_token ?? '',
           eos_token: t.eos_token ?? '',
-        });
+        };
+        // tools as apply_chat_template passes them: only when there are some
+        if (c.tools) vars.tools = c.tools;
+        r.text = tmpl.render(vars);
       } catch (e) {
         r.error = String(e.message ?? e);
       }

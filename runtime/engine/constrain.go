@@ -30,7 +30,8 @@ type Constraint struct {
 	g *grammar.Grammar
 }
 
-// String says what the constraint is ("json schema", "json", "regex").
+// String says what the constraint is ("json schema", "json schema or
+// text", "json", "regex").
 func (c *Constraint) String() string { return c.g.String() }
 
 // constraintError is a constraint the compiler refused; its message names
@@ -53,6 +54,18 @@ func (e *constraintError) Unwrap() []error { return []error{ErrInvalidRequest, e
 // a schema sent with every request is compiled once.
 func JSONSchema(schema []byte) (*Constraint, error) {
 	return compiled("s\x00"+string(schema), func() (*grammar.Grammar, error) { return grammar.JSONSchema(schema) })
+}
+
+// JSONSchemaOrText is JSONSchema or free text: the output is either a
+// JSON value the schema accepts, written from its first byte, or text
+// whose first character that is not white space is neither '{' nor '['
+// (so the first character decides which, and what begins with a brace is
+// always complete JSON of the schema when it ends). It is the constraint
+// of a model that may answer or call a tool (tool_choice "auto" with the
+// calls' schema): text stays free past its first character. A schema it
+// cannot honour is refused as JSONSchema refuses it.
+func JSONSchemaOrText(schema []byte) (*Constraint, error) {
+	return compiled("t\x00"+string(schema), func() (*grammar.Grammar, error) { return grammar.JSONSchemaOrText(schema) })
 }
 
 // JSON is the constraint of one JSON object (OpenAI's json_object mode).

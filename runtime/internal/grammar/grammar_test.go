@@ -322,3 +322,28 @@ func TestTrie(t *testing.T) {
 		t.Fatalf("subtree ends %v", v.end)
 	}
 }
+
+// JSONSchemaOrText takes the schema's JSON from the first byte, or text
+// that does not begin (after white space) with '{' or '['.
+func TestJSONSchemaOrText(t *testing.T) {
+	g, err := JSONSchemaOrText([]byte(testSchemas["reading"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{``, `Hello.`, `  Hello {x}`, "\n\nok", `"quoted"`, `a{"lot":"a"}`, `{"lot":"a","count":1,"ok":true}`, "é\xff\x00 anything", `]`, `}`} {
+		if !g.Match(s) {
+			t.Errorf("%q refused", s)
+		}
+	}
+	for _, s := range []string{`{`, `{"lot":"a"}`, ` {"lot":"a","count":1,"ok":true}`, `[1]`, "\n[", `{"lot":"a","count":1,"ok":true}x`} {
+		if g.Match(s) {
+			t.Errorf("%q accepted", s)
+		}
+	}
+	if g.String() != "json schema or text" {
+		t.Errorf("String() = %q", g.String())
+	}
+	if _, err := JSONSchemaOrText([]byte(`{"type":"object","not":{}}`)); err == nil || !strings.Contains(err.Error(), `"not"`) {
+		t.Errorf("bad schema: %v", err)
+	}
+}

@@ -27,6 +27,30 @@ import (
 // digits, numbers no exponent, strings only the escapes JSON needs, and a
 // maxLength past 256 characters writes at most 256.
 func JSONSchema(schema []byte) (*Grammar, error) {
+	return jsonSchema(schema, false)
+}
+
+// JSONSchemaOrText compiles the choice between a JSON value the schema
+// accepts (as JSONSchema writes it, from the first byte) and free text
+// whose first byte that is not white space is neither '{' nor '['; the
+// empty output is text. The two cannot be confused: an output that begins
+// with '{' or '[' is the JSON value, any other is text, which past its
+// first character is unconstrained. It is what a model may write when it
+// may answer or call a tool (OpenAI's tool_choice "auto"), decided by its
+// first character.
+func JSONSchemaOrText(schema []byte) (*Grammar, error) {
+	return jsonSchema(schema, true)
+}
+
+// freeText is white space, then nothing or a byte that is neither white
+// space, '{' nor '[', then any bytes.
+func freeText() expr {
+	ws := eBytes{{'\t', '\n'}, {'\r', '\r'}, {' ', ' '}}
+	first := eBytes{{0x00, 0x08}, {0x0b, 0x0c}, {0x0e, 0x1f}, {0x21, '[' - 1}, {'[' + 1, '{' - 1}, {'{' + 1, 0xff}}
+	return seq(rep(ws, 0, -1), opt(seq(first, rep(byteIn(0, 0xff), 0, -1))))
+}
+
+func jsonSchema(schema []byte, orText bool) (*Grammar, error) {
 	root, err := parseJSON(schema)
 	if err != nil {
 		return nil, fmt.Errorf("json schema: not valid JSON: %w", err)
@@ -38,8 +62,12 @@ func JSONSchema(schema []byte) (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
+	desc := "json schema"
+	if orText {
+		e, desc = alt(e, freeText()), "json schema or text"
+	}
 	c.b.bodies[top] = e
-	g, err := c.b.finish("json schema")
+	g, err := c.b.finish(desc)
 	if err != nil {
 		return nil, fmt.Errorf("json schema: %w", err)
 	}
