@@ -321,3 +321,68 @@ func TestEmbedOneshotEncoder(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedPoolingAgainstWeights checks the pooled vectors against what
+// the model says through other doors: the last token's hidden state times
+// the checkpoint's lm_head is the logits, whose differences Generate's
+// log-probabilities report; and, the decoder being causal, the mean over
+// a prompt's positions is the mean of the last states of its prefixes.
+func TestEmbedPoolingAgainstWeights(t *testing.T) {
+	e := openEmbed(t)
+	ctx := context.Background()
+	src, err := build.OpenSafetensors("../../examples/tinylm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	lm, err := src.Tensor("lm_head.weight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int32{5, 77, 300, 12, 901, 44, 8}
+	raw := EmbedOptions{Unnormalized: true}
+	lastOf := func(p []int32) []float32 {
+		v, _, err := e.Embed(ctx, "tinyembed", []EmbedInput{{Tokens: p}}, EmbedOptions{Pooling: PoolLast, Unnormalized: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v[0]
+	}
+	h := lastOf(prompt)
+	var top []TokenLogProb
+	for tok, err := range e.GenerateTokens(ctx, "tinyembed", prompt, GenerateOptions{MaxTokens: 1, Sampling: &Sampling{}, TopLogProbs: 5}).Tokens() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		top = tok.Top
+	}
+	if len(top) != 5 {
+		t.Fatalf("%d alternatives", len(top))
+	}
+	logit := func(id int32) float64 {
+		s := 0.0
+		for j, x := range h {
+			s += float64(lm.Data[int(id)*len(h)+j]) * float64(x)
+		}
+		return s
+	}
+	for _, a := range top[1:] {
+		got, want := logit(top[0].ID)-logit(a.ID), float64(top[0].LogProb-a.LogProb)
+		if math.Abs(got-want) > 1e-3 {
+			t.Fatalf("lm_head·h: logit difference %d−%d is %g, the log-probabilities say %g", top[0].ID, a.ID, got, want)
+		}
+	}
+	mean, _, err := e.Embed(ctx, "tinyembed", []EmbedInput{{Tokens: prompt}}, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, len(h))
+	for n := 1; n <= len(prompt); n++ {
+		for j, x := range lastOf(prompt[:n]) {
+			want[j] += x / float32(len(prompt))
+		}
+	}
+	if d := maxAbsDiff(mean[0], want); d > 1e-4 {
+		t.Fatalf("mean pooling differs from the mean of the prefixes' last states by %g", d)
+	}
+}
