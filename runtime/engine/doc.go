@@ -61,6 +61,20 @@
 // *OverloadError saying when to retry, a request whose TTFT objective it
 // cannot meet.
 //
+// # Embeddings
+//
+// Embed returns one L2-normalised vector per input (a text or token ids):
+// a decoder's final hidden states, mean-pooled by default (PoolLast for
+// decoder embedding models trained on the last token), when its graph
+// returns them (llama.Options.HiddenStates); each input is a request the
+// scheduler admits like a prompt whose prefill ends it, so embeddings and
+// generations share the device by class and an input's vector does not
+// depend on what it was batched with. A one-shot sentence-embedding export
+// (input_ids, attention_mask, token_type_ids → last_hidden_state or
+// sentence_embedding) with a tokenizer in its bundle embeds through
+// Infer's dynamic batching. An input refused for its length is an
+// *InputError naming it.
+//
 // # One-shot models
 //
 // Infer runs a one-shot model on named tensors (runtime/ort) with

@@ -35,6 +35,10 @@ type ModelInfo struct {
 	// text, and tokens come with theirs. Without one, only GenerateTokens
 	// serves it, with bare ids.
 	Tokenizer bool `json:"tokenizer,omitempty"`
+	// Embeddings is the size of the vectors Embed returns for this model:
+	// a decoder whose graph has the hidden_states output, or a one-shot
+	// sentence-embedding model with a tokenizer; 0 when it gives none.
+	Embeddings int `json:"embeddings,omitempty"`
 	// ChatTemplate says the bundle has a chat template, which Chat renders
 	// conversations with; TurnEnd is the text that ends the template's
 	// turns, where Chat stops ("" when the template marks none).

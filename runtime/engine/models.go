@@ -32,6 +32,7 @@ type model struct {
 	chat *tokenizer.ChatTemplate // the bundle's chat template, or nil (Chat)
 	gen  bundle.Generation
 	cons constraints // the vocabulary index of constrained generation (constrain.go)
+	emb  *embedModel // a one-shot embedding model's signature, or nil (embed.go)
 
 	// live counts the requests submitted to this version and not yet
 	// finished (queued or running); a retired version is freed when it
@@ -209,6 +210,9 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 			return nil, errors.Join(err, m.close())
 		}
 		m.info.Context, m.info.Tokenizer = m.dec.Geometry().MaxPositions, m.tok != nil
+		if m.dec.HasHiddenStates() {
+			m.info.Embeddings = m.dec.HiddenSize()
+		}
 		if err := e.openDecoderPlugins(ctx, m, b); err != nil { // generate_plugins.go
 			return nil, errors.Join(err, m.close())
 		}
@@ -223,6 +227,13 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 		}
 		m.info.setSession(s)
 		m.info.Inputs, m.info.Outputs = s.Inputs(), s.Outputs()
+		if em, dims := oneshotEmbedding(s.Inputs(), s.Outputs()); em != nil && b.TokenizerPath() != "" && m.pl == nil {
+			// a sentence-embedding export with its tokenizer (embed.go)
+			if m.tok, err = tokenizer.Load(b.TokenizerPath()); err != nil {
+				return nil, errors.Join(fmt.Errorf("engine: %s tokenizer: %w", m.name, err), m.close())
+			}
+			m.emb, m.info.Embeddings, m.info.Tokenizer = em, dims, true
+		}
 	}
 	if m.pl != nil {
 		m.info.Plugins = m.pl.Infos()

@@ -9,6 +9,8 @@
 //	POST /v1/completions        prompt (a string, [string] or token ids)
 //	GET  /v1/models, /v1/models/{model}
 //	POST /v1/infer/{model}      one-shot models: JSON tensors or a .npy body
+//	POST /v1/embeddings         input (a string, [string], token ids or
+//	                            [[ids]]) → pooled, normalised vectors
 //	GET  /health                the process answers (no token needed)
 //	GET  /ready                 models loaded and not draining (503 otherwise)
 //	GET  /metrics               Prometheus text: request histograms, outcomes,
@@ -24,6 +26,19 @@
 // logprobs. Answers carry usage and finish_reason from the engine's
 // summary: "stop" for the end of the turn or a stop string, "length" for
 // max_tokens or the context.
+//
+// /v1/embeddings takes model, input, encoding_format ("float", the
+// default, or "base64": little-endian float32 bytes, which OpenAI's
+// clients decode), dimensions (only the model's own size: no bundle says
+// its vectors may be shortened) and user (ignored); any other field is a
+// 400 naming it. The answer is OpenAI's list of {"object": "embedding",
+// "index", "embedding"} with usage.prompt_tokens. A decoder embeds when
+// its graph returns hidden_states (model import --hidden-states): its
+// final hidden states mean-pooled and L2-normalised, through the
+// scheduler like any prompt; "edgeinfer": {"pooling": "last" | "mean" |
+// "first", "normalize": false} changes that. A one-shot sentence-embedding
+// export with a tokenizer embeds too (engine.Embed). An empty input, or one
+// over the context, is a 400 naming input[i] (with its length).
 //
 // response_format {"type": "json_schema", "json_schema": {"name",
 // "schema", "strict"}} constrains the answer to JSON the schema accepts

@@ -46,7 +46,8 @@ func buildModels(t testing.TB) {
 		}
 		src := filepath.Join("..", "..", "examples", "tinylm")
 		bundleDir = filepath.Join(root, "tinylm")
-		if _, bundleErr = build.ImportHF(context.Background(), src, bundleDir, build.ImportOptions{}); bundleErr != nil {
+		// with the hidden_states output, for /v1/embeddings
+		if _, bundleErr = build.ImportHF(context.Background(), src, bundleDir, build.ImportOptions{Options: llama.Options{HiddenStates: true}}); bundleErr != nil {
 			return
 		}
 		// A copy of the checkpoint with a chat template.

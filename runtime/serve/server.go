@@ -73,9 +73,10 @@ func New(e *engine.Engine, cfg Config, logger *slog.Logger) (*Server, error) {
 	s.route("POST /v1/chat/completions", func(w *responseWriter, r *http.Request) { s.text(w, r, true) })
 	s.route("POST /v1/completions", func(w *responseWriter, r *http.Request) { s.text(w, r, false) })
 	s.route("POST /v1/infer/{model}", s.infer)
+	s.route("POST /v1/embeddings", s.embeddings)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: strp("unknown_url"),
-			Message: fmt.Sprintf("no route %s %s: this server serves /v1/chat/completions, /v1/completions, /v1/models, /v1/infer/<model>, /health, /ready, /metrics", r.Method, r.URL.Path)})
+			Message: fmt.Sprintf("no route %s %s: this server serves /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /v1/infer/<model>, /health, /ready, /metrics", r.Method, r.URL.Path)})
 	})
 	return s, nil
 }

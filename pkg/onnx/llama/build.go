@@ -75,6 +75,12 @@ type Options struct {
 	// and SwiGLU as one node. Same initializers: SetMatMulKernel turns a
 	// model built either way into the other.
 	PortableMatMul bool
+	// HiddenStates adds the output hidden_states float32 [B, T, hidden]:
+	// every position's final hidden state, after the last norm (the LM
+	// head's input), from which runtime/engine pools embeddings. The
+	// logits are then gathered from it instead of normalising the last
+	// positions alone. Paged contract only.
+	HiddenStates bool
 }
 
 func (o *Options) normalise(c *Config) error {
@@ -102,6 +108,9 @@ func (o *Options) normalise(c *Config) error {
 	}
 	if o.KVInt8 && o.Contract != ContractPaged {
 		return fmt.Errorf("%w: int8 KV pages need the paged contract", ErrOptions)
+	}
+	if o.HiddenStates && o.Contract != ContractPaged {
+		return fmt.Errorf("%w: the hidden_states output needs the paged contract", ErrOptions)
 	}
 	return nil
 }
@@ -262,6 +271,19 @@ func (d *decoder) head(x string, embed Tensor) error {
 	b, c := d.b, d.c
 	vocab := onnx.Fixed(int64(c.VocabSize))
 	last := d.opts.Contract == ContractPaged && !d.opts.AllLogits
+	normed := false
+	if d.opts.HiddenStates {
+		// every position normalised once: the output, and the rows the
+		// logits are gathered from (RMSNorm is per row, so gathering
+		// after it gives the same logits)
+		hs, err := d.rmsNorm(x, "model.norm.weight")
+		if err != nil {
+			return err
+		}
+		b.Node(onnx.DomainONNX, "Identity", []string{hs}, []string{"hidden_states"})
+		b.Output("hidden_states", onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Sym("seq"), onnx.Fixed(int64(c.HiddenSize)))
+		x, normed = hs, true
+	}
 	if last {
 		// GatherElements along T with the index broadcast over hidden:
 		// [B,1,1] → [B,1,H] picks row last_index[b] of each batch entry.
@@ -270,11 +292,15 @@ func (d *decoder) head(x string, embed Tensor) error {
 		x = b.Op("GatherElements", []string{x, idx}, onnx.AttrInt("axis", 1))
 		x = b.Op("Reshape", []string{x, b.Ints(-1, int64(c.HiddenSize))})
 	}
-	h, err := d.rmsNorm(x, "model.norm.weight")
-	if err != nil {
-		return err
+	h := x
+	if !normed {
+		var err error
+		if h, err = d.rmsNorm(x, "model.norm.weight"); err != nil {
+			return err
+		}
 	}
 	lm := embed
+	var err error
 	if !c.TieWordEmbeddings {
 		if lm, err = fetch(d.src, "lm_head.weight", c.VocabSize, c.HiddenSize); err != nil {
 			return err

@@ -208,6 +208,46 @@ func TestPagedMatchesReference(t *testing.T) {
 	}
 }
 
+// TestPagedHiddenStates: with Options.HiddenStates the paged graph returns
+// every position's final hidden state, as the reference computes it, and
+// the same last-position logits as without.
+func TestPagedHiddenStates(t *testing.T) {
+	orttest.Need(t)
+	c, src := tinyModel(t)
+	const prompt, bs = 10, 4
+	ids := randomIDs(3, prompt, c.VocabSize)
+	ref, hidden := refForwardHidden(c, src, ids)
+	table := []int64{1, 0, 2}
+	feed := func(r *runner) {
+		set(r, "input_ids", []int64{1, prompt}, ids)
+		set(r, "position_ids", []int64{1, prompt}, iota64(0, prompt))
+		set(r, "block_tables", []int64{1, int64(len(table))}, table)
+		set(r, "context_lens", []int64{1}, []int64{0})
+		set(r, "last_index", []int64{1}, []int64{prompt - 1})
+		newPool(c, 4, bs).feed(r)
+	}
+	for _, portable := range []bool{false, true} {
+		r := newRunner(t)
+		feed(r)
+		out := r.run(newSession(t, c, src, Options{BlockSize: bs, HiddenStates: true, PortableAttention: portable}))
+		hs := out["hidden_states"]
+		if want := []int64{1, prompt, int64(c.HiddenSize)}; len(hs.shape) != 3 || hs.shape[1] != want[1] || hs.shape[2] != want[2] {
+			t.Fatalf("portable=%v: hidden_states shape %v, want %v", portable, hs.shape, want)
+		}
+		for p := range prompt {
+			if d := maxDiff(hs.data[p*c.HiddenSize:(p+1)*c.HiddenSize], hidden[p]); d > tolerance {
+				t.Fatalf("portable=%v: hidden state %d differs from reference by %g", portable, p, d)
+			}
+		}
+		if d := maxDiff(out["logits"].data, ref[prompt-1]); d > tolerance {
+			t.Fatalf("portable=%v: logits differ from reference by %g", portable, d)
+		}
+	}
+	if err := Build(onnx.NewBuilder("x"), c, src, Options{Contract: ContractCompatible, HiddenStates: true}); err == nil {
+		t.Fatal("hidden states on the compatible contract: no error")
+	}
+}
+
 func TestPagedAllLogitsAndRaggedBatch(t *testing.T) {
 	orttest.Need(t)
 	c, src := tinyModel(t)

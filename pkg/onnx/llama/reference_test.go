@@ -9,6 +9,13 @@ import (
 // forward pass in Go: it recomputes the whole sequence ids and returns the
 // logits of every position. Accumulations are float64.
 func refForward(c *Config, src WeightSource, ids []int64) [][]float32 {
+	logits, _ := refForwardHidden(c, src, ids)
+	return logits
+}
+
+// refForwardHidden is refForward that also returns each position's final
+// hidden state (after the last norm).
+func refForwardHidden(c *Config, src WeightSource, ids []int64) (logits, hidden [][]float32) {
 	get := func(name string) []float32 {
 		t, err := src.Tensor(name)
 		if err != nil {
@@ -96,11 +103,12 @@ func refForward(c *Config, src WeightSource, ids []int64) [][]float32 {
 	if !c.TieWordEmbeddings {
 		lm = get("lm_head.weight")
 	}
-	logits := make([][]float32, n)
+	logits, hidden = make([][]float32, n), make([][]float32, n)
 	for t := range n {
-		logits[t] = refLinear(refNorm(x[t], get("model.norm.weight"), c.RMSNormEps), lm, nil, c.VocabSize)
+		hidden[t] = refNorm(x[t], get("model.norm.weight"), c.RMSNormEps)
+		logits[t] = refLinear(hidden[t], lm, nil, c.VocabSize)
 	}
-	return logits
+	return logits, hidden
 }
 
 func refNorm(x, w []float32, eps float64) []float32 {

@@ -224,6 +224,26 @@ func TestPrefixCacheDisabled(t *testing.T) {
 	}
 }
 
+// TestNewSequenceUncached: a sequence that must compute every token takes
+// nothing from the prefix cache, yet offers its own blocks to it.
+func TestNewSequenceUncached(t *testing.T) {
+	c := newTiny(t, 8)
+	prompt := seqTokens(10, 1)
+	a, _ := c.NewSequence(prompt)
+	compute(t, c, a, 10)
+	a.Free()
+	b, _ := c.NewSequenceUncached(prompt)
+	if b.Computed() != 0 || b.Cached() != 0 {
+		t.Fatalf("uncached sequence starts with %d computed, %d cached", b.Computed(), b.Cached())
+	}
+	if c.Lookup(prompt) != 8 {
+		t.Fatalf("Lookup = %d, want the first sequence's 8 tokens still cached", c.Lookup(prompt))
+	}
+	if err := c.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestForkCopyOnWrite(t *testing.T) {
 	for _, dt := range []DType{Float32, Int8} {
 		t.Run(dt.String(), func(t *testing.T) {

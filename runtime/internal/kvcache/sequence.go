@@ -22,6 +22,7 @@ type Sequence struct {
 	nreg     int // leading full blocks already offered to the prefix index
 	cached   int // tokens the prefix cache supplied at the last attach
 	freed    bool
+	uncached bool // NewSequenceUncached: attach takes nothing from the prefix cache
 }
 
 // NewSequence starts a sequence for prompt. Leading full blocks of the
@@ -42,13 +43,29 @@ func (c *Cache) NewSequence(prompt []int32) (*Sequence, error) {
 	return s, nil
 }
 
+// NewSequenceUncached is NewSequence taking nothing from the prefix cache:
+// every token is computed (an embedding needs every position's hidden
+// state). Its full blocks are offered to the prefix cache as usual.
+func (c *Cache) NewSequenceUncached(prompt []int32) (*Sequence, error) {
+	if err := c.checkOpen("new sequence"); err != nil {
+		return nil, err
+	}
+	c.nextID++
+	s := &Sequence{c: c, id: c.nextID, tokens: make([]int32, len(prompt), len(prompt)+c.bs), uncached: true}
+	copy(s.tokens, prompt)
+	c.live[s] = struct{}{}
+	c.stats.sequences.Add(1)
+	s.attach()
+	return s, nil
+}
+
 // attach takes the cached prefix of the sequence's tokens.
 func (s *Sequence) attach() {
 	c := s.c
 	full := max(len(s.tokens)-1, 0) / c.bs
 	c.stats.queryTokens.Add(int64(len(s.tokens)))
 	c.stats.queryBlocks.Add(int64(full))
-	if !c.cfg.DisablePrefixCache {
+	if !c.cfg.DisablePrefixCache && !s.uncached {
 		for i := range full {
 			parent := s.parentOf(i)
 			b, ok := c.prefix.find(parent, s.hashAt(i), s.tokens[i*c.bs:(i+1)*c.bs])

@@ -20,6 +20,8 @@ type seqState struct {
 	dec     *Decoding
 	matcher *grammar.TokenMatcher
 	mask    []uint64
+	// emb is an embedding request's pooling (embed.go): no token is sampled.
+	emb *Embedding
 }
 
 // noCapacity turns a KV shortage into the scheduler's "no room now" error.
@@ -39,10 +41,15 @@ func (m *Model) Admit(_ context.Context, seq sched.Sequence) (int, error) {
 		return 0, ErrClosed
 	}
 	n := len(seq.Tokens)
+	emb, _ := seq.Attach.(*Embedding)
 	switch {
 	case n == 0:
 		return 0, fmt.Errorf("%w: empty prompt", ErrBatch)
-	case n >= m.geom.MaxPositions:
+	case emb != nil && !m.HasHiddenStates():
+		return 0, fmt.Errorf("%w: %s has no hidden_states output to pool embeddings from", ErrContract, m.name)
+	case emb != nil && n > m.geom.MaxPositions:
+		return 0, fmt.Errorf("%w: %d tokens, the model's context is %d positions", ErrPromptTooLong, n, m.geom.MaxPositions)
+	case emb == nil && n >= m.geom.MaxPositions:
 		return 0, fmt.Errorf("%w: %d tokens, the model's context is %d positions (a prompt must leave room for one generated token)", ErrPromptTooLong, n, m.geom.MaxPositions)
 	}
 	if _, dup := m.seqs[uint64(seq.ID)]; dup {
@@ -53,7 +60,11 @@ func (m *Model) Admit(_ context.Context, seq sched.Sequence) (int, error) {
 	if need, free := m.cache.AdmitBlocks(seq.Tokens)+extra, m.cache.FreeBlocks(); need > free {
 		return 0, fmt.Errorf("llm: admit %d: %w: needs %d blocks, %d free", seq.ID, sched.ErrNoCapacity, need, free)
 	}
-	kv, err := m.cache.NewSequence(seq.Tokens)
+	newSeq := m.cache.NewSequence
+	if emb != nil {
+		newSeq = m.cache.NewSequenceUncached // every position's hidden state is pooled
+	}
+	kv, err := newSeq(seq.Tokens)
 	if err != nil {
 		return 0, fmt.Errorf("llm: admit %d: %w", seq.ID, err)
 	}
@@ -70,6 +81,10 @@ func (m *Model) Admit(_ context.Context, seq sched.Sequence) (int, error) {
 		sampler.Observe(t) // a resumed sequence: penalties and draw index as before
 	}
 	st := &seqState{kv: kv, sampler: sampler, promptLen: seq.PromptLen}
+	if emb != nil {
+		emb.reset(m.io.hiddenSize) // admitted again after a preemption: pool from the start
+		st.emb = emb
+	}
 	if d, ok := seq.Attach.(*Decoding); ok && d != nil {
 		st.dec = d
 		if d.Constraint != nil {
@@ -166,6 +181,11 @@ func (m *Model) decode(ctx context.Context, rows []sched.DecodeRow, res *sched.S
 		return err
 	}
 	for i, r := range rows {
+		if st := m.seqs[uint64(r.Seq)]; st.emb != nil {
+			// an embedding's last token, run as a decode row
+			m.embedRow(r.Seq, st, i, res)
+			continue
+		}
 		m.sampleRow(r.Seq, i, res)
 	}
 	return nil
@@ -196,7 +216,10 @@ func (m *Model) prefill(ctx context.Context, c *sched.PrefillChunk, res *sched.S
 	if err := m.runRows(ctx, []*kvcache.Sequence{kv}, T); err != nil {
 		return err
 	}
-	if c.Last {
+	switch {
+	case st.emb != nil:
+		m.embedChunk(c.Seq, st, T, c.Last, res)
+	case c.Last:
 		m.sampleRow(c.Seq, 0, res)
 	}
 	return nil

@@ -21,6 +21,10 @@ type stepIO struct {
 	ids, pos, tables, ctxLens, last *ort.Buffer
 	logits                          *ort.Buffer
 	newK, newV                      []*ort.Buffer
+	// hidden is the graph's hidden_states output [B, T, hiddenSize], when
+	// it has one (embeddings pool it); nil otherwise.
+	hidden     *ort.Buffer
+	hiddenSize int
 
 	bound map[stepShape]*boundStep
 
@@ -67,6 +71,17 @@ func newStepIO(m *Model) (*stepIO, error) {
 	for range g.Layers {
 		io.newK = append(io.newK, alloc(io.maxTokens*g.KVHeads*g.HeadDim, 4))
 		io.newV = append(io.newV, alloc(io.maxTokens*g.KVHeads*g.HeadDim, 4))
+	}
+	if !m.compat {
+		for _, o := range m.sess.Outputs() {
+			if o.Name == "hidden_states" {
+				io.hiddenSize = g.Hidden
+				if len(o.Shape) == 3 && o.Shape[2] > 0 {
+					io.hiddenSize = int(o.Shape[2])
+				}
+				io.hidden = alloc(io.maxTokens*io.hiddenSize, 4)
+			}
+		}
 	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("llm: step buffers: %w", err), io.close())
@@ -129,6 +144,9 @@ func (io *stepIO) bind(k stepShape) (*boundStep, error) {
 		"last_index":   wrap(ort.Int64, []int64{B}, io.last),
 	}
 	out := map[string]*ort.Tensor{"logits": wrap(ort.Float32, []int64{B, int64(g.Vocab)}, io.logits)}
+	if io.hidden != nil {
+		out["hidden_states"] = wrap(ort.Float32, []int64{B, T, int64(io.hiddenSize)}, io.hidden)
+	}
 	kv := []int64{B, int64(g.KVHeads), T, int64(g.HeadDim)}
 	for l := range g.Layers {
 		s := strconv.Itoa(l)
@@ -174,7 +192,7 @@ func (io *stepIO) unbindAll() error {
 
 func (io *stepIO) close() error {
 	errs := []error{io.unbindAll()}
-	for _, b := range append([]*ort.Buffer{io.ids, io.pos, io.tables, io.ctxLens, io.last, io.logits}, append(io.newK, io.newV...)...) {
+	for _, b := range append([]*ort.Buffer{io.ids, io.pos, io.tables, io.ctxLens, io.last, io.logits, io.hidden}, append(io.newK, io.newV...)...) {
 		if b != nil {
 			errs = append(errs, b.Close())
 		}
