@@ -68,6 +68,27 @@ func JSONSchemaOrText(schema []byte) (*Constraint, error) {
 	return compiled("t\x00"+string(schema), func() (*grammar.Grammar, error) { return grammar.JSONSchemaOrText(schema) })
 }
 
+// Frame is the text a model's tool-call format writes around each JSON
+// value: Qwen's templates teach "<tool_call>\n" + call + "\n</tool_call>",
+// one after another (Sep "\n") for parallel calls. With OrText the output
+// may instead be free text that does not begin as a framed value does (its
+// first character that is not white space is not Open's first, or with no
+// Open neither '{' nor '[').
+type Frame struct {
+	Open, Close, Sep string
+	// Many allows one or more framed values.
+	Many, OrText bool
+}
+
+// JSONSchemaFramed is JSONSchema with f's text around each value (see
+// Frame). A schema it cannot honour is refused as JSONSchema refuses it.
+func JSONSchemaFramed(schema []byte, f Frame) (*Constraint, error) {
+	key := fmt.Sprintf("f\x00%q\x00%q\x00%q\x00%t\x00%t\x00%s", f.Open, f.Close, f.Sep, f.Many, f.OrText, schema)
+	return compiled(key, func() (*grammar.Grammar, error) {
+		return grammar.JSONSchemaFramed(schema, grammar.Frame{Open: f.Open, Close: f.Close, Sep: f.Sep, Many: f.Many, OrText: f.OrText})
+	})
+}
+
 // JSON is the constraint of one JSON object (OpenAI's json_object mode).
 func JSON() *Constraint { return jsonConstraint() }
 

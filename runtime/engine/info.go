@@ -7,6 +7,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin"
+	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 // ModelInfo is what a report's version matrix and the HTTP API need about
@@ -44,6 +45,11 @@ type ModelInfo struct {
 	// turns, where Chat stops ("" when the template marks none).
 	ChatTemplate bool   `json:"chat_template,omitempty"`
 	TurnEnd      string `json:"turn_end,omitempty"`
+	// ToolFormat is how the chat template teaches the model to write a
+	// tool call (Qwen's tags, Llama-3.1's "parameters"): a server that
+	// constrains calls has the model write that. The plain JSON format
+	// without a template.
+	ToolFormat tokenizer.ToolFormat `json:"tool_format"`
 	// WeightBytes is the size of the model's weight files.
 	WeightBytes int64 `json:"weight_bytes,omitempty"`
 	// WeightHugePageBytes is how much of ONNX Runtime's memory for the

@@ -262,6 +262,7 @@ func (m *model) openChat(b *bundle.Bundle) error {
 	}
 	m.chat = chat
 	m.info.ChatTemplate, m.info.TurnEnd = true, chat.TurnEnd(specials)
+	m.info.ToolFormat = chat.ToolFormat()
 	return nil
 }
 

@@ -352,9 +352,6 @@ func (q *textRequest) validate(chat bool, h http.Header) (*validated, error) {
 			if v.format != "" && v.format != "text" {
 				return nil, withCode(badRequest("response_format", "%s with tools is not supported: a tool call is JSON of the tool's parameters already; send tool_choice \"none\" to have a %s answer", v.format, v.format), "unsupported_value")
 			}
-			if v.constraint, err = v.tools.constraint(); err != nil {
-				return nil, withCode(badRequest("tools", "%v", err), "unsupported_schema")
-			}
 		}
 		if q.Prompt != nil {
 			return nil, badRequest("prompt", "belongs to /v1/completions: send messages to /v1/chat/completions")

@@ -58,6 +58,15 @@ func (s *Server) text(w *responseWriter, r *http.Request, chat bool) {
 	if v.tools != nil {
 		opts.Tools = v.tools.tools
 	}
+	if v.tools.calls() {
+		// the calls are written in the format the model's template teaches
+		c, err := v.tools.forModel(m.ToolFormat)
+		if err != nil {
+			writeError(w, withCode(badRequest("tools", "%v", err), "unsupported_schema"))
+			return
+		}
+		v.constraint, opts.Constraint = c, c
+	}
 	if v.constraint != nil && !m.Tokenizer {
 		field := "response_format"
 		if v.tools.calls() {
@@ -291,10 +300,10 @@ func (a *responder) whole(st *engine.Stream) {
 	if a.chat {
 		object = "chat.completion"
 		msg := map[string]any{"role": "assistant", "content": text.String(), "refusal": nil}
-		if a.v.tools.calls() && isCall(text.String()) {
+		if a.v.tools.calls() && a.v.tools.isCall(text.String()) {
 			// cut short (max_tokens, a stop string), the call does not
 			// parse: the text is the answer, with its finish reason
-			if calls, ok := parseCalls(text.String()); ok {
+			if calls, ok := a.v.tools.parseCalls(text.String()); ok {
 				msg["content"], msg["tool_calls"] = nil, calls
 				if sum.Finish == engine.FinishStop || sum.Finish == engine.FinishStopString {
 					choice["finish_reason"] = "tool_calls"
@@ -394,7 +403,7 @@ func (a *responder) stream(st *engine.Stream) {
 	var calls *callStream
 	var pending []engine.Token
 	if a.chat && a.v.tools.calls() {
-		calls = &callStream{auto: a.v.tools.choice == "auto"}
+		calls = a.v.tools.newCallStream()
 	}
 	for ok {
 		if err != nil {

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
+	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 // Tool calls (OpenAI's tools, tool_choice and parallel_tool_calls).
@@ -25,17 +27,26 @@ import (
 // (arguments re-sent as the JSON text the model wrote, which the grammar
 // kept valid against the tool's parameters).
 //
+// The model writes its calls in the format its chat template teaches
+// (engine.ModelInfo.ToolFormat), so that the prompt and the constrained
+// output agree: Qwen2.5/Qwen3 each call between "<tool_call>\n" and
+// "\n</tool_call>", parallel calls one after another; Llama-3.1 one
+// {"name", "parameters"} object per turn (its template refuses more). A
+// template that teaches neither, or none, gets the JSON above. Mistral's
+// [TOOL_CALLS] is a control token the grammar cannot write, so Mistral
+// models get the JSON too (TestToolCallsInTheModelsFormat checks the
+// tokens written for Qwen3's and Llama-3.1's templates).
+//
 // With "auto" the model may answer in text or call: the constraint is
-// engine.JSONSchemaOrText of the same schema, whose alternatives are the
-// calls' JSON from the first byte, or text whose first character that is
-// not white space is neither '{' nor '['. The first character decides,
-// and an output that begins with a brace is always a complete, valid call
+// engine.JSONSchemaOrText of the same schema (engine.JSONSchemaFramed with
+// OrText for a framed format), whose alternatives are the calls from the
+// first byte, or text whose first character that is not white space is
+// neither '{' nor '[' (nor the frame's '<'). The first character decides,
+// and an output that begins as a call is always a complete, valid call
 // when it ends; text past its first character is free. This is honest
 // about what the model chose (nothing is guessed out of free text) at the
-// cost of answers that begin with '{' or '[' when "auto" is asked. The
-// call format is this server's, not the one each model family was trained
-// on (Llama-3.1's "parameters", Qwen's <tool_call> tags, Mistral's
-// [TOOL_CALLS]): the constraint makes any model write it.
+// cost of answers that begin with '{' or '[' (or '<') when "auto" is
+// asked.
 //
 // With "none" the tools are rendered but nothing is constrained or parsed.
 
@@ -50,7 +61,32 @@ type tooling struct {
 	choice   string            // "none", "auto", "required" or "function"
 	named    string            // the function tool_choice names
 	parallel bool
+	// format is how the model's chat template teaches it to write a call
+	// (set once the model is known: forModel).
+	format tokenizer.ToolFormat
 }
+
+// forModel sets the call format to the model's (ModelInfo.ToolFormat) and
+// returns the constraint of what the model may write: nil with
+// tool_choice none.
+func (t *tooling) forModel(f tokenizer.ToolFormat) (*engine.Constraint, error) {
+	if f.ArgumentsKey == "" {
+		f.ArgumentsKey = "arguments"
+	}
+	t.format = f
+	return t.constraint()
+}
+
+// argsKey is the call's key for its arguments in the model's format.
+func (t *tooling) argsKey() string {
+	if t.format.ArgumentsKey == "" {
+		return "arguments"
+	}
+	return t.format.ArgumentsKey
+}
+
+// many reports whether one answer may hold several calls.
+func (t *tooling) many() bool { return t.parallel && !t.format.Single }
 
 // calls reports whether the model may (or must) call a tool.
 func (t *tooling) calls() bool { return t != nil && t.choice != "none" }
@@ -160,8 +196,10 @@ func slicesContains(list []string, s string) bool {
 }
 
 // schema is the JSON Schema of what the model writes when it calls: one
-// call {"name", "arguments"} (anyOf over the tools, or the named one), or
-// with parallel calls also an array of one or more. Each tool's
+// call {"name", "arguments"} (anyOf over the tools, or the named one; the
+// model's format may name the arguments "parameters"), or with parallel
+// calls in the plain format also an array of one or more (a framed format
+// repeats the frame instead). Each tool's
 // parameters sit in $defs (their own $refs rewritten to point there).
 func (t *tooling) schema() []byte {
 	defs := map[string]json.RawMessage{}
@@ -173,13 +211,14 @@ func (t *tooling) schema() []byte {
 		key := fmt.Sprintf("tool%d", i)
 		defs[key] = rebaseRefs(t.params[i], "#/$defs/"+key)
 		n, _ := json.Marshal(name)
-		one = append(one, fmt.Sprintf(`{"type":"object","properties":{"name":{"const":%s},"arguments":{"$ref":"#/$defs/%s"}},"required":["name","arguments"],"additionalProperties":false}`, n, key))
+		args, _ := json.Marshal(t.argsKey())
+		one = append(one, fmt.Sprintf(`{"type":"object","properties":{"name":{"const":%s},%s:{"$ref":"#/$defs/%s"}},"required":["name",%s],"additionalProperties":false}`, n, args, key, args))
 	}
 	call := one[0]
 	if len(one) > 1 {
 		call = `{"anyOf":[` + strings.Join(one, ",") + `]}`
 	}
-	if t.parallel {
+	if t.many() && t.format.Open == "" {
 		call = `{"anyOf":[` + call + `,{"type":"array","items":` + call + `,"minItems":1}]}`
 	}
 	d, _ := json.Marshal(defs)
@@ -229,10 +268,13 @@ func rebaseRefs(schema json.RawMessage, base string) json.RawMessage {
 
 // constraint is what the model may write: nil with tool_choice none.
 func (t *tooling) constraint() (*engine.Constraint, error) {
-	switch t.choice {
-	case "none":
+	f := t.format
+	switch {
+	case t.choice == "none":
 		return nil, nil
-	case "auto":
+	case f.Open != "":
+		return engine.JSONSchemaFramed(t.schema(), engine.Frame{Open: f.Open, Close: f.Close, Sep: f.Sep, Many: t.many(), OrText: t.choice == "auto"})
+	case t.choice == "auto":
 		return engine.JSONSchemaOrText(t.schema())
 	}
 	return engine.JSONSchema(t.schema())
@@ -248,44 +290,70 @@ type toolCall struct {
 	} `json:"function"`
 }
 
-// isCall reports whether an output is the calls' JSON (its first
-// character that is not white space is '{' or '['): under the
-// constraint, text never begins so.
-func isCall(text string) bool {
+// isCall reports whether an output is calls (its first character that is
+// not white space begins a call: '{' or '[', or the format's frame): under
+// the constraint, text never begins so.
+func (t *tooling) isCall(text string) bool {
 	s := strings.TrimLeft(text, " \t\r\n")
-	return s != "" && (s[0] == '{' || s[0] == '[')
+	if s == "" {
+		return false
+	}
+	if o := t.format.Open; o != "" {
+		return s[0] == o[0]
+	}
+	return s[0] == '{' || s[0] == '['
 }
 
 // parseCalls reads the model's calls: one {"name", "arguments"} or a list
-// of them. An output cut short (max_tokens, a stop string) does not parse.
-func parseCalls(text string) ([]toolCall, bool) {
-	type call struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	var list []call
+// of them, or framed calls one after another. An output cut short
+// (max_tokens, a stop string) does not parse.
+func (t *tooling) parseCalls(text string) ([]toolCall, bool) {
+	var list []map[string]json.RawMessage
 	s := strings.TrimSpace(text)
-	if strings.HasPrefix(s, "[") {
+	switch f := t.format; {
+	case f.Open != "":
+		open, closing := strings.TrimSpace(f.Open), strings.TrimSpace(f.Close)
+		for s != "" {
+			rest, ok := strings.CutPrefix(s, open)
+			if !ok {
+				return nil, false
+			}
+			// the call is read as one JSON value, so a "</tool_call>" inside
+			// one of its strings does not end it
+			dec := json.NewDecoder(strings.NewReader(rest))
+			var one map[string]json.RawMessage
+			if dec.Decode(&one) != nil {
+				return nil, false
+			}
+			after, ok := strings.CutPrefix(strings.TrimSpace(rest[dec.InputOffset():]), closing)
+			if !ok {
+				return nil, false
+			}
+			list, s = append(list, one), strings.TrimSpace(after)
+		}
+	case strings.HasPrefix(s, "["):
 		if json.Unmarshal([]byte(s), &list) != nil {
 			return nil, false
 		}
-	} else {
-		var one call
+	default:
+		var one map[string]json.RawMessage
 		if json.Unmarshal([]byte(s), &one) != nil {
 			return nil, false
 		}
-		list = []call{one}
+		list = []map[string]json.RawMessage{one}
 	}
 	if len(list) == 0 {
 		return nil, false
 	}
 	out := make([]toolCall, len(list))
 	for i, c := range list {
-		if c.Name == "" || len(c.Arguments) == 0 {
+		var name string
+		args := c[t.argsKey()]
+		if json.Unmarshal(c["name"], &name) != nil || name == "" || len(args) == 0 {
 			return nil, false
 		}
 		out[i] = toolCall{ID: newID("call_"), Type: "function"}
-		out[i].Function.Name, out[i].Function.Arguments = c.Name, compactJSON(c.Arguments)
+		out[i].Function.Name, out[i].Function.Arguments = name, compactJSON(args)
 	}
 	return out, true
 }
@@ -297,10 +365,12 @@ func parseCalls(text string) ([]toolCall, bool) {
 // {"name":"N","arguments":A} with names that need no escape.
 type callStream struct {
 	auto    bool
-	mode    int    // 0: undecided, 1: text, 2: calls
-	state   int    // calls: 0 between calls, 1 in the head, 2 in the arguments, 3 after them
-	head    []byte // the call's text up to its arguments
-	depth   int    // the arguments' nesting
+	open    byte           // the first byte of a call: '{' or the frame's
+	head    *regexp.Regexp // what precedes a call's arguments
+	mode    int            // 0: undecided, 1: text, 2: calls
+	state   int            // calls: 0 between calls, 1 in the head, 2 in the arguments, 3 after them
+	text    []byte         // the call's text up to its arguments
+	depth   int            // the arguments' nesting
 	inStr   bool
 	esc     bool
 	scalar  bool // the arguments are not an object or array
@@ -308,8 +378,15 @@ type callStream struct {
 	index   int  // calls begun
 }
 
-// callsHead is what precedes a call's arguments.
-var callsHead = regexp.MustCompile(`^\{"name":"([A-Za-z0-9_-]+)","arguments":$`)
+// newCallStream reads the calls of t's format as they are written.
+func (t *tooling) newCallStream() *callStream {
+	c := &callStream{auto: t.choice == "auto", open: '{',
+		head: regexp.MustCompile(`^\{"name":"([A-Za-z0-9_-]+)",` + regexp.QuoteMeta(strconv.Quote(t.argsKey())) + `:$`)}
+	if o := t.format.Open; o != "" {
+		c.open = o[0]
+	}
+	return c
+}
 
 // feed takes the next text and returns the content to send and the
 // tool_calls deltas.
@@ -325,7 +402,7 @@ func (c *callStream) feed(text string) (content string, deltas []map[string]any)
 		b := text[i]
 		if c.mode == 0 {
 			switch {
-			case b == '{' || b == '[':
+			case b == c.open || (c.open == '{' && b == '['):
 				c.mode = 2
 			case !c.auto:
 				c.mode = 2 // required: only calls are written
@@ -339,11 +416,11 @@ func (c *callStream) feed(text string) (content string, deltas []map[string]any)
 		switch c.state {
 		case 0:
 			if b == '{' {
-				c.state, c.head = 1, append(c.head[:0], b)
+				c.state, c.text = 1, append(c.text[:0], b)
 			}
 		case 1:
-			c.head = append(c.head, b)
-			if m := callsHead.FindSubmatch(c.head); m != nil {
+			c.text = append(c.text, b)
+			if m := c.head.FindSubmatch(c.text); m != nil {
 				c.index++
 				deltas = append(deltas, map[string]any{"index": c.index - 1, "id": newID("call_"), "type": "function",
 					"function": map[string]any{"name": string(m[1]), "arguments": ""}})

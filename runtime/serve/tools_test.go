@@ -7,11 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/runtime/internal/grammar/grammartest"
+	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 // testTools are three functions: plain properties, an enum and bounds,
@@ -261,7 +263,7 @@ func TestToolChoiceNoneAuto(t *testing.T) {
 			}
 		default:
 			texts++
-			if a.content == nil || isCall(*a.content) || a.finish == "tool_calls" {
+			if a.content == nil || (&tooling{}).isCall(*a.content) || a.finish == "tool_calls" {
 				t.Fatalf("auto %d: text answer %s", i, data)
 			}
 		}
@@ -278,40 +280,89 @@ func TestToolChoiceNoneAuto(t *testing.T) {
 }
 
 // The stream parser on outputs the tiny model rarely writes: parallel
-// calls in an array, split at every byte, and text.
+// calls in each format (a JSON array; Qwen's tags one after another;
+// Llama-3.1's single call with "parameters"), split at every byte, and
+// text.
 func TestCallStream(t *testing.T) {
-	out := `[{"name":"get_weather","arguments":{"city":"a}\"[","unit":"celsius"}},{"name":"lot_status","arguments":{"lot":7}}]`
-	for _, step := range []int{1, 3, len(out)} {
-		c := &callStream{auto: true}
-		var got []toolCall
-		for i := 0; i < len(out); i += step {
-			content, deltas := c.feed(out[i:min(i+step, len(out))])
-			if content != "" {
-				t.Fatalf("content %q", content)
-			}
-			for _, d := range deltas {
-				fn := d["function"].(map[string]any)
-				if id, ok := d["id"].(string); ok {
-					got = append(got, toolCall{ID: id})
-					got[len(got)-1].Function.Name = fn["name"].(string)
-					continue
+	args := []string{`{"city":"a}\"[\n</tool_call>","unit":"celsius"}`, `{"lot":7}`}
+	qwen := tokenizer.ToolFormat{Name: "qwen", Open: "<tool_call>\n", Close: "\n</tool_call>", Sep: "\n", ArgumentsKey: "arguments"}
+	for _, tc := range []struct {
+		format tokenizer.ToolFormat
+		out    string
+		calls  int
+	}{
+		{tokenizer.ToolFormat{}, `[{"name":"get_weather","arguments":` + args[0] + `},{"name":"lot_status","arguments":` + args[1] + `}]`, 2},
+		{qwen, "<tool_call>\n" + `{"name":"get_weather","arguments":` + args[0] + "}\n</tool_call>\n<tool_call>\n" + `{"name":"lot_status","arguments":` + args[1] + "}\n</tool_call>", 2},
+		{tokenizer.ToolFormat{Name: "llama3.1", ArgumentsKey: "parameters", Single: true}, `{"name":"get_weather","parameters":` + args[0] + `}`, 1},
+	} {
+		tl, err := readTools(&textRequest{Tools: json.RawMessage(toolsJSON("get_weather", "lot_status"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tl.forModel(tc.format); err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []int{1, 3, len(tc.out)} {
+			c := tl.newCallStream()
+			var got []toolCall
+			for i := 0; i < len(tc.out); i += step {
+				content, deltas := c.feed(tc.out[i:min(i+step, len(tc.out))])
+				if content != "" {
+					t.Fatalf("%s: content %q", tc.format.Name, content)
 				}
-				got[d["index"].(int)].Function.Arguments += fn["arguments"].(string)
+				for _, d := range deltas {
+					fn := d["function"].(map[string]any)
+					if id, ok := d["id"].(string); ok {
+						got = append(got, toolCall{ID: id})
+						got[len(got)-1].Function.Name = fn["name"].(string)
+						continue
+					}
+					got[d["index"].(int)].Function.Arguments += fn["arguments"].(string)
+				}
+			}
+			want, ok := tl.parseCalls(tc.out)
+			if !ok || len(got) != tc.calls || len(want) != tc.calls {
+				t.Fatalf("%s, step %d: %d calls streamed, %d parsed (%t), want %d", tc.format.Name, step, len(got), len(want), ok, tc.calls)
+			}
+			for i := range want {
+				if got[i].Function != want[i].Function || want[i].Function.Arguments != args[i] {
+					t.Errorf("%s, step %d: call %d streamed %+v, parsed %+v", tc.format.Name, step, i, got[i].Function, want[i].Function)
+				}
 			}
 		}
-		want, ok := parseCalls(out)
-		if !ok || len(got) != 2 || len(want) != 2 {
-			t.Fatalf("step %d: %d calls streamed, %d parsed", step, len(got), len(want))
+		c := tl.newCallStream()
+		if content, deltas := c.feed(" {not a call"); content != " {not a call" || deltas != nil {
+			t.Errorf("%s: text: %q %v", tc.format.Name, content, deltas)
 		}
-		for i := range want {
-			if got[i].Function != want[i].Function {
-				t.Errorf("step %d: call %d streamed %+v, parsed %+v", step, i, got[i].Function, want[i].Function)
-			}
+		if tl.isCall("Hello") || !tl.isCall(tc.out) {
+			t.Errorf("%s: isCall wrong", tc.format.Name)
 		}
 	}
-	c := &callStream{auto: true}
-	if content, deltas := c.feed(" {not a call"); content != " {not a call" || deltas != nil {
-		t.Errorf("text: %q %v", content, deltas)
+}
+
+// TestToolFormatsConstrain: the constraint of each format accepts its
+// calls and, under auto, text; Llama-3.1's takes one call only.
+func TestToolFormatsConstrain(t *testing.T) {
+	tools := json.RawMessage(`[{"type":"function","function":{"name":"lot_status","parameters":{"type":"object","properties":{"lot":{"type":"integer"}},"required":["lot"],"additionalProperties":false}}}]`)
+	q := &textRequest{Tools: tools}
+	tl, err := readTools(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []tokenizer.ToolFormat{{}, {Name: "qwen", Open: "<tool_call>\n", Close: "\n</tool_call>", Sep: "\n", ArgumentsKey: "arguments"}, {Name: "llama3.1", ArgumentsKey: "parameters", Single: true}} {
+		c, err := tl.forModel(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.String() == "" {
+			t.Errorf("%s: empty constraint", f.Name)
+		}
+		if s := string(tl.schema()); !strings.Contains(s, strconv.Quote(tl.argsKey())) {
+			t.Errorf("%s: schema %s lacks the arguments key %q", f.Name, s, tl.argsKey())
+		}
+		if f.Single && strings.Contains(string(tl.schema()), `"array"`) {
+			t.Errorf("%s: a single-call format allows a list: %s", f.Name, tl.schema())
+		}
 	}
 }
 

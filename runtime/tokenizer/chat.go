@@ -358,6 +358,39 @@ func readJSONValue(dec *json.Decoder) (jinja.Value, error) {
 	}
 }
 
+// ToolFormat is how a chat template teaches its model to write a tool
+// call, so that a server constraining the output makes the model write
+// what it was trained to: Qwen2.5/Qwen3 put each call as
+// {"name", "arguments"} between "<tool_call>\n" and "\n</tool_call>"
+// (parallel calls one after another, a newline between); Llama-3.1 writes
+// one {"name", "parameters"} object per turn. A template that says neither
+// gets the zero-named format: {"name", "arguments"} JSON, a list of them
+// for parallel calls.
+type ToolFormat struct {
+	// Name is "qwen", "llama3.1" or "" (the plain JSON format).
+	Name string `json:"name,omitempty"`
+	// Open and Close are written around each call; Sep between calls.
+	Open  string `json:"open,omitempty"`
+	Close string `json:"close,omitempty"`
+	Sep   string `json:"sep,omitempty"`
+	// ArgumentsKey is the call's key for its arguments.
+	ArgumentsKey string `json:"arguments_key"`
+	// Single says the template takes one call per assistant turn.
+	Single bool `json:"single,omitempty"`
+}
+
+// ToolFormat reads the tool-call format the template teaches (see
+// ToolFormat) from the instructions it writes.
+func (t *ChatTemplate) ToolFormat() ToolFormat {
+	switch {
+	case strings.Contains(t.src, "<tool_call>") && strings.Contains(t.src, "arguments"):
+		return ToolFormat{Name: "qwen", Open: "<tool_call>\n", Close: "\n</tool_call>", Sep: "\n", ArgumentsKey: "arguments"}
+	case strings.Contains(t.src, `"parameters": dictionary of argument name and its value`):
+		return ToolFormat{Name: "llama3.1", ArgumentsKey: "parameters", Single: true}
+	}
+	return ToolFormat{ArgumentsKey: "arguments"}
+}
+
 // turnEndProbe is assistant content no template alters (no spaces for
 // trim to take, nothing Jinja treats specially).
 const turnEndProbe = "edgeinferTurnEndProbe"

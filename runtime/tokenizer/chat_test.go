@@ -216,3 +216,18 @@ func BenchmarkChatTemplate(b *testing.B) {
 		})
 	}
 }
+
+// TestToolFormat reads each template's tool-call format from what it
+// teaches the model.
+func TestToolFormat(t *testing.T) {
+	for name, want := range map[string]string{"qwen2_5": "qwen", "qwen3": "qwen", "llama3_1_tools": "llama3.1",
+		"llama3": "", "llama3_1": "", "mistral_nemo": "", "gemma3": "", "phi3": ""} {
+		f := loadChatTemplate(t, name).ToolFormat()
+		if f.Name != want {
+			t.Errorf("%s: tool format %q, want %q", name, f.Name, want)
+		}
+		if f.ArgumentsKey == "" {
+			t.Errorf("%s: no arguments key", name)
+		}
+	}
+}

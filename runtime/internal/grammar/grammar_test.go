@@ -347,3 +347,31 @@ func TestJSONSchemaOrText(t *testing.T) {
 		t.Errorf("bad schema: %v", err)
 	}
 }
+
+// TestJSONSchemaFramed: Qwen's tool-call frame, one or more calls, or text
+// that does not begin with the frame's '<'.
+func TestJSONSchemaFramed(t *testing.T) {
+	f := Frame{Open: "<tool_call>\n", Close: "\n</tool_call>", Sep: "\n", Many: true, OrText: true}
+	g, err := JSONSchemaFramed([]byte(testSchemas["reading"]), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := "<tool_call>\n" + `{"lot":"a","count":1,"ok":true}` + "\n</tool_call>"
+	for _, s := range []string{``, `Hello.`, `{"lot":"a"} as text`, `[1]`, call, call + "\n" + call} {
+		if !g.Match(s) {
+			t.Errorf("%q refused", s)
+		}
+	}
+	for _, s := range []string{`<`, "<tool_call>\n{}", call + call, call + "\n", `<b>bold</b>`, " " + call} {
+		if g.Match(s) {
+			t.Errorf("%q accepted", s)
+		}
+	}
+	one, err := JSONSchemaFramed([]byte(testSchemas["reading"]), Frame{Open: "<tool_call>\n", Close: "\n</tool_call>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !one.Match(call) || one.Match(call+"\n"+call) || one.Match("text") {
+		t.Error("a single framed call: wrong language")
+	}
+}

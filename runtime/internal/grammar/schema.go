@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -27,7 +28,7 @@ import (
 // digits, numbers no exponent, strings only the escapes JSON needs, and a
 // maxLength past 256 characters writes at most 256.
 func JSONSchema(schema []byte) (*Grammar, error) {
-	return jsonSchema(schema, false)
+	return jsonSchema(schema, Frame{})
 }
 
 // JSONSchemaOrText compiles the choice between a JSON value the schema
@@ -39,18 +40,56 @@ func JSONSchema(schema []byte) (*Grammar, error) {
 // may answer or call a tool (OpenAI's tool_choice "auto"), decided by its
 // first character.
 func JSONSchemaOrText(schema []byte) (*Grammar, error) {
-	return jsonSchema(schema, true)
+	return jsonSchema(schema, Frame{OrText: true})
+}
+
+// Frame is the text around the JSON values of JSONSchemaFramed: the tool
+// call formats models are trained on put each call between tags (Qwen's
+// "<tool_call>\n" … "\n</tool_call>", one after another for parallel
+// calls).
+type Frame struct {
+	// Open and Close are written before and after each value.
+	Open, Close string
+	// Many allows one or more framed values, Sep between them.
+	Many bool
+	Sep  string
+	// OrText also allows free text that does not begin as a framed value
+	// does: its first byte that is not white space is not Open's first
+	// byte (or, with no Open, neither '{' nor '['). The empty output is
+	// text.
+	OrText bool
+}
+
+// JSONSchemaFramed compiles framed JSON values the schema accepts: one, or
+// with f.Many one or more, each as f.Open + value + f.Close, or with
+// f.OrText free text instead (see Frame).
+func JSONSchemaFramed(schema []byte, f Frame) (*Grammar, error) {
+	return jsonSchema(schema, f)
 }
 
 // freeText is white space, then nothing or a byte that is neither white
-// space, '{' nor '[', then any bytes.
-func freeText() expr {
+// space nor one of not, then any bytes.
+func freeText(not ...byte) expr {
 	ws := eBytes{{'\t', '\n'}, {'\r', '\r'}, {' ', ' '}}
-	first := eBytes{{0x00, 0x08}, {0x0b, 0x0c}, {0x0e, 0x1f}, {0x21, '[' - 1}, {'[' + 1, '{' - 1}, {'{' + 1, 0xff}}
+	excluded := append([]byte{'\t', '\n', '\r', ' '}, not...)
+	var first eBytes
+	lo := 0
+	for b := 0; b < 256; b++ {
+		if bytes.IndexByte(excluded, byte(b)) < 0 {
+			continue
+		}
+		if b > lo {
+			first = append(first, byteRange{byte(lo), byte(b - 1)})
+		}
+		lo = b + 1
+	}
+	if lo < 256 {
+		first = append(first, byteRange{byte(lo), 0xff})
+	}
 	return seq(rep(ws, 0, -1), opt(seq(first, rep(byteIn(0, 0xff), 0, -1))))
 }
 
-func jsonSchema(schema []byte, orText bool) (*Grammar, error) {
+func jsonSchema(schema []byte, f Frame) (*Grammar, error) {
 	root, err := parseJSON(schema)
 	if err != nil {
 		return nil, fmt.Errorf("json schema: not valid JSON: %w", err)
@@ -63,8 +102,20 @@ func jsonSchema(schema []byte, orText bool) (*Grammar, error) {
 		return nil, err
 	}
 	desc := "json schema"
-	if orText {
-		e, desc = alt(e, freeText()), "json schema or text"
+	framed := f.Open != "" || f.Close != "" || f.Many
+	if framed {
+		one := seq(eLit(f.Open), e, eLit(f.Close))
+		e, desc = one, "framed json schema"
+		if f.Many {
+			e = seq(one, rep(seq(eLit(f.Sep), one), 0, -1))
+		}
+	}
+	if f.OrText {
+		not := []byte{'{', '['}
+		if f.Open != "" {
+			not = []byte{f.Open[0]}
+		}
+		e, desc = alt(e, freeText(not...)), desc+" or text"
 	}
 	c.b.bodies[top] = e
 	g, err := c.b.finish(desc)
