@@ -311,6 +311,9 @@ func (s *Scheduler[P]) admit() {
 		}
 		cached = min(max(cached, 0), len(g.tokens)-1)
 		now := time.Now()
+		s.mu.Lock()
+		g.late = s.lateLocked(g, now)
+		s.mu.Unlock()
 		if g.tl.Admitted.IsZero() {
 			g.tl.Admitted = now
 			g.tl.CachedTokens = cached
@@ -379,6 +382,9 @@ func (s *Scheduler[P]) headLocked() *genReq {
 // only requests within their SLO). It is served as soon as no such request
 // waits in its class; a Deadline bounds how long that can take.
 func (s *Scheduler[P]) lateLocked(g *genReq, now time.Time) bool {
+	if g.late {
+		return true // admitted late once: a preemption does not make it on time
+	}
 	if g.req.SLO.TTFT <= 0 || g.probe || s.mu.est.prefillSpeed <= 0 || !g.tl.FirstToken.IsZero() {
 		return false // no objective, a probe, nothing measured, or a preempted stream whose TTFT is history
 	}
@@ -398,17 +404,52 @@ func (s *Scheduler[P]) victim() *genReq {
 }
 
 // preemptFor preempts a running sequence of a lower class than g, if
-// priority preemption is on and there is one.
+// priority preemption is on and there is one; else, when g can still meet
+// its TTFT objective, a running sequence of its class or lower that was
+// admitted late (lateVictim).
 func (s *Scheduler[P]) preemptFor(g *genReq) bool {
 	if s.cfg.NoPriorityPreemption {
 		return false
 	}
-	v := s.victim()
-	if v == nil || v.class >= g.class {
+	if v := s.victim(); v != nil && v.class < g.class {
+		s.preempt(v, "priority")
+		return true
+	}
+	if s.cfg.StrictFIFO {
+		return false // late requests do not yield: the first in line is served
+	}
+	s.mu.Lock()
+	late := s.lateLocked(g, time.Now())
+	s.mu.Unlock()
+	if late {
 		return false
 	}
-	s.preempt(v, "priority")
-	return true
+	if v := s.lateVictim(g); v != nil {
+		s.preempt(v, "late")
+		return true
+	}
+	return false
+}
+
+// lateVictim is the running sequence admitted late to preempt for g, a
+// request that can still be on time: lowest class (at most g's), then most
+// recently admitted. A late stream has missed its objective already; a
+// request arriving after a burst must not miss its own waiting for the
+// backlog's streams to end, which at a decode step per token is many times
+// its TTFT objective (the recovery phase of the overload profile, and
+// TestOnTimeRequestPreemptsLateStream). The late stream goes back to the
+// queue, where it yields again, with its tokens kept.
+func (s *Scheduler[P]) lateVictim(g *genReq) *genReq {
+	var v *genReq
+	for _, r := range s.running {
+		if !r.late || r.class > g.class {
+			continue
+		}
+		if v == nil || r.class < v.class || (r.class == v.class && r.admitOrder > v.admitOrder) {
+			v = r
+		}
+	}
+	return v
 }
 
 // preempt takes a running sequence's KV back and queues it again. Its tokens

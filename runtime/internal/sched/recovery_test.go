@@ -248,3 +248,49 @@ func TestColdStartDoesNotLockOut(t *testing.T) {
 		}
 	})
 }
+
+// TestOnTimeRequestPreemptsLateStream: beside a late backlog that fills
+// the batch but for the slot it keeps free, three requests that can still
+// be on time arrive together. The first takes the free slot; the others
+// would wait for a late stream to end (64 steps, many times their
+// objective) — instead each preempts a stream that was admitted late, and
+// all three meet their objective. The late streams finish, their tokens
+// kept across the preemption.
+func TestOnTimeRequestPreemptsLateStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(4096, testBlockSize)
+		s := newTest(t, f, 4096, Config{MaxBatch: 4})
+		var wg sync.WaitGroup
+		var warm result
+		consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, 0), MaxTokens: 4}), &warm)
+		wg.Wait()
+		backlog := make([]result, 24)
+		for i := range backlog {
+			consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(i+1)), MaxTokens: 64, SLO: SLO{TTFT: 5 * time.Millisecond}}), &backlog[i])
+		}
+		// the first four finish on time; late ones hold three slots after
+		time.Sleep(120 * time.Millisecond)
+		if st := s.Stats(); st.QueuedIn(ClassInteractive) == 0 || st.Running < 3 {
+			t.Fatalf("no late backlog running: %+v", st)
+		}
+		before := s.Stats().Preemptions
+		onTime := make([]result, 3)
+		for i := range onTime {
+			consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(90+i)), MaxTokens: 4, SLO: SLO{TTFT: 10 * time.Millisecond}}), &onTime[i])
+		}
+		wg.Wait()
+		for i, r := range onTime {
+			if r.err != nil || r.tl.TTFT() > 10*time.Millisecond {
+				t.Errorf("on-time request %d beside a late backlog: %v, ttft %v over its 10ms objective", i, r.err, r.tl.TTFT())
+			}
+		}
+		if p := s.Stats().Preemptions - before; p < 2 {
+			t.Errorf("%d preemptions for three on-time requests beside a full late batch, want at least 2", p)
+		}
+		for i, b := range backlog {
+			if b.err != nil || len(b.tokens) != 64 {
+				t.Errorf("backlog request %d: %v, %d of 64 tokens", i, b.err, len(b.tokens))
+			}
+		}
+	})
+}

@@ -117,6 +117,10 @@ type genReq struct {
 	// Device-loop state.
 	admitted   bool   // the Executor holds KV for it
 	admitOrder uint64 // increases with every admission
+	// late: admitted after its TTFT objective was already missed. It stays
+	// late (lateLocked) after a preemption, so it keeps yielding to requests
+	// that can still be on time, in the queue and in the batch (preemptFor).
+	late bool
 	reserved   int    // tokens the Executor holds room for
 	prefilled  int    // tokens whose KV is computed
 	wantToken  bool   // the current step must sample a token for it
