@@ -120,11 +120,11 @@ type genReq struct {
 	// late: admitted after its TTFT objective was already missed. It stays
 	// late (lateLocked) after a preemption, so it keeps yielding to requests
 	// that can still be on time, in the queue and in the batch (preemptFor).
-	late bool
-	reserved   int    // tokens the Executor holds room for
-	prefilled  int    // tokens whose KV is computed
-	wantToken  bool   // the current step must sample a token for it
-	backlog    int    // its share of mu.backlog (guarded by mu)
+	late      bool
+	reserved  int  // tokens the Executor holds room for
+	prefilled int  // tokens whose KV is computed
+	wantToken bool // the current step must sample a token for it
+	backlog   int  // its share of mu.backlog (guarded by mu)
 	// tpotDeferred: admission waited on the TPOT rule at least once.
 	tpotDeferred bool
 
