@@ -94,7 +94,12 @@
 // A late request never takes the last free slot of the batch: after a
 // burst the late backlog drains on the other slots while a new request
 // that can still be on time starts at the next step
-// (TestLateBacklogKeepsASlot).
+// (TestLateBacklogKeepsASlot). When more such requests arrive than slots
+// are free, each preempts a stream that was admitted late (its class or
+// lower, the most recently admitted first): that stream missed its
+// objective already, and waiting for it to end would make the new request
+// miss its own (TestOnTimeRequestPreemptsLateStream). The late stream keeps
+// its tokens, stays late and yields again in the queue.
 //
 // # Preemption
 //
