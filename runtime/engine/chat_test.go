@@ -66,7 +66,17 @@ func openText(t *testing.T) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Models: []ModelSpec{{Dir: dirs[0]}, {Dir: dirs[1]}}}
+	return openModels(t, dirs[0], dirs[1])
+}
+
+// openModels opens an engine on the bundles (one intra-op thread), closed
+// when the test ends.
+func openModels(t *testing.T, dirs ...string) *Engine {
+	t.Helper()
+	var cfg Config
+	for _, d := range dirs {
+		cfg.Models = append(cfg.Models, ModelSpec{Dir: d})
+	}
 	cfg.Session.IntraOpThreads = 1
 	e, err := Open(context.Background(), cfg)
 	if err != nil {

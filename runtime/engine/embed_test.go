@@ -42,14 +42,7 @@ func openEmbed(t *testing.T) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Models: []ModelSpec{{Dir: dir}, {Dir: tinyBundle(t)}, {Dir: writeEncoder(t)}}}
-	cfg.Session.IntraOpThreads = 1
-	e, err := Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Close(context.Background()) })
-	return e
+	return openModels(t, dir, tinyBundle(t), writeEncoder(t))
 }
 
 func texts(xs ...string) []EmbedInput {

@@ -7,9 +7,6 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -190,22 +187,8 @@ console.log(JSON.stringify({ float: f.data.map(d => d.embedding), base64: b.data
 `
 
 func TestEmbeddingsOpenAIClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the official OpenAI client cannot run")
-	}
-	pkg := npmPackage(t, "openai@7.55.0")
 	f := openFixture(t, Config{})
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "node_modules"), 0o755)
-	if err := os.Symlink(pkg, filepath.Join(dir, "node_modules", "openai")); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "t.mjs"), []byte(embeddingsScript), 0o644)
-	cmd := exec.Command(node, "t.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BASE_URL="+f.ts.URL+"/v1")
-	out, err := cmd.CombinedOutput()
+	out, err := nodeScript(t, f, embeddingsScript, []string{"openai@7.55.0"})
 	if err != nil {
 		t.Fatalf("openai client: %v\n%s", err, out)
 	}

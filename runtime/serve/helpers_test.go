@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -176,4 +177,33 @@ func apiErr(t testing.TB, data []byte) apiError {
 		t.Fatalf("not an OpenAI error body: %s", data)
 	}
 	return e.Error
+}
+
+// nodeScript runs script, an ES module, with node against f's server
+// (BASE_URL, and env's NAME=value pairs), with the npm packages
+// (name@version, from the checkers' cache) linked into its node_modules,
+// and returns its combined output. It skips where node is not installed.
+func nodeScript(t *testing.T, f *fixture, script string, pkgs []string, env ...string) ([]byte, error) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the checkers written in JavaScript (the openai client, zod, ajv) cannot run")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "node_modules"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pkgs {
+		if err := os.Symlink(npmPackage(t, p), filepath.Join(dir, "node_modules", p[:strings.LastIndexByte(p, '@')])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "t.mjs"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// the packages are links into the cache: resolve their imports here
+	cmd := exec.Command(node, "--preserve-symlinks", "--preserve-symlinks-main", "t.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "BASE_URL="+f.ts.URL+"/v1"), env...)
+	return cmd.CombinedOutput()
 }

@@ -2,7 +2,6 @@ package serve
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,24 +74,10 @@ func npmPackage(t *testing.T, spec string) string {
 }
 
 func TestOpenAIClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the official OpenAI client cannot run")
-	}
-	pkg := npmPackage(t, "openai@7.55.0")
 	f := openFixture(t, Config{})
 	// The scheduler predicts admission from what it measured: warm it.
 	f.post(t, "/v1/completions", `{"model":"tinylm","prompt":"Call me Ishmael","max_tokens":2}`)
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "node_modules"), 0o755)
-	if err := os.Symlink(pkg, filepath.Join(dir, "node_modules", "openai")); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "t.mjs"), []byte(openaiScript), 0o644)
-	cmd := exec.Command(node, "t.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BASE_URL="+f.ts.URL+"/v1")
-	out, err := cmd.CombinedOutput()
+	out, err := nodeScript(t, f, openaiScript, []string{"openai@7.55.0"})
 	if err != nil || !strings.HasPrefix(strings.TrimSpace(string(out)), "ok ") {
 		t.Fatalf("openai client: %v\n%s", err, out)
 	}

@@ -6,9 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -246,30 +243,14 @@ console.log('ok ' + good + '/' + total);
 
 // TestStructuredOutputsAjv runs structuredScript with node.
 func TestStructuredOutputsAjv(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the openai client, zod and ajv cannot run")
-	}
-	dir := t.TempDir()
-	for _, p := range []string{"openai@7.55.0", "zod@4.6.7", "ajv@8.20.0", "ajv-formats@3.0.1", "fast-deep-equal@3.1.3", "json-schema-traverse@1.0.0", "require-from-string@2.0.2", "fast-uri@3.0.6"} {
-		pkg := npmPackage(t, p)
-		os.MkdirAll(filepath.Join(dir, "node_modules"), 0o755)
-		if err := os.Symlink(pkg, filepath.Join(dir, "node_modules", p[:strings.LastIndexByte(p, '@')])); err != nil {
-			t.Fatal(err)
-		}
-	}
 	f := openFixture(t, Config{})
-	os.WriteFile(filepath.Join(dir, "t.mjs"), []byte(structuredScript), 0o644)
 	schemas := "[" + strings.Join([]string{readingSchema,
 		`{"type":"object","properties":{"name":{"type":"string","maxLength":16},"tags":{"type":"array","items":{"type":"string","enum":["red","green","blue"]},"minItems":1,"maxItems":3},"score":{"type":["number","null"],"minimum":0,"maximum":100}},"required":["name","tags","score"],"additionalProperties":false}`,
 		`{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer","minimum":0,"maximum":99},"kids":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["v","kids"],"additionalProperties":false}},"$ref":"#/$defs/node"}`,
 		`{"type":"object","properties":{"when":{"type":"string","format":"date-time"},"id":{"type":"string","format":"uuid"},"mail":{"type":"string","format":"email"},"day":{"type":"string","format":"date"},"code":{"type":"string","pattern":"^[A-Z]{3}-\\d{2,4}$"}},"required":["when","id","mail","day","code"],"additionalProperties":false}`,
 	}, ",") + "]"
-	// the packages are links into the cache: resolve their imports here
-	cmd := exec.Command(node, "--preserve-symlinks", "--preserve-symlinks-main", "t.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BASE_URL="+f.ts.URL+"/v1", "SCHEMAS="+schemas)
-	out, err := cmd.CombinedOutput()
+	out, err := nodeScript(t, f, structuredScript, []string{"openai@7.55.0", "zod@4.6.7", "ajv@8.20.0", "ajv-formats@3.0.1", "fast-deep-equal@3.1.3",
+		"json-schema-traverse@1.0.0", "require-from-string@2.0.2", "fast-uri@3.0.6"}, "SCHEMAS="+schemas)
 	last := strings.TrimSpace(string(out))
 	if i := strings.LastIndexByte(last, '\n'); i >= 0 {
 		last = last[i+1:]

@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -426,23 +423,9 @@ console.log('ok ' + calls + ' calls, ' + valid + ' valid, ' + trips + ' round tr
 
 // TestToolCallsOpenAIClient runs toolsScript with node.
 func TestToolCallsOpenAIClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the openai client, zod and ajv cannot run")
-	}
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "node_modules"), 0o755)
-	for _, p := range []string{"openai@7.55.0", "zod@4.6.7", "ajv@8.20.0", "fast-deep-equal@3.1.3", "json-schema-traverse@1.0.0", "require-from-string@2.0.2", "fast-uri@3.0.6"} {
-		if err := os.Symlink(npmPackage(t, p), filepath.Join(dir, "node_modules", p[:strings.LastIndexByte(p, '@')])); err != nil {
-			t.Fatal(err)
-		}
-	}
 	f := openFixture(t, Config{})
-	os.WriteFile(filepath.Join(dir, "t.mjs"), []byte(toolsScript), 0o644)
-	cmd := exec.Command(node, "--preserve-symlinks", "--preserve-symlinks-main", "t.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BASE_URL="+f.ts.URL+"/v1")
-	out, err := cmd.CombinedOutput()
+	out, err := nodeScript(t, f, toolsScript, []string{"openai@7.55.0", "zod@4.6.7", "ajv@8.20.0", "fast-deep-equal@3.1.3",
+		"json-schema-traverse@1.0.0", "require-from-string@2.0.2", "fast-uri@3.0.6"})
 	last := strings.TrimSpace(string(out))
 	if i := strings.LastIndexByte(last, '\n'); i >= 0 {
 		last = last[i+1:]

@@ -166,16 +166,7 @@ func burstThenIdle(t *testing.T, seed uint64) {
 // time starts at once (a slot is kept free for it) and meets its objective.
 func TestLateBacklogKeepsASlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake(4096, testBlockSize)
-		s := newTest(t, f, 4096, Config{MaxBatch: 4})
-		var wg sync.WaitGroup
-		var warm result
-		consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, 0), MaxTokens: 4}), &warm)
-		wg.Wait()
-		backlog := make([]result, 24)
-		for i := range backlog {
-			consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(i+1)), MaxTokens: 64, SLO: SLO{TTFT: 5 * time.Millisecond}}), &backlog[i])
-		}
+		s, wg, backlog := lateBacklog(t)
 		// The first four were on time when admitted; the rest are late by
 		// the time those finish (64 steps of about a millisecond).
 		time.Sleep(120 * time.Millisecond)
@@ -187,7 +178,7 @@ func TestLateBacklogKeepsASlot(t *testing.T) {
 			t.Fatalf("an on-time request beside a late backlog: %v", err)
 		}
 		var r result
-		consume(&wg, st, &r)
+		consume(wg, st, &r)
 		wg.Wait()
 		if r.err != nil || r.tl.TTFT() > 10*time.Millisecond {
 			t.Errorf("on-time request beside a late backlog: %v, ttft %v over its 10ms objective", r.err, r.tl.TTFT())
@@ -258,16 +249,7 @@ func TestColdStartDoesNotLockOut(t *testing.T) {
 // kept across the preemption.
 func TestOnTimeRequestPreemptsLateStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFake(4096, testBlockSize)
-		s := newTest(t, f, 4096, Config{MaxBatch: 4})
-		var wg sync.WaitGroup
-		var warm result
-		consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, 0), MaxTokens: 4}), &warm)
-		wg.Wait()
-		backlog := make([]result, 24)
-		for i := range backlog {
-			consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(i+1)), MaxTokens: 64, SLO: SLO{TTFT: 5 * time.Millisecond}}), &backlog[i])
-		}
+		s, wg, backlog := lateBacklog(t)
 		// the first four finish on time; late ones hold three slots after
 		time.Sleep(120 * time.Millisecond)
 		if st := s.Stats(); st.QueuedIn(ClassInteractive) == 0 || st.Running < 3 {
@@ -276,7 +258,7 @@ func TestOnTimeRequestPreemptsLateStream(t *testing.T) {
 		before := s.Stats().Preemptions
 		onTime := make([]result, 3)
 		for i := range onTime {
-			consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(90+i)), MaxTokens: 4, SLO: SLO{TTFT: 10 * time.Millisecond}}), &onTime[i])
+			consume(wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(90+i)), MaxTokens: 4, SLO: SLO{TTFT: 10 * time.Millisecond}}), &onTime[i])
 		}
 		wg.Wait()
 		for i, r := range onTime {
@@ -293,4 +275,23 @@ func TestOnTimeRequestPreemptsLateStream(t *testing.T) {
 			}
 		}
 	})
+}
+
+// lateBacklog starts a scheduler with a batch of 4 and sends it 24
+// requests of 64 tokens with a 5 ms TTFT objective: the first four are on
+// time when admitted, the rest late by the time those finish (64 steps of
+// about a millisecond). Their results land in backlog once wg is done.
+func lateBacklog(t *testing.T) (*Scheduler[any], *sync.WaitGroup, []result) {
+	t.Helper()
+	f := newFake(4096, testBlockSize)
+	s := newTest(t, f, 4096, Config{MaxBatch: 4})
+	wg := &sync.WaitGroup{}
+	var warm result
+	consume(wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, 0), MaxTokens: 4}), &warm)
+	wg.Wait()
+	backlog := make([]result, 24)
+	for i := range backlog {
+		consume(wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(i+1)), MaxTokens: 64, SLO: SLO{TTFT: 5 * time.Millisecond}}), &backlog[i])
+	}
+	return s, wg, backlog
 }
