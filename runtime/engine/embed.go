@@ -10,7 +10,6 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
-	"github.com/edgeinfer/edgeinfer/runtime/tokenizer"
 )
 
 // Pooling is how Embed reduces an input's final hidden states (one per
@@ -185,32 +184,20 @@ func (e *Engine) Embed(ctx context.Context, model string, inputs []EmbedInput, o
 // the context.
 func (m *model) embedIDs(name string, inputs []EmbedInput) ([][]int32, error) {
 	out := make([][]int32, len(inputs))
-	vocab := 0
-	if m.tok != nil {
-		vocab = m.tok.VocabSize()
-	} else if m.dec != nil {
-		vocab = m.dec.Geometry().Vocab
-	}
 	for i, in := range inputs {
 		switch {
 		case in.Text != "" && in.Tokens != nil:
 			return nil, fmt.Errorf("%w: input %d has both a text and token ids", ErrInvalidRequest, i)
 		case in.Tokens != nil:
-			for j, id := range in.Tokens {
-				if id < 0 || (vocab > 0 && int(id) >= vocab) {
-					return nil, fmt.Errorf("%w: input %d: token %d: id %d is outside the vocabulary [0, %d)", ErrInvalidRequest, i, j, id, vocab)
-				}
+			if err := m.checkVocab(in.Tokens, fmt.Sprintf("input %d", i)); err != nil {
+				return nil, err
 			}
 			out[i] = in.Tokens
 		case in.Text != "":
 			if m.tok == nil {
 				return nil, fmt.Errorf("%w: %q: input %d is a text (send token ids)", ErrNoTokenizer, name, i)
 			}
-			enc := m.tok.EncodeWith(in.Text, tokenizer.EncodeOptions{AddSpecialTokens: true, SplitSpecialTokens: true})
-			out[i] = make([]int32, len(enc))
-			for j, id := range enc {
-				out[i][j] = int32(id)
-			}
+			out[i] = encodeIDs(m.tok, in.Text, true)
 		}
 		if len(out[i]) == 0 {
 			return nil, &InputError{Model: name, Index: i}

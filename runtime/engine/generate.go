@@ -186,12 +186,37 @@ func (e *Engine) Chat(ctx context.Context, model string, msgs []ChatMessage, opt
 
 // encode is Generate's tokenisation of a prompt text.
 func (s *Stream) encode(tok *tokenizer.Tokenizer, text string) []int32 {
-	ids := tok.EncodeWith(text, tokenizer.EncodeOptions{AddSpecialTokens: !s.opts.PromptHasSpecials, SplitSpecialTokens: true})
+	return encodeIDs(tok, text, !s.opts.PromptHasSpecials)
+}
+
+// encodeIDs is tok's encoding of text as the scheduler's token ids, the
+// tokenizer's special tokens added where addSpecial says so (the text's own
+// are always read as special tokens).
+func encodeIDs(tok *tokenizer.Tokenizer, text string, addSpecial bool) []int32 {
+	ids := tok.EncodeWith(text, tokenizer.EncodeOptions{AddSpecialTokens: addSpecial, SplitSpecialTokens: true})
 	out := make([]int32, len(ids))
 	for i, id := range ids {
 		out[i] = int32(id)
 	}
 	return out
+}
+
+// checkVocab refuses a token id outside the model's vocabulary (the
+// tokenizer's, else the decoder's); what names the ids in the error
+// ("prompt", "input 2").
+func (m *model) checkVocab(ids []int32, what string) error {
+	vocab := 0
+	if m.tok != nil {
+		vocab = m.tok.VocabSize()
+	} else if m.dec != nil {
+		vocab = m.dec.Geometry().Vocab
+	}
+	for i, id := range ids {
+		if id < 0 || (vocab > 0 && int(id) >= vocab) {
+			return fmt.Errorf("%w: %s[%d]: token id %d is outside the vocabulary [0, %d)", ErrInvalidRequest, what, i, id, vocab)
+		}
+	}
+	return nil
 }
 
 // GenerateTokens is Generate over token ids (Token.Text is filled when the
@@ -320,14 +345,8 @@ func (s *Stream) prepare(m *model) error {
 			s.prompt = s.encode(m.tok, s.promptText)
 		}
 	} else {
-		vocab := m.dec.Geometry().Vocab
-		if m.tok != nil {
-			vocab = m.tok.VocabSize()
-		}
-		for i, id := range s.prompt {
-			if id < 0 || (vocab > 0 && int(id) >= vocab) {
-				return fmt.Errorf("%w: prompt[%d]: token id %d is outside the vocabulary [0, %d)", ErrInvalidRequest, i, id, vocab)
-			}
+		if err := m.checkVocab(s.prompt, "prompt"); err != nil {
+			return err
 		}
 	}
 	if m.pl != nil {

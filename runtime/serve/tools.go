@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -66,7 +67,8 @@ type tooling struct {
 	format tokenizer.ToolFormat
 }
 
-// forModel sets the call format to the model's (ModelInfo.ToolFormat) and
+// forModel sets the call format to the model's (ModelInfo.ToolFormat; a
+// model without a chat template has the zero format, the plain JSON) and
 // returns the constraint of what the model may write: nil with
 // tool_choice none.
 func (t *tooling) forModel(f tokenizer.ToolFormat) (*engine.Constraint, error) {
@@ -74,15 +76,15 @@ func (t *tooling) forModel(f tokenizer.ToolFormat) (*engine.Constraint, error) {
 		f.ArgumentsKey = "arguments"
 	}
 	t.format = f
-	return t.constraint()
-}
-
-// argsKey is the call's key for its arguments in the model's format.
-func (t *tooling) argsKey() string {
-	if t.format.ArgumentsKey == "" {
-		return "arguments"
+	switch {
+	case t.choice == "none":
+		return nil, nil
+	case f.Open != "":
+		return engine.JSONSchemaFramed(t.schema(), engine.Frame{Open: f.Open, Close: f.Close, Sep: f.Sep, Many: t.many(), OrText: t.choice == "auto"})
+	case t.choice == "auto":
+		return engine.JSONSchemaOrText(t.schema())
 	}
-	return t.format.ArgumentsKey
+	return engine.JSONSchema(t.schema())
 }
 
 // many reports whether one answer may hold several calls.
@@ -97,7 +99,7 @@ func readTools(q *textRequest) (*tooling, error) {
 	choiceRaw := bytes.TrimSpace(q.ToolChoice)
 	hasTools := len(raw) > 0 && string(raw) != "null" && compactJSON(raw) != "[]"
 	if !hasTools {
-		if len(choiceRaw) > 0 && string(choiceRaw) != "null" && !slicesContains([]string{`"none"`, `"auto"`}, compactJSON(choiceRaw)) {
+		if len(choiceRaw) > 0 && string(choiceRaw) != "null" && !slices.Contains([]string{`"none"`, `"auto"`}, compactJSON(choiceRaw)) {
 			return nil, badRequest("tool_choice", "needs tools: send the functions the model may call in tools")
 		}
 		return nil, nil
@@ -186,15 +188,6 @@ func readTools(q *textRequest) (*tooling, error) {
 	return t, nil
 }
 
-func slicesContains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // schema is the JSON Schema of what the model writes when it calls: one
 // call {"name", "arguments"} (anyOf over the tools, or the named one; the
 // model's format may name the arguments "parameters"), or with parallel
@@ -211,7 +204,7 @@ func (t *tooling) schema() []byte {
 		key := fmt.Sprintf("tool%d", i)
 		defs[key] = rebaseRefs(t.params[i], "#/$defs/"+key)
 		n, _ := json.Marshal(name)
-		args, _ := json.Marshal(t.argsKey())
+		args, _ := json.Marshal(t.format.ArgumentsKey)
 		one = append(one, fmt.Sprintf(`{"type":"object","properties":{"name":{"const":%s},%s:{"$ref":"#/$defs/%s"}},"required":["name",%s],"additionalProperties":false}`, n, args, key, args))
 	}
 	call := one[0]
@@ -264,20 +257,6 @@ func rebaseRefs(schema json.RawMessage, base string) json.RawMessage {
 		return schema
 	}
 	return out
-}
-
-// constraint is what the model may write: nil with tool_choice none.
-func (t *tooling) constraint() (*engine.Constraint, error) {
-	f := t.format
-	switch {
-	case t.choice == "none":
-		return nil, nil
-	case f.Open != "":
-		return engine.JSONSchemaFramed(t.schema(), engine.Frame{Open: f.Open, Close: f.Close, Sep: f.Sep, Many: t.many(), OrText: t.choice == "auto"})
-	case t.choice == "auto":
-		return engine.JSONSchemaOrText(t.schema())
-	}
-	return engine.JSONSchema(t.schema())
 }
 
 // toolCall is one call in an answer, in OpenAI's shape.
@@ -348,7 +327,7 @@ func (t *tooling) parseCalls(text string) ([]toolCall, bool) {
 	out := make([]toolCall, len(list))
 	for i, c := range list {
 		var name string
-		args := c[t.argsKey()]
+		args := c[t.format.ArgumentsKey]
 		if json.Unmarshal(c["name"], &name) != nil || name == "" || len(args) == 0 {
 			return nil, false
 		}
@@ -381,7 +360,7 @@ type callStream struct {
 // newCallStream reads the calls of t's format as they are written.
 func (t *tooling) newCallStream() *callStream {
 	c := &callStream{auto: t.choice == "auto", open: '{',
-		head: regexp.MustCompile(`^\{"name":"([A-Za-z0-9_-]+)",` + regexp.QuoteMeta(strconv.Quote(t.argsKey())) + `:$`)}
+		head: regexp.MustCompile(`^\{"name":"([A-Za-z0-9_-]+)",` + regexp.QuoteMeta(strconv.Quote(t.format.ArgumentsKey)) + `:$`)}
 	if o := t.format.Open; o != "" {
 		c.open = o[0]
 	}

@@ -354,8 +354,8 @@ func TestToolFormatsConstrain(t *testing.T) {
 		if c.String() == "" {
 			t.Errorf("%s: empty constraint", f.Name)
 		}
-		if s := string(tl.schema()); !strings.Contains(s, strconv.Quote(tl.argsKey())) {
-			t.Errorf("%s: schema %s lacks the arguments key %q", f.Name, s, tl.argsKey())
+		if s := string(tl.schema()); !strings.Contains(s, strconv.Quote(tl.format.ArgumentsKey)) {
+			t.Errorf("%s: schema %s lacks the arguments key %q", f.Name, s, tl.format.ArgumentsKey)
 		}
 		if f.Single && strings.Contains(string(tl.schema()), `"array"`) {
 			t.Errorf("%s: a single-call format allows a list: %s", f.Name, tl.schema())

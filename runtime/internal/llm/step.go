@@ -181,12 +181,13 @@ func (m *Model) decode(ctx context.Context, rows []sched.DecodeRow, res *sched.S
 		return err
 	}
 	for i, r := range rows {
-		if st := m.seqs[uint64(r.Seq)]; st.emb != nil {
+		st := m.seqs[uint64(r.Seq)]
+		if st.emb != nil {
 			// an embedding's last token, run as a decode row
 			m.embedRow(r.Seq, st, i, res)
 			continue
 		}
-		m.sampleRow(r.Seq, i, res)
+		m.sampleRow(r.Seq, st, i, res)
 	}
 	return nil
 }
@@ -220,7 +221,7 @@ func (m *Model) prefill(ctx context.Context, c *sched.PrefillChunk, res *sched.S
 	case st.emb != nil:
 		m.embedChunk(c.Seq, st, T, c.Last, res)
 	case c.Last:
-		m.sampleRow(c.Seq, 0, res)
+		m.sampleRow(c.Seq, st, 0, res)
 	}
 	return nil
 }
@@ -262,11 +263,11 @@ func (m *Model) commit(seqs []*kvcache.Sequence, B, T int) error {
 	return nil
 }
 
-// sampleRow samples row i of the logits for seq and appends the token.
+// sampleRow samples row i of the logits for seq (its state st) and
+// appends the token.
 // End of sequence, and a context with no room for another position, stop
 // the sequence (the token is then not emitted).
-func (m *Model) sampleRow(id sched.SeqID, i int, res *sched.StepResult) {
-	st := m.seqs[uint64(id)]
+func (m *Model) sampleRow(id sched.SeqID, st *seqState, i int, res *sched.StepResult) {
 	V := m.geom.Vocab
 	row := float32s(m.io.logits, (i+1)*V)[i*V:]
 	var mask []uint64
