@@ -22,6 +22,14 @@ func (r *Repository) SetAssignments(model string, byVersion map[string][]string)
 	if r.director == nil {
 		return false, fmt.Errorf("%w: no director repository (keygen --director)", ErrRepo)
 	}
+	err = r.change(func() (err error) {
+		changed, err = r.setAssignmentsLocked(model, byVersion)
+		return err
+	})
+	return changed, err
+}
+
+func (r *Repository) setAssignmentsLocked(model string, byVersion map[string][]string) (changed bool, err error) {
 	want := map[string]*metadata.TargetFiles{}
 	for version, devices := range byVersion {
 		if len(devices) == 0 {

@@ -46,8 +46,10 @@ func (o InitOptions) expiry() map[string]time.Duration {
 
 // Repository is the fleet's release repository in one directory laid out
 // for static hosting (update.Source's layout: image/, director/, chunks/).
-// It is not safe for concurrent use, and one process at a time should
-// change a directory.
+// One Repository is not safe for concurrent use; any number of processes
+// (fleet serve's leader, an operator's publish) may change one directory:
+// every change takes the directory's lock and reads the metadata again
+// first (see change).
 type Repository struct {
 	Dir      string
 	image    *repo
@@ -183,6 +185,10 @@ func (r *Repository) PublishFromStore(ctx context.Context, st *store.Store, ref 
 }
 
 func (r *Repository) addRelease(rel *update.Release, stats *PublishStats) error {
+	return r.change(func() error { return r.addReleaseLocked(rel, stats) })
+}
+
+func (r *Repository) addReleaseLocked(rel *update.Release, stats *PublishStats) error {
 	path := update.TargetPath(rel.Name, rel.Version)
 	if rel.Counter == 0 {
 		rel.Counter = r.highestCounter(rel.Name) + 1
@@ -288,12 +294,14 @@ func (r *Repository) Releases() map[string]*update.Release {
 // chunks stay: other releases may share them). Devices that installed it
 // keep it; their counter keeps them from going back to older releases.
 func (r *Repository) Withdraw(name, version string) error {
-	path := update.TargetPath(name, version)
-	if _, ok := r.image.targets.Signed.Targets[path]; !ok {
-		return fmt.Errorf("%w: %s", ErrTarget, path)
-	}
-	delete(r.image.targets.Signed.Targets, path)
-	return r.image.commit(true)
+	return r.change(func() error {
+		path := update.TargetPath(name, version)
+		if _, ok := r.image.targets.Signed.Targets[path]; !ok {
+			return fmt.Errorf("%w: %s", ErrTarget, path)
+		}
+		delete(r.image.targets.Signed.Targets, path)
+		return r.image.commit(true)
+	})
 }
 
 // Assign makes the director assign the release name@version to devices
@@ -304,23 +312,25 @@ func (r *Repository) Assign(name, version string, devices []string) error {
 	if r.director == nil {
 		return fmt.Errorf("%w: no director repository (keygen --director)", ErrRepo)
 	}
-	path := update.TargetPath(name, version)
-	img, ok := r.image.targets.Signed.Targets[path]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrTarget, path)
-	}
 	custom, err := customJSON(update.Assignment{Devices: devices})
 	if err != nil {
 		return err
 	}
-	// One assignment per model name: the newest replaces the others.
-	for p := range r.director.targets.Signed.Targets {
-		if len(p) > len(name) && p[:len(name)+1] == name+"/" {
-			delete(r.director.targets.Signed.Targets, p)
+	return r.change(func() error {
+		path := update.TargetPath(name, version)
+		img, ok := r.image.targets.Signed.Targets[path]
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrTarget, path)
 		}
-	}
-	r.director.targets.Signed.Targets[path] = &metadata.TargetFiles{Length: img.Length, Hashes: img.Hashes, Custom: custom, Path: path}
-	return r.director.commit(true)
+		// One assignment per model name: the newest replaces the others.
+		for p := range r.director.targets.Signed.Targets {
+			if len(p) > len(name) && p[:len(name)+1] == name+"/" {
+				delete(r.director.targets.Signed.Targets, p)
+			}
+		}
+		r.director.targets.Signed.Targets[path] = &metadata.TargetFiles{Length: img.Length, Hashes: img.Hashes, Custom: custom, Path: path}
+		return r.director.commit(true)
+	})
 }
 
 // AssignUnsigned writes a director assignment for a target the image
@@ -330,8 +340,10 @@ func (r *Repository) AssignUnsigned(path string, length int64, sha []byte) error
 	if r.director == nil {
 		return fmt.Errorf("%w: no director repository", ErrRepo)
 	}
-	r.director.targets.Signed.Targets[path] = &metadata.TargetFiles{Length: length, Hashes: metadata.Hashes{"sha256": sha}, Path: path}
-	return r.director.commit(true)
+	return r.change(func() error {
+		r.director.targets.Signed.Targets[path] = &metadata.TargetFiles{Length: length, Hashes: metadata.Hashes{"sha256": sha}, Path: path}
+		return r.director.commit(true)
+	})
 }
 
 // RefreshTimestamp re-signs the timestamp of the named repository (image
@@ -343,7 +355,7 @@ func (r *Repository) RefreshTimestamp(name string) error {
 	if err != nil {
 		return err
 	}
-	return rp.refreshTimestamp()
+	return r.change(rp.refreshTimestamp)
 }
 
 // RotateOptions change a root: new keys for Roles (the old ones revoked),
@@ -365,6 +377,10 @@ func (r *Repository) RotateRoot(o RotateOptions) error {
 	if err != nil {
 		return err
 	}
+	return r.change(func() error { return r.rotateLocked(rp, o) })
+}
+
+func (r *Repository) rotateLocked(rp *repo, o RotateOptions) error {
 	oldRoot := rp.root.Signed.Roles[metadata.ROOT]
 	var oldSigners []*Key
 	for _, id := range oldRoot.KeyIDs {
@@ -421,6 +437,30 @@ func (r *Repository) RotateRoot(o RotateOptions) error {
 	}
 	// Whatever the rotation touched is signed again by the keys now valid.
 	return rp.commit(true)
+}
+
+// change runs fn, which changes metadata, holding the directory's lock
+// and after reading every role again from disk. fleet serve's leader
+// (assignments, timestamps) and an operator's publish are separate
+// processes changing one directory: without the lock and the fresh read,
+// one re-signed what it had read before the other wrote — a timestamp
+// naming the snapshot from before a publish hid the new release from
+// devices, which then refused its assignment (TestChangesDoNotLoseEachOther).
+func (r *Repository) change(fn func() error) error {
+	unlock, err := lockDir(r.Dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, rp := range []*repo{r.image, r.director} {
+		if rp == nil {
+			continue
+		}
+		if err := rp.load(); err != nil {
+			return err
+		}
+	}
+	return fn()
 }
 
 func (r *Repository) repo(name string) (*repo, error) {

@@ -92,23 +92,8 @@ func initRepo(dir, name, keyDir, rootKeyDir string, o InitOptions, now func() ti
 // openRepo reads the newest metadata of every role and the keys at hand.
 func openRepo(dir, name string, keys []*Key, o InitOptions, now func() time.Time) (*repo, error) {
 	r := &repo{dir: dir, name: name, keys: map[string]*Key{}, now: now, expiry: o.expiry()}
-	n, err := newestRoot(r.path(""))
-	if err != nil {
+	if err := r.load(); err != nil {
 		return nil, err
-	}
-	if r.root, err = metadata.Root().FromFile(r.path(fmt.Sprintf("%d.root.json", n))); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrRepo, name, err)
-	}
-	if r.timestamp, err = metadata.Timestamp().FromFile(r.path("timestamp.json")); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrRepo, name, err)
-	}
-	sv := r.timestamp.Signed.Meta["snapshot.json"].Version
-	if r.snapshot, err = metadata.Snapshot().FromFile(r.path(fmt.Sprintf("%d.snapshot.json", sv))); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrRepo, name, err)
-	}
-	tv := r.snapshot.Signed.Meta["targets.json"].Version
-	if r.targets, err = metadata.Targets().FromFile(r.path(fmt.Sprintf("%d.targets.json", tv))); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrRepo, name, err)
 	}
 	for _, k := range keys {
 		if k.Repo == name {
@@ -116,6 +101,30 @@ func openRepo(dir, name string, keys []*Key, o InitOptions, now func() time.Time
 		}
 	}
 	return r, nil
+}
+
+// load reads the newest metadata of every role from disk: the newest root,
+// the timestamp, and the snapshot and targets versions it names.
+func (r *repo) load() error {
+	n, err := newestRoot(r.path(""))
+	if err != nil {
+		return err
+	}
+	if r.root, err = metadata.Root().FromFile(r.path(fmt.Sprintf("%d.root.json", n))); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrRepo, r.name, err)
+	}
+	if r.timestamp, err = metadata.Timestamp().FromFile(r.path("timestamp.json")); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrRepo, r.name, err)
+	}
+	sv := r.timestamp.Signed.Meta["snapshot.json"].Version
+	if r.snapshot, err = metadata.Snapshot().FromFile(r.path(fmt.Sprintf("%d.snapshot.json", sv))); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrRepo, r.name, err)
+	}
+	tv := r.snapshot.Signed.Meta["targets.json"].Version
+	if r.targets, err = metadata.Targets().FromFile(r.path(fmt.Sprintf("%d.targets.json", tv))); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrRepo, r.name, err)
+	}
+	return nil
 }
 
 func newestRoot(dir string) (int64, error) {
