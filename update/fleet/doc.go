@@ -14,7 +14,10 @@
 // is the online job that keeps the timestamp from expiring; Assign writes
 // the director's per-device assignment; Withdraw removes a release.
 //
-// A Repository is not safe for concurrent use, and one process at a time
-// should change a directory. The repository is the state: another
-// instance that opens the directory with the keys can carry on.
+// A Repository is not safe for concurrent use, but any number of
+// processes may change one directory (fleet serve's leader re-signing
+// timestamps and assignments while an operator publishes): each change
+// holds the directory's flock and reads the metadata again before
+// signing. The repository is the state: another instance that opens the
+// directory with the keys can carry on.
 package fleet
