@@ -79,6 +79,7 @@ func (a CheckActivator) Swap(ctx context.Context, ref store.Ref, check update.Ch
 	cfg := a.Engine
 	cfg.Models = []engine.ModelSpec{{Name: ref.Name, Dir: dir}}
 	cfg.Store = ""
+	cfg.PrefixPersist.Disable = true // the check's prompts are not the device's
 	e, err := engine.Open(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("%w: %s does not load: %w", update.ErrHealth, ref, err)

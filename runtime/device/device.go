@@ -122,6 +122,11 @@ func (d *Device) openEngine(ctx context.Context) error {
 			return err
 		}
 		ecfg.Models = append(slices.Clip(ecfg.Models), specs...)
+		if ecfg.PrefixPersist.Dir == "" {
+			// The prefix cache persists beside the store, like the
+			// engine's own default for a store it opens.
+			ecfg.PrefixPersist.Dir = d.cfg.Store + ".prefix"
+		}
 	}
 	// The engine opens even with nothing to serve yet: the first release
 	// an update brings is loaded into it.

@@ -3,9 +3,12 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
@@ -47,6 +50,8 @@ type Config struct {
 	Session ort.Options `json:"session"`
 	// KV configures each decoder's KV cache.
 	KV KVOptions `json:"kv"`
+	// PrefixPersist keeps each decoder's prefix cache across restarts.
+	PrefixPersist PrefixPersistConfig `json:"prefix_persist"`
 	// Scheduler configures the scheduler (batch, chunk, queues); zero
 	// values are its defaults. The decoders' step buffers are sized from
 	// it (its batch and its largest prefill chunk).
@@ -107,6 +112,61 @@ type KVOptions struct {
 	// sooner; set this where an oversized budget must stay mostly
 	// unbacked.
 	DisableHugePages bool `json:"disable_huge_pages,omitempty"`
+}
+
+// PrefixPersistConfig keeps decoders' prefix caches across restarts and
+// swaps of other models: each decoder's hottest prompt prefixes (their KV
+// blocks, tokens and chain hashes) are saved in Dir/<name>.kv when the
+// device goes idle, at most every EverySeconds while it is busy, and at a
+// clean stop; the next start reads the file's index and restores a block
+// the first time a prompt asks for it. A file written for another version
+// of the model (a swap) or another KV format is ignored and replaced; a
+// torn or damaged one is detected and never served.
+type PrefixPersistConfig struct {
+	// Dir holds one file per decoder. "" means <Store>.prefix beside the
+	// model store when Config.Store is set, else no persistence.
+	Dir string `json:"dir,omitempty"`
+	// Disable turns persistence off.
+	Disable bool `json:"disable,omitempty"`
+	// MaxBytes bounds each file; 0 means 64 MiB.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+	// EverySeconds is the least time between two saves while serving;
+	// 0 means 30.
+	EverySeconds float64 `json:"every_seconds,omitempty"`
+}
+
+// dir is where the files go, "" for none.
+func (c Config) prefixDir() string {
+	switch {
+	case c.PrefixPersist.Disable:
+		return ""
+	case c.PrefixPersist.Dir != "":
+		return c.PrefixPersist.Dir
+	case c.Store != "":
+		return c.Store + ".prefix"
+	}
+	return ""
+}
+
+// persistOptions are the decoder's persistence settings for the model
+// published as name, whose version's weights have digest.
+func (c Config) persistOptions(name, version, digest string) llm.PersistOptions {
+	dir := c.prefixDir()
+	if dir == "" {
+		return llm.PersistOptions{}
+	}
+	safe := strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, name)
+	return llm.PersistOptions{
+		Path:     filepath.Join(dir, safe+".kv"),
+		Key:      []byte(name + "@" + version + " sha256:" + digest),
+		MaxBytes: c.PrefixPersist.MaxBytes,
+		Every:    time.Duration(c.PrefixPersist.EverySeconds * float64(time.Second)),
+	}
 }
 
 // kvOptions is the one conversion to the cache's own declaration (the

@@ -152,10 +152,12 @@ func (e *Engine) Swap(ctx context.Context, name string, spec ModelSpec, check He
 	}
 	e.mu.Unlock()
 	if err != nil {
+		m.skipPersist() // the failed version's file must not replace the active one's
 		e.retire(m)
 		<-m.drained
 		return ModelInfo{}, err
 	}
+	old.skipPersist() // the new version's file replaces the old one's
 	e.retire(old)
 	e.log.Info("model swapped", "name", name, "from", old.info.Version, "to", m.info.Version)
 	return m.info, nil
@@ -195,6 +197,7 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 		m.dec, err = llm.Load(ctx, b, llm.Options{
 			Session: e.cfg.Session, KV: e.cfg.KV.internal(),
 			MaxBatch: cfg.MaxBatch, MaxChunk: chunk, Logger: e.log,
+			Persist: e.cfg.persistOptions(m.info.Name, m.info.Version, m.info.Digest),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("engine: open %s: %w", m.name, err)
@@ -243,6 +246,14 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 	m.key = e.keyFor(m.name)
 	e.registerPlugins(m)
 	return m, nil
+}
+
+// skipPersist keeps a retired decoder from saving its prefix cache over
+// the file of the version that stays.
+func (m *model) skipPersist() {
+	if m.dec != nil {
+		m.dec.SkipPersist()
+	}
 }
 
 // openChat compiles a decoder bundle's chat template, once, and finds the

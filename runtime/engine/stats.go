@@ -107,6 +107,12 @@ type KVStats struct {
 
 	Evictions   int64 // cached blocks reused for new data
 	Preemptions int64
+
+	// PrefixRestoredBlocks counts blocks restored from the persisted
+	// prefix cache (Config.PrefixPersist); PrefixRestoreFailures records
+	// that failed their check and were not served.
+	PrefixRestoredBlocks  int64
+	PrefixRestoreFailures int64
 }
 
 var (

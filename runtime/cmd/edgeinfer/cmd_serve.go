@@ -44,6 +44,8 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	chunk := fs.Int("prefill-chunk", 0, "tokens of one prefill chunk: bounds the stall a new prompt puts on running streams (their ITL) against its own TTFT (0 = engine default, 256)")
 	board := fs.String("board", "", "apply a board profile's providers, threads and KV budget: auto (detect) or a profile ID; flags set explicitly win")
 	verbose := fs.Bool("v", false, "log requests and lifecycle to stderr")
+	prefixDir := fs.String("prefix-dir", "", "keep the prefix cache across restarts in this directory (default: <store>.prefix with --store, else off)")
+	noPrefix := fs.Bool("no-prefix-persist", false, "do not keep the prefix cache across restarts")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -67,6 +69,7 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 		}
 	}
 	cfg.Engine.KV.BudgetBytes, cfg.Engine.Logger = *kvBudget, logger
+	cfg.Engine.PrefixPersist = engine.PrefixPersistConfig{Dir: *prefixDir, Disable: *noPrefix}
 	cfg.Engine.Scheduler = engine.SchedulerConfig{MaxBatch: *maxBatch, ChunkSize: *chunk}
 	cfg.Engine.Session.IntraOpThreads = *threads
 	if *board != "" {

@@ -28,6 +28,11 @@ type Cache struct {
 	nextID uint64
 	live   map[*Sequence]struct{}
 
+	// persisted is the file blocks are restored from (persist.go), or nil;
+	// prefixVersion counts blocks entered into the prefix index.
+	persisted     *Persisted
+	prefixVersion uint64
+
 	stats counters
 }
 
@@ -70,7 +75,12 @@ func (c *Cache) Close() error {
 	}
 	clear(c.live)
 	c.stats.sequences.Store(0)
-	return errors.Join(c.mem.unmap())
+	var perr error
+	if c.persisted != nil {
+		perr = c.persisted.Close()
+		c.persisted = nil
+	}
+	return errors.Join(c.mem.unmap(), perr)
 }
 
 // Config returns the configuration the cache was built from.

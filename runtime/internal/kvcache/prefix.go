@@ -65,6 +65,15 @@ func (p *prefixIndex) drop(b int32) {
 	p.hashed[b] = false
 }
 
+// addPrefix enters block b in the prefix index and counts the change for
+// savers (PrefixVersion).
+func (c *Cache) addPrefix(b int32, parent, h uint64, toks []int32) {
+	if !c.prefix.has(b) {
+		c.prefixVersion++
+	}
+	c.prefix.add(b, parent, h, toks)
+}
+
 // rootHash is the parent of a sequence's first block.
 const rootHash uint64 = 0x9e3779b97f4a7c15
 
@@ -84,9 +93,10 @@ func chainHash(parent uint64, toks []int32) uint64 {
 }
 
 // Lookup reports how many leading tokens of prompt the prefix cache holds
-// now, without taking references or counting toward hit statistics (for
-// admission estimates). It follows the rule NewSequence applies: only full
-// blocks, and never the last prompt token, whose logits must be computed.
+// now, in memory or in its persisted file, without taking references or
+// counting toward hit statistics (for admission estimates). It follows the
+// rule NewSequence applies: only full blocks, and never the last prompt
+// token, whose logits must be computed.
 func (c *Cache) Lookup(prompt []int32) int {
 	if c.closed || c.cfg.DisablePrefixCache {
 		return 0
@@ -96,7 +106,7 @@ func (c *Cache) Lookup(prompt []int32) int {
 	for i := 0; (i+1)*c.bs <= len(prompt)-1; i++ {
 		toks := prompt[i*c.bs : (i+1)*c.bs]
 		h := chainHash(parent, toks)
-		if _, ok := c.prefix.find(parent, h, toks); !ok {
+		if _, ok := c.prefix.find(parent, h, toks); !ok && !c.persistedHas(parent, h, toks) {
 			break
 		}
 		parent = h

@@ -68,11 +68,13 @@ func (s *Sequence) attach() {
 	if !c.cfg.DisablePrefixCache && !s.uncached {
 		for i := range full {
 			parent := s.parentOf(i)
-			b, ok := c.prefix.find(parent, s.hashAt(i), s.tokens[i*c.bs:(i+1)*c.bs])
-			if !ok {
-				break
+			toks := s.tokens[i*c.bs : (i+1)*c.bs]
+			b, ok := c.prefix.find(parent, s.hashAt(i), toks)
+			if ok {
+				c.acquire(b)
+			} else if b, ok = c.restore(parent, s.hashAt(i), toks); !ok {
+				break // in neither memory nor the persisted file
 			}
-			c.acquire(b)
 			s.blocks = append(s.blocks, b)
 		}
 	}
@@ -235,7 +237,7 @@ func (s *Sequence) MarkComputed(n int) error {
 	bs := s.c.bs
 	full := s.computed / bs
 	for i := s.nreg; i < full; i++ {
-		s.c.prefix.add(s.blocks[i], s.parentOf(i), s.hashAt(i), s.tokens[i*bs:(i+1)*bs])
+		s.c.addPrefix(s.blocks[i], s.parentOf(i), s.hashAt(i), s.tokens[i*bs:(i+1)*bs])
 	}
 	s.nreg = max(s.nreg, full)
 	return nil

@@ -35,6 +35,12 @@ type Stats struct {
 
 	Evictions   int64 // cached blocks reused for new data
 	Preemptions int64
+
+	// PrefixRestoredBlocks counts blocks restored from the persisted
+	// prefix cache (UsePersisted); PrefixRestoreFailures records that
+	// failed their check and were not served.
+	PrefixRestoredBlocks  int64
+	PrefixRestoreFailures int64
 }
 
 // counters are written by the owner goroutine and read by Stats from any.
@@ -45,6 +51,7 @@ type counters struct {
 	queryTokens, hitTokens       atomic.Int64
 	queryBlocks, hitBlocks       atomic.Int64
 	evictions, preemptions       atomic.Int64
+	restored, restoreFailures    atomic.Int64
 }
 
 func (c *counters) noteUsed(d int64) {
@@ -72,6 +79,9 @@ func (c *Cache) Stats() Stats {
 		PrefixHitBlocks:   s.hitBlocks.Load(),
 		Evictions:         s.evictions.Load(),
 		Preemptions:       s.preemptions.Load(),
+
+		PrefixRestoredBlocks:  s.restored.Load(),
+		PrefixRestoreFailures: s.restoreFailures.Load(),
 	}
 	st.BlocksFree = max(st.BlocksTotal-st.BlocksUsed-st.BlocksCached, 0)
 	st.BytesTotal = int64(st.BlocksTotal) * st.BlockBytes

@@ -25,6 +25,9 @@ type Options struct {
 	// 8 and 512.
 	MaxBatch int `json:"max_batch,omitempty"`
 	MaxChunk int `json:"max_chunk,omitempty"`
+	// Persist keeps the prefix cache across restarts (persist.go); a zero
+	// Path turns it off.
+	Persist PersistOptions `json:"persist"`
 	// Logger receives debug records; nil discards.
 	Logger *slog.Logger `json:"-"`
 }
@@ -81,6 +84,7 @@ type Model struct {
 	compat       bool   // the compatible (Optimum) contract: past gathered per step
 	hasPositions bool   // compatible graph takes position_ids
 	ownIDs       uint64 // Generate/Score sequence ids
+	persist      persister
 	closed       bool
 }
 
@@ -142,6 +146,8 @@ func Load(ctx context.Context, b *bundle.Bundle, opts Options) (*Model, error) {
 	if mod.io, err = newStepIO(mod); err != nil {
 		return nil, errors.Join(err, mod.Close())
 	}
+	mod.persist.opts = opts.Persist
+	mod.openPersisted()
 	return mod, nil
 }
 
@@ -202,8 +208,8 @@ func (m *Model) Close() error {
 	if m.closed {
 		return nil
 	}
+	errs := []error{m.closePersist()}
 	m.closed = true
-	var errs []error
 	if m.io != nil {
 		errs = append(errs, m.io.close())
 	}

@@ -3,6 +3,7 @@ package sched
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // SeqID identifies a sequence for its whole life, across preemptions. It is
@@ -38,6 +39,17 @@ type Decoder interface {
 	// An error fails every sequence of the batch.
 	Step(ctx context.Context, b *Batch) (StepResult, error)
 }
+
+// Maintainer is a Decoder with upkeep to do between steps, off the
+// request path (the prefix cache's persistence): the device loop calls
+// Maintain when it goes idle and, while busy, at most every MaintainEvery,
+// from the loop goroutine like every other Decoder method.
+type Maintainer interface {
+	Maintain(now time.Time)
+}
+
+// MaintainEvery is how often a busy device loop calls Maintain.
+const MaintainEvery = 10 * time.Second
 
 // Oneshot runs one-shot models (vision, audio) on the device, P being their
 // payload. Like Decoder, it is called from the device loop only.

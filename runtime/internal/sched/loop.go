@@ -25,6 +25,8 @@ func (s *Scheduler[P]) run() {
 	// is the measure; run it with and without the lock to compare).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	maint, _ := s.dec.(Maintainer)
+	var maintained time.Time
 	for {
 		start := time.Now()
 		s.reap(start)
@@ -52,7 +54,15 @@ func (s *Scheduler[P]) run() {
 			s.mu.Unlock()
 		}
 		if stepped || n1 > 0 || n2 > 0 {
+			if maint != nil && time.Since(maintained) >= MaintainEvery {
+				maintained = time.Now()
+				maint.Maintain(maintained)
+			}
 			continue
+		}
+		if maint != nil {
+			maintained = time.Now()
+			maint.Maintain(maintained)
 		}
 		if s.idle() {
 			return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // ErrUnknownModel reports a call for a model key no Decoder or Runner is
@@ -123,6 +124,26 @@ func (r *Router[P]) Step(ctx context.Context, b *Batch) (StepResult, error) {
 	rt.use.RLock()
 	defer rt.use.RUnlock()
 	return rt.dec.Step(ctx, b)
+}
+
+// Maintain implements Maintainer: every registered Decoder that has
+// upkeep does it.
+func (r *Router[P]) Maintain(now time.Time) {
+	r.mu.RLock()
+	routes := make([]*route[P], 0, len(r.routes))
+	for _, rt := range r.routes {
+		routes = append(routes, rt)
+	}
+	r.mu.RUnlock()
+	for _, rt := range routes {
+		m, ok := rt.dec.(Maintainer)
+		if !ok {
+			continue
+		}
+		rt.use.RLock()
+		m.Maintain(now)
+		rt.use.RUnlock()
+	}
 }
 
 // Infer implements Oneshot.

@@ -1,0 +1,489 @@
+package kvcache
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Persisting the prefix cache. A device restarts (power cuts, updates,
+// watchdogs), and a kiosk's long system prompt would be prefilled again
+// after every one. Snapshot copies the prefix cache's hottest chains (full,
+// computed blocks with their tokens and chain hashes) out of the pools;
+// WriteFile stores them in one file, atomically; OpenPersisted reads the
+// file's index at the next start, and UsePersisted lets a new sequence
+// restore a block from the file the first time a prompt asks for it, so a
+// start reads only the index.
+//
+// File layout (little-endian):
+//
+//	header   "EIKVPC01", u32 key length, key, u32 layers, kv heads,
+//	         head dim, block size, dtype, u64 blocks
+//	index    per block: u64 hash, u64 parent hash, block size × u32 token
+//	u32      CRC-32C of header and index
+//	records  per block: its data (see blockBytes), u32 CRC-32C of the
+//	         data and the block's hash
+//
+// A file written for another key (the caller's: the model's digest) or
+// another geometry or element type is stale and ignored (ErrStale); a torn
+// or corrupt one fails its size, CRC or chain-hash checks (ErrCorrupt); a
+// record whose CRC fails when it is read is never served.
+
+var (
+	// ErrStale reports a persisted prefix cache written for another model
+	// or KV format: ignore it (the next save replaces it).
+	ErrStale = errors.New("kvcache: persisted prefix cache is for another model or format")
+	// ErrCorrupt reports a persisted prefix cache that fails its checks
+	// (torn, truncated or altered): ignore it.
+	ErrCorrupt = errors.New("kvcache: persisted prefix cache is corrupt")
+)
+
+const persistMagic = "EIKVPC01"
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Snapshot is a copy of the prefix cache's hottest chains, taken on the
+// owner goroutine and written by any.
+type Snapshot struct {
+	cfg     Config
+	hashes  []uint64
+	parents []uint64
+	tokens  []int32 // BlockSize per block
+	data    []byte  // blockBytes per block
+	version uint64  // the cache's PrefixVersion when taken
+
+	// Blocks of the file the cache restores from that it has not restored
+	// (indices into from): WriteFile copies them over, so a save does not
+	// forget what the previous run persisted and this one never asked for.
+	from  *Persisted
+	carry []int
+}
+
+// Blocks is how many blocks the snapshot holds.
+func (s *Snapshot) Blocks() int { return len(s.hashes) + len(s.carry) }
+
+// Version is the cache's PrefixVersion when the snapshot was taken.
+func (s *Snapshot) Version() uint64 { return s.version }
+
+// PrefixVersion counts the blocks entered into the prefix cache: a saver
+// compares it with its last Snapshot's to skip a save that would write the
+// same file again.
+func (c *Cache) PrefixVersion() uint64 { return c.prefixVersion }
+
+// persistedBytes is what one block takes in the file.
+func (c Config) persistedBytes() int64 {
+	return c.BlockBytes() + 4 + 16 + 4*int64(c.BlockSize)
+}
+
+// Snapshot copies the cached prefix chains that fit in maxBytes of file:
+// first those of running sequences, then the unreferenced ones from the
+// most recently used, each with every block before it in its chain (a
+// block is only found through its ancestors). It must be called on the
+// owner goroutine; it costs a copy of the blocks it takes.
+func (c *Cache) Snapshot(maxBytes int64) *Snapshot {
+	s := &Snapshot{cfg: c.cfg, version: c.prefixVersion, from: c.persisted}
+	if c.closed || c.cfg.DisablePrefixCache {
+		return s
+	}
+	limit := int(maxBytes / c.cfg.persistedBytes())
+	chosen := map[uint64]bool{}
+	var order []int32
+	take := func(b int32) {
+		var chain []int32
+		for x := b; ; {
+			if chosen[c.prefix.hash[x]] {
+				break
+			}
+			chain = append(chain, x)
+			p := c.prefix.parent[x]
+			if p == rootHash {
+				break
+			}
+			y, ok := c.prefix.byHash[p]
+			if !ok {
+				return // its parent was evicted: unreachable from the root
+			}
+			x = y
+		}
+		if len(order)+len(chain) > limit {
+			return
+		}
+		for _, x := range slices.Backward(chain) {
+			chosen[c.prefix.hash[x]] = true
+			order = append(order, x)
+		}
+	}
+	for b := range int32(c.numBlocks) {
+		if c.blocks.ref[b] > 0 && c.prefix.hashed[b] {
+			take(b)
+		}
+	}
+	for b := c.blocks.tail; b != none; b = c.blocks.prev[b] {
+		take(b)
+	}
+	rec := int(c.cfg.BlockBytes())
+	s.data = make([]byte, len(order)*rec)
+	for i, b := range order {
+		s.hashes = append(s.hashes, c.prefix.hash[b])
+		s.parents = append(s.parents, c.prefix.parent[b])
+		s.tokens = append(s.tokens, c.prefix.blockTokens(b)...)
+		c.readBlock(s.data[i*rec:(i+1)*rec], b)
+	}
+	if p := c.persisted; p != nil {
+		for j := range p.hashes {
+			h, parent := p.hashes[j], p.parents[j]
+			if len(order)+len(s.carry) >= limit || chosen[h] || p.bad[j] || (parent != rootHash && !chosen[parent]) {
+				continue
+			}
+			chosen[h] = true
+			s.carry = append(s.carry, j)
+		}
+	}
+	return s
+}
+
+// WriteFile writes the snapshot to path under key, atomically: a temporary
+// file, synced, renamed over path, the directory synced. A crash leaves the
+// old file or the new, never a mix. It returns the bytes written.
+func (s *Snapshot) WriteFile(path string, key []byte) (int64, error) {
+	cfg := s.cfg
+	rec := int(cfg.BlockBytes())
+	hashes, parents, tokens, data := s.hashes, s.parents, s.tokens, s.data
+	if len(s.carry) > 0 {
+		hashes, parents, tokens = slices.Clone(hashes), slices.Clone(parents), slices.Clone(tokens)
+		buf := make([]byte, rec)
+		for _, j := range s.carry {
+			if err := s.from.read(j, buf); err != nil {
+				continue // never copy a record that fails its check
+			}
+			hashes = append(hashes, s.from.hashes[j])
+			parents = append(parents, s.from.parents[j])
+			tokens = append(tokens, s.from.blockTokens(j)...)
+			data = append(data[:len(data):len(data)], buf...)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return 0, fmt.Errorf("kvcache: persist: %w", err)
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return 0, fmt.Errorf("kvcache: persist: %w", err)
+	}
+	w := &crcWriter{w: bufio.NewWriterSize(f, 1<<20)}
+	w.bytes([]byte(persistMagic))
+	w.u32(uint32(len(key)))
+	w.bytes(key)
+	for _, v := range []int{cfg.Layers, cfg.KVHeads, cfg.HeadDim, cfg.BlockSize, int(cfg.DType)} {
+		w.u32(uint32(v))
+	}
+	w.u64(uint64(len(hashes)))
+	for i := range hashes {
+		w.u64(hashes[i])
+		w.u64(parents[i])
+		for _, t := range tokens[i*cfg.BlockSize : (i+1)*cfg.BlockSize] {
+			w.u32(uint32(t))
+		}
+	}
+	w.u32(w.crc)
+	for i := range hashes {
+		d := data[i*rec : (i+1)*rec]
+		w.bytes(d)
+		w.u32(recordCRC(d, hashes[i]))
+	}
+	err = w.err
+	if err == nil {
+		err = w.w.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return 0, fmt.Errorf("kvcache: persist %s: %w", path, err)
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return w.n, nil
+}
+
+func recordCRC(data []byte, hash uint64) uint32 {
+	var h [8]byte
+	binary.LittleEndian.PutUint64(h[:], hash)
+	return crc32.Update(crc32.Update(0, castagnoli, data), castagnoli, h[:])
+}
+
+// crcWriter writes little-endian fields, keeping a running CRC-32C and
+// the first error.
+type crcWriter struct {
+	w   *bufio.Writer
+	crc uint32
+	n   int64
+	err error
+}
+
+func (w *crcWriter) bytes(b []byte) {
+	if w.err != nil {
+		return
+	}
+	w.crc = crc32.Update(w.crc, castagnoli, b)
+	var n int
+	n, w.err = w.w.Write(b)
+	w.n += int64(n)
+}
+
+func (w *crcWriter) u32(v uint32) { w.bytes(binary.LittleEndian.AppendUint32(nil, v)) }
+func (w *crcWriter) u64(v uint64) { w.bytes(binary.LittleEndian.AppendUint64(nil, v)) }
+
+// Persisted is an open persisted prefix cache: its index in memory, its
+// records read on demand.
+type Persisted struct {
+	f       *os.File
+	bs      int
+	rec     int64
+	dataOff int64
+	hashes  []uint64
+	parents []uint64
+	tokens  []int32
+	byHash  map[uint64]int
+	bad     []bool // records that failed their check: never served
+	buf     []byte
+}
+
+// maxPersistKey bounds the key read from a file before it is compared.
+const maxPersistKey = 4096
+
+// OpenPersisted opens the persisted prefix cache at path if it was written
+// for key and a cache of cfg's geometry and element type. Its index is
+// checked whole (size, CRC, every chain hash recomputed from its tokens);
+// records are checked as they are read. A missing file is an
+// fs.ErrNotExist error; a file for another model or format ErrStale; a
+// damaged one ErrCorrupt.
+func OpenPersisted(path string, key []byte, cfg Config) (*Persisted, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := readIndex(f, key, cfg)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w (%s)", err, path)
+	}
+	return p, nil
+}
+
+func readIndex(f *os.File, key []byte, cfg Config) (*Persisted, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	r := &crcReader{r: bufio.NewReader(io.LimitReader(f, st.Size()))}
+	magic := r.bytes(len(persistMagic))
+	if r.err != nil || string(magic) != persistMagic {
+		return nil, fmt.Errorf("%w: not a persisted prefix cache", ErrCorrupt)
+	}
+	kl := r.u32()
+	if kl > maxPersistKey {
+		return nil, fmt.Errorf("%w: key of %d bytes", ErrCorrupt, kl)
+	}
+	fileKey := r.bytes(int(kl))
+	var geom [5]uint32
+	for i := range geom {
+		geom[i] = r.u32()
+	}
+	n := r.u64()
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: header: %v", ErrCorrupt, r.err)
+	}
+	if string(fileKey) != string(key) {
+		return nil, fmt.Errorf("%w: written for another model version", ErrStale)
+	}
+	want := [5]uint32{uint32(cfg.Layers), uint32(cfg.KVHeads), uint32(cfg.HeadDim), uint32(cfg.BlockSize), uint32(cfg.DType)}
+	if geom != want {
+		return nil, fmt.Errorf("%w: geometry %v, this cache is %v (layers, kv heads, head dim, block size, dtype)", ErrStale, geom, want)
+	}
+	bs, rec := cfg.BlockSize, cfg.BlockBytes()
+	headLen := int64(len(persistMagic)) + 4 + int64(kl) + 5*4 + 8
+	entry := 16 + 4*int64(bs)
+	if n > uint64(st.Size()) || headLen+int64(n)*(entry+rec+4)+4 != st.Size() {
+		return nil, fmt.Errorf("%w: %d blocks do not match the file's %d bytes (torn or truncated)", ErrCorrupt, n, st.Size())
+	}
+	p := &Persisted{f: f, bs: bs, rec: rec, dataOff: headLen + int64(n)*entry + 4, byHash: make(map[uint64]int, n),
+		hashes: make([]uint64, n), parents: make([]uint64, n), tokens: make([]int32, int(n)*bs), bad: make([]bool, n), buf: make([]byte, rec+4)}
+	for i := range int(n) {
+		p.hashes[i], p.parents[i] = r.u64(), r.u64()
+		for k := range bs {
+			p.tokens[i*bs+k] = int32(r.u32())
+		}
+	}
+	sum := r.crc
+	if got := r.u32(); r.err != nil || got != sum {
+		return nil, fmt.Errorf("%w: index checksum", ErrCorrupt)
+	}
+	for i := range int(n) {
+		if chainHash(p.parents[i], p.blockTokens(i)) != p.hashes[i] {
+			return nil, fmt.Errorf("%w: block %d's hash does not match its tokens", ErrCorrupt, i)
+		}
+		p.byHash[p.hashes[i]] = i
+	}
+	return p, nil
+}
+
+// crcReader reads little-endian fields, keeping a running CRC-32C and the
+// first error.
+type crcReader struct {
+	r   *bufio.Reader
+	crc uint32
+	err error
+}
+
+func (r *crcReader) bytes(n int) []byte {
+	b := make([]byte, n)
+	if r.err != nil {
+		return b
+	}
+	_, r.err = io.ReadFull(r.r, b)
+	r.crc = crc32.Update(r.crc, castagnoli, b)
+	return b
+}
+
+func (r *crcReader) u32() uint32 { return binary.LittleEndian.Uint32(r.bytes(4)) }
+func (r *crcReader) u64() uint64 { return binary.LittleEndian.Uint64(r.bytes(8)) }
+
+// Blocks is how many blocks the file holds.
+func (p *Persisted) Blocks() int { return len(p.hashes) }
+
+// Close closes the file.
+func (p *Persisted) Close() error { return p.f.Close() }
+
+func (p *Persisted) blockTokens(i int) []int32 { return p.tokens[i*p.bs : (i+1)*p.bs] }
+
+// find returns the record of the block named h holding toks after parent.
+func (p *Persisted) find(parent, h uint64, toks []int32) (int, bool) {
+	i, ok := p.byHash[h]
+	if !ok || p.bad[i] || p.parents[i] != parent || !slices.Equal(p.blockTokens(i), toks) {
+		return 0, false
+	}
+	return i, true
+}
+
+// read reads record i's data into dst (blockBytes) and checks it; a record
+// that fails is marked bad and never read again. Safe for concurrent use
+// with other reads (pread), except for the bad mark, which only the cache's
+// owner sets.
+func (p *Persisted) read(i int, dst []byte) error {
+	buf := make([]byte, p.rec+4)
+	if _, err := p.f.ReadAt(buf, p.dataOff+int64(i)*(p.rec+4)); err != nil {
+		return fmt.Errorf("%w: block %d: %v", ErrCorrupt, i, err)
+	}
+	if binary.LittleEndian.Uint32(buf[p.rec:]) != recordCRC(buf[:p.rec], p.hashes[i]) {
+		return fmt.Errorf("%w: block %d fails its checksum", ErrCorrupt, i)
+	}
+	copy(dst, buf[:p.rec])
+	return nil
+}
+
+// UsePersisted makes the cache restore prefix blocks from p as prompts ask
+// for them (the cache closes p when it is replaced or the cache closes).
+// Owner goroutine only.
+func (c *Cache) UsePersisted(p *Persisted) {
+	if c.persisted != nil && c.persisted != p {
+		c.persisted.Close()
+	}
+	c.persisted = p
+}
+
+// restore brings the block named h (holding toks after parent) from the
+// persisted file into a newly allocated block, entered in the prefix index
+// and referenced once, or reports false: not in the file, no block free,
+// or a record that fails its check.
+func (c *Cache) restore(parent, h uint64, toks []int32) (int32, bool) {
+	p := c.persisted
+	if p == nil || c.blocks.available() == 0 {
+		return none, false
+	}
+	i, ok := p.find(parent, h, toks)
+	if !ok {
+		return none, false
+	}
+	if err := p.read(i, p.buf); err != nil {
+		p.bad[i] = true
+		c.stats.restoreFailures.Add(1)
+		return none, false
+	}
+	b := c.allocBlock()
+	c.writeBlock(b, p.buf[:p.rec])
+	c.grow(b, c.bs)
+	c.addPrefix(b, parent, h, toks)
+	c.stats.restored.Add(1)
+	return b, true
+}
+
+// persistedHas reports whether the file can restore the block named h.
+func (c *Cache) persistedHas(parent, h uint64, toks []int32) bool {
+	if c.persisted == nil {
+		return false
+	}
+	_, ok := c.persisted.find(parent, h, toks)
+	return ok
+}
+
+// readBlock copies block b's keys, values and (int8) scales to dst,
+// blockBytes long: per layer the keys head by head then the values, each
+// head BlockSize×HeadDim elements; then per layer the key scales and the
+// value scales, one float32 per head.
+func (c *Cache) readBlock(dst []byte, b int32) {
+	c.eachRegion(b, func(pool, region []byte) { copy(region, pool) }, dst)
+}
+
+// writeBlock is readBlock's inverse.
+func (c *Cache) writeBlock(b int32, src []byte) {
+	c.eachRegion(b, func(pool, region []byte) { copy(pool, region) }, src)
+}
+
+// eachRegion pairs each of block b's regions in the pools with its place
+// in buf (readBlock's layout) and calls f(pool region, buf region).
+func (c *Cache) eachRegion(b int32, f func(pool, region []byte), buf []byte) {
+	esize := c.cfg.DType.Size()
+	n := c.blockElems * esize
+	off := 0
+	for l := range c.cfg.Layers {
+		for _, pool := range [2][]byte{c.mem.keyBytes[l], c.mem.valueBytes[l]} {
+			for h := range c.cfg.KVHeads {
+				base := h*c.headStride*esize + int(b)*n
+				f(pool[base:base+n], buf[off:off+n])
+				off += n
+			}
+		}
+	}
+	if c.cfg.DType != Int8 {
+		return
+	}
+	for l := range c.cfg.Layers {
+		for _, sc := range [2][]float32{c.mem.keyScale[l], c.mem.valueScale[l]} {
+			for h := range c.cfg.KVHeads {
+				i := h*c.numBlocks + int(b)
+				var le [4]byte
+				binary.LittleEndian.PutUint32(le[:], math.Float32bits(sc[i]))
+				f(le[:], buf[off:off+4])
+				sc[i] = math.Float32frombits(binary.LittleEndian.Uint32(le[:]))
+				off += 4
+			}
+		}
+	}
+}

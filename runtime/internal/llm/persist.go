@@ -1,0 +1,129 @@
+package llm
+
+import (
+	"errors"
+	"io/fs"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
+)
+
+// PersistOptions keep a decoder's prefix cache across restarts
+// (kvcache.Snapshot): the hottest prefix chains are saved to Path when the
+// device loop goes idle or, while it is busy, at most every Every, and at
+// Close; the next Load reads the file's index and restores blocks as
+// prompts ask for them.
+type PersistOptions struct {
+	// Path is the file; "" turns persistence off.
+	Path string `json:"path,omitempty"`
+	// Key is what the file must have been written for (the model
+	// version's digest): a file for another version is ignored, and the
+	// next save replaces it.
+	Key []byte `json:"-"`
+	// MaxBytes bounds the file; 0 means DefaultPersistBytes.
+	MaxBytes int64 `json:"max_bytes,omitempty"`
+	// Every is the least time between two saves while serving; 0 means
+	// DefaultPersistEvery.
+	Every time.Duration `json:"every,omitempty"`
+}
+
+// Defaults of PersistOptions: a few long system prompts of a small model
+// fit in 64 MiB (one token of synthetic-110m's fp32 KV is 72 KiB).
+const (
+	DefaultPersistBytes = 64 << 20
+	DefaultPersistEvery = 30 * time.Second
+)
+
+// persister is a Model's persistence state; the device loop owns it,
+// except done, which the writer goroutine signals.
+type persister struct {
+	opts    PersistOptions
+	saved   uint64 // the cache's PrefixVersion at the last save taken
+	last    time.Time
+	writing bool
+	done    chan error  // the writer's result, buffered 1
+	skip    atomic.Bool // SkipPersist: a retired version saves nothing more
+}
+
+// openPersisted attaches the file at opts.Path to the cache, if it holds
+// blocks for this model version; anything else is logged and ignored.
+func (m *Model) openPersisted() {
+	o := &m.persist.opts
+	if o.Path == "" {
+		return
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = DefaultPersistBytes
+	}
+	if o.Every == 0 {
+		o.Every = DefaultPersistEvery
+	}
+	m.persist.done = make(chan error, 1)
+	p, err := kvcache.OpenPersisted(o.Path, o.Key, m.cache.Config())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return
+	case err != nil:
+		m.opts.Logger.Warn("persisted prefix cache ignored", "model", m.name, "err", err)
+		return
+	}
+	m.cache.UsePersisted(p)
+	m.opts.Logger.Info("persisted prefix cache found", "model", m.name, "path", o.Path, "blocks", p.Blocks())
+}
+
+// Maintain implements sched.Maintainer: it saves the prefix cache when it
+// changed since the last save and Every has passed, copying the blocks
+// here (the loop owns the pools) and writing them from a goroutine of its
+// own, one at a time.
+func (m *Model) Maintain(now time.Time) {
+	ps := &m.persist
+	if ps.opts.Path == "" || m.closed || ps.skip.Load() {
+		return
+	}
+	if ps.writing {
+		select {
+		case err := <-ps.done:
+			ps.writing = false
+			if err != nil {
+				m.opts.Logger.Warn("prefix cache not saved", "model", m.name, "err", err)
+			}
+		default:
+			return
+		}
+	}
+	if m.cache.PrefixVersion() == ps.saved || now.Sub(ps.last) < ps.opts.Every {
+		return
+	}
+	snap := m.cache.Snapshot(ps.opts.MaxBytes)
+	ps.saved, ps.last, ps.writing = snap.Version(), now, true
+	go func() {
+		_, err := snap.WriteFile(ps.opts.Path, ps.opts.Key)
+		ps.done <- err
+	}()
+}
+
+// SkipPersist makes Close save nothing: the version is being replaced,
+// and its file must not overwrite the new version's.
+// Safe from any goroutine.
+func (m *Model) SkipPersist() { m.persist.skip.Store(true) }
+
+// closePersist waits for a save in flight and, unless skipped, saves what
+// changed since: a clean stop keeps everything the run computed.
+func (m *Model) closePersist() error {
+	ps := &m.persist
+	if ps.opts.Path == "" {
+		return nil
+	}
+	var err error
+	if ps.writing {
+		err = <-ps.done
+		ps.writing = false
+	}
+	if ps.skip.Load() || m.cache == nil || m.cache.PrefixVersion() == ps.saved {
+		return err
+	}
+	snap := m.cache.Snapshot(ps.opts.MaxBytes)
+	_, werr := snap.WriteFile(ps.opts.Path, ps.opts.Key)
+	return errors.Join(err, werr)
+}
