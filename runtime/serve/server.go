@@ -106,7 +106,7 @@ func (s *Server) route(pattern string, h func(*responseWriter, *http.Request)) {
 
 // logRequest writes the request's line (at Info, when the logger takes
 // it): method, path, status, model, duration and, for a generation, its
-// prompt and output tokens.
+// prompt tokens (and those the prefix cache held), output tokens and TTFT.
 func (s *Server) logRequest(r *http.Request, w *responseWriter, d time.Duration) {
 	if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 		return
@@ -117,7 +117,10 @@ func (s *Server) logRequest(r *http.Request, w *responseWriter, d time.Duration)
 	}
 	attrs = append(attrs, slog.Duration("duration", d))
 	if w.generated {
-		attrs = append(attrs, slog.Int("prompt_tokens", w.promptTokens), slog.Int("tokens", w.tokens))
+		attrs = append(attrs, slog.Int("prompt_tokens", w.promptTokens), slog.Int("cached_tokens", w.cached), slog.Int("tokens", w.tokens))
+		if w.ttft > 0 {
+			attrs = append(attrs, slog.Duration("ttft", w.ttft))
+		}
 	}
 	s.log.LogAttrs(context.WithoutCancel(r.Context()), slog.LevelInfo, "request", attrs...)
 }
@@ -137,9 +140,11 @@ type responseWriter struct {
 	http.ResponseWriter
 	status int
 	model  string
-	// generated: a generation ran; promptTokens and tokens are its counts.
-	generated            bool
-	promptTokens, tokens int
+	// generated: a generation ran; promptTokens, cached and tokens are its
+	// counts, ttft its time to the first token (0: none came).
+	generated                    bool
+	promptTokens, cached, tokens int
+	ttft                         time.Duration
 }
 
 func (w *responseWriter) WriteHeader(code int)        { w.status = code; w.ResponseWriter.WriteHeader(code) }

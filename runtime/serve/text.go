@@ -164,10 +164,19 @@ type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptDetails is OpenAI's prompt_tokens_details: cached_tokens is
+	// the prompt prefix the KV cache held (restored from the persisted
+	// prefix cache after a restart included).
+	PromptDetails promptDetails `json:"prompt_tokens_details"`
+}
+
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 func usageOf(sum engine.Summary) *usage {
-	return &usage{PromptTokens: sum.PromptTokens, CompletionTokens: sum.OutputTokens, TotalTokens: sum.PromptTokens + sum.OutputTokens}
+	return &usage{PromptTokens: sum.PromptTokens, CompletionTokens: sum.OutputTokens, TotalTokens: sum.PromptTokens + sum.OutputTokens,
+		PromptDetails: promptDetails{CachedTokens: sum.CachedTokens}}
 }
 
 // finishReason is OpenAI's spelling of the engine's finish: the end of a
@@ -267,6 +276,7 @@ func byteList(b []byte) []int {
 // counted tells the request log how the generation went.
 func (a *responder) counted(sum engine.Summary) {
 	a.w.generated, a.w.promptTokens, a.w.tokens = true, sum.PromptTokens, sum.OutputTokens
+	a.w.cached, a.w.ttft = sum.CachedTokens, sum.TTFT
 }
 
 // whole collects the answer and writes one JSON response.
