@@ -61,6 +61,17 @@ func (c *counters) noteUsed(d int64) {
 	}
 }
 
+// ResetCounters zeroes the counters of lookups, hits, evictions and
+// preemptions, and the peak, so that work done before serving (a
+// decoder's warm-up run) does not count. Owner goroutine only.
+func (c *Cache) ResetCounters() {
+	s := &c.stats
+	for _, v := range []*atomic.Int64{&s.queryTokens, &s.hitTokens, &s.queryBlocks, &s.hitBlocks, &s.evictions, &s.preemptions} {
+		v.Store(0)
+	}
+	s.peak.Store(s.used.Load())
+}
+
 // Stats returns a snapshot. Safe for concurrent use, also after Close.
 func (c *Cache) Stats() Stats {
 	s := &c.stats

@@ -146,9 +146,37 @@ func Load(ctx context.Context, b *bundle.Bundle, opts Options) (*Model, error) {
 	if mod.io, err = newStepIO(mod); err != nil {
 		return nil, errors.Join(err, mod.Close())
 	}
+	if err := mod.warmUp(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("llm: warm-up run of %s: %w", m.Name, err), mod.Close())
+	}
 	mod.persist.opts = opts.Persist
 	mod.openPersisted()
 	return mod, nil
+}
+
+// warmUp runs a short prompt and one decode step before the model serves:
+// a session's first runs pay one-time costs (ONNX Runtime's allocations
+// and kernel set-up, the first touch of the weights) that would otherwise
+// land on the first request after every start, a restored prefix cache's
+// included (runtime/serve/testdata/warm.sh measures that request). The
+// prompt is shorter than a block, so nothing of it enters the prefix
+// cache.
+func (m *Model) warmUp(ctx context.Context) error {
+	n := min(m.geom.BlockSize-1, 8, m.geom.MaxPositions-2)
+	if n < 1 {
+		return nil
+	}
+	prompt := make([]int32, n)
+	for i := range prompt {
+		prompt[i] = int32(i % max(m.geom.Vocab, 1))
+	}
+	for _, err := range m.Generate(ctx, prompt, GenerateOptions{MaxTokens: 2}) {
+		if err != nil {
+			return err
+		}
+	}
+	m.cache.ResetCounters()
+	return nil
 }
 
 // checkSignature verifies the session's inputs and outputs are the paged
