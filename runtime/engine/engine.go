@@ -44,6 +44,8 @@ type Engine struct {
 		used    int64
 		known   map[string]ModelSpec
 		loading map[string]*loading
+		// learned is the most each model was measured to take (need).
+		learned map[string]int64
 	}
 }
 
@@ -62,7 +64,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, log: log, x: sched.NewRouter[tensors]()}
-	e.mu.models, e.mu.known, e.mu.loading = map[string]*model{}, map[string]ModelSpec{}, map[string]*loading{}
+	e.mu.models, e.mu.known, e.mu.loading, e.mu.learned = map[string]*model{}, map[string]ModelSpec{}, map[string]*loading{}, map[string]int64{}
 	e.res.wake, e.res.room = make(chan struct{}, 1), make(chan struct{})
 	for _, o := range cfg.Observers {
 		e.mu.observers = append(e.mu.observers, &observerEntry{o: o})
@@ -73,6 +75,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.s = s
 	e.life, e.stop = context.WithCancel(context.Background())
+	e.holdRuntime() // resident.go
 	e.bg.Go(e.pumpRecords)
 	e.bg.Go(e.reap)
 	if err := e.openModels(ctx); err != nil {
@@ -139,7 +142,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		for _, m := range models {
 			errs = append(errs, m.closeErr)
 		}
-		e.closeErr = errors.Join(append(errs, err)...)
+		e.closeErr = errors.Join(append(errs, err, e.releaseRuntime())...)
 	})
 	return e.closeErr
 }

@@ -34,8 +34,8 @@ type model struct {
 	cons constraints // the vocabulary index of constrained generation (constrain.go)
 	emb  *embedModel // a one-shot embedding model's signature, or nil (embed.go)
 
-	res  residency // its place in the memory budget (resident.go)
-	onIdle func()  // the engine's, told when its last request ends
+	res    residency // its place in the memory budget (resident.go)
+	onIdle func()    // the engine's, told when its last request ends
 
 	// live counts the requests submitted to this version and not yet
 	// finished (queued or running); a retired version is freed when it
@@ -106,7 +106,7 @@ func (e *Engine) Unload(ctx context.Context, name string) error {
 	}
 	e.retire(m)
 	select {
-	case <-m.drained:
+	case <-m.res.freed: // drained, then closed
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx) // it is freed once its last request ends
@@ -183,14 +183,18 @@ func (e *Engine) Swap(ctx context.Context, name string, spec ModelSpec, check He
 func (e *Engine) open(ctx context.Context, spec ModelSpec, as string, pinned, evict bool) (*model, error) {
 	var reserved int64
 	if e.cfg.MemoryBudgetBytes > 0 {
+		// One load at a time under a budget: each one's resident set
+		// growth is then its own (the measure its footprint learns from).
+		e.res.loadMu.Lock()
+		defer e.res.loadMu.Unlock()
 		d, err := e.describe(ctx, spec)
 		if err != nil {
 			return nil, err
 		}
-		if err := e.reserve(ctx, cmp.Or(as, d.name), d.bytes, evict); err != nil {
+		reserved = e.need(d.name, d.bytes)
+		if err := e.reserve(ctx, cmp.Or(as, d.name), reserved, evict); err != nil {
 			return nil, err
 		}
-		reserved = d.bytes
 	}
 	rss := selfRSS()
 	m, err := e.openVersion(ctx, spec, as)
@@ -198,11 +202,15 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string, pinned, ev
 		e.release(reserved)
 		return nil, err
 	}
+	ort.TrimHeap() // the load's transient buffers are not the model's
 	m.res.rss = selfRSS() - rss
+	m.res.estimate = m.res.bytes // the manifest's count (footprint)
+	m.res.bytes = max(m.res.bytes, m.res.rss)
+	e.learn(publicName(m.key), m.res.rss)
 	m.res.pinned, m.res.freed, m.onIdle = pinned, make(chan struct{}), e.roomChanged
 	m.mu.keep, m.mu.lastUsed = e.keepAlive(), m.info.Loaded
 	e.mu.Lock()
-	e.mu.used += m.res.bytes - reserved // the version's own manifest is the measure
+	e.mu.used += m.res.bytes - reserved // the version's own count is the measure now
 	e.mu.Unlock()
 	e.res.loads.Add(1)
 	e.res.loadNanos.Add(int64(m.info.LoadTime))
@@ -386,7 +394,9 @@ func (e *Engine) retire(m *model) {
 	e.bg.Go(func() {
 		<-m.drained
 		e.x.Remove(m.key) // returns once no step or batch is inside the model
+		rss := selfRSS()
 		m.closeErr = m.close()
+		e.learn(publicName(m.key), rss-selfRSS()) // what it held, its activations included
 		e.res.unloads.Add(1)
 		e.release(m.res.bytes)
 		close(m.res.freed)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
 
 // Residency: which models are in memory. A request naming a model that is
@@ -66,17 +67,19 @@ type residency struct {
 	// onDemand versions were loaded for a request: the first request to
 	// run on one reports the load time.
 	onDemand bool
-	// rss is the process's resident set growth across the load: the
-	// measured counterpart of bytes (approximate: concurrent work moves
-	// it too).
-	rss   int64
-	freed chan struct{} // closed once closed and its bytes released
+	// rss is the process's resident set growth across the load, estimate
+	// the manifest's count (footprint); bytes is the larger.
+	rss, estimate int64
+	freed         chan struct{} // closed once closed and its bytes released
 }
 
 // residencyState is the engine's side: the bytes counted, the loads under
 // way, the models it knows how to load, and the counters of Stats.
 type residencyState struct {
-	wake chan struct{} // pokes the reaper (capacity 1)
+	wake   chan struct{} // pokes the reaper (capacity 1)
+	loadMu sync.Mutex    // one load at a time under a budget
+	// ortHeld: the engine holds ONNX Runtime's environment (holdRuntime).
+	ortHeld bool
 
 	roomMu sync.Mutex
 	room   chan struct{} // closed and replaced when a model goes idle or is freed
@@ -116,6 +119,33 @@ func (e *Engine) residencyStats() ResidencyStats {
 		LoadTime: time.Duration(r.loadNanos.Load()), Unloads: r.unloads.Load(), Evictions: r.evictions.Load(), Expiries: r.expiries.Load()}
 }
 
+// holdRuntime keeps ONNX Runtime's environment (the library and its
+// global state: about 30 MiB resident on x86-64) loaded for the engine's
+// life under a budget. Sessions hold it too, and the last one to close
+// unloads it: without the engine's hold, the model loaded first into an
+// empty engine would be measured with the runtime's base in its
+// footprint, and every load after all models went idle would load the
+// library again. The base is then the process's, outside the budget
+// (TestBudgetRSS measures it apart). A library that cannot load is left
+// to the sessions to report.
+func (e *Engine) holdRuntime() {
+	if e.cfg.MemoryBudgetBytes == 0 {
+		return
+	}
+	if err := ort.Acquire(e.cfg.Session.LibraryPath); err != nil {
+		e.log.Warn("engine: ONNX Runtime not loaded", "err", err)
+		return
+	}
+	e.res.ortHeld = true
+}
+
+func (e *Engine) releaseRuntime() error {
+	if !e.res.ortHeld {
+		return nil
+	}
+	return ort.Release()
+}
+
 // keepAlive is the engine-wide keep-alive.
 func (e *Engine) keepAlive() time.Duration { return cmp.Or(e.cfg.KeepAlive, DefaultKeepAlive) }
 
@@ -152,6 +182,28 @@ func (e *Engine) footprint(m *bundle.Manifest) int64 {
 		n += cmp.Or(e.cfg.KV.BudgetBytes, 256<<20) // llm's default KV budget
 	}
 	return n
+}
+
+// need is what a load of name reserves: the manifest's estimate, or what
+// name was measured to hold when loaded before, whichever is larger. A
+// first load can take a few MiB more than its estimate (ONNX Runtime's
+// and the decoder's own buffers); the version is counted at its measure
+// as soon as it is loaded, and TestBudgetRSS bounds the resident set
+// against the budget.
+func (e *Engine) need(name string, estimate int64) int64 {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return max(estimate, e.mu.learned[name])
+}
+
+// learn keeps the largest resident set a model was measured to take: its
+// growth across a load, or its drop when freed (which includes the
+// activations its requests added). Concurrent work blurs a measure, so
+// the largest is kept.
+func (e *Engine) learn(name string, measured int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.mu.learned[name] = max(e.mu.learned[name], measured)
 }
 
 // onnxFootprint is a plain .onnx file's: it and its external data.
@@ -553,7 +605,7 @@ func (e *Engine) Available(ctx context.Context) ([]Available, error) {
 			errs = append(errs, err)
 			continue
 		}
-		out[n] = Available{Name: n, Version: d.version, Kind: d.kind, Bytes: d.bytes}
+		out[n] = Available{Name: n, Version: d.version, Kind: d.kind, Bytes: e.need(n, d.bytes)}
 	}
 	if e.cfg.hasStore() {
 		errs = append(errs, e.withStore(ctx, func(st *store.Store) error {
@@ -569,7 +621,7 @@ func (e *Engine) Available(ctx context.Context) ([]Available, error) {
 					errs = append(errs, err)
 					continue
 				}
-				out[ent.Ref.Name] = Available{Name: ent.Ref.Name, Version: d.version, Kind: d.kind, Bytes: d.bytes}
+				out[ent.Ref.Name] = Available{Name: ent.Ref.Name, Version: d.version, Kind: d.kind, Bytes: e.need(ent.Ref.Name, d.bytes)}
 			}
 			return nil
 		}))
