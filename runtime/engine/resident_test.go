@@ -109,7 +109,9 @@ func TestBudgetRSS(t *testing.T) {
 		}
 		var wg sync.WaitGroup
 		for c := range 3 { // batched steps, as the workload's: ONNX Runtime's per-thread scratch grows to their size
-			wg.Go(func() { w.GenerateTokens(context.Background(), names[i], ids(12, c), GenerateOptions{MaxTokens: 6}).Summary() })
+			wg.Go(func() {
+				w.GenerateTokens(context.Background(), names[i], ids(12, c), GenerateOptions{MaxTokens: 6}).Summary()
+			})
 		}
 		wg.Wait()
 		if err := w.Close(context.Background()); err != nil {

@@ -54,12 +54,12 @@ var (
 	kvTotalDesc = prometheus.NewDesc("edgeinfer_engine_kv_blocks", "KV cache blocks in the pool, per decoder.", []string{"model"}, nil)
 	kvBytesDesc = prometheus.NewDesc("edgeinfer_engine_kv_used_bytes", "KV cache bytes in use, per decoder.", []string{"model"}, nil)
 
-	budgetDesc    = prometheus.NewDesc("edgeinfer_engine_memory_budget_bytes", "The memory budget of the loaded models (0: none).", nil, nil)
-	residentDesc  = prometheus.NewDesc("edgeinfer_engine_memory_used_bytes", "What the loaded models (and loads under way) count against the memory budget: bundle files and KV budgets.", nil, nil)
-	loadsDesc     = prometheus.NewDesc("edgeinfer_engine_model_loads_total", "Model versions loaded (at start, by Load or Swap, on demand).", nil, nil)
-	loadTimeDesc  = prometheus.NewDesc("edgeinfer_engine_model_load_seconds_total", "Time spent loading model versions.", nil, nil)
-	unloadsDesc   = prometheus.NewDesc("edgeinfer_engine_model_unloads_total", "Models unloaded by the engine, by reason: room (for a load under the memory budget), keep_alive (idle past it).", []string{"reason"}, nil)
-	freedDesc     = prometheus.NewDesc("edgeinfer_engine_model_versions_freed_total", "Model versions freed, whatever unloaded them (the budget, a keep-alive, Unload, Swap).", nil, nil)
+	budgetDesc   = prometheus.NewDesc("edgeinfer_engine_memory_budget_bytes", "The memory budget of the loaded models (0: none).", nil, nil)
+	residentDesc = prometheus.NewDesc("edgeinfer_engine_memory_used_bytes", "What the loaded models (and loads under way) count against the memory budget: bundle files and KV budgets.", nil, nil)
+	loadsDesc    = prometheus.NewDesc("edgeinfer_engine_model_loads_total", "Model versions loaded (at start, by Load or Swap, on demand).", nil, nil)
+	loadTimeDesc = prometheus.NewDesc("edgeinfer_engine_model_load_seconds_total", "Time spent loading model versions.", nil, nil)
+	unloadsDesc  = prometheus.NewDesc("edgeinfer_engine_model_unloads_total", "Models unloaded by the engine, by reason: room (for a load under the memory budget), keep_alive (idle past it).", []string{"reason"}, nil)
+	freedDesc    = prometheus.NewDesc("edgeinfer_engine_model_versions_freed_total", "Model versions freed, whatever unloaded them (the budget, a keep-alive, Unload, Swap).", nil, nil)
 )
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
