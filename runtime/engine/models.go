@@ -90,13 +90,16 @@ func (e *Engine) load(ctx context.Context, spec ModelSpec, pinned, evict bool) (
 	return m.info, nil
 }
 
-// Unload removes a model: new requests to it fail with ErrUnknownModel,
-// requests already running on it finish, and then its memory is freed.
+// Unload removes a model: new requests to it fail with ErrUnknownModel
+// (a model of Config.Models under a budget is not loaded again on
+// demand; one of the store's is), requests already running on it finish,
+// and then its memory is freed; Unload returns then.
 func (e *Engine) Unload(ctx context.Context, name string) error {
 	e.mu.Lock()
 	m := e.mu.models[name]
 	closed := e.mu.closed
 	delete(e.mu.models, name)
+	delete(e.mu.known, name)
 	e.mu.Unlock()
 	switch {
 	case closed:

@@ -312,7 +312,7 @@ func (e *Engine) reserve(ctx context.Context, name string, need int64, evict boo
 			e.mu.Unlock()
 			return errNoRoom
 		}
-		victims := e.idleLocked(e.mu.used + need - budget)
+		victims := e.idleLocked(e.mu.used+need-budget, strings.TrimSuffix(name, "@staged"))
 		for _, v := range victims {
 			delete(e.mu.models, v.name)
 		}
@@ -347,11 +347,12 @@ type named struct {
 
 // idleLocked picks the idle, unpinned models to unload, least recently
 // used first, whose bytes cover excess; none when all the idle ones
-// together do not (unloading them would not make the room).
-func (e *Engine) idleLocked(excess int64) []named {
+// together do not (unloading them would not make the room). spare is the
+// model being loaded: a swap does not unload the version it replaces.
+func (e *Engine) idleLocked(excess int64, spare string) []named {
 	var idle []named
 	for name, m := range e.mu.models {
-		if !m.res.pinned && !strings.HasSuffix(name, "@staged") && m.idle() {
+		if !m.res.pinned && name != spare && !strings.HasSuffix(name, "@staged") && m.idle() {
 			idle = append(idle, named{name, m})
 		}
 	}

@@ -384,13 +384,14 @@ func TestIdleLockedLRU(t *testing.T) {
 		"mid":        fake(20, 2*time.Hour, 0, false),
 		"new":        fake(30, time.Hour, 0, false),
 		"x@staged":   fake(10, 6*time.Hour, 0, false),
+		"spared":     fake(10, 7*time.Hour, 0, false),
 	}
 	for _, c := range []struct {
 		excess int64
 		want   string
 	}{{1, "old"}, {10, "old"}, {11, "old mid"}, {31, "old mid new"}, {60, "old mid new"}, {61, ""}} {
 		var got []string
-		for _, v := range e.idleLocked(c.excess) {
+		for _, v := range e.idleLocked(c.excess, "spared") {
 			got = append(got, v.name)
 		}
 		if s := strings.Join(got, " "); s != c.want {
