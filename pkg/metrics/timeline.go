@@ -83,6 +83,10 @@ type Timeline struct {
 	// Arrived..Finished (the model's queue and run); zero without plugins.
 	Pre  time.Duration `json:"pre_ns,omitempty"`
 	Post time.Duration `json:"post_ns,omitempty"`
+	// LoadTime is the model load the request waited for before Arrived:
+	// set on the first request of a model loaded on demand (the engine's
+	// memory budget and keep-alive), zero otherwise.
+	LoadTime time.Duration `json:"load_ns,omitempty"`
 }
 
 // NewTimeline returns a timeline that arrived at arrived, with room for

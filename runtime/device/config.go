@@ -36,9 +36,17 @@ type Config struct {
 	// empty means every model with an active version.
 	Models []string `json:"models,omitempty"`
 	// Engine configures the engine: sessions (threads, providers), KV
-	// cache and scheduler. Its Models are served beside the store's (a
-	// bundle directory or a one-shot .onnx each); its Store must be "".
+	// cache and scheduler, the memory budget of the loaded models
+	// (engine.memory_budget_bytes). Its Models are served beside the
+	// store's (a bundle directory or a one-shot .onnx each); its Store must
+	// be "": the engine loads the store's other models on demand through
+	// the device's hold on the store.
 	Engine engine.Config `json:"engine,omitzero"`
+	// ModelKeepAlive is how long a model that can be unloaded stays loaded
+	// after its last request ("5m"; engine.Config.KeepAlive, written as a
+	// duration here); zero: the engine's default, 5 minutes; negative:
+	// until the memory budget needs its room.
+	ModelKeepAlive Duration `json:"model_keep_alive,omitempty"`
 	// HTTP, when set, serves the local OpenAI-compatible HTTP API
 	// (runtime/serve) over the engine, through updates and swaps.
 	HTTP *HTTP `json:"http,omitempty"`

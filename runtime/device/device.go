@@ -110,6 +110,9 @@ func (d *Device) onClose(f func() error) { d.closers = append(d.closers, f) }
 func (d *Device) openEngine(ctx context.Context) error {
 	ecfg := d.cfg.Engine
 	ecfg.Logger = cmp.Or(ecfg.Logger, d.log)
+	if d.cfg.ModelKeepAlive != 0 {
+		ecfg.KeepAlive = time.Duration(d.cfg.ModelKeepAlive)
+	}
 	if d.cfg.Store != "" {
 		st, err := store.Open(ctx, d.cfg.Store, store.Options{Logger: d.log})
 		if err != nil {
@@ -117,6 +120,7 @@ func (d *Device) openEngine(ctx context.Context) error {
 		}
 		d.st = st
 		d.onClose(st.Close)
+		ecfg.HeldStore = st // a request naming another of its models loads it
 		specs, err := d.activeSpecs(ctx)
 		if err != nil {
 			return err

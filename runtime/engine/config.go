@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
@@ -24,13 +25,13 @@ type ModelSpec struct {
 	Ref  string `json:"ref,omitempty"`
 }
 
-func (m ModelSpec) validate(store string) error {
+func (m ModelSpec) validate(store bool) error {
 	switch {
 	case m.Dir == "" && m.Ref == "":
 		return fmt.Errorf("%w: model has neither dir nor ref", ErrConfig)
 	case m.Dir != "" && m.Ref != "":
 		return fmt.Errorf("%w: model has both dir %q and ref %q", ErrConfig, m.Dir, m.Ref)
-	case m.Ref != "" && store == "":
+	case m.Ref != "" && !store:
 		return fmt.Errorf("%w: model ref %q needs a store path", ErrConfig, m.Ref)
 	}
 	return nil
@@ -43,8 +44,25 @@ type Config struct {
 	// Models are opened by Open, in order; more can be loaded later (Load).
 	Models []ModelSpec `json:"models"`
 	// Store is the path of the offline model store (pkg/store) that
-	// ModelSpec.Ref names refer to; "" when every model has a Dir.
+	// ModelSpec.Ref names refer to; "" when every model has a Dir. A
+	// request naming a model of the store ("name" or "name@version") that
+	// is not loaded loads it (resident.go).
 	Store string `json:"store,omitempty"`
+	// HeldStore is a store the caller holds open (the device: a store file
+	// has one holder), used instead of opening Store.
+	HeldStore *store.Store `json:"-"`
+	// MemoryBudgetBytes bounds what the loaded models take together: the
+	// files of their bundles (weights, tokenizer, plugins) and each
+	// decoder's KV budget (KV.BudgetBytes). A load that needs room unloads
+	// idle models first, least recently used; a model that cannot fit
+	// even then is refused with a *BudgetError. Zero means no budget:
+	// every model of Models is loaded by Open and stays.
+	MemoryBudgetBytes int64 `json:"memory_budget_bytes,omitempty"`
+	// KeepAlive is how long a model that can be unloaded (one loaded on
+	// demand, or any of Models under a budget) stays after its last
+	// request; a request may set its own. Zero means 5 minutes (as
+	// Ollama); negative keeps models until a load needs their room.
+	KeepAlive time.Duration `json:"keep_alive,omitempty"`
 	// Session configures every ONNX Runtime session (threads, providers,
 	// huge pages for weights).
 	Session ort.Options `json:"session"`
@@ -68,9 +86,12 @@ type Config struct {
 // engine with no models is valid: models can be loaded later.
 func (c Config) Validate() error {
 	for i, m := range c.Models {
-		if err := m.validate(c.Store); err != nil {
+		if err := m.validate(c.hasStore()); err != nil {
 			return fmt.Errorf("models[%d]: %w", i, err)
 		}
+	}
+	if c.MemoryBudgetBytes < 0 {
+		return fmt.Errorf("%w: memory_budget_bytes %d is negative", ErrConfig, c.MemoryBudgetBytes)
 	}
 	if c.KV.BudgetBytes < 0 {
 		return fmt.Errorf("%w: kv.budget_bytes %d is negative", ErrConfig, c.KV.BudgetBytes)
@@ -83,6 +104,8 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+func (c Config) hasStore() bool { return c.Store != "" || c.HeldStore != nil }
 
 // KVOptions configure a decoder's KV cache. A zero BudgetBytes means
 // 256 MiB.

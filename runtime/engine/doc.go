@@ -99,6 +99,17 @@
 // against it, and only then do new requests go to it while running ones
 // finish on the old version. This is what over-the-air updates use.
 //
+// # Models under a memory budget
+//
+// Config.MemoryBudgetBytes bounds the loaded models together; a request
+// naming a model not loaded (one of Config.Models, or of the store) loads
+// it, a model stays while used and Config.KeepAlive after (or a
+// request's KeepAlive), and a load that needs room unloads idle models,
+// least recently used, never one with a request queued or running. Hold
+// keeps a model loaded across a caller's own checks; Available lists
+// what is loaded and what could be; a model that can never fit is a
+// *BudgetError (resident.go says what is counted).
+//
 // # Offline scoring
 //
 // OpenScorer loads one decoder without a scheduler for perplexity and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
@@ -86,6 +87,8 @@ type EmbedOptions struct {
 	Class    Class
 	SLO      SLO
 	FailFast bool
+	// KeepAlive is as in GenerateOptions.
+	KeepAlive *time.Duration
 }
 
 // EmbedUsage counts the tokens an Embed call computed.
@@ -140,7 +143,7 @@ func (e *Engine) Embed(ctx context.Context, model string, inputs []EmbedInput, o
 	if _, ok := poolingNames[opts.Pooling]; !ok {
 		return nil, usage, fmt.Errorf("%w: %v", ErrInvalidRequest, opts.Pooling)
 	}
-	m, err := e.acquire(model)
+	m, err := e.acquire(ctx, model, opts.KeepAlive)
 	if err != nil {
 		return nil, usage, err
 	}
@@ -226,9 +229,9 @@ func (e *Engine) embedDecoder(ctx context.Context, m *model, ids [][]int32, opts
 	var errs []error
 	for _, p := range ids {
 		emb := &llm.Embedding{Pooling: pool}
-		m.begin()
+		m.begin(nil)
 		st, err := e.s.Submit(ctx, sched.Request{
-			Model: m.key, Class: opts.Class.sched(), Prompt: p, MaxTokens: 1,
+			Model: m.key, Class: opts.Class.sched(), Prompt: p, MaxTokens: 1, LoadTime: m.takeLoad(),
 			SLO: sched.SLO(opts.SLO), FailFast: opts.FailFast, Attach: emb, OnFinish: m.end,
 		})
 		if err != nil {
@@ -375,9 +378,9 @@ func (e *Engine) embedOne(ctx context.Context, m *model, p []int32, output strin
 		}
 		in[name] = t
 	}
-	m.begin()
+	m.begin(nil)
 	res, err := e.s.Infer(ctx, sched.InferRequest[tensors]{
-		Model: m.key, Class: opts.Class.sched(), Input: in, SLO: sched.SLO(opts.SLO), FailFast: opts.FailFast,
+		Model: m.key, Class: opts.Class.sched(), Input: in, SLO: sched.SLO(opts.SLO), FailFast: opts.FailFast, LoadTime: m.takeLoad(),
 	})
 	m.end()
 	if err != nil {

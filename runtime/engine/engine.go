@@ -26,7 +26,8 @@ type Engine struct {
 	stop context.CancelFunc
 
 	plugins   pluginState    // plugin models' records awaiting post (plugins.go)
-	bg        sync.WaitGroup // the record pump and models being retired
+	res       residencyState // loads, unloads and the reaper's wake-up (resident.go)
+	bg        sync.WaitGroup // the record pump, the reaper and models being retired
 	closeOnce sync.Once
 	closeErr  error
 
@@ -36,6 +37,15 @@ type Engine struct {
 		models    map[string]*model // by public name: the active version
 		observers []*observerEntry
 		loads     uint64 // numbers each load, for the scheduler's model keys
+		// used is the bytes the versions loaded, loading or not yet freed
+		// count against the memory budget; known the models of
+		// Config.Models by name, loadable again once unloaded; loading
+		// the on-demand loads under way (resident.go).
+		used    int64
+		known   map[string]ModelSpec
+		loading map[string]*loading
+		// learned is the most each model was measured to take (need).
+		learned map[string]int64
 	}
 }
 
@@ -54,7 +64,8 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, log: log, x: sched.NewRouter[tensors]()}
-	e.mu.models = map[string]*model{}
+	e.mu.models, e.mu.known, e.mu.loading, e.mu.learned = map[string]*model{}, map[string]ModelSpec{}, map[string]*loading{}, map[string]int64{}
+	e.res.wake, e.res.room = make(chan struct{}, 1), make(chan struct{})
 	for _, o := range cfg.Observers {
 		e.mu.observers = append(e.mu.observers, &observerEntry{o: o})
 	}
@@ -64,13 +75,49 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.s = s
 	e.life, e.stop = context.WithCancel(context.Background())
+	e.holdRuntime() // resident.go
 	e.bg.Go(e.pumpRecords)
-	for _, spec := range cfg.Models {
-		if _, err := e.Load(ctx, spec); err != nil {
-			return nil, errors.Join(err, e.Close(ctx))
-		}
+	e.bg.Go(e.reap)
+	if err := e.openModels(ctx); err != nil {
+		return nil, errors.Join(err, e.Close(ctx))
 	}
 	return e, nil
+}
+
+// openModels loads Config.Models. Without a budget each is loaded and
+// stays. Under one each is known by name (a request loads it again once
+// unloaded) and loaded, in order, while it fits beside the ones before
+// it; they are unloaded when idle like models loaded on demand.
+func (e *Engine) openModels(ctx context.Context) error {
+	if e.cfg.MemoryBudgetBytes == 0 {
+		for _, spec := range e.cfg.Models {
+			if _, err := e.Load(ctx, spec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, spec := range e.cfg.Models {
+		d, err := e.describe(ctx, spec)
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		_, dup := e.mu.known[d.name]
+		e.mu.known[d.name] = spec
+		e.mu.Unlock()
+		if dup {
+			return fmt.Errorf("%w: model %q is configured twice", ErrConfig, d.name)
+		}
+		_, err = e.load(ctx, spec, false, false) // unload nothing at start
+		switch {
+		case errors.Is(err, errNoRoom):
+			e.log.Info("model not loaded at start: no room in the memory budget", "name", d.name, "bytes", d.bytes)
+		case err != nil:
+			return err
+		}
+	}
+	return nil
 }
 
 // Close drains running requests until ctx ends, then cancels the rest,
@@ -84,6 +131,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		models := e.mu.models
 		e.mu.models = map[string]*model{}
 		e.mu.Unlock()
+		e.roomChanged() // loads waiting for room give up
 		err := e.s.Close(ctx)
 		for _, m := range models {
 			e.retire(m)
@@ -94,7 +142,7 @@ func (e *Engine) Close(ctx context.Context) error {
 		for _, m := range models {
 			errs = append(errs, m.closeErr)
 		}
-		e.closeErr = errors.Join(append(errs, err)...)
+		e.closeErr = errors.Join(append(errs, err, e.releaseRuntime())...)
 	})
 	return e.closeErr
 }
@@ -139,7 +187,7 @@ func (e *Engine) Models() []ModelInfo {
 // Stats is a snapshot of the scheduler's counters and each decoder's KV
 // cache. It is cheap and safe to call from any goroutine.
 func (e *Engine) Stats() Stats {
-	st := Stats{Scheduler: SchedStats(e.s.Stats()), KV: map[string]KVStats{}}
+	st := Stats{Scheduler: SchedStats(e.s.Stats()), KV: map[string]KVStats{}, Residency: e.residencyStats()}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	for name, m := range e.mu.models {

@@ -62,6 +62,12 @@ type GenerateOptions struct {
 	// MaxTopLogProbs, and it implies LogProbs) its Top alternatives.
 	LogProbs    bool
 	TopLogProbs int
+	// KeepAlive, when set, is how long the model stays loaded after this
+	// request (and its last one after it that sets none): 0 unloads it
+	// once idle, negative keeps it; nil leaves the model's (at first
+	// Config.KeepAlive). It matters for models that can be unloaded
+	// (resident.go).
+	KeepAlive *time.Duration
 	// Tools, for Chat, are the functions the model may call: OpenAI tool
 	// objects ({"type": "function", "function": {"name", "description",
 	// "parameters"}}) as JSON, rendered by the chat template's tools
@@ -129,6 +135,9 @@ type Summary struct {
 	// TTFT is arrival → first token; TPOT the mean time per token after
 	// the first; Queue arrival → first scheduled; E2E arrival → finish.
 	TTFT, TPOT, Queue, E2E time.Duration
+	// LoadTime is the model load the request waited for before it
+	// arrived: set on the first request of a model loaded on demand.
+	LoadTime time.Duration
 }
 
 // Stream is one generation request. Tokens runs it; Summary tells how it
@@ -265,7 +274,7 @@ func (s *Stream) Summary() Summary {
 }
 
 func (s *Stream) submit() error {
-	m, err := s.e.acquire(s.model)
+	m, err := s.e.acquire(s.ctx, s.model, s.opts.KeepAlive)
 	if err != nil {
 		return err
 	}
@@ -297,6 +306,7 @@ func (s *Stream) submit() error {
 	req := sched.Request{
 		Model: m.key, Class: s.opts.Class.sched(), Prompt: s.prompt, MaxTokens: maxTok,
 		SLO: sched.SLO(s.opts.SLO), FailFast: s.opts.FailFast, Sampling: sp, OnFinish: m.end,
+		LoadTime: m.takeLoad(),
 	}
 	if s.dec != nil {
 		req.Attach = s.dec
@@ -499,7 +509,7 @@ func (s *Stream) summarise(tl sched.Timeline, err error) {
 		ID: s.opts.ID, Model: s.model, Version: s.ver.info.Version,
 		Finish: FinishReason(tl.Finish), Err: public(err),
 		PromptTokens: tl.PromptTokens, OutputTokens: tl.OutputTokens(), CachedTokens: tl.CachedTokens,
-		TTFT: tl.TTFT(), TPOT: tl.TPOT(), Queue: tl.QueueTime(), E2E: tl.E2E(),
+		TTFT: tl.TTFT(), TPOT: tl.TPOT(), Queue: tl.QueueTime(), E2E: tl.E2E(), LoadTime: tl.LoadTime,
 	}
 	if s.sum.ID == "" {
 		s.sum.ID = fmt.Sprint(tl.ID)

@@ -52,6 +52,13 @@ type ModelInfo struct {
 	ToolFormat tokenizer.ToolFormat `json:"tool_format"`
 	// WeightBytes is the size of the model's weight files.
 	WeightBytes int64 `json:"weight_bytes,omitempty"`
+	// ResidentBytes is what the version counts against the memory budget
+	// (Config.MemoryBudgetBytes): its bundle's files and a decoder's KV
+	// budget. LoadRSSBytes is the process's resident set growth measured
+	// across its load (approximate when other work ran meanwhile; a
+	// lazily mapped KV cache grows after it).
+	ResidentBytes int64 `json:"resident_bytes,omitempty"`
+	LoadRSSBytes  int64 `json:"load_rss_bytes,omitempty"`
 	// WeightHugePageBytes is how much of ONNX Runtime's memory for the
 	// model was collapsed into transparent huge pages at load.
 	WeightHugePageBytes int64 `json:"weight_huge_page_bytes"`

@@ -34,13 +34,21 @@ type model struct {
 	cons constraints // the vocabulary index of constrained generation (constrain.go)
 	emb  *embedModel // a one-shot embedding model's signature, or nil (embed.go)
 
+	res    residency // its place in the memory budget (resident.go)
+	onIdle func()    // the engine's, told when its last request ends
+
 	// live counts the requests submitted to this version and not yet
 	// finished (queued or running); a retired version is freed when it
-	// reaches zero, so nothing queued on it is lost in a swap.
+	// reaches zero, so nothing queued on it is lost in a swap. lastUsed is
+	// when it last had none, keep its keep-alive after that (negative:
+	// for good), loadTaken whether a request reported its load.
 	mu struct {
 		sync.Mutex
-		live    int
-		retired bool
+		live      int
+		retired   bool
+		lastUsed  time.Time
+		keep      time.Duration
+		loadTaken bool
 	}
 	drained   chan struct{} // closed (once, by drain) when retired and no request is live
 	drainOnce sync.Once
@@ -51,10 +59,16 @@ type model struct {
 // spec.Name (or its manifest's name). Loading a name already open is an
 // error: use Swap to replace a version.
 func (e *Engine) Load(ctx context.Context, spec ModelSpec) (ModelInfo, error) {
-	if err := spec.validate(e.cfg.Store); err != nil {
+	if err := spec.validate(e.cfg.hasStore()); err != nil {
 		return ModelInfo{}, err
 	}
-	m, err := e.open(ctx, spec, "")
+	return e.load(ctx, spec, true, true)
+}
+
+// load is Load; a version not pinned may be unloaded when idle (Open's
+// models under a budget).
+func (e *Engine) load(ctx context.Context, spec ModelSpec, pinned, evict bool) (ModelInfo, error) {
+	m, err := e.open(ctx, spec, "", pinned, evict)
 	if err != nil {
 		return ModelInfo{}, err
 	}
@@ -69,20 +83,23 @@ func (e *Engine) Load(ctx context.Context, spec ModelSpec) (ModelInfo, error) {
 	}
 	e.mu.Unlock()
 	if err != nil {
-		return ModelInfo{}, errors.Join(err, m.close())
+		return ModelInfo{}, errors.Join(err, e.discard(m))
 	}
 	e.route(m)
-	e.log.Info("model loaded", "name", m.name, "version", m.info.Version, "kind", m.info.Kind, "provider", m.info.Provider, "load", m.info.LoadTime)
+	e.logLoaded(m, map[bool]string{true: "load", false: "config"}[pinned])
 	return m.info, nil
 }
 
-// Unload removes a model: new requests to it fail with ErrUnknownModel,
-// requests already running on it finish, and then its memory is freed.
+// Unload removes a model: new requests to it fail with ErrUnknownModel
+// (a model of Config.Models under a budget is not loaded again on
+// demand; one of the store's is), requests already running on it finish,
+// and then its memory is freed; Unload returns then.
 func (e *Engine) Unload(ctx context.Context, name string) error {
 	e.mu.Lock()
 	m := e.mu.models[name]
 	closed := e.mu.closed
 	delete(e.mu.models, name)
+	delete(e.mu.known, name)
 	e.mu.Unlock()
 	switch {
 	case closed:
@@ -92,7 +109,7 @@ func (e *Engine) Unload(ctx context.Context, name string) error {
 	}
 	e.retire(m)
 	select {
-	case <-m.drained:
+	case <-m.res.freed: // drained, then closed
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx) // it is freed once its last request ends
@@ -112,7 +129,7 @@ type HealthCheck func(ctx context.Context, e *Engine, staged string) error
 // load or check leaves the old version active and returns an error wrapping
 // ErrHealthCheck (for the check) with the reason.
 func (e *Engine) Swap(ctx context.Context, name string, spec ModelSpec, check HealthCheck) (ModelInfo, error) {
-	if err := spec.validate(e.cfg.Store); err != nil {
+	if err := spec.validate(e.cfg.hasStore()); err != nil {
 		return ModelInfo{}, err
 	}
 	if _, err := e.model(name); err != nil {
@@ -120,14 +137,14 @@ func (e *Engine) Swap(ctx context.Context, name string, spec ModelSpec, check He
 	}
 	spec.Name = name
 	staged := name + "@staged"
-	m, err := e.open(ctx, spec, staged)
+	m, err := e.open(ctx, spec, staged, true, true)
 	if err != nil {
 		return ModelInfo{}, err
 	}
 	e.mu.Lock()
 	if e.mu.closed || e.mu.models[staged] != nil {
 		e.mu.Unlock()
-		return ModelInfo{}, errors.Join(fmt.Errorf("%w: a swap of %q is already under way", ErrConfig, name), m.close())
+		return ModelInfo{}, errors.Join(fmt.Errorf("%w: a swap of %q is already under way", ErrConfig, name), e.discard(m))
 	}
 	e.mu.models[staged] = m
 	e.mu.Unlock()
@@ -148,6 +165,7 @@ func (e *Engine) Swap(ctx context.Context, name string, spec ModelSpec, check He
 		err = fmt.Errorf("%w: %q was unloaded during the swap", ErrUnknownModel, name)
 	default:
 		m.info.Name = name
+		m.res.pinned = old.res.pinned // the new version stays as the old one would have
 		e.mu.models[name] = m
 	}
 	e.mu.Unlock()
@@ -163,18 +181,71 @@ func (e *Engine) Swap(ctx context.Context, name string, spec ModelSpec, check He
 	return m.info, nil
 }
 
-// open loads spec as a new version. as overrides the public name (a staged
-// version answers to its staged name until the switch).
-func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, error) {
+// open loads spec as a new version, within the memory budget (unloading
+// idle models for room when evict is set; resident.go). as overrides the
+// public name (a staged version answers to its staged name until the
+// switch). A pinned version is never unloaded but by Unload and Swap.
+func (e *Engine) open(ctx context.Context, spec ModelSpec, as string, pinned, evict bool) (*model, error) {
+	var reserved int64
+	if e.cfg.MemoryBudgetBytes > 0 {
+		// One load at a time under a budget: each one's resident set
+		// growth is then its own (the measure its footprint learns from).
+		e.res.loadMu.Lock()
+		defer e.res.loadMu.Unlock()
+		d, err := e.describe(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		reserved = e.need(d.name, d.bytes)
+		if err := e.reserve(ctx, cmp.Or(as, d.name), reserved, evict); err != nil {
+			return nil, err
+		}
+	}
+	rss := selfRSS()
+	m, err := e.openVersion(ctx, spec, as)
+	if err != nil {
+		e.release(reserved)
+		return nil, err
+	}
+	ort.TrimHeap() // the load's transient buffers are not the model's
+	m.res.rss = selfRSS() - rss
+	m.res.estimate = m.res.bytes // the manifest's count (footprint)
+	m.res.bytes = max(m.res.bytes, m.res.rss)
+	e.learn(publicName(m.key), m.res.rss)
+	m.res.pinned, m.res.freed, m.onIdle = pinned, make(chan struct{}), e.roomChanged
+	m.mu.keep, m.mu.lastUsed = e.keepAlive(), m.info.Loaded
+	e.mu.Lock()
+	e.mu.used += m.res.bytes - reserved // the version's own count is the measure now
+	e.mu.Unlock()
+	e.res.loads.Add(1)
+	e.res.loadNanos.Add(int64(m.info.LoadTime))
+	m.info.ResidentBytes, m.info.LoadRSSBytes = m.res.bytes, m.res.rss
+	return m, nil
+}
+
+// discard frees a version that never served (its load was refused a
+// place) and gives its bytes back.
+func (e *Engine) discard(m *model) error {
+	err := m.close()
+	e.release(m.res.bytes)
+	return err
+}
+
+// openVersion loads spec's files into a version (sessions, tokenizer,
+// plugins), with no regard for the budget.
+func (e *Engine) openVersion(ctx context.Context, spec ModelSpec, as string) (*model, error) {
 	start := time.Now()
 	if fi, err := os.Stat(spec.Dir); spec.Ref == "" && err == nil && !fi.IsDir() && strings.HasSuffix(spec.Dir, ".onnx") {
 		return e.openOnnx(ctx, spec, as, start)
 	}
 	var b *bundle.Bundle
 	var err error
-	if spec.Ref != "" {
+	switch {
+	case spec.Ref != "" && e.cfg.HeldStore != nil:
+		b, err = StoredBundle(ctx, e.cfg.HeldStore, spec.Ref)
+	case spec.Ref != "":
 		b, err = ModelBundle(ctx, e.cfg.Store, spec.Ref)
-	} else {
+	default:
 		b, err = bundle.Load(spec.Dir)
 	}
 	if err != nil {
@@ -185,6 +256,7 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string) (*model, e
 		m.gen = *g
 	}
 	m.info = infoOf(cmp.Or(spec.Name, b.Manifest.Name), b)
+	m.res.bytes = e.footprint(&b.Manifest)
 	if b.Manifest.Kind == bundle.KindDecoder {
 		cfg := e.s.Config()
 		// The step buffers hold the scheduler's largest step: its batch of
@@ -289,6 +361,7 @@ func (e *Engine) openOnnx(ctx context.Context, spec ModelSpec, as string, start 
 	m.info.Inputs, m.info.Outputs = s.Inputs(), s.Outputs()
 	m.info.Loaded = time.Now()
 	m.info.LoadTime = m.info.Loaded.Sub(start)
+	m.res.bytes = onnxFootprint(spec.Dir)
 	m.key = e.keyFor(name)
 	return m, nil
 }
@@ -335,26 +408,88 @@ func (e *Engine) retire(m *model) {
 	e.bg.Go(func() {
 		<-m.drained
 		e.x.Remove(m.key) // returns once no step or batch is inside the model
+		rss := selfRSS()
 		m.closeErr = m.close()
+		e.learn(publicName(m.key), rss-selfRSS()) // what it held, its activations included
+		e.res.unloads.Add(1)
+		e.release(m.res.bytes)
+		close(m.res.freed)
 	})
 }
 
 // begin counts a request on this version; the caller calls end when it
-// leaves the scheduler.
-func (m *model) begin() {
+// leaves the scheduler. keep, when set, is the version's keep-alive after
+// its last request (the latest request's word wins, as in Ollama).
+func (m *model) begin(keep *time.Duration) {
 	m.mu.Lock()
 	m.mu.live++
+	if keep != nil {
+		m.mu.keep = *keep
+	}
 	m.mu.Unlock()
 }
 
 func (m *model) end() {
 	m.mu.Lock()
 	m.mu.live--
-	idle := m.mu.retired && m.mu.live == 0
-	m.mu.Unlock()
+	idle := m.mu.live == 0
+	drain := idle && m.mu.retired
 	if idle {
+		m.mu.lastUsed = time.Now()
+	}
+	m.mu.Unlock()
+	if drain {
 		m.drain()
 	}
+	if idle && m.onIdle != nil {
+		m.onIdle() // a load may be waiting for room, and the keep-alive starts
+	}
+}
+
+// idle reports that no request is queued or running on the version.
+func (m *model) idle() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.live == 0
+}
+
+func (m *model) lastUsed() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.mu.lastUsed
+}
+
+// expiry is when an idle version's keep-alive ends; ok is false while it
+// is busy or kept for good.
+func (m *model) expiry() (at time.Time, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.live > 0 || m.mu.keep < 0 {
+		return time.Time{}, false
+	}
+	return m.mu.lastUsed.Add(m.mu.keep), true
+}
+
+// takeLoad is the load time the first request on a version loaded on
+// demand reports (zero for every later request); peekLoad tells it
+// without taking it.
+func (m *model) takeLoad() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.res.onDemand || m.mu.loadTaken {
+		return 0
+	}
+	m.mu.loadTaken = true
+	return m.info.LoadTime
+}
+
+func (m *model) peekLoad() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.res.onDemand || m.mu.loadTaken {
+		return 0
+	}
+	return m.info.LoadTime
 }
 
 func (m *model) drain() { m.drainOnce.Do(func() { close(m.drained) }) }
@@ -364,20 +499,6 @@ func (m *model) close() error {
 		return errors.Join(m.closePlugins(), m.dec.Close())
 	}
 	return errors.Join(m.closePlugins(), m.one.sess.Close())
-}
-
-// acquire looks up the active version of a model and counts a request on
-// it, atomically with respect to Swap and Unload (which retire a version
-// only after taking it out of the map), so a version is never freed under
-// a request that found it.
-func (e *Engine) acquire(name string) (*model, error) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	m, err := e.modelLocked(name)
-	if err == nil {
-		m.begin()
-	}
-	return m, err
 }
 
 // Tokenizer returns a decoder's tokenizer, or nil.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
@@ -29,13 +30,15 @@ type InferOptions struct {
 	// FailFast refuses the request at once (an *OverloadError) when its
 	// TTFT SLO cannot be met.
 	FailFast bool
+	// KeepAlive is as in GenerateOptions.
+	KeepAlive *time.Duration
 }
 
 // Infer runs a one-shot model on inputs through the scheduler's dynamic
 // batching (requests of one model queued together run as one batch) and
 // returns its outputs, which the caller closes.
 func (e *Engine) Infer(ctx context.Context, model string, inputs Inputs, opts InferOptions) (Outputs, error) {
-	m, err := e.acquire(model)
+	m, err := e.acquire(ctx, model, opts.KeepAlive)
 	if err != nil {
 		return nil, err
 	}
@@ -48,6 +51,7 @@ func (e *Engine) Infer(ctx context.Context, model string, inputs Inputs, opts In
 	}
 	res, err := e.s.Infer(ctx, sched.InferRequest[tensors]{
 		Model: m.key, Class: opts.Class.sched(), Input: inputs, SLO: sched.SLO(opts.SLO), FailFast: opts.FailFast,
+		LoadTime: m.takeLoad(),
 	})
 	if err != nil {
 		return nil, public(err)

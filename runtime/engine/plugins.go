@@ -80,7 +80,7 @@ func (e *Engine) registerPlugins(m *model) {
 // recognised line, JSON). A model without plugins is refused with
 // ErrInvalidRequest: use Infer.
 func (e *Engine) InferTensors(ctx context.Context, model string, inputs []abi.Tensor, opts InferOptions) ([]abi.Tensor, error) {
-	m, err := e.acquire(model)
+	m, err := e.acquire(ctx, model, opts.KeepAlive)
 	if err != nil {
 		return nil, err
 	}

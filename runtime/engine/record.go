@@ -122,5 +122,6 @@ func recordOf(t *sched.Timeline) *Record {
 	r.PromptTokens, r.CachedTokens, r.BatchSize = t.PromptTokens, t.CachedTokens, t.BatchSize
 	r.SLO = metrics.SLO{TTFT: t.SLO.TTFT, TPOT: t.SLO.TPOT, E2E: t.SLO.Deadline}
 	r.FailFast, r.RefusedInQueue = t.FailFast, t.RefusedInQueue
+	r.LoadTime = t.LoadTime
 	return r
 }

@@ -35,7 +35,7 @@ type ScorerOptions struct {
 
 // OpenScorer loads one decoder for offline scoring.
 func OpenScorer(ctx context.Context, spec ModelSpec, opts ScorerOptions) (*Scorer, error) {
-	if err := spec.validate(opts.Store); err != nil {
+	if err := spec.validate(opts.Store != ""); err != nil {
 		return nil, err
 	}
 	var b *bundle.Bundle

@@ -12,6 +12,8 @@ import (
 type Stats struct {
 	Scheduler SchedStats         `json:"scheduler"`
 	KV        map[string]KVStats `json:"kv"`
+	// Residency is the memory budget and the models' loads and unloads.
+	Residency ResidencyStats `json:"residency"`
 }
 
 // SchedStats are the scheduler's counters since Open. Queued and

@@ -123,6 +123,21 @@
 // Retry-After (seconds, from the scheduler's estimate), as is a request
 // whose class queue is full.
 //
+// # Models under a memory budget (extension)
+//
+// With the engine's memory budget (engine.Config.MemoryBudgetBytes, serve
+// --memory-budget), a request naming a model that is not loaded (one
+// configured, or one of the store's) loads it first, unloading idle ones
+// least recently used; the response then carries X-Edgeinfer-Load-Ms.
+// "edgeinfer": {"keep_alive": "30s"} (a Go duration, or seconds as a
+// number; 0 unloads the model after the request, negative keeps it) sets
+// how long the model stays after its last request, as Ollama's
+// keep_alive. GET /v1/models lists every model the engine can serve with
+// "loaded", "memory_bytes" (what it counts against the budget) and
+// "expires_at" (Unix seconds; when its keep-alive ends if no request
+// comes). A model that cannot fit even with every idle one unloaded is a
+// 507, code model_too_large, naming it, its size and the budget.
+//
 // # Errors
 //
 // Errors use OpenAI's shape, {"error": {"message", "type", "param",
@@ -130,7 +145,8 @@
 // (malformed JSON gives the byte offset; a prompt past the context gives
 // the token counts, code context_length_exceeded), 401 a missing or wrong
 // bearer token, 404 an unknown model (listing those served), 413 a body
-// over the limit, 429 overload, 503 shutting down, 504 a deadline passed.
+// over the limit, 429 overload, 503 shutting down, 504 a deadline passed,
+// 507 a model over the memory budget.
 // A stream that fails after its first event ends with an error event.
 //
 // # Lifecycle

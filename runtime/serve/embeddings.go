@@ -75,11 +75,12 @@ func (s *Server) embeddings(w *responseWriter, r *http.Request) {
 		writeError(w, badRequest("model", "required: the name of a model from GET /v1/models"))
 		return
 	}
-	m, aerr := s.findModel(q.Model, "")
+	m, release, aerr := s.hold(r.Context(), w, q.Model, "", nil)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
+	defer release()
 	w.model = m.Name
 	inputs, aerr := embedInputs(q.Input)
 	if aerr != nil {
@@ -117,7 +118,7 @@ func (s *Server) embeddings(w *responseWriter, r *http.Request) {
 		writeError(w, errorOf(err))
 		return
 	}
-	opts.Class, opts.SLO, opts.FailFast = v.class, v.slo, v.failFast
+	opts.Class, opts.SLO, opts.FailFast, opts.KeepAlive = v.class, v.slo, v.failFast, v.keepAlive
 	vecs, usage, err := s.e.Embed(r.Context(), m.Name, inputs, opts)
 	if err != nil {
 		writeError(w, embedError(err))

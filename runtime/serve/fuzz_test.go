@@ -47,3 +47,33 @@ func FuzzInferBody(f *testing.F) {
 		}
 	})
 }
+
+// FuzzKeepAlive feeds arbitrary edgeinfer.keep_alive values: the parser
+// never panics, refuses with a 400 naming the field, and what it accepts
+// is nil, -1 (for good) or a duration ≥ 0 that reads back the same when
+// sent as its Go spelling.
+func FuzzKeepAlive(f *testing.F) {
+	for _, s := range []string{`"5m"`, `300`, `"300"`, `-1`, `0`, `1.5`, `null`, `"1h30m"`, `1e300`, `"-0s"`, `"9223372036s"`, `true`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		d, err := parseKeepAlive(raw)
+		if err != nil {
+			var ae *apiError
+			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Param == nil || *ae.Param != "edgeinfer.keep_alive" {
+				t.Fatalf("%q: %v is not a 400 naming edgeinfer.keep_alive", raw, err)
+			}
+			return
+		}
+		if d == nil || *d == -1 {
+			return
+		}
+		if *d < 0 {
+			t.Fatalf("%q: negative keep-alive %v other than -1", raw, *d)
+		}
+		again, err := parseKeepAlive([]byte(`"` + d.String() + `"`))
+		if err != nil || again == nil || *again != *d {
+			t.Fatalf("%q: %v reads back as %v, %v", raw, *d, again, err)
+		}
+	})
+}

@@ -54,9 +54,12 @@ func withCode(e *apiError, code string) *apiError { e.Code = strp(code); return 
 func errorOf(err error) *apiError {
 	var ae *apiError
 	var oe *engine.OverloadError
+	var be *engine.BudgetError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &be):
+		return budgetError(be) // resident.go
 	case errors.As(err, &oe):
 		code := "overloaded"
 		switch {

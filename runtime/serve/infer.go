@@ -35,11 +35,12 @@ type inferRequest struct {
 // application/x-npy, the input named by ?input=NAME, or the model's only
 // input). Outputs come back as JSON tensors with their values listed.
 func (s *Server) infer(w *responseWriter, r *http.Request) {
-	m, aerr := s.findModel(r.PathValue("model"), "oneshot")
+	m, release, aerr := s.hold(r.Context(), w, r.PathValue("model"), "oneshot", nil)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
+	defer release()
 	w.model = m.Name
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxInferBodyBytes)
 	body, err := io.ReadAll(r.Body)
@@ -97,7 +98,7 @@ func (s *Server) infer(w *responseWriter, r *http.Request) {
 		writeError(w, errorOf(err))
 		return
 	}
-	out, err := s.e.Infer(r.Context(), m.Name, inputs, engine.InferOptions{Class: v.class, SLO: v.slo, FailFast: v.failFast})
+	out, err := s.e.Infer(r.Context(), m.Name, inputs, engine.InferOptions{Class: v.class, SLO: v.slo, FailFast: v.failFast, KeepAlive: v.keepAlive})
 	if err != nil {
 		writeError(w, errorOf(err))
 		return

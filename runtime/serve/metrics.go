@@ -53,10 +53,17 @@ var (
 	kvUsedDesc  = prometheus.NewDesc("edgeinfer_engine_kv_blocks_used", "KV cache blocks in use, per decoder.", []string{"model"}, nil)
 	kvTotalDesc = prometheus.NewDesc("edgeinfer_engine_kv_blocks", "KV cache blocks in the pool, per decoder.", []string{"model"}, nil)
 	kvBytesDesc = prometheus.NewDesc("edgeinfer_engine_kv_used_bytes", "KV cache bytes in use, per decoder.", []string{"model"}, nil)
+
+	budgetDesc   = prometheus.NewDesc("edgeinfer_engine_memory_budget_bytes", "The memory budget of the loaded models (0: none).", nil, nil)
+	residentDesc = prometheus.NewDesc("edgeinfer_engine_memory_used_bytes", "What the loaded models (and loads under way) count against the memory budget: bundle files and KV budgets.", nil, nil)
+	loadsDesc    = prometheus.NewDesc("edgeinfer_engine_model_loads_total", "Model versions loaded (at start, by Load or Swap, on demand).", nil, nil)
+	loadTimeDesc = prometheus.NewDesc("edgeinfer_engine_model_load_seconds_total", "Time spent loading model versions.", nil, nil)
+	unloadsDesc  = prometheus.NewDesc("edgeinfer_engine_model_unloads_total", "Models unloaded by the engine, by reason: room (for a load under the memory budget), keep_alive (idle past it).", []string{"reason"}, nil)
+	freedDesc    = prometheus.NewDesc("edgeinfer_engine_model_versions_freed_total", "Model versions freed, whatever unloaded them (the budget, a keep-alive, Unload, Swap).", nil, nil)
 )
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{queuedDesc, runningDesc, kvUsedDesc, kvTotalDesc, kvBytesDesc} {
+	for _, d := range []*prometheus.Desc{queuedDesc, runningDesc, kvUsedDesc, kvTotalDesc, kvBytesDesc, budgetDesc, residentDesc, loadsDesc, loadTimeDesc, unloadsDesc, freedDesc} {
 		ch <- d
 	}
 }
@@ -65,6 +72,14 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.e.Stats()
 	ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(queued(st.Scheduler)))
 	ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(st.Scheduler.Running))
+	res := st.Residency
+	ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, float64(res.BudgetBytes))
+	ch <- prometheus.MustNewConstMetric(residentDesc, prometheus.GaugeValue, float64(res.UsedBytes))
+	ch <- prometheus.MustNewConstMetric(loadsDesc, prometheus.CounterValue, float64(res.Loads))
+	ch <- prometheus.MustNewConstMetric(loadTimeDesc, prometheus.CounterValue, res.LoadTime.Seconds())
+	ch <- prometheus.MustNewConstMetric(unloadsDesc, prometheus.CounterValue, float64(res.Evictions), "room")
+	ch <- prometheus.MustNewConstMetric(unloadsDesc, prometheus.CounterValue, float64(res.Expiries), "keep_alive")
+	ch <- prometheus.MustNewConstMetric(freedDesc, prometheus.CounterValue, float64(res.Unloads))
 	for name, kv := range st.KV {
 		ch <- prometheus.MustNewConstMetric(kvUsedDesc, prometheus.GaugeValue, float64(kv.BlocksUsed), name)
 		ch <- prometheus.MustNewConstMetric(kvTotalDesc, prometheus.GaugeValue, float64(kv.BlocksTotal), name)

@@ -146,13 +146,15 @@ type chatMessage struct {
 // extension is the request's "edgeinfer" object: priority class, SLO (in
 // milliseconds) and fail-fast admission. The same can be sent as headers
 // (X-Edgeinfer-Class, X-Edgeinfer-SLO, X-Edgeinfer-Fail-Fast); the body
-// wins.
+// wins. KeepAlive is how long the model stays loaded after the request
+// (parseKeepAlive).
 type extension struct {
-	Class      string   `json:"class"`
-	TTFTMs     *float64 `json:"ttft_ms"`
-	TPOTMs     *float64 `json:"tpot_ms"`
-	DeadlineMs *float64 `json:"deadline_ms"`
-	FailFast   *bool    `json:"fail_fast"`
+	Class      string          `json:"class"`
+	TTFTMs     *float64        `json:"ttft_ms"`
+	TPOTMs     *float64        `json:"tpot_ms"`
+	DeadlineMs *float64        `json:"deadline_ms"`
+	FailFast   *bool           `json:"fail_fast"`
+	KeepAlive  json.RawMessage `json:"keep_alive"`
 }
 
 // decodeJSON reads one JSON value into v, with errors that name the
@@ -228,6 +230,7 @@ type validated struct {
 	class     engine.Class
 	slo       engine.SLO
 	failFast  bool
+	keepAlive *time.Duration // nil: the engine's
 	messages  []engine.ChatMessage
 	prompt    string
 	promptIDs []int32
@@ -605,5 +608,6 @@ func (v *validated) priority(x *extension, h http.Header) error {
 	if x.FailFast != nil {
 		v.failFast = *x.FailFast
 	}
-	return nil
+	v.keepAlive, err = parseKeepAlive(x.KeepAlive) // resident.go
+	return err
 }

@@ -229,7 +229,7 @@ func (s *Server) ready(w *responseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 		return
 	}
-	if len(s.e.Models()) == 0 {
+	if len(s.e.Models()) == 0 && len(s.available(r.Context())) == 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "no models"})
 		return
 	}
@@ -247,19 +247,36 @@ func queued(st engine.SchedStats) int {
 }
 
 // modelObject is OpenAI's model object, with the context length and kind
-// as extensions.
+// as extensions, and the model's residency: loaded or not (a request
+// loads it), what it counts against the memory budget, and when its
+// keep-alive ends if no request comes. A model not loaded has no context
+// length or template to tell yet; its created is its load time when
+// loaded, else 0.
 type modelObject struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
 	Kind    string `json:"kind"`
+	Version string `json:"version,omitempty"`
 	Context int    `json:"context_length,omitempty"`
 	Chat    bool   `json:"chat_template"`
+	Loaded  bool   `json:"loaded"`
+	Bytes   int64  `json:"memory_bytes,omitempty"`
+	// ExpiresAt is the Unix time its keep-alive ends; omitted when it is
+	// not loaded, busy or kept for good.
+	ExpiresAt int64 `json:"expires_at,omitempty"`
 }
 
-func objectOf(m engine.ModelInfo) modelObject {
-	return modelObject{ID: m.Name, Object: "model", Created: m.Loaded.Unix(), OwnedBy: "edgeinfer", Kind: m.Kind, Context: m.Context, Chat: m.ChatTemplate}
+func objectOf(a engine.Available) modelObject {
+	o := modelObject{ID: a.Name, Object: "model", OwnedBy: "edgeinfer", Kind: a.Kind, Version: a.Version, Loaded: a.Loaded, Bytes: a.Bytes}
+	if m := a.Info; m != nil {
+		o.Created, o.Context, o.Chat = m.Loaded.Unix(), m.Context, m.ChatTemplate
+	}
+	if !a.Expires.IsZero() {
+		o.ExpiresAt = a.Expires.Unix()
+	}
+	return o
 }
 
 // models are the engine's open models now, by name.
@@ -271,37 +288,22 @@ func (s *Server) models() []engine.ModelInfo {
 
 func (s *Server) listModels(w *responseWriter, r *http.Request) {
 	data := []modelObject{}
-	for _, m := range s.models() {
-		data = append(data, objectOf(m))
+	for _, a := range s.available(r.Context()) {
+		data = append(data, objectOf(a))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
+// getModel describes one model without loading it.
 func (s *Server) getModel(w *responseWriter, r *http.Request) {
-	m, err := s.findModel(r.PathValue("model"), "")
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, objectOf(*m))
-}
-
-// findModel returns the named model as the engine has it now, checking
-// its kind when kind is set.
-func (s *Server) findModel(name, kind string) (*engine.ModelInfo, *apiError) {
-	var names []string
-	for _, m := range s.models() {
-		if m.Name == name {
-			if kind != "" && m.Kind != kind {
-				return nil, withCode(badRequest("model", "%q is a %s model: use %s", name, m.Kind, map[string]string{
-					"decoder": "/v1/chat/completions or /v1/completions", "oneshot": "POST /v1/infer/" + name}[m.Kind]), "model_kind")
-			}
-			return &m, nil
+	name := r.PathValue("model")
+	for _, a := range s.available(r.Context()) {
+		if a.Name == name {
+			writeJSON(w, http.StatusOK, objectOf(a))
+			return
 		}
-		names = append(names, m.Name)
 	}
-	return nil, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: strp("model"), Code: strp("model_not_found"),
-		Message: fmt.Sprintf("model %q is not served here: use one of %s", name, strings.Join(names, ", "))}
+	writeError(w, s.notServed(r.Context(), name))
 }
 
 // version serves GET /version: the server's build and each model's, for

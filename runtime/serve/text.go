@@ -36,11 +36,12 @@ func (s *Server) text(w *responseWriter, r *http.Request, chat bool) {
 		writeError(w, errorOf(err))
 		return
 	}
-	m, aerr := s.findModel(v.model, "decoder")
+	m, release, aerr := s.hold(r.Context(), w, v.model, "decoder", v.keepAlive)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
+	defer release()
 	w.model = m.Name
 	_, textPlugin := m.Plugins["pre"]
 	switch {
@@ -54,7 +55,7 @@ func (s *Server) text(w *responseWriter, r *http.Request, chat bool) {
 	id := newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat])
 	opts := engine.GenerateOptions{MaxTokens: v.maxTokens, Sampling: v.sampling, Stop: v.stop, Class: v.class, SLO: v.slo,
 		FailFast: v.failFast, ID: id, MaxPromptTokens: s.cfg.MaxPromptTokens, FitContext: true,
-		Constraint: v.constraint, LogProbs: v.logprobs, TopLogProbs: v.topLogprobs}
+		Constraint: v.constraint, LogProbs: v.logprobs, TopLogProbs: v.topLogprobs, KeepAlive: v.keepAlive}
 	if v.tools != nil {
 		opts.Tools = v.tools.tools
 	}

@@ -40,6 +40,8 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 	drain := fs.Duration("drain", 30*time.Second, "on SIGINT/SIGTERM, time running streams get to finish")
 	threads := fs.Int("threads", 2, "ONNX Runtime intra-op threads")
 	kvBudget := fs.Int64("kv-budget", 0, "KV cache bytes per decoder (0 = engine default, 256 MiB)")
+	memBudget := fs.String("memory-budget", "0", "memory the loaded models may take together: bundle files plus each decoder's KV budget, in bytes or with a unit (768MiB, 2GiB); idle models are unloaded, least recently used, to load another (0 = no budget: every model is loaded at start and stays)")
+	keepAlive := fs.Duration("keep-alive", 0, "how long a model that can be unloaded stays after its last request; a request's edgeinfer.keep_alive overrides it (0 = 5m; negative = until the budget needs the room)")
 	maxBatch := fs.Int("max-batch", 0, "sequences decoded together (0 = engine default, 8)")
 	chunk := fs.Int("prefill-chunk", 0, "tokens of one prefill chunk: bounds the stall a new prompt puts on running streams (their ITL) against its own TTFT (0 = engine default, 256)")
 	board := fs.String("board", "", "apply a board profile's providers, threads and KV budget: auto (detect) or a profile ID; flags set explicitly win")
@@ -68,8 +70,13 @@ func runServe(ctx context.Context, stdout io.Writer, args []string) error {
 			cfg.Engine.Models = append(cfg.Engine.Models, engine.ModelSpec{Dir: m})
 		}
 	}
+	budget, err := parseBytes(*memBudget)
+	if err != nil {
+		return fmt.Errorf("%w: --memory-budget: %v", errUsage, err)
+	}
 	cfg.Engine.KV.BudgetBytes, cfg.Engine.Logger = *kvBudget, logger
 	cfg.Engine.PrefixPersist = engine.PrefixPersistConfig{Dir: *prefixDir, Disable: *noPrefix}
+	cfg.Engine.MemoryBudgetBytes, cfg.Engine.KeepAlive = budget, *keepAlive
 	cfg.Engine.Scheduler = engine.SchedulerConfig{MaxBatch: *maxBatch, ChunkSize: *chunk}
 	cfg.Engine.Session.IntraOpThreads = *threads
 	if *board != "" {

@@ -141,3 +141,16 @@ func TestServeAndBenchTarget(t *testing.T) {
 		t.Fatalf("timelines.jsonl: %v", err)
 	}
 }
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1024": 1024, "768MiB": 768 << 20, "1.5GiB": 3 << 29, "2GB": 2e9, "64 KiB": 64 << 10} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("%q: %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "12XB", "MiB", "1e30GiB"} {
+		if _, err := parseBytes(in); err == nil {
+			t.Errorf("%q: accepted", in)
+		}
+	}
+}

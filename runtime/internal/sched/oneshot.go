@@ -42,7 +42,7 @@ func (s *Scheduler[P]) Infer(ctx context.Context, req InferRequest[P]) (InferRes
 		id: s.nextID.Add(1), ctx: ctx, req: req, class: class,
 		reply: make(chan inferReply[P], 1),
 	}
-	r.tl = Timeline{ID: r.id, Kind: KindInfer, Model: req.Model, Class: class, SLO: req.SLO, FailFast: req.FailFast, Arrived: now}
+	r.tl = Timeline{ID: r.id, Kind: KindInfer, Model: req.Model, Class: class, SLO: req.SLO, FailFast: req.FailFast, Arrived: now, LoadTime: req.LoadTime}
 	if req.SLO.Deadline > 0 {
 		r.deadline = now.Add(req.SLO.Deadline)
 	}

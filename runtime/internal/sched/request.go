@@ -82,6 +82,9 @@ type Request struct {
 	// FailFast asks to be refused at once with an *OverloadError when the
 	// predicted TTFT exceeds SLO.TTFT, instead of waiting.
 	FailFast bool
+	// LoadTime is the model load the request waited for before it arrived
+	// here (the engine loads a model on demand); recorded in the timeline.
+	LoadTime time.Duration
 	// Sampling is passed through to the Decoder untouched.
 	Sampling Sampling
 	// Attach is what the Decoder needs of the request beyond Sampling (a
@@ -116,6 +119,8 @@ type InferRequest[P any] struct {
 	SLO SLO
 	// FailFast refuses at once when the predicted latency exceeds SLO.TTFT.
 	FailFast bool
+	// LoadTime is as Request's.
+	LoadTime time.Duration
 }
 
 // InferResult is the outcome of a completed one-shot request.

@@ -153,7 +153,7 @@ func (s *Scheduler[P]) Submit(ctx context.Context, req Request) (*Stream, error)
 		tokens: req.Prompt, promptLen: len(req.Prompt),
 		tl: Timeline{
 			ID: uint64(id), Kind: KindGenerate, Model: req.Model, Class: class,
-			SLO: req.SLO, FailFast: req.FailFast, PromptTokens: len(req.Prompt), Arrived: now,
+			SLO: req.SLO, FailFast: req.FailFast, PromptTokens: len(req.Prompt), Arrived: now, LoadTime: req.LoadTime,
 		},
 		stream: newStream(id, cancel),
 	}

@@ -145,6 +145,9 @@ type Timeline struct {
 	Preemptions int
 	// BatchSize is the one-shot batch it ran in (0 for generation).
 	BatchSize int
+	// LoadTime is the model load the request waited for before Arrived
+	// (Request.LoadTime).
+	LoadTime time.Duration
 }
 
 // OutputTokens is the number of generated tokens.
