@@ -56,8 +56,13 @@ type Snapshot struct {
 	hashes  []uint64
 	parents []uint64
 	tokens  []int32 // BlockSize per block
-	data    []byte  // blockBytes per block
+	data    []byte  // blockBytes per block, or nil when read from live
 	version uint64  // the cache's PrefixVersion when taken
+
+	// live and ids: a snapshot taken in place (SnapshotInPlace) reads the
+	// blocks from the pools as it writes them.
+	live *Cache
+	ids  []int32
 
 	// Blocks of the file the cache restores from that it has not restored
 	// (indices into from): WriteFile copies them over, so a save does not
@@ -88,6 +93,28 @@ func (c Config) persistedBytes() int64 {
 // block is only found through its ancestors). It must be called on the
 // owner goroutine; it costs a copy of the blocks it takes.
 func (c *Cache) Snapshot(maxBytes int64) *Snapshot {
+	s := c.choose(maxBytes)
+	rec := int(c.cfg.BlockBytes())
+	s.data = make([]byte, len(s.ids)*rec)
+	for i, b := range s.ids {
+		c.readBlock(s.data[i*rec:(i+1)*rec], b)
+	}
+	s.ids = nil
+	return s
+}
+
+// SnapshotInPlace is Snapshot without the copy: its WriteFile reads the
+// blocks from the pools, so it must run on the owner goroutine before the
+// cache changes again (a decoder's last save at Close, which then holds no
+// second copy of up to maxBytes in memory).
+func (c *Cache) SnapshotInPlace(maxBytes int64) *Snapshot {
+	s := c.choose(maxBytes)
+	s.live = c
+	return s
+}
+
+// choose picks Snapshot's blocks (ids) and the file blocks to carry.
+func (c *Cache) choose(maxBytes int64) *Snapshot {
 	s := &Snapshot{cfg: c.cfg, version: c.prefixVersion, from: c.persisted}
 	if c.closed || c.cfg.DisablePrefixCache {
 		return s
@@ -128,13 +155,11 @@ func (c *Cache) Snapshot(maxBytes int64) *Snapshot {
 	for b := c.blocks.tail; b != none; b = c.blocks.prev[b] {
 		take(b)
 	}
-	rec := int(c.cfg.BlockBytes())
-	s.data = make([]byte, len(order)*rec)
-	for i, b := range order {
+	s.ids = order
+	for _, b := range order {
 		s.hashes = append(s.hashes, c.prefix.hash[b])
 		s.parents = append(s.parents, c.prefix.parent[b])
 		s.tokens = append(s.tokens, c.prefix.blockTokens(b)...)
-		c.readBlock(s.data[i*rec:(i+1)*rec], b)
 	}
 	if p := c.persisted; p != nil {
 		for j := range p.hashes {
@@ -155,7 +180,9 @@ func (c *Cache) Snapshot(maxBytes int64) *Snapshot {
 func (s *Snapshot) WriteFile(path string, key []byte) (int64, error) {
 	cfg := s.cfg
 	rec := int(cfg.BlockBytes())
-	hashes, parents, tokens, data := s.hashes, s.parents, s.tokens, s.data
+	own := len(s.hashes) // blocks from the cache; the carried ones follow
+	hashes, parents, tokens := s.hashes, s.parents, s.tokens
+	var carried []byte
 	if len(s.carry) > 0 {
 		hashes, parents, tokens = slices.Clone(hashes), slices.Clone(parents), slices.Clone(tokens)
 		buf := make([]byte, rec)
@@ -166,8 +193,22 @@ func (s *Snapshot) WriteFile(path string, key []byte) (int64, error) {
 			hashes = append(hashes, s.from.hashes[j])
 			parents = append(parents, s.from.parents[j])
 			tokens = append(tokens, s.from.blockTokens(j)...)
-			data = append(data[:len(data):len(data)], buf...)
+			carried = append(carried, buf...)
 		}
+	}
+	var block []byte // a live snapshot's block being written
+	if s.live != nil {
+		block = make([]byte, rec)
+	}
+	blockData := func(i int) []byte {
+		switch {
+		case i >= own:
+			return carried[(i-own)*rec : (i-own+1)*rec]
+		case s.live != nil:
+			s.live.readBlock(block, s.ids[i])
+			return block
+		}
+		return s.data[i*rec : (i+1)*rec]
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return 0, fmt.Errorf("kvcache: persist: %w", err)
@@ -194,7 +235,7 @@ func (s *Snapshot) WriteFile(path string, key []byte) (int64, error) {
 	}
 	w.u32(w.crc)
 	for i := range hashes {
-		d := data[i*rec : (i+1)*rec]
+		d := blockData(i)
 		w.bytes(d)
 		w.u32(recordCRC(d, hashes[i]))
 	}

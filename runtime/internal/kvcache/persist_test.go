@@ -76,6 +76,14 @@ func TestPersistRoundTrip(t *testing.T) {
 			if _, err := snap.WriteFile(path, key); err != nil {
 				t.Fatal(err)
 			}
+			// In place (no copy) writes the same file.
+			inPlace := filepath.Join(t.TempDir(), "m.kv")
+			if _, err := c.SnapshotInPlace(1<<20).WriteFile(inPlace, key); err != nil {
+				t.Fatal(err)
+			}
+			if a, b := readAll(t, path), readAll(t, inPlace); !bytes.Equal(a, b) {
+				t.Errorf("in-place snapshot wrote %d bytes unlike the copy's %d", len(b), len(a))
+			}
 			d, s := restoredSequence(t, c, path, key, append(prompt[:20:20], 7, 8, 9))
 			if got := d.Stats().PrefixRestoredBlocks; got != 5 {
 				t.Errorf("restored %d blocks, want 5", got)
@@ -282,4 +290,13 @@ func FuzzOpenPersisted(f *testing.F) {
 			t.Fatalf("restored %d tokens of a 9-token prompt", seq.Computed())
 		}
 	})
+}
+
+func readAll(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -123,7 +123,9 @@ func (m *Model) closePersist() error {
 	if ps.skip.Load() || m.cache == nil || m.cache.PrefixVersion() == ps.saved {
 		return err
 	}
-	snap := m.cache.Snapshot(ps.opts.MaxBytes)
+	// In place: nothing else touches the cache now, and a model unloaded
+	// to make room must not hold a second copy of its prefixes meanwhile.
+	snap := m.cache.SnapshotInPlace(ps.opts.MaxBytes)
 	_, werr := snap.WriteFile(ps.opts.Path, ps.opts.Key)
 	return errors.Join(err, werr)
 }
