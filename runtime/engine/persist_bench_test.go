@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"math/rand/v2"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 // model (synthetic-110m int4-b32 unless EDGEINFER_BENCH_* say otherwise),
 // both with the prefix cache on, one saving it every EDGEINFER_PERSIST_EVERY
 // seconds (default 5: six times the default's rate). Each round is a closed
-// loop of 4 clients, 12 requests, prompts of one 512-token system prefix
+// loop of 4 clients, EDGEINFER_PERSIST_REQUESTS requests (default 12), prompts of one 512-token system prefix
 // and a 64-token tail of their own, 64 tokens out; the metric is output
 // tokens a second, and the ratio persisted ÷ not per round, median
 // reported.
@@ -25,29 +26,33 @@ func BenchmarkPersistCost(b *testing.B) {
 	vocab := bd.Manifest.Geometry.Vocab
 	every := envFloat("EDGEINFER_PERSIST_EVERY", 5)
 	reps := envInt("EDGEINFER_BENCH_REPS", 5)
+	n := envInt("EDGEINFER_PERSIST_REQUESTS", 12)
 	for b.Loop() {
-		on := openPersistBench(b, bd, PrefixPersistConfig{Dir: b.TempDir(), EverySeconds: every})
+		dir := b.TempDir()
+		on := openPersistBench(b, bd, PrefixPersistConfig{Dir: dir, EverySeconds: every})
 		off := openPersistBench(b, bd, PrefixPersistConfig{Disable: true})
 		r := rand.New(rand.NewPCG(7, 7))
 		system := randomPrompt(r, 512, vocab)
-		persistRound(b, on, system, vocab, 1) // warm-up: shapes bound, prefix computed
-		persistRound(b, off, system, vocab, 1)
+		persistRound(b, on, system, vocab, 1, n) // warm-up: shapes bound, prefix computed
+		persistRound(b, off, system, vocab, 1, n)
 		var ratios, onRates, offRates []float64
 		for i := range reps {
 			seed := uint64(100 + i)
 			var a, c float64
 			if i%2 == 0 {
-				a, c = persistRound(b, on, system, vocab, seed), persistRound(b, off, system, vocab, seed)
+				a, c = persistRound(b, on, system, vocab, seed, n), persistRound(b, off, system, vocab, seed, n)
 			} else {
-				c, a = persistRound(b, off, system, vocab, seed), persistRound(b, on, system, vocab, seed)
+				c, a = persistRound(b, off, system, vocab, seed, n), persistRound(b, on, system, vocab, seed, n)
 			}
 			onRates, offRates, ratios = append(onRates, a), append(offRates, c), append(ratios, a/c)
 		}
 		saved := on.Stats().KV["bench"]
+		files, _ := filepath.Glob(filepath.Join(dir, "*.kv"))
 		closeBench(b, on)
 		closeBench(b, off)
 		b.Logf("RESULT persist every %.0f s: %.1f tok/s (rounds %.1f) vs off %.1f tok/s (rounds %.1f); ratio per round %.3f, median %.3f; %d blocks cached",
 			every, median(onRates), onRates, median(offRates), offRates, ratios, median(ratios), saved.BlocksCached)
+		b.Logf("saved file: %v", files)
 		b.ReportMetric(median(ratios), "persisted/off")
 	}
 }
@@ -67,13 +72,13 @@ func openPersistBench(b *testing.B, bd *bundle.Bundle, pp PrefixPersistConfig) *
 	return e
 }
 
-// persistRound runs 12 requests from 4 closed-loop clients and returns the
+// persistRound runs n requests from 4 closed-loop clients and returns the
 // output tokens a second over the round.
-func persistRound(b *testing.B, e *Engine, system []int32, vocab int, seed uint64) float64 {
+func persistRound(b *testing.B, e *Engine, system []int32, vocab int, seed uint64, n int) float64 {
 	b.Helper()
 	r := rand.New(rand.NewPCG(seed, 9))
-	prompts := make(chan []int32, 12)
-	for range 12 {
+	prompts := make(chan []int32, n)
+	for range n {
 		prompts <- append(append([]int32(nil), system...), randomPrompt(r, 64, vocab)...)
 	}
 	close(prompts)
