@@ -300,3 +300,31 @@ func readAll(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// BenchmarkSnapshot: what a save costs the device loop, the copy of the
+// cached prefix out of the pools (Snapshot; the file is written by another
+// goroutine), on synthetic-110m's geometry at the default 64 MiB bound.
+func BenchmarkSnapshot(b *testing.B) {
+	cfg := Config{Layers: 12, KVHeads: 4, HeadDim: 64, BlockSize: 16}
+	cfg.BudgetBytes = 256 << 20
+	c, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	n := int(cfg.BudgetBytes/cfg.BlockBytes()) * cfg.BlockSize / 2
+	s, _ := c.NewSequence(seqTokens(n, 1))
+	if err := s.Reserve(n); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.MarkComputed(n); err != nil {
+		b.Fatal(err)
+	}
+	s.Free()
+	var blocks int
+	for b.Loop() {
+		blocks = c.Snapshot(64 << 20).Blocks()
+	}
+	b.ReportMetric(float64(blocks), "blocks")
+	b.SetBytes(int64(blocks) * cfg.BlockBytes())
+}
