@@ -34,6 +34,9 @@ type fakeExec struct {
 		batches  []int // one-shot batch sizes
 		decodeB  []int // decode rows per step
 		chunks   []int // largest prefill chunk per step
+		// firstRows: decode rows of the step that ended a sequence's
+		// prompt (its first token), by sequence
+		firstRows map[SeqID]int
 	}
 }
 
@@ -52,6 +55,7 @@ func newFake(blocks, blockSize int) *fakeExec {
 	f.mu.free = blocks
 	f.mu.seqs = map[SeqID]*fakeSeq{}
 	f.mu.released = map[SeqID]int{}
+	f.mu.firstRows = map[SeqID]int{}
 	return f
 }
 
@@ -181,6 +185,9 @@ func (f *fakeExec) Step(ctx context.Context, b *Batch) (StepResult, error) {
 		s.computed = end
 		if c.Last {
 			res.Tokens = append(res.Tokens, f.sampleLocked(c.Seq, s))
+			if _, seen := f.mu.firstRows[c.Seq]; !seen {
+				f.mu.firstRows[c.Seq] = len(b.Decode)
+			}
 		}
 	}
 	f.mu.decodeB = append(f.mu.decodeB, len(b.Decode))

@@ -277,6 +277,55 @@ func TestOnTimeRequestPreemptsLateStream(t *testing.T) {
 	})
 }
 
+// TestOnTimeFirstTokenWithoutLateRows: an on-time request admitted beside
+// streams admitted late gets its first token from a step the late streams
+// sit out (their decode rows would lengthen it), and they then go on to
+// finish. Under StrictFIFO they keep their rows.
+func TestOnTimeFirstTokenWithoutLateRows(t *testing.T) {
+	for _, strict := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake(4096, testBlockSize)
+			s := newTest(t, f, 4096, Config{MaxBatch: 8, StrictFIFO: strict})
+			wg := &sync.WaitGroup{}
+			var warm result
+			consume(wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, 0), MaxTokens: 4}), &warm)
+			wg.Wait()
+			backlog := make([]result, 12)
+			for i := range backlog {
+				consume(wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(i+1)), MaxTokens: 64, SLO: SLO{TTFT: 2 * time.Millisecond}}), &backlog[i])
+			}
+			time.Sleep(100 * time.Millisecond) // the first batch done; the rest admitted late
+			onTime := make([]result, 3)
+			var ids []SeqID
+			for i := range onTime {
+				st := submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(90+i)), MaxTokens: 4, SLO: SLO{TTFT: 50 * time.Millisecond}})
+				ids = append(ids, st.ID())
+				consume(wg, st, &onTime[i])
+				time.Sleep(5 * time.Millisecond)
+			}
+			wg.Wait()
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			for i, id := range ids {
+				rows := f.mu.firstRows[id]
+				switch {
+				case onTime[i].err != nil:
+					t.Errorf("on-time request %d: %v", i, onTime[i].err)
+				case !strict && rows != 0:
+					t.Errorf("on-time request %d got its first token from a step with %d decode rows beside late streams", i, rows)
+				case strict && rows == 0:
+					t.Errorf("StrictFIFO: on-time request %d's first step had no decode rows; the late streams should keep theirs", i)
+				}
+			}
+			for i, b := range backlog {
+				if b.err != nil || len(b.tokens) != 64 {
+					t.Errorf("backlog request %d: %v, %d of 64 tokens", i, b.err, len(b.tokens))
+				}
+			}
+		})
+	}
+}
+
 // lateBacklog starts a scheduler with a batch of 4 and sends it 24
 // requests of 64 tokens with a 5 ms TTFT objective: the first four are on
 // time when admitted, the rest late by the time those finish (64 steps of

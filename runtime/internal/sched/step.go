@@ -46,10 +46,14 @@ func (s *Scheduler[P]) step() (bool, time.Duration) {
 	b := &s.batch
 	b.Model, b.Decode, b.Prefill = s.order[0].req.Model, b.Decode[:0], b.Prefill[:0]
 	preempted := false
+	skipLate := s.onTimeFirstToken(b.Model)
 
 	for _, g := range s.order {
 		if !g.admitted || g.req.Model != b.Model || g.prefilled < len(g.tokens)-1 {
 			continue
+		}
+		if skipLate && g.late {
+			continue // yields this step to an on-time request's first token
 		}
 		if !s.grow(g) {
 			preempted = true
@@ -98,6 +102,36 @@ func (s *Scheduler[P]) step() (bool, time.Duration) {
 	}
 	s.apply(b, res, end, exec, backlogged, waiting)
 	return true, exec
+}
+
+// onTimeFirstToken reports whether the step's first prefill chunk would
+// end the prompt of a request that can still meet its TTFT objective
+// while streams admitted late are decoding. Then the late streams sit this
+// one step out: their decode rows would add a batched run to that
+// request's first token, after a burst the difference between the
+// recovery's TTFT and the baseline's (the overload profile's recovery
+// figures), while a late stream has missed its objective already and
+// loses one step per on-time arrival. It never applies under StrictFIFO.
+func (s *Scheduler[P]) onTimeFirstToken(model string) bool {
+	if s.cfg.StrictFIFO {
+		return false
+	}
+	anyLate := false
+	for _, g := range s.order {
+		anyLate = anyLate || (g.late && g.req.Model == model)
+	}
+	if !anyLate {
+		return false
+	}
+	for _, g := range s.order {
+		if !g.admitted || g.req.Model != model || g.prefilled >= len(g.tokens)-1 {
+			continue
+		}
+		// the first chunk the prefill loop below would take
+		last := g.prefilled+min(s.cfg.ChunkSize, s.cfg.TokenBudget) >= len(g.tokens)
+		return last && !g.late && g.req.SLO.TTFT > 0 && g.tl.FirstToken.IsZero()
+	}
+	return false
 }
 
 // grow makes sure the Executor holds KV for every token of g (the decode row
