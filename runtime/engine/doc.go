@@ -110,6 +110,19 @@
 // what is loaded and what could be; a model that can never fit is a
 // *BudgetError (resident.go says what is counted).
 //
+// # Warm after a restart
+//
+// Config.PrefixPersist keeps each decoder's prefix cache across restarts,
+// swaps of other models and unloads: the hottest prompt prefixes' KV
+// blocks are saved (when the device goes idle, at most every 30 s while it
+// is busy, at Close and when a model is unloaded) beside the store, and
+// after a start a prompt that begins with a saved prefix restores those
+// blocks instead of computing them (Summary.CachedTokens counts them). A
+// file is keyed by the model version's digest and the KV format and
+// checked record by record; anything else is ignored, never served. A
+// decoder also runs a short warm-up at load, so a session's first-run
+// costs are paid before the first request.
+//
 // # Offline scoring
 //
 // OpenScorer loads one decoder without a scheduler for perplexity and
