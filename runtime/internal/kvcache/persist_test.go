@@ -328,3 +328,31 @@ func BenchmarkSnapshot(b *testing.B) {
 	b.ReportMetric(float64(blocks), "blocks")
 	b.SetBytes(int64(blocks) * cfg.BlockBytes())
 }
+
+// TestPrefaultRestore: the pool pages of the lowest n blocks, which a
+// restore fills first, are resident after PrefaultRestore(n), and those of
+// the blocks after them are not.
+func TestPrefaultRestore(t *testing.T) {
+	cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 64, BlockSize: 16, Options: Options{DisableHugePages: true}}
+	cfg.BudgetBytes = 256 * cfg.BlockBytes()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.PrefaultRestore(8)
+	resident := func(b int) bool {
+		region := c.mem.keyBytes[1][c.headStride*4+b*c.blockElems*4:][:c.blockElems*4] // layer 1, head 1
+		vec := make([]byte, 2)
+		if err := mincore(region, vec); err != nil {
+			t.Skipf("mincore: %v", err)
+		}
+		return vec[0]&1 == 1
+	}
+	if !resident(0) || !resident(7) {
+		t.Error("blocks 0 and 7 not resident after PrefaultRestore(8)")
+	}
+	if resident(200) {
+		t.Error("block 200 resident: PrefaultRestore(8) committed more than it needs")
+	}
+}

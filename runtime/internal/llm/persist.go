@@ -69,6 +69,7 @@ func (m *Model) openPersisted() {
 		return
 	}
 	m.cache.UsePersisted(p)
+	m.cache.PrefaultRestore(p.Blocks())
 	m.opts.Logger.Info("persisted prefix cache found", "model", m.name, "path", o.Path, "blocks", p.Blocks())
 }
 
