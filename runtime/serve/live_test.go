@@ -31,19 +31,8 @@ func TestModelsFollowTheEngine(t *testing.T) {
 	}
 	listed := func(model string) (ok, chat bool) {
 		t.Helper()
-		resp, err := http.Get(f.ts.URL + "/v1/models")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var list struct{ Data []modelObject }
-		json.NewDecoder(resp.Body).Decode(&list)
-		for _, m := range list.Data {
-			if m.ID == model {
-				return true, m.Chat
-			}
-		}
-		return false, false
+		m, ok := f.listed(t)[model]
+		return ok, m.Chat
 	}
 	code, templated := chat("tinychat")
 	if code != 200 {

@@ -284,16 +284,7 @@ func TestOnTimeRequestPreemptsLateStream(t *testing.T) {
 func TestOnTimeFirstTokenWithoutLateRows(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
-			f := newFake(4096, testBlockSize)
-			s := newTest(t, f, 4096, Config{MaxBatch: 8, StrictFIFO: strict})
-			wg := &sync.WaitGroup{}
-			var warm result
-			consume(wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, 0), MaxTokens: 4}), &warm)
-			wg.Wait()
-			backlog := make([]result, 12)
-			for i := range backlog {
-				consume(wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(i+1)), MaxTokens: 64, SLO: SLO{TTFT: 2 * time.Millisecond}}), &backlog[i])
-			}
+			f, s, wg, backlog := backlogOf(t, Config{MaxBatch: 8, StrictFIFO: strict}, 12, 2*time.Millisecond)
 			time.Sleep(100 * time.Millisecond) // the first batch done; the rest admitted late
 			onTime := make([]result, 3)
 			var ids []SeqID
@@ -332,15 +323,23 @@ func TestOnTimeFirstTokenWithoutLateRows(t *testing.T) {
 // about a millisecond). Their results land in backlog once wg is done.
 func lateBacklog(t *testing.T) (*Scheduler[any], *sync.WaitGroup, []result) {
 	t.Helper()
+	_, s, wg, backlog := backlogOf(t, Config{MaxBatch: 4}, 24, 5*time.Millisecond)
+	return s, wg, backlog
+}
+
+// backlogOf starts a scheduler of cfg, runs one warm-up request, and sends
+// n requests of 64 tokens with a TTFT objective of ttft.
+func backlogOf(t *testing.T, cfg Config, n int, ttft time.Duration) (*fakeExec, *Scheduler[any], *sync.WaitGroup, []result) {
+	t.Helper()
 	f := newFake(4096, testBlockSize)
-	s := newTest(t, f, 4096, Config{MaxBatch: 4})
+	s := newTest(t, f, 4096, cfg)
 	wg := &sync.WaitGroup{}
 	var warm result
 	consume(wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, 0), MaxTokens: 4}), &warm)
 	wg.Wait()
-	backlog := make([]result, 24)
+	backlog := make([]result, n)
 	for i := range backlog {
-		consume(wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(i+1)), MaxTokens: 64, SLO: SLO{TTFT: 5 * time.Millisecond}}), &backlog[i])
+		consume(wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(16, int32(i+1)), MaxTokens: 64, SLO: SLO{TTFT: ttft}}), &backlog[i])
 	}
-	return s, wg, backlog
+	return f, s, wg, backlog
 }
