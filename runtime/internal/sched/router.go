@@ -32,15 +32,17 @@ type Router[P any] struct {
 	owner map[SeqID]*route[P] // device loop only
 
 	removing func() // test hook: Remove took the route out and is about to wait
+	listed   func() // test hook: Maintain took its list of routes
 }
 
 // route is one registered model. use is held shared by every call into it
 // (a step, a one-shot batch) and exclusively by Remove, so a removed
 // model is never freed under a running call.
 type route[P any] struct {
-	use sync.RWMutex
-	dec Decoder
-	one Runner[P]
+	use     sync.RWMutex
+	dec     Decoder
+	one     Runner[P]
+	removed bool // set under use by Remove: a caller that looked the route up before must not call in
 }
 
 // NewRouter returns an empty Router.
@@ -68,6 +70,7 @@ func (r *Router[P]) Remove(key string) {
 	}
 	if rt != nil {
 		rt.use.Lock() // waits for a step or batch still inside
+		rt.removed = true
 		rt.use.Unlock()
 	}
 }
@@ -123,6 +126,9 @@ func (r *Router[P]) Step(ctx context.Context, b *Batch) (StepResult, error) {
 	}
 	rt.use.RLock()
 	defer rt.use.RUnlock()
+	if rt.removed {
+		return StepResult{}, fmt.Errorf("%w: %q was removed", ErrUnknownModel, b.Model)
+	}
 	return rt.dec.Step(ctx, b)
 }
 
@@ -135,13 +141,18 @@ func (r *Router[P]) Maintain(now time.Time) {
 		routes = append(routes, rt)
 	}
 	r.mu.RUnlock()
+	if r.listed != nil {
+		r.listed()
+	}
 	for _, rt := range routes {
 		m, ok := rt.dec.(Maintainer)
 		if !ok {
 			continue
 		}
 		rt.use.RLock()
-		m.Maintain(now)
+		if !rt.removed { // Remove ran after the list was taken: the model may be closing
+			m.Maintain(now)
+		}
 		rt.use.RUnlock()
 	}
 }
@@ -154,6 +165,9 @@ func (r *Router[P]) Infer(ctx context.Context, key string, inputs []P) ([]P, err
 	}
 	rt.use.RLock()
 	defer rt.use.RUnlock()
+	if rt.removed {
+		return nil, fmt.Errorf("%w: %q was removed", ErrUnknownModel, key)
+	}
 	return rt.one.Run(ctx, inputs)
 }
 

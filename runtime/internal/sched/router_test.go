@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // blockingDecoder's Step signals entered, then waits for leave.
@@ -51,5 +52,42 @@ func TestRouterRemoveWaitsForStep(t *testing.T) {
 	}
 	if _, err := r.Infer(context.Background(), "m#1", nil); !errors.Is(err, ErrUnknownModel) {
 		t.Fatalf("infer of a decoder key: %v", err)
+	}
+}
+
+// maintainDecoder counts Maintain calls and fails a call made after the
+// model was removed (it may be closing then).
+type maintainDecoder struct {
+	fakeExec
+	t       *testing.T
+	calls   atomic.Int32
+	removed atomic.Bool
+}
+
+func (d *maintainDecoder) Maintain(time.Time) {
+	if d.removed.Load() {
+		d.t.Error("Maintain called on a removed model")
+	}
+	d.calls.Add(1)
+}
+
+// TestRouterMaintainSkipsRemoved: a model removed after Maintain listed
+// the routes, before it reached the model, is not called: Remove returned,
+// and its owner is closing it.
+func TestRouterMaintainSkipsRemoved(t *testing.T) {
+	r := NewRouter[any]()
+	d := &maintainDecoder{fakeExec: *newFake(16, 4), t: t}
+	r.Add("m#1", d, nil)
+	r.Maintain(time.Now())
+	if d.calls.Load() != 1 {
+		t.Fatalf("Maintain reached the model %d times, want 1", d.calls.Load())
+	}
+	r.listed = func() {
+		r.Remove("m#1")
+		d.removed.Store(true)
+	}
+	r.Maintain(time.Now())
+	if d.calls.Load() != 1 {
+		t.Errorf("Maintain reached a model removed meanwhile")
 	}
 }
