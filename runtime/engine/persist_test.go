@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
@@ -114,4 +115,48 @@ func TestPrefixPersistAcrossRestart(t *testing.T) {
 	if _, cached, _ = persistRun(t, dir, v1, prompt, ""); cached != 0 {
 		t.Errorf("version 1 served %d tokens from version 2's file", cached)
 	}
+}
+
+// TestPersistAcrossSwaps: versions swapped in and out while requests run,
+// each saving its prefix cache as the loop goes idle between them; run
+// with -race, a retired version's close must not meet the loop's upkeep.
+func TestPersistAcrossSwaps(t *testing.T) {
+	v1, v2 := tinyBundle(t), tinyVersion(t, "2")
+	e, err := Open(context.Background(), Config{
+		Models:        []ModelSpec{{Dir: v1}},
+		PrefixPersist: PrefixPersistConfig{Dir: t.TempDir(), EverySeconds: 1e-9},
+		Session:       ort.Options{IntraOpThreads: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			for _, err := range e.GenerateTokens(context.Background(), "tiny-test", ids(40, i%3), GenerateOptions{MaxTokens: 2}).Tokens() {
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	})
+	for i := range 12 {
+		dir := v1
+		if i%2 == 0 {
+			dir = v2
+		}
+		if _, err := e.Swap(context.Background(), "tiny-test", ModelSpec{Dir: dir}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
 }
