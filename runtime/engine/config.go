@@ -158,7 +158,7 @@ type PrefixPersistConfig struct {
 	EverySeconds float64 `json:"every_seconds,omitempty"`
 }
 
-// dir is where the files go, "" for none.
+// prefixDir is where the files go, "" for none.
 func (c Config) prefixDir() string {
 	switch {
 	case c.PrefixPersist.Disable:
