@@ -31,6 +31,11 @@ type Config struct {
 	// CallTimeout bounds one call (the request's deadline bounds it too,
 	// whichever comes first); 0 means 2 s.
 	CallTimeout time.Duration `json:"call_timeout,omitempty"`
+	// StartTimeout bounds an instance's start: the guest's _initialize (a
+	// Go guest's runtime and package init, milliseconds on a desktop, more
+	// on a small board; BenchmarkColdStart measures it). 0 means 5 s. A
+	// request waiting for that start is bounded by its deadline too.
+	StartTimeout time.Duration `json:"start_timeout,omitempty"`
 	// MaxInstances is how many calls run at once, each in its own
 	// instance; 0 means 2. Further calls wait for a free instance (or
 	// their context).
@@ -80,6 +85,13 @@ func (c Config) memoryBytes() int64 {
 	return int64(c.MemoryMB) << 20
 }
 
+func (c Config) startTimeout() time.Duration {
+	if c.StartTimeout == 0 {
+		return 5 * time.Second
+	}
+	return c.StartTimeout
+}
+
 func (c Config) callTimeout() time.Duration {
 	if c.CallTimeout == 0 {
 		return 2 * time.Second
@@ -116,8 +128,8 @@ func (c Config) Validate() error {
 	if c.MemoryMB < 0 || c.MemoryMB > 4095 {
 		return bad("memory_mb %d (want 1..4095, 0 for 64)", c.MemoryMB)
 	}
-	if c.CallTimeout < 0 || c.MaxInstances < 0 || c.MaxResultMB < 0 || c.MaxResultMB > 1024 {
-		return bad("negative limit (call_timeout %v, max_instances %d, max_result_mb %d)", c.CallTimeout, c.MaxInstances, c.MaxResultMB)
+	if c.CallTimeout < 0 || c.StartTimeout < 0 || c.MaxInstances < 0 || c.MaxResultMB < 0 || c.MaxResultMB > 1024 {
+		return bad("negative limit (call_timeout %v, start_timeout %v, max_instances %d, max_result_mb %d)", c.CallTimeout, c.StartTimeout, c.MaxInstances, c.MaxResultMB)
 	}
 	for _, m := range c.Grants.Dirs {
 		if m.Host == "" || !filepath.IsAbs(m.Host) && filepath.Clean(m.Host) != m.Host {

@@ -17,7 +17,10 @@
 // its memory is capped (Config.MemoryMB); every call is bounded by the
 // request's context and Config.CallTimeout, and wazero closes the module
 // when either expires (an infinite loop returns ErrTimeout within a few ms
-// of the deadline: TestTimeout). A call that traps, times out, runs out of
+// of the deadline: TestTimeout); an instance's start (the guest's
+// _initialize) is bounded by Config.StartTimeout (TestStartLimit). A
+// timeout names the plugin and the limit that fired; a module whose
+// declared memory is over the cap is refused as ErrMemory. A call that traps, times out, runs out of
 // memory or returns a malformed result fails alone: its instance is closed
 // and the next call gets a fresh one. Everything a module returns is
 // checked before use (pointer and length inside its memory, a size cap,

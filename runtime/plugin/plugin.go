@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,9 +68,6 @@ type instance struct {
 	stderr *tail
 	stack  [2]uint64
 }
-
-// startTimeout bounds an instance's start (see instantiate).
-const startTimeout = 10 * time.Second
 
 var (
 	cacheMu sync.Mutex
@@ -156,6 +154,11 @@ func Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, e
 	p.compiled, err = p.rt.CompileModule(ctx, wasm)
 	p.info.Compile = time.Since(start)
 	if err != nil {
+		if strings.Contains(err.Error(), "over limit of") {
+			// wazero checks the module's declared memory against the cap
+			// when it compiles.
+			return nil, errors.Join(fmt.Errorf("%w: plugin %s: its memory is over the cap of %d MiB (MemoryMB, --memory-mb): %v", ErrMemory, name, p.cfg.memoryBytes()>>20, err), p.rt.Close(ctx))
+		}
 		return nil, errors.Join(fmt.Errorf("%w: %s: %v", ErrABI, name, err), p.rt.Close(ctx))
 	}
 	if err := checkExports(p.compiled); err != nil {
@@ -167,7 +170,7 @@ func Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, e
 	in, err := p.instantiate(ctx)
 	p.info.Instantiate = time.Since(start)
 	if err != nil {
-		return nil, errors.Join(err, p.rt.Close(ctx))
+		return nil, errors.Join(fmt.Errorf("plugin %s: %w", name, err), p.rt.Close(ctx))
 	}
 	p.info.InstanceMemory = uint64(in.mem.Size())
 	p.idle <- in
@@ -232,11 +235,12 @@ func sameTypes(a, b []api.ValueType) bool {
 	return true
 }
 
-// instantiate starts an instance: the guest's _initialize runs under
-// startTimeout (a Go guest's runtime start takes milliseconds; the per-call
-// limit, which may be tighter, is for requests), within ctx.
+// instantiate starts an instance: the guest's _initialize runs under the
+// start limit (Config.StartTimeout; the per-call limit, which may be
+// tighter, is for requests), within ctx.
 func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
-	ctx, cancel := context.WithTimeout(ctx, max(p.cfg.callTimeout(), startTimeout))
+	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.startTimeout(),
+		&limitError{what: "its start (_initialize)", limit: "start limit", d: p.cfg.startTimeout()})
 	defer cancel()
 	t := &tail{}
 	mod, err := p.rt.InstantiateModule(ctx, p.compiled, p.modCfg.WithStderr(t))
@@ -300,7 +304,8 @@ func (p *Plugin) CallRaw(ctx context.Context, req []byte) ([]abi.Tensor, error) 
 			return nil, fmt.Errorf("plugin %s: %w", p.name, err)
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.cfg.callTimeout())
+	cctx, cancel := context.WithTimeoutCause(ctx, p.cfg.callTimeout(),
+		&limitError{what: "the call", limit: "per-call limit", d: p.cfg.callTimeout()})
 	defer cancel()
 	out, keep, err := p.call(cctx, in, req)
 	if keep {
@@ -356,6 +361,19 @@ func (p *Plugin) call(ctx context.Context, in *instance, req []byte) (_ []abi.Te
 	return out, true, nil
 }
 
+// limitError is the cause of a context this package bounds: which limit
+// fired, so that a timeout names it (wrapping context.DeadlineExceeded).
+type limitError struct {
+	what, limit string
+	d           time.Duration
+}
+
+func (e *limitError) Error() string {
+	return fmt.Sprintf("%s ran past its %s of %v", e.what, e.limit, e.d)
+}
+
+func (e *limitError) Unwrap() error { return context.DeadlineExceeded }
+
 // classify maps a failed wazero call to the package's errors.
 func (p *Plugin) classify(ctx context.Context, t *tail, err error) error {
 	select {
@@ -364,7 +382,11 @@ func (p *Plugin) classify(ctx context.Context, t *tail, err error) error {
 	default:
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("%w (per-call limit %v, or the request's deadline): %w", ErrTimeout, p.cfg.callTimeout(), ctx.Err())
+		var le *limitError
+		if cause := context.Cause(ctx); errors.As(cause, &le) {
+			return fmt.Errorf("%w: %w", ErrTimeout, le)
+		}
+		return fmt.Errorf("%w: stopped by the request's deadline or cancellation: %w", ErrTimeout, ctx.Err())
 	}
 	msg := ""
 	if t != nil {

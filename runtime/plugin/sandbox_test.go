@@ -80,9 +80,10 @@ func TestTimeout(t *testing.T) {
 		name     string
 		deadline time.Duration // the request's, 0 for none
 		bound    time.Duration
+		says     string // what the error names as the limit that fired
 	}{
-		{"per-call limit", 0, 400 * time.Millisecond},
-		{"request deadline", 100 * time.Millisecond, 100 * time.Millisecond},
+		{"per-call limit", 0, 400 * time.Millisecond, "per-call limit of 400ms"},
+		{"request deadline", 100 * time.Millisecond, 100 * time.Millisecond, "request's deadline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -96,6 +97,9 @@ func TestTimeout(t *testing.T) {
 			took := time.Since(start)
 			if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("error %v, want ErrTimeout and context.DeadlineExceeded", err)
+			}
+			if !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), p.Name()) {
+				t.Errorf("error %q names neither %q nor the plugin", err, tc.says)
 			}
 			// The limit is enforced when the guest's loop next checks the
 			// context, so the stop comes a scheduling delay after it; on a
@@ -191,7 +195,7 @@ func TestRawModuleFailures(t *testing.T) {
 		{"unreachable", runUnreachable, ErrTrap, "unreachable"},
 		{"pointer outside memory", runFromMemory, ErrResult, "outside"},
 		{"memory.grow bomb", runGrow, ErrResult, "shorter than a header"},
-		{"loop", runLoop, ErrTimeout, "deadline"},
+		{"loop", runLoop, ErrTimeout, "per-call limit of 100ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			timeout := 2 * time.Second
@@ -358,5 +362,35 @@ func TestConcurrentCalls(t *testing.T) {
 	}
 	if _, err := p.Call(context.Background(), mode("echo")); !errors.Is(err, ErrClosed) {
 		t.Errorf("call after Close: %v", err)
+	}
+}
+
+// TestStartLimit: a module whose _initialize never returns is stopped by
+// the start limit, its own, not the per-call limit nor a 10-s default, and
+// the error names the plugin and the limit; a memory cap under what the
+// module declares is reported as the cap, not as a broken ABI.
+func TestStartLimit(t *testing.T) {
+	start := time.Now()
+	_, err := Load(context.Background(), "spin.wasm", rawModuleInit(initLoop, runUnreachable...),
+		Config{CacheDir: "-", CallTimeout: 2 * time.Second, StartTimeout: 300 * time.Millisecond})
+	took := time.Since(start)
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("error %v, want ErrTimeout", err)
+	}
+	for _, want := range []string{"spin.wasm", "start limit of 300ms", "_initialize"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+	if took > 2*300*time.Millisecond+time.Second { // a compile, then the limit and a scheduling delay
+		t.Errorf("the start took %v under a 300ms start limit", took)
+	}
+	t.Logf("stopped after %v: %v", took, err)
+
+	// A module declaring 2 pages (128 KiB) of memory is fine under a
+	// 1 MiB cap; hostile's Go runtime needs more than 1 MiB.
+	_, err = LoadFile(context.Background(), plugintest.Build(t, "runtime/plugin/testdata/hostile"), Config{CacheDir: "-", MemoryMB: 1})
+	if !errors.Is(err, ErrMemory) || errors.Is(err, ErrABI) || !strings.Contains(err.Error(), "cap of 1 MiB") {
+		t.Errorf("a 1 MiB cap: %v, want ErrMemory naming the cap", err)
 	}
 }

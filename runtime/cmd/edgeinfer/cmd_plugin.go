@@ -26,7 +26,7 @@ func runPlugin(ctx context.Context, w io.Writer, args []string) error {
 		args = append([]string{"run"}, args...) // its one subcommand's help
 	}
 	if len(args) == 0 || args[0] != "run" {
-		return fmt.Errorf("%w: plugin run PLUGIN.wasm --input [NAME=]FILE [--arg key=value] [--dir HOST:GUEST] [--timeout D] [--memory-mb N]", errUsage)
+		return fmt.Errorf("%w: plugin run PLUGIN.wasm --input [NAME=]FILE [--arg key=value] [--dir HOST:GUEST] [--timeout D] [--start-timeout D] [--memory-mb N]", errUsage)
 	}
 	fs := newFlagSet("plugin run")
 	var inputs, argv, dirs multiFlag
@@ -35,6 +35,7 @@ func runPlugin(ctx context.Context, w io.Writer, args []string) error {
 	fs.Var(&dirs, "dir", "HOST:GUEST: mount a host directory read-only at GUEST; repeatable")
 	timeout := fs.Duration("timeout", 2*time.Second, "limit of the call")
 	memMB := fs.Int("memory-mb", 64, "memory cap of the plugin in MiB")
+	startTimeout := fs.Duration("start-timeout", 5*time.Second, "limit of the plugin's start (its _initialize)")
 	engine := fs.String("engine", "", "wazero engine: compiler or interpreter (default: compiler where supported)")
 	clock := fs.Bool("clock", false, "grant the host clock")
 	pos, err := parseFlags(fs, args[1:])
@@ -44,7 +45,7 @@ func runPlugin(ctx context.Context, w io.Writer, args []string) error {
 	if len(pos) != 1 || len(inputs) == 0 {
 		return fmt.Errorf("%w: plugin run PLUGIN.wasm --input [NAME=]FILE", errUsage)
 	}
-	cfg := plugin.Config{Engine: *engine, MemoryMB: *memMB, CallTimeout: *timeout, MaxInstances: 1, Grants: plugin.Grants{Clock: *clock}}
+	cfg := plugin.Config{Engine: *engine, MemoryMB: *memMB, CallTimeout: *timeout, StartTimeout: *startTimeout, MaxInstances: 1, Grants: plugin.Grants{Clock: *clock}}
 	for _, d := range dirs {
 		host, guest, ok := strings.Cut(d, ":")
 		if !ok {
