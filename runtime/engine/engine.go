@@ -65,7 +65,7 @@ func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, log: log, x: sched.NewRouter[tensors]()}
 	e.mu.models, e.mu.known, e.mu.loading, e.mu.learned = map[string]*model{}, map[string]ModelSpec{}, map[string]*loading{}, map[string]int64{}
-	e.res.wake, e.res.room = make(chan struct{}, 1), make(chan struct{})
+	e.res.wake, e.res.room, e.res.loadSem = make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 1)
 	for _, o := range cfg.Observers {
 		e.mu.observers = append(e.mu.observers, &observerEntry{o: o})
 	}

@@ -190,8 +190,12 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string, pinned, ev
 	if e.cfg.MemoryBudgetBytes > 0 {
 		// One load at a time under a budget: each one's resident set
 		// growth is then its own (the measure its footprint learns from).
-		e.res.loadMu.Lock()
-		defer e.res.loadMu.Unlock()
+		select {
+		case e.res.loadSem <- struct{}{}:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("engine: waiting for another model's load: %w", context.Cause(ctx))
+		}
+		defer func() { <-e.res.loadSem }()
 		d, err := e.describe(ctx, spec)
 		if err != nil {
 			return nil, err

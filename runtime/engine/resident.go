@@ -77,7 +77,9 @@ type residency struct {
 // way, the models it knows how to load, and the counters of Stats.
 type residencyState struct {
 	wake   chan struct{} // pokes the reaper (capacity 1)
-	loadMu sync.Mutex    // one load at a time under a budget
+	// loadSem lets one load at a time run under a budget (capacity 1); a
+	// request waiting for its turn gives up with its context.
+	loadSem chan struct{}
 	// ortHeld: the engine holds ONNX Runtime's environment (holdRuntime).
 	ortHeld bool
 

@@ -288,6 +288,31 @@ func TestDemandLoadsOnce(t *testing.T) {
 	}
 }
 
+// TestLoadWaitGivesUp: under a budget loads run one at a time; a request
+// waiting for its turn ends with its context instead of waiting for the
+// load ahead of it, and the model loads for the next request.
+func TestLoadWaitGivesUp(t *testing.T) {
+	orttest.Need(t)
+	path := storeWith(t, tinyBundle(t))
+	e, err := Open(context.Background(), Config{Store: path, Session: sessionOpts(), KV: residentKV, MemoryBudgetBytes: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	e.res.loadSem <- struct{}{} // another load is under way
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	s := e.GenerateTokens(ctx, "tiny-test", ids(8, 0), GenerateOptions{MaxTokens: 2}).Summary()
+	if !errors.Is(s.Err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Fatalf("waiting for another load: %v after %v, want its deadline", s.Err, time.Since(start))
+	}
+	<-e.res.loadSem
+	if s := e.GenerateTokens(context.Background(), "tiny-test", ids(8, 0), GenerateOptions{MaxTokens: 2}).Summary(); s.Err != nil || s.LoadTime == 0 {
+		t.Fatalf("after the other load: %+v", s)
+	}
+}
+
 // A model bigger than the budget is refused with a *BudgetError naming
 // it, its size and the budget, not loaded.
 func TestBudgetRefusesTooBig(t *testing.T) {
