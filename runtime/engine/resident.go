@@ -76,7 +76,7 @@ type residency struct {
 // residencyState is the engine's side: the bytes counted, the loads under
 // way, the models it knows how to load, and the counters of Stats.
 type residencyState struct {
-	wake   chan struct{} // pokes the reaper (capacity 1)
+	wake chan struct{} // pokes the reaper (capacity 1)
 	// loadSem lets one load at a time run under a budget (capacity 1); a
 	// request waiting for its turn gives up with its context.
 	loadSem chan struct{}
