@@ -211,7 +211,6 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string, pinned, ev
 		e.release(reserved)
 		return nil, err
 	}
-	ort.TrimHeap() // the load's transient buffers are not the model's
 	m.res.rss = selfRSS() - rss
 	m.res.estimate = m.res.bytes // the manifest's count (footprint)
 	m.res.bytes = max(m.res.bytes, m.res.rss)

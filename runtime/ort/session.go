@@ -373,11 +373,3 @@ func (s *Session) Close() error {
 	}
 	return nil
 }
-
-// TrimHeap hands the C heap's free memory back to the kernel (glibc's
-// malloc_trim; a no-op elsewhere). Creating a session leaves its
-// transient buffers (the parsed graph, the optimisers' copies) in
-// malloc's free lists, resident until trimmed: a caller that measures a
-// session's resident set, or must stay under a memory budget, trims after
-// creating one.
-func TrimHeap() { trimHeap() }

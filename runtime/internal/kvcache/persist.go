@@ -188,15 +188,16 @@ func (s *Snapshot) WriteFile(path string, key []byte) (int64, error) {
 	var carried []byte
 	if len(s.carry) > 0 {
 		hashes, parents, tokens = slices.Clone(hashes), slices.Clone(parents), slices.Clone(tokens)
-		buf := make([]byte, rec)
+		buf := make([]byte, rec+4)
 		for _, j := range s.carry {
-			if err := s.from.read(j, buf); err != nil {
+			data, err := s.from.read(j, buf)
+			if err != nil {
 				continue // never copy a record that fails its check
 			}
 			hashes = append(hashes, s.from.hashes[j])
 			parents = append(parents, s.from.parents[j])
 			tokens = append(tokens, s.from.blockTokens(j)...)
-			carried = append(carried, buf...)
+			carried = append(carried, data...)
 		}
 	}
 	var block []byte // a live snapshot's block being written
@@ -275,10 +276,11 @@ func recordCRC(data []byte, hash uint64) uint32 {
 // crcWriter writes little-endian fields, keeping a running CRC-32C and
 // the first error.
 type crcWriter struct {
-	w   *bufio.Writer
-	crc uint32
-	n   int64
-	err error
+	w       *bufio.Writer
+	crc     uint32
+	n       int64
+	err     error
+	scratch [8]byte // a field's bytes: no allocation per token of the index
 }
 
 func (w *crcWriter) bytes(b []byte) {
@@ -291,8 +293,8 @@ func (w *crcWriter) bytes(b []byte) {
 	w.n += int64(n)
 }
 
-func (w *crcWriter) u32(v uint32) { w.bytes(binary.LittleEndian.AppendUint32(nil, v)) }
-func (w *crcWriter) u64(v uint64) { w.bytes(binary.LittleEndian.AppendUint64(nil, v)) }
+func (w *crcWriter) u32(v uint32) { w.bytes(binary.LittleEndian.AppendUint32(w.scratch[:0], v)) }
+func (w *crcWriter) u64(v uint64) { w.bytes(binary.LittleEndian.AppendUint64(w.scratch[:0], v)) }
 
 // Persisted is an open persisted prefix cache: its index in memory, its
 // records read on demand.
@@ -306,7 +308,7 @@ type Persisted struct {
 	tokens  []int32
 	byHash  map[uint64]int
 	bad     []bool // records that failed their check: never served
-	buf     []byte
+	buf     []byte // the owner goroutine's record buffer (restore)
 }
 
 // maxPersistKey bounds the key read from a file before it is compared.
@@ -426,20 +428,17 @@ func (p *Persisted) find(parent, h uint64, toks []int32) (int, bool) {
 	return i, true
 }
 
-// read reads record i's data into dst (blockBytes) and checks it; a record
-// that fails is marked bad and never read again. Safe for concurrent use
-// with other reads (pread), except for the bad mark, which only the cache's
-// owner sets.
-func (p *Persisted) read(i int, dst []byte) error {
-	buf := make([]byte, p.rec+4)
+// read reads record i into buf (blockBytes+4: the data and its CRC),
+// checks it and returns the data. Reads with separate buffers may run at
+// once (pread): WriteFile's carry-over beside the owner's restores.
+func (p *Persisted) read(i int, buf []byte) ([]byte, error) {
 	if _, err := p.f.ReadAt(buf, p.dataOff+int64(i)*(p.rec+4)); err != nil {
-		return fmt.Errorf("%w: block %d: %v", ErrCorrupt, i, err)
+		return nil, fmt.Errorf("%w: block %d: %v", ErrCorrupt, i, err)
 	}
 	if binary.LittleEndian.Uint32(buf[p.rec:]) != recordCRC(buf[:p.rec], p.hashes[i]) {
-		return fmt.Errorf("%w: block %d fails its checksum", ErrCorrupt, i)
+		return nil, fmt.Errorf("%w: block %d fails its checksum", ErrCorrupt, i)
 	}
-	copy(dst, buf[:p.rec])
-	return nil
+	return buf[:p.rec], nil
 }
 
 // UsePersisted makes the cache restore prefix blocks from p as prompts ask
@@ -465,13 +464,14 @@ func (c *Cache) restore(parent, h uint64, toks []int32) (int32, bool) {
 	if !ok {
 		return none, false
 	}
-	if err := p.read(i, p.buf); err != nil {
-		p.bad[i] = true
+	data, err := p.read(i, p.buf)
+	if err != nil {
+		p.bad[i] = true // never read again
 		c.stats.restoreFailures.Add(1)
 		return none, false
 	}
 	b := c.allocBlock()
-	c.writeBlock(b, p.buf[:p.rec])
+	c.writeBlock(b, data)
 	c.grow(b, c.bs)
 	c.addPrefix(b, parent, h, toks)
 	c.stats.restored.Add(1)
@@ -491,26 +491,26 @@ func (c *Cache) persistedHas(parent, h uint64, toks []int32) bool {
 // blockBytes long: per layer the keys head by head then the values, each
 // head BlockSize×HeadDim elements; then per layer the key scales and the
 // value scales, one float32 per head.
-func (c *Cache) readBlock(dst []byte, b int32) {
-	c.eachRegion(b, func(pool, region []byte) { copy(region, pool) }, dst)
-}
+func (c *Cache) readBlock(dst []byte, b int32) { c.copyBlockBytes(b, dst, false) }
 
 // writeBlock is readBlock's inverse.
-func (c *Cache) writeBlock(b int32, src []byte) {
-	c.eachRegion(b, func(pool, region []byte) { copy(pool, region) }, src)
-}
+func (c *Cache) writeBlock(b int32, src []byte) { c.copyBlockBytes(b, src, true) }
 
-// eachRegion pairs each of block b's regions in the pools with its place
-// in buf (readBlock's layout) and calls f(pool region, buf region).
-func (c *Cache) eachRegion(b int32, f func(pool, region []byte), buf []byte) {
+// copyBlockBytes copies block b between the pools and buf (readBlock's
+// layout): into the pools when toPools, else out of them.
+func (c *Cache) copyBlockBytes(b int32, buf []byte, toPools bool) {
 	esize := c.cfg.DType.Size()
 	n := c.blockElems * esize
 	off := 0
 	for l := range c.cfg.Layers {
 		for _, pool := range [2][]byte{c.mem.keyBytes[l], c.mem.valueBytes[l]} {
 			for h := range c.cfg.KVHeads {
-				base := h*c.headStride*esize + int(b)*n
-				f(pool[base:base+n], buf[off:off+n])
+				region := pool[h*c.headStride*esize+int(b)*n:][:n]
+				if toPools {
+					copy(region, buf[off:off+n])
+				} else {
+					copy(buf[off:off+n], region)
+				}
 				off += n
 			}
 		}
@@ -522,10 +522,11 @@ func (c *Cache) eachRegion(b int32, f func(pool, region []byte), buf []byte) {
 		for _, sc := range [2][]float32{c.mem.keyScale[l], c.mem.valueScale[l]} {
 			for h := range c.cfg.KVHeads {
 				i := h*c.numBlocks + int(b)
-				var le [4]byte
-				binary.LittleEndian.PutUint32(le[:], math.Float32bits(sc[i]))
-				f(le[:], buf[off:off+4])
-				sc[i] = math.Float32frombits(binary.LittleEndian.Uint32(le[:]))
+				if toPools {
+					sc[i] = math.Float32frombits(binary.LittleEndian.Uint32(buf[off:]))
+				} else {
+					binary.LittleEndian.PutUint32(buf[off:], math.Float32bits(sc[i]))
+				}
 				off += 4
 			}
 		}
