@@ -84,7 +84,12 @@ func TestBudgetServesThreeOfTwo(t *testing.T) {
 	for _, b := range sizes {
 		total, least = total+b, min(least, b)
 	}
-	budget := total - least/2 // any two fit, never the three
+	// Any two fit, never the three. The counts come from another engine,
+	// and a count is the larger of the manifest's estimate and the RSS a
+	// load was measured to move, which varies between engines on a loaded
+	// machine: a margin of a quarter of the smallest keeps the premise
+	// (it went red once under stress-ng with a margin of a half).
+	budget := total - least*3/4
 	f := threeDecoders(t, budget)
 	loadsBefore := f.eng.Stats().Residency.Loads
 	models := []string{"tinylm", "tinychat", "tiny-ids"}
@@ -98,14 +103,14 @@ func TestBudgetServesThreeOfTwo(t *testing.T) {
 		if resp.Header.Get("X-Edgeinfer-Load-Ms") != "" {
 			loaded++
 		}
-		up := 0
+		up, used := 0, int64(0)
 		for _, m := range f.listed(t) {
 			if m.Loaded {
-				up++
+				up, used = up+1, used+m.Bytes
 			}
 		}
-		if up > 2 {
-			t.Fatalf("after request %d: %d models loaded under a budget for two", i, up)
+		if up > 2 || used > budget {
+			t.Fatalf("after request %d: %d models loaded, %d bytes counted, under a budget of %d for two", i, up, used, budget)
 		}
 	}
 	st := f.eng.Stats().Residency
