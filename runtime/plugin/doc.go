@@ -26,6 +26,16 @@
 // checked before use (pointer and length inside its memory, a size cap,
 // the wire format; FuzzHostileResult).
 //
+// # Host primitives
+//
+// The heavy loops (image decode, resize and normalise; weighted NMS; the
+// best class per row; DB text boxes) are package primitive, run natively
+// and called by plugins through the import module edgeinfer_host (ABI.md):
+// a guest orchestrates, the host computes, bounded by the plugin's memory
+// cap and deadline (TestHostileHostCalls). The plugins shipped with the SDK
+// use them; BenchmarkNMS and its siblings in runtime/plugin/plugins compare
+// each with native Go.
+//
 // # Engine and start-up
 //
 // wazero's compiler is used where the platform has one (Info.Engine says
@@ -40,10 +50,10 @@
 // second "kernel" module with its own allocator and host functions for
 // input, output, variables, HTTP and logs, and offers plugin kits in many
 // languages. The SDK's plugins exchange tensors, need none of those host
-// functions (each would widen the sandbox), and a pipeline calls them on
-// every request. The ABI here is three exports over the module's own
-// memory, with no imports beyond WASI preview 1 (which Go, Rust, C and Zig
-// toolchains target directly); a request and its response are one copy
+// functions (each would widen the sandbox by I/O), and a pipeline calls
+// them on every request. The ABI here is three exports over the module's
+// own memory, with no imports beyond WASI preview 1 (which Go, Rust, C and
+// Zig toolchains target directly) and the pure-computation primitives; a request and its response are one copy
 // each way, tensor data 8-byte aligned so both sides view it in place.
 // BenchmarkExtism and BenchmarkOurs (testdata/extismbench, a separate
 // module so the SDK does not depend on Extism) measure both in one run: a

@@ -150,6 +150,9 @@ func Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, e
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, p.rt); err != nil {
 		return nil, errors.Join(fmt.Errorf("plugin: wasi: %w", err), p.rt.Close(ctx))
 	}
+	if err := p.instantiateHost(ctx, p.rt); err != nil {
+		return nil, errors.Join(fmt.Errorf("plugin: host primitives: %w", err), p.rt.Close(ctx))
+	}
 	start := time.Now()
 	p.compiled, err = p.rt.CompileModule(ctx, wasm)
 	p.info.Compile = time.Since(start)
@@ -242,6 +245,7 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.startTimeout(),
 		&limitError{what: "its start (_initialize)", limit: "start limit", d: p.cfg.startTimeout()})
 	defer cancel()
+	ctx = withHostCall(ctx)
 	t := &tail{}
 	mod, err := p.rt.InstantiateModule(ctx, p.compiled, p.modCfg.WithStderr(t))
 	if err != nil {
@@ -326,6 +330,7 @@ func (p *Plugin) CallRaw(ctx context.Context, req []byte) ([]abi.Tensor, error) 
 // call runs one request in in; keep reports whether in may serve again.
 func (p *Plugin) call(ctx context.Context, in *instance, req []byte) (_ []abi.Tensor, keep bool, _ error) {
 	in.stderr.reset()
+	ctx = withHostCall(ctx)
 	s := in.stack[:]
 	s[0] = uint64(len(req))
 	if err := in.alloc.CallWithStack(ctx, s); err != nil {

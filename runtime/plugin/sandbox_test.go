@@ -394,3 +394,40 @@ func TestStartLimit(t *testing.T) {
 		t.Errorf("a 1 MiB cap: %v, want ErrMemory naming the cap", err)
 	}
 }
+
+// TestHostileHostCalls: a plugin that abuses the host primitives is
+// stopped as one that misbehaves in its own code would be, and the plugin
+// serves the next request. Quadratic work handed to the host stops at the
+// per-call limit; an image too large for the memory cap is refused from
+// its header; a name the host does not have, and a pointer outside the
+// module's memory, fail that call alone.
+func TestHostileHostCalls(t *testing.T) {
+	const limit = 400 * time.Millisecond
+	p := hostile(t, Config{MemoryMB: 64, MaxInstances: 1, CallTimeout: limit})
+	for _, tc := range []struct {
+		mode string
+		want error
+		text string
+	}{
+		{"host-nms", ErrTimeout, "per-call limit of 400ms"},
+		{"host-image", ErrGuest, "30000x30000"},
+		{"host-unknown", ErrGuest, `unknown "fs.read"`},
+		{"host-pointer", ErrTrap, "outside the module's"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			start := time.Now()
+			_, err := p.Call(context.Background(), mode(tc.mode))
+			took := time.Since(start)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("error %v, want %v containing %q", err, tc.want, tc.text)
+			}
+			// Done in full, the NMS takes minutes; stopped, a scheduling
+			// delay past the limit (see TestTimeout for the bound).
+			if took > 2*limit+time.Second {
+				t.Errorf("stopped after %v, limit %v", took, limit)
+			}
+			t.Logf("%s: %v after %v", tc.mode, err, took)
+			echoOK(t, p)
+		})
+	}
+}

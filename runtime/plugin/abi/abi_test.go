@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -98,6 +99,63 @@ func FuzzDecode(f *testing.F) {
 		}
 		if re := Encode(nil, ts); len(re) != len(b) && len(re) != len(b)+pad8(len(b)) {
 			t.Fatalf("re-encoded %d bytes from %d", len(re), len(b))
+		}
+	})
+}
+
+// memory is a guest's memory for the by-reference tests: 4 KiB, data at
+// the address the encoder is given.
+type memory []byte
+
+func (m memory) read(addr, n uint32) ([]byte, bool) {
+	if uint64(addr)+uint64(n) > uint64(len(m)) {
+		return nil, false
+	}
+	return m[addr : addr+n], true
+}
+
+func TestRefsRoundTrip(t *testing.T) {
+	mem := make(memory, 4096)
+	in := []Tensor{F32("x", []int64{2, 2}, []float32{1, 2, 3, 4}), Str("s", "ok"), I64("empty", []int64{0}, nil)}
+	next := uint32(64)
+	addr := func(b []byte) uint32 { // place each tensor's data in mem
+		a := next
+		copy(mem[a:], b)
+		next += uint32(len(b)+7) &^ 7
+		return a
+	}
+	msg := EncodeRefs(nil, in, addr)
+	out, err := DecodeRefs(msg, mem.read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 3 {
+		t.Fatalf("%d tensors", len(out))
+	}
+	if v, _ := out[0].Float32s(); len(v) != 4 || v[3] != 4 {
+		t.Errorf("x = %v", v)
+	}
+	if s, _ := out[1].Text(); s != "ok" {
+		t.Errorf("s = %q", s)
+	}
+	// An address past the memory is refused, naming the tensor.
+	bad := EncodeRefs(nil, in[:1], func([]byte) uint32 { return 4090 })
+	if _, err := DecodeRefs(bad, mem.read); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), `"x"`) {
+		t.Errorf("data outside memory: %v", err)
+	}
+}
+
+func FuzzDecodeRefs(f *testing.F) {
+	mem := make(memory, 4096)
+	f.Add(EncodeRefs(nil, []Tensor{F32("x", []int64{2}, []float32{1, 2}), Str("s", "ok")}, func([]byte) uint32 { return 8 }))
+	f.Add([]byte("EIR1\x01\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ts, err := DecodeRefs(b, mem.read)
+		if err != nil {
+			return
+		}
+		if err := Validate(ts); err != nil {
+			t.Fatalf("decoded tensors fail Validate: %v", err)
 		}
 	})
 }

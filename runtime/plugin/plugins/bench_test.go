@@ -1,14 +1,17 @@
 package plugins_test
 
 // The figures the plugin work quotes: each plugin against the same code
-// compiled natively, measured in one run (go test -bench . -benchtime 20x
-// ./runtime/plugin/plugins), and what the sandbox costs on its own.
+// compiled natively, alternated in one run (go test -run X -bench .
+// -benchtime 20x ./runtime/plugin/plugins prints plugin/native per
+// plugin), and what the sandbox costs on its own.
 
 import (
 	"context"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/plugin"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
@@ -16,31 +19,66 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/prepost"
 )
 
-// pair runs native, the plugin in the default sandbox and the plugin
-// without cancellation checks (Config.NoInterrupt) as sub-benchmarks of
-// one benchmark.
+// pair times native code, the plugin in the default sandbox and the
+// plugin without cancellation checks (Config.NoInterrupt) in alternated
+// rounds: each iteration runs all three once, in an order that rotates,
+// so that a slow moment of a shared machine falls on each alike. It
+// reports each one's median time and the medians of the per-round ratios
+// to native (plugin/native, nointerrupt/native): -benchtime 20x is 20
+// rounds.
 func pair(b *testing.B, native func(), name string, cfg plugin.Config, in []abi.Tensor) {
-	b.Run("native", func(b *testing.B) {
-		for b.Loop() {
-			native()
-		}
-	})
 	req := abi.Encode(nil, in)
-	for _, off := range []bool{false, true} {
-		sub := "plugin"
-		if off {
-			sub = "plugin-nointerrupt"
-		}
-		cfg.NoInterrupt = off
-		p := load(b, name, cfg)
-		b.Run(sub, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := p.CallRaw(context.Background(), req); err != nil {
-					b.Fatal(err)
-				}
+	run := func(p *plugin.Plugin) func() {
+		return func() {
+			if _, err := p.CallRaw(context.Background(), req); err != nil {
+				b.Fatal(err)
 			}
-		})
+		}
 	}
+	cfg.NoInterrupt = false
+	sandboxed := run(load(b, name, cfg))
+	cfg.NoInterrupt = true
+	unchecked := run(load(b, name, cfg))
+	fns := [3]func(){native, sandboxed, unchecked}
+	for _, f := range fns { // warm: first instances, caches
+		f()
+	}
+	var times [3][]float64
+	var ratios [2][]float64
+	round := 0
+	for b.Loop() {
+		var d [3]float64
+		for k := range 3 {
+			i := (k + round) % 3
+			start := time.Now()
+			fns[i]()
+			d[i] = float64(time.Since(start).Nanoseconds())
+		}
+		round++
+		for i := range 3 {
+			times[i] = append(times[i], d[i])
+		}
+		ratios[0] = append(ratios[0], d[1]/d[0])
+		ratios[1] = append(ratios[1], d[2]/d[0])
+	}
+	b.ReportMetric(median(times[0])/1e3, "native-us")
+	b.ReportMetric(median(times[1])/1e3, "plugin-us")
+	b.ReportMetric(median(times[2])/1e3, "nointerrupt-us")
+	b.ReportMetric(median(ratios[0]), "plugin/native")
+	b.ReportMetric(median(ratios[1]), "nointerrupt/native")
+	b.ReportMetric(0, "ns/op") // the three together: not a figure of any
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // BenchmarkNMS: weighted NMS over 1,000 candidate boxes in 40 clusters.

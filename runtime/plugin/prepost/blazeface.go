@@ -1,6 +1,7 @@
 package prepost
 
 import (
+	"context"
 	"math"
 	"sort"
 )
@@ -34,6 +35,12 @@ func BlazeFaceAnchors() [][2]float64 {
 // input) into faces with sigmoid score >= threshold, merged by weighted
 // non-maximum suppression (IoU 0.3) as MediaPipe does.
 func DecodeBlazeFace(scores, boxes []float32, size int, threshold float64) []Face {
+	return WeightedNMS(BlazeFaceCandidates(scores, boxes, size, threshold), 0.3)
+}
+
+// BlazeFaceCandidates is DecodeBlazeFace before the merge: the anchors'
+// boxes with sigmoid score >= threshold, in anchor order.
+func BlazeFaceCandidates(scores, boxes []float32, size int, threshold float64) []Face {
 	anchors := BlazeFaceAnchors()
 	fs := float64(size)
 	var cands []Face
@@ -51,7 +58,7 @@ func DecodeBlazeFace(scores, boxes []float32, size int, threshold float64) []Fac
 		w, h := float64(r[2])/fs, float64(r[3])/fs
 		cands = append(cands, Face{Score: s, XMin: cx - w/2, YMin: cy - h/2, XMax: cx + w/2, YMax: cy + h/2})
 	}
-	return WeightedNMS(cands, 0.3)
+	return cands
 }
 
 // WeightedNMS sorts candidates by score and merges each group overlapping
@@ -59,12 +66,24 @@ func DecodeBlazeFace(scores, boxes []float32, size int, threshold float64) []Fac
 // box (MediaPipe's weighted NMS); the group's best score is kept. cands is
 // reordered.
 func WeightedNMS(cands []Face, iouMin float64) []Face {
+	faces, _ := WeightedNMSContext(context.Background(), cands, iouMin)
+	return faces
+}
+
+// WeightedNMSContext is WeightedNMS that stops with ctx's error: its cost
+// grows with the square of the candidates, so a caller that takes them
+// from untrusted input (a plugin through the host) bounds it by a deadline.
+// ctx is checked once per merged group (one pass over the candidates).
+func WeightedNMSContext(ctx context.Context, cands []Face, iouMin float64) ([]Face, error) {
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].Score > cands[j].Score })
 	var faces []Face
 	used := make([]bool, len(cands))
 	for i := range cands {
 		if used[i] {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		var sum, xmin, ymin, xmax, ymax float64
 		for j := i; j < len(cands); j++ {
@@ -81,7 +100,7 @@ func WeightedNMS(cands []Face, iouMin float64) []Face {
 		}
 		faces = append(faces, Face{Score: cands[i].Score, XMin: xmin / sum, YMin: ymin / sum, XMax: xmax / sum, YMax: ymax / sum})
 	}
-	return faces
+	return faces, nil
 }
 
 // IoU is the intersection over union of two boxes (0 for empty ones).

@@ -30,26 +30,45 @@ func PaddleCharset(dict string) []string {
 // (PaddleOCR's recogniser ends in a softmax): the best class per step,
 // repeats collapsed, blanks (class 0) dropped.
 func CTCGreedy(probs []float32, T, C int, charset []string) CTCResult {
+	best := make([]int32, T)
+	val := make([]float32, T)
+	ArgmaxRows(probs[:T*C], C, best, val)
+	return CTCCollapse(best, val, charset)
+}
+
+// ArgmaxRows writes, for each row of C values in m, the first index of its
+// largest value and that value (so a NaN first is kept) to best and val.
+func ArgmaxRows(m []float32, C int, best []int32, val []float32) {
+	for t := range len(m) / C {
+		row := m[t*C : (t+1)*C]
+		b, bv := 0, row[0]
+		for c, v := range row {
+			if v > bv {
+				b, bv = c, v
+			}
+		}
+		best[t], val[t] = int32(b), bv
+	}
+}
+
+// CTCCollapse is CTCGreedy's second half, for a caller that has each
+// step's best class and its probability already (a plugin gets them from
+// the host's argmax): repeats collapsed, blanks (class 0) dropped, the
+// kept classes spelt from charset.
+func CTCCollapse(best []int32, val []float32, charset []string) CTCResult {
 	var b strings.Builder
 	var res CTCResult
 	var sum float64
-	prev := -1
-	for t := range T {
-		row := probs[t*C : (t+1)*C]
-		best, bv := 0, row[0]
-		for c, v := range row {
-			if v > bv {
-				best, bv = c, v
+	prev := int32(-1)
+	for t, c := range best {
+		if c != 0 && c != prev {
+			res.Indices = append(res.Indices, c)
+			sum += float64(val[t])
+			if c >= 0 && int(c) < len(charset) {
+				b.WriteString(charset[c])
 			}
 		}
-		if best != 0 && best != prev {
-			res.Indices = append(res.Indices, int32(best))
-			sum += float64(bv)
-			if best < len(charset) {
-				b.WriteString(charset[best])
-			}
-		}
-		prev = best
+		prev = c
 	}
 	res.Text = b.String()
 	if len(res.Indices) > 0 {

@@ -1,5 +1,7 @@
 // Command blazeface decodes BlazeFace's anchors and merges detections by
-// weighted non-maximum suppression (see package plugins).
+// weighted non-maximum suppression (see package plugins). The anchors are
+// decoded here (896 of them); the merge, quadratic in the candidates, is
+// the host's nms.weighted primitive (runtime/plugin/primitive).
 package main
 
 import (
@@ -23,19 +25,8 @@ func run(in []abi.Tensor) ([]abi.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	var faces []prepost.Face
-	if c, ok := abi.Find(in, "candidates"); ok {
-		v, err := c.Float32s()
-		if err != nil || len(c.Shape) != 2 || c.Shape[1] != 5 {
-			return nil, fmt.Errorf("input candidates is %v, want float32 [N,5]", c)
-		}
-		cands := make([]prepost.Face, c.Shape[0])
-		for i := range cands {
-			r := v[5*i:]
-			cands[i] = prepost.Face{Score: float64(r[0]), XMin: float64(r[1]), YMin: float64(r[2]), XMax: float64(r[3]), YMax: float64(r[4])}
-		}
-		faces = prepost.WeightedNMS(cands, iou)
-	} else {
+	cands, ok := abi.Find(in, "candidates")
+	if !ok {
 		thr, err := guest.ArgFloat(in, "threshold", 0.75)
 		if err != nil {
 			return nil, err
@@ -53,11 +44,12 @@ func run(in []abi.Tensor) ([]abi.Tensor, error) {
 		if len(scores) != 896 || len(boxes) != 896*16 {
 			return nil, fmt.Errorf("%d scores and %d box values, want 896 and 896x16", len(scores), len(boxes))
 		}
-		faces = prepost.DecodeBlazeFace(scores, boxes, 128, thr)
+		faces := prepost.BlazeFaceCandidates(scores, boxes, 128, thr)
+		flat := make([]float32, 0, 5*len(faces))
+		for _, f := range faces {
+			flat = append(flat, float32(f.Score), float32(f.XMin), float32(f.YMin), float32(f.XMax), float32(f.YMax))
+		}
+		cands, iou = abi.F32("candidates", []int64{int64(len(faces)), 5}, flat), 0.3 // MediaPipe's merge
 	}
-	out := make([]float32, 0, 5*len(faces))
-	for _, f := range faces {
-		out = append(out, float32(f.Score), float32(f.XMin), float32(f.YMin), float32(f.XMax), float32(f.YMax))
-	}
-	return []abi.Tensor{abi.F32("faces", []int64{int64(len(faces)), 5}, out)}, nil
+	return guest.Host("nms.weighted", []abi.Tensor{cands, abi.F64("iou", nil, []float64{iou})})
 }

@@ -1,5 +1,6 @@
 // Command ctc decodes PaddleOCR recogniser output into text (see package
-// plugins).
+// plugins). Each step's best class is the host's argmax.rows primitive
+// (runtime/plugin/primitive); the collapse and the spelling are here.
 package main
 
 import (
@@ -49,8 +50,19 @@ func run(in []abi.Tensor) ([]abi.Tensor, error) {
 	if len(cs) != C {
 		return nil, fmt.Errorf("dictionary has %d classes with blank and space, the model %d", len(cs), C)
 	}
-	probs, _ := p.Float32s()
-	r := prepost.CTCGreedy(probs, T, C, cs)
+	p.Name = "x"
+	best, err := guest.Host("argmax.rows", []abi.Tensor{p})
+	if err != nil {
+		return nil, err
+	}
+	idx, _ := abi.Find(best, "index")
+	val, _ := abi.Find(best, "value")
+	iv, err1 := idx.Int32s()
+	vv, err2 := val.Float32s()
+	if err1 != nil || err2 != nil || len(iv) != T || len(vv) != T {
+		return nil, fmt.Errorf("argmax.rows returned %v and %v for %d steps", idx, val, T)
+	}
+	r := prepost.CTCCollapse(iv, vv, cs)
 	return []abi.Tensor{
 		abi.Str("text", r.Text),
 		abi.F32("score", nil, []float32{float32(r.Score)}),

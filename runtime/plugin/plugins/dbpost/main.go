@@ -1,5 +1,6 @@
 // Command dbpost extracts text boxes from PaddleOCR's detector map (see
-// package plugins).
+// package plugins): its arguments here, the boxes from the host's db.boxes
+// primitive (runtime/plugin/primitive).
 package main
 
 import (
@@ -22,30 +23,20 @@ func run(in []abi.Tensor) ([]abi.Tensor, error) {
 	if len(m.Shape) != 4 || m.Shape[0] != 1 || m.Shape[1] != 1 {
 		return nil, fmt.Errorf("input %v: want float32 [1,1,H,W]", m)
 	}
-	h, w := int(m.Shape[2]), int(m.Shape[3])
-	srcH, srcW := h, w
+	m.Name = "map"
+	req := []abi.Tensor{m}
 	if s, ok := abi.Find(in, "src_size"); ok {
-		v, err := s.Int64s()
-		if err != nil || len(v) != 2 {
-			return nil, fmt.Errorf("input src_size is %v, want int64 [2] (h, w)", s)
+		req = append(req, s)
+	}
+	for _, a := range []struct {
+		key string
+		def float64
+	}{{"box_thresh", prepost.PaddleDB.BoxThresh}, {"thresh", prepost.PaddleDB.Thresh}} {
+		v, err := guest.ArgFloat(in, a.key, a.def)
+		if err != nil {
+			return nil, err
 		}
-		srcH, srcW = int(v[0]), int(v[1])
+		req = append(req, abi.F64(a.key, nil, []float64{v}))
 	}
-	spec := prepost.PaddleDB
-	if spec.BoxThresh, err = guest.ArgFloat(in, "box_thresh", spec.BoxThresh); err != nil {
-		return nil, err
-	}
-	if spec.Thresh, err = guest.ArgFloat(in, "thresh", spec.Thresh); err != nil {
-		return nil, err
-	}
-	prob, _ := m.Float32s()
-	boxes := prepost.DBBoxes(prob, w, h, srcW, srcH, spec)
-	coords := make([]float32, 0, 4*len(boxes))
-	scores := make([]float32, 0, len(boxes))
-	for _, b := range boxes {
-		coords = append(coords, float32(b.X0), float32(b.Y0), float32(b.X1), float32(b.Y1))
-		scores = append(scores, float32(b.Score))
-	}
-	n := int64(len(boxes))
-	return []abi.Tensor{abi.F32("boxes", []int64{n, 4}, coords), abi.F32("scores", []int64{n}, scores)}, nil
+	return guest.Host("db.boxes", req)
 }

@@ -1,10 +1,10 @@
 // Command imageprep decodes, resizes and normalises an image for a vision
-// model (see package plugins).
+// model (see package plugins). It picks the spec and names the output; the
+// pixels are the host's image.prepare primitive (runtime/plugin/primitive).
 package main
 
 import (
 	"fmt"
-	"image"
 
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/guest"
@@ -25,40 +25,36 @@ func run(in []abi.Tensor) ([]abi.Tensor, error) {
 	default:
 		return nil, fmt.Errorf("argument spec=%q: want blazeface or paddle-det", s)
 	}
-	var img image.Image
-	var err error
-	if t, ok := abi.Find(in, "rgb"); ok {
-		if t.DType != abi.Uint8 || len(t.Shape) != 3 || t.Shape[2] != 3 {
-			return nil, fmt.Errorf("input rgb is %v, want uint8 [H,W,3]", t)
-		}
-		img, err = prepost.RGB(t.Data, int(t.Shape[1]), int(t.Shape[0]))
-	} else {
-		t, ierr := guest.Input(in, "image", abi.Uint8)
-		if ierr != nil {
-			return nil, ierr
-		}
-		img, err = prepost.DecodeImage(t.Data)
+	nchw := int64(0)
+	if spec.NCHW {
+		nchw = 1
 	}
+	req := []abi.Tensor{
+		abi.I64("width", nil, []int64{int64(spec.Width)}),
+		abi.I64("height", nil, []int64{int64(spec.Height)}),
+		abi.I64("limit_side", nil, []int64{int64(spec.LimitSide)}),
+		abi.I64("nchw", nil, []int64{nchw}),
+		abi.F64("mean", []int64{3}, spec.Mean[:]),
+		abi.F64("std", []int64{3}, spec.Std[:]),
+	}
+	if t, ok := abi.Find(in, "rgb"); ok {
+		req = append(req, t)
+	} else {
+		t, err := guest.Input(in, "image", abi.Uint8)
+		if err != nil {
+			return nil, err
+		}
+		req = append(req, t)
+	}
+	if c, ok := abi.Find(in, "crop"); ok { // x, y, w, h in pixels
+		req = append(req, c)
+	}
+	out, err := guest.Host("image.prepare", req)
 	if err != nil {
 		return nil, err
 	}
-	if c, ok := abi.Find(in, "crop"); ok { // x, y, w, h in pixels
-		v, err := c.Int64s()
-		if err != nil || len(v) != 4 {
-			return nil, fmt.Errorf("input crop is %v, want int64 [4] (x, y, w, h)", c)
-		}
-		if img, err = prepost.Crop(img, image.Rect(int(v[0]), int(v[1]), int(v[0]+v[2]), int(v[1]+v[3]))); err != nil {
-			return nil, err
-		}
-	}
-	data, w, h := prepost.Preprocess(img, spec)
-	shape := []int64{1, int64(h), int64(w), 3}
-	if spec.NCHW {
-		shape = []int64{1, 3, int64(h), int64(w)}
-	}
-	b := img.Bounds()
-	return []abi.Tensor{
-		abi.F32(guest.Arg(in, "output", "input"), shape, data),
-		abi.I64("src_size", []int64{2}, []int64{int64(b.Dy()), int64(b.Dx())}),
-	}, nil
+	px, _ := abi.Find(out, "pixels")
+	px.Name = guest.Arg(in, "output", "input")
+	size, _ := abi.Find(out, "src_size")
+	return []abi.Tensor{px, size}, nil
 }

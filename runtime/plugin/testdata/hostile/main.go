@@ -4,7 +4,9 @@ package main
 
 import (
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"time"
 
@@ -67,6 +69,22 @@ func run(in []abi.Tensor) ([]abi.Tensor, error) {
 			keep = append(keep, make([]byte, 1000))
 		}
 		return []abi.Tensor{abi.I64("n", nil, []int64{int64(len(keep))})}, nil
+	case "host-nms": // quadratic work handed to the host: the deadline must stop it
+		const n = 200000
+		flat := make([]float32, 0, 5*n)
+		for i := range n { // disjoint boxes: each is its own group, a pass over all each
+			x, y := float32(i%500)/500, float32(i/500)/500
+			flat = append(flat, 0.5, x, y, x+0.001, y+0.001)
+		}
+		return guest.Host("nms.weighted", []abi.Tensor{abi.F32("candidates", []int64{n, 5}, flat)})
+	case "host-image": // a PNG whose header claims 30000 x 30000 pixels
+		return guest.Host("image.prepare", []abi.Tensor{abi.Bytes("image", pngHeader(30000, 30000)),
+			abi.I64("width", nil, []int64{8}), abi.I64("height", nil, []int64{8})})
+	case "host-unknown":
+		return guest.Host("fs.read", []abi.Tensor{abi.Str("path", "/etc/passwd")})
+	case "host-pointer": // a request pointer outside memory
+		rawHostCall(0xfffffff0, 64)
+		return nil, nil
 	case "clock":
 		return []abi.Tensor{abi.I64("unix_nano", nil, []int64{time.Now().UnixNano()})}, nil
 	case "random":
@@ -75,4 +93,16 @@ func run(in []abi.Tensor) ([]abi.Tensor, error) {
 		return []abi.Tensor{abi.Bytes("random", b)}, nil
 	}
 	return nil, errors.New("unknown mode " + mode)
+}
+
+// pngHeader is a PNG signature and IHDR chunk for a w x h RGB image, with
+// no pixel data.
+func pngHeader(w, h uint32) []byte {
+	b := []byte("\x89PNG\r\n\x1a\n")
+	ihdr := binary.BigEndian.AppendUint32([]byte("IHDR"), w)
+	ihdr = binary.BigEndian.AppendUint32(ihdr, h)
+	ihdr = append(ihdr, 8, 2, 0, 0, 0)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(ihdr)-4))
+	b = append(b, ihdr...)
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(ihdr))
 }
