@@ -17,13 +17,21 @@ setup:
 	@platforms/checkers/fetch.sh
 	@platforms/models/fetch.sh
 
-## plugins: build the WebAssembly pre/post-processing plugins into build/plugins (not committed)
+## plugins: build the WebAssembly pre/post-processing plugins into build/plugins (not committed):
+## the Go ones, and the C ones (runtime/plugin/plugins/c, as NAME-c.wasm) where Debian's clang,
+## lld and wasi-libc are installed
 PLUGIN_DIR ?= build/plugins
+CLANG_WASM = clang --target=wasm32-wasi --sysroot=/usr -O2 -mexec-model=reactor -Wall -Werror
 plugins:
 	@mkdir -p $(PLUGIN_DIR)
-	@for p in runtime/plugin/plugins/*/; do n=$$(basename $$p); \
+	@for p in runtime/plugin/plugins/*/main.go; do p=$$(dirname $$p); n=$$(basename $$p); \
 	  GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -buildmode=c-shared -trimpath -o $(PLUGIN_DIR)/$$n.wasm ./$$p || exit 1; \
 	  echo "plugin $(PLUGIN_DIR)/$$n.wasm"; done
+	@if command -v clang >/dev/null && command -v wasm-ld >/dev/null && [ -f /usr/lib/wasm32-wasi/libc.a ]; then \
+	  for p in runtime/plugin/plugins/c/*/; do n=$$(basename $$p); \
+	    $(CLANG_WASM) -I runtime/plugin/guest/c -o $(PLUGIN_DIR)/$$n-c.wasm runtime/plugin/guest/c/edgeinfer_plugin.c $$p*.c -lm || exit 1; \
+	    echo "plugin $(PLUGIN_DIR)/$$n-c.wasm (C)"; done; \
+	else echo "C plugins not built: clang, lld or wasi-libc not installed (apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32)"; fi
 
 ## demo: the main job on an embedded default
 demo: setup

@@ -21,11 +21,8 @@ import (
 
 // pair times native code, the plugin in the default sandbox and the
 // plugin without cancellation checks (Config.NoInterrupt) in alternated
-// rounds: each iteration runs all three once, in an order that rotates,
-// so that a slow moment of a shared machine falls on each alike. It
-// reports each one's median time and the medians of the per-round ratios
-// to native (plugin/native, nointerrupt/native): -benchtime 20x is 20
-// rounds.
+// rounds, so that a slow moment of a shared machine falls on each alike
+// (alternate): -benchtime 20x is 20 rounds.
 func pair(b *testing.B, native func(), name string, cfg plugin.Config, in []abi.Tensor) {
 	req := abi.Encode(nil, in)
 	run := func(p *plugin.Plugin) func() {
@@ -39,34 +36,41 @@ func pair(b *testing.B, native func(), name string, cfg plugin.Config, in []abi.
 	sandboxed := run(load(b, name, cfg))
 	cfg.NoInterrupt = true
 	unchecked := run(load(b, name, cfg))
-	fns := [3]func(){native, sandboxed, unchecked}
+	alternate(b, []string{"native", "plugin", "nointerrupt"}, []func(){native, sandboxed, unchecked})
+}
+
+// alternate times fns in rounds (each iteration runs each once, in an
+// order that rotates) and reports each one's median time (name-us) and
+// the median of its per-round ratio to the first (name/first).
+func alternate(b *testing.B, names []string, fns []func()) {
 	for _, f := range fns { // warm: first instances, caches
 		f()
 	}
-	var times [3][]float64
-	var ratios [2][]float64
+	n := len(fns)
+	times := make([][]float64, n)
+	ratios := make([][]float64, n)
 	round := 0
 	for b.Loop() {
-		var d [3]float64
-		for k := range 3 {
-			i := (k + round) % 3
+		d := make([]float64, n)
+		for k := range n {
+			i := (k + round) % n
 			start := time.Now()
 			fns[i]()
 			d[i] = float64(time.Since(start).Nanoseconds())
 		}
 		round++
-		for i := range 3 {
+		for i := range n {
 			times[i] = append(times[i], d[i])
+			ratios[i] = append(ratios[i], d[i]/d[0])
 		}
-		ratios[0] = append(ratios[0], d[1]/d[0])
-		ratios[1] = append(ratios[1], d[2]/d[0])
 	}
-	b.ReportMetric(median(times[0])/1e3, "native-us")
-	b.ReportMetric(median(times[1])/1e3, "plugin-us")
-	b.ReportMetric(median(times[2])/1e3, "nointerrupt-us")
-	b.ReportMetric(median(ratios[0]), "plugin/native")
-	b.ReportMetric(median(ratios[1]), "nointerrupt/native")
-	b.ReportMetric(0, "ns/op") // the three together: not a figure of any
+	for i, name := range names {
+		b.ReportMetric(median(times[i])/1e3, name+"-us")
+		if i > 0 {
+			b.ReportMetric(median(ratios[i]), name+"/"+names[0])
+		}
+	}
+	b.ReportMetric(0, "ns/op") // the rounds together: not a figure of any
 }
 
 func median(v []float64) float64 {
@@ -135,6 +139,35 @@ func BenchmarkDecodeResize(b *testing.B) {
 		m, _ := prepost.DecodeImage(jpg)
 		prepost.Preprocess(m, prepost.BlazeFace)
 	}, "imageprep", plugin.Config{}, []abi.Tensor{abi.Bytes("image", jpg)})
+}
+
+// BenchmarkBlazeFaceDecode: the detector's real outputs on the Muybridge
+// face to merged faces, native (prepost.DecodeBlazeFace), in the Go plugin
+// and in the C plugin (runtime/plugin/plugins/c/blazeface; both hand the
+// merge to the host's nms.weighted).
+func BenchmarkBlazeFaceDecode(b *testing.B) {
+	outs := blazefaceOutputs(b)
+	cPath := plugintest.BuildC(b, "runtime/plugin/plugins/c/blazeface")
+	scores := append(f32(b, outs[0]), f32(b, outs[1])...)
+	boxes := append(f32(b, outs[2]), f32(b, outs[3])...)
+	req := abi.Encode(nil, append(outs, abi.Str("arg.threshold", "0.5")))
+	run := func(p *plugin.Plugin) func() {
+		return func() {
+			if _, err := p.CallRaw(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	cp, err := plugin.LoadFile(context.Background(), cPath, plugin.Config{CallTimeout: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cp.Close(context.Background())
+	alternate(b, []string{"native", "go", "c"}, []func(){
+		func() { prepost.DecodeBlazeFace(scores, boxes, 128, 0.5) },
+		run(load(b, "blazeface", plugin.Config{})),
+		run(cp),
+	})
 }
 
 // BenchmarkDB: DB post-processing of the detector's real 640x640 map of

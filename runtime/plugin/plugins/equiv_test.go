@@ -1,7 +1,11 @@
 package plugins_test
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
+	"strings"
+	"time"
 	"image"
 	"os"
 	"os/exec"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/runtime/plugin"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
+	"github.com/edgeinfer/edgeinfer/runtime/plugin/plugintest"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/prepost"
 )
 
@@ -49,7 +54,7 @@ func TestImagePrep(t *testing.T) {
 
 // blazefaceOutputs runs the real detector on the face of the Muybridge
 // plate (the crop platforms/facedemo.sh uses), preprocessed by the plugin.
-func blazefaceOutputs(t *testing.T) []abi.Tensor {
+func blazefaceOutputs(t testing.TB) []abi.Tensor {
 	img := decode(t, readFile(t, modelFile(t, "images/locomotion-nude-male.jpg")))
 	face := encodePNG(t, crop(t, img, image.Rect(15, 535, 85, 605)))
 	pre := call(t, load(t, "imageprep", plugin.Config{}), abi.Bytes("image", face), abi.Str("arg.output", "input:0"))
@@ -60,6 +65,42 @@ func blazefaceOutputs(t *testing.T) []abi.Tensor {
 		ts = append(ts, outs[n])
 	}
 	return ts
+}
+
+// TestBlazeFaceC: the C plugin (the C guest kit) equals native decoding on
+// the real detector outputs, and on candidates given directly.
+func TestBlazeFaceC(t *testing.T) {
+	path := plugintest.BuildC(t, "runtime/plugin/plugins/c/blazeface")
+	p, err := plugin.LoadFile(context.Background(), path, plugin.Config{CallTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	outs := blazefaceOutputs(t)
+	got := f32(t, get(t, call(t, p, append(outs, abi.Str("arg.threshold", "0.5"))...), "faces"))
+	scores := append(f32(t, outs[0]), f32(t, outs[1])...)
+	boxes := append(f32(t, outs[2]), f32(t, outs[3])...)
+	var want []float32
+	for _, f := range prepost.DecodeBlazeFace(scores, boxes, 128, 0.5) {
+		want = append(want, float32(f.Score), float32(f.XMin), float32(f.YMin), float32(f.XMax), float32(f.YMax))
+	}
+	if len(want) == 0 || len(got) != len(want) {
+		t.Fatalf("C plugin %v, native %v", got, want)
+	}
+	if d := maxDiff(got, want); d > tol {
+		t.Errorf("C plugin %v vs native %v: max difference %g", got, want, d)
+	}
+	cands := abi.F32("candidates", []int64{3, 5}, []float32{0.9, 0, 0, 1, 1, 0.8, 0, 0, 0.9, 0.9, 0.7, 2, 2, 3, 3})
+	got = f32(t, get(t, call(t, p, cands, abi.Str("arg.iou", "0.5")), "faces"))
+	if len(got) != 10 {
+		t.Errorf("candidates: %v, want two faces", got)
+	}
+	if _, err := p.Call(context.Background(), []abi.Tensor{abi.Str("arg.threshold", "high")}); !errors.Is(err, plugin.ErrGuest) || !strings.Contains(err.Error(), "threshold") {
+		t.Errorf("bad argument: %v", err)
+	}
+	if _, err := p.Call(context.Background(), nil); !errors.Is(err, plugin.ErrGuest) || !strings.Contains(err.Error(), "Identity:0") {
+		t.Errorf("missing input: %v", err)
+	}
 }
 
 func TestBlazeFace(t *testing.T) {

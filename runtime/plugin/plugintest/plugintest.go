@@ -81,3 +81,51 @@ func fresh(out, src string) bool {
 	})
 	return !newer
 }
+
+// CToolchain is the C compiler command for wasm32-wasi plugins and the
+// reason it cannot be used here ("" when it can): Debian's clang with lld,
+// wasi-libc and the wasm32 compiler runtime.
+func CToolchain() (clang []string, missing string) {
+	clang = []string{"clang", "--target=wasm32-wasi", "--sysroot=/usr", "-O2", "-mexec-model=reactor"}
+	if _, err := exec.LookPath("clang"); err != nil {
+		return nil, "clang not installed (apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32)"
+	}
+	if _, err := exec.LookPath("wasm-ld"); err != nil {
+		return nil, "lld (wasm-ld) not installed (apt-get install lld)"
+	}
+	if _, err := os.Stat("/usr/lib/wasm32-wasi/libc.a"); err != nil {
+		return nil, "wasi-libc not installed (apt-get install wasi-libc)"
+	}
+	return clang, ""
+}
+
+// BuildC builds the C plugin in dir (relative to the module root, e.g.
+// "runtime/plugin/plugins/c/blazeface": its .c files with the C guest kit
+// runtime/plugin/guest/c) and returns the .wasm path, named after the
+// directory with "-c" (blazeface-c.wasm), as `make plugins` names it. It
+// skips the test when the toolchain is missing, saying what to install.
+func BuildC(tb testing.TB, dir string) string {
+	tb.Helper()
+	clang, missing := CToolchain()
+	if missing != "" {
+		tb.Skip("C plugins: " + missing)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	root := Root(tb)
+	kit := filepath.Join(root, "runtime", "plugin", "guest", "c")
+	out := filepath.Join(Dir(tb), filepath.Base(dir)+"-c.wasm")
+	srcs, _ := filepath.Glob(filepath.Join(root, dir, "*.c"))
+	if len(srcs) == 0 {
+		tb.Fatalf("plugintest: no .c files in %s", dir)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	args := append(clang[1:], "-Wall", "-Werror", "-I", kit, "-o", out, filepath.Join(kit, "edgeinfer_plugin.c"))
+	args = append(append(args, srcs...), "-lm")
+	if b, err := exec.Command(clang[0], args...).CombinedOutput(); err != nil {
+		tb.Fatalf("plugintest: build %s: %v\n%s", dir, err, b)
+	}
+	return out
+}
