@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,6 +159,9 @@ type Line struct {
 	Text  string          `json:"text"`
 	Score float64         `json:"score"`
 	Box   image.Rectangle `json:"box"`
+	// Quad is the rotated box the line was read from (corners top-left,
+	// top-right, bottom-right, bottom-left, in pixels).
+	Quad prepost.Quad `json:"quad"`
 }
 
 // Read finds the text boxes in a JPEG/PNG and reads each, top to bottom.
@@ -176,22 +180,25 @@ func (s *Station) Read(ctx context.Context, img []byte) ([]Line, error) {
 	if err != nil {
 		return nil, err
 	}
-	bt, _ := abi.Find(post, "boxes")
-	coords, err := bt.Float32s()
-	if err != nil {
-		return nil, fmt.Errorf("factory-ocr: dbpost boxes: %w", err)
+	qt, _ := abi.Find(post, "quads")
+	coords, err := qt.Float32s()
+	if err != nil || len(coords)%8 != 0 {
+		return nil, fmt.Errorf("factory-ocr: dbpost returned %v, want quads float32 [N,4,2]", qt)
 	}
 	decoded, err := prepost.DecodeImage(img)
 	if err != nil {
 		return nil, err
 	}
 	var lines []Line
-	for i := 0; i+3 < len(coords); i += 4 {
-		r := image.Rect(int(coords[i]), int(coords[i+1]), int(coords[i+2]+0.5), int(coords[i+3]+0.5)).Intersect(decoded.Bounds())
-		if r.Dx() < 4 || r.Dy() < 4 {
+	for i := 0; i+7 < len(coords); i += 8 {
+		var q prepost.Quad
+		for k := range 4 {
+			q[k] = [2]float64{float64(coords[i+2*k]), float64(coords[i+2*k+1])}
+		}
+		if w, h := q.Size(); w < 4 || h < 4 {
 			continue
 		}
-		l, err := s.readBox(ctx, decoded, r)
+		l, err := s.readBox(ctx, decoded, q)
 		if err != nil {
 			return nil, err
 		}
@@ -204,19 +211,40 @@ func (s *Station) Read(ctx context.Context, img []byte) ([]Line, error) {
 
 // rows merges boxes that sit on one printed line (the detector may split
 // "MFG 2026-05-18" at the gap) left to right, and orders the lines top to
-// bottom: a box joins a row when its vertical centre lies within the
-// row's first box.
+// bottom: a box joins a row when its centre lies within half the first
+// box's height of that box's centre line (measured across the line, so
+// that tilted lines, whose upright bounds overlap, stay apart).
 func rows(boxes []Line) []Line {
-	cy := func(l Line) int { return (l.Box.Min.Y + l.Box.Max.Y) / 2 }
-	sort.SliceStable(boxes, func(i, j int) bool { return cy(boxes[i]) < cy(boxes[j]) })
-	var out []Line
-	for i := 0; i < len(boxes); {
-		j := i + 1
-		for j < len(boxes) && cy(boxes[j]) < boxes[i].Box.Max.Y && cy(boxes[j]) > boxes[i].Box.Min.Y {
-			j++
+	centre := func(l Line) [2]float64 {
+		var c [2]float64
+		for _, p := range l.Quad {
+			c[0], c[1] = c[0]+p[0]/4, c[1]+p[1]/4
 		}
-		row := slices.Clone(boxes[i:j])
-		sort.SliceStable(row, func(a, b int) bool { return row[a].Box.Min.X < row[b].Box.Min.X })
+		return c
+	}
+	sort.SliceStable(boxes, func(i, j int) bool { return centre(boxes[i])[1] < centre(boxes[j])[1] })
+	used := make([]bool, len(boxes))
+	var out []Line
+	for i := range boxes {
+		if used[i] {
+			continue
+		}
+		c := centre(boxes[i])
+		q := boxes[i].Quad
+		w, h := q.Size()
+		// the unit normal of the first box's top edge
+		nx, ny := -(q[1][1]-q[0][1])/w, (q[1][0]-q[0][0])/w
+		row := []Line{boxes[i]}
+		for j := i + 1; j < len(boxes); j++ {
+			cj := centre(boxes[j])
+			if !used[j] && math.Abs((cj[0]-c[0])*nx+(cj[1]-c[1])*ny) < h/2 {
+				used[j] = true
+				row = append(row, boxes[j])
+			}
+		}
+		ux, uy := (q[1][0]-q[0][0])/w, (q[1][1]-q[0][1])/w
+		along := func(l Line) float64 { cl := centre(l); return cl[0]*ux + cl[1]*uy }
+		sort.SliceStable(row, func(a, b int) bool { return along(row[a]) < along(row[b]) })
 		l := row[0]
 		for _, r := range row[1:] {
 			l.Text += " " + r.Text
@@ -224,23 +252,19 @@ func rows(boxes []Line) []Line {
 			l.Box = l.Box.Union(r.Box)
 		}
 		out = append(out, l)
-		i = j
 	}
 	return out
 }
 
-// readBox prepares a box as PaddleOCR's recogniser expects it (height 48,
-// width from the aspect ratio up to 640, NCHW in [-1,1]; the same
-// prepost.Preprocess the imageprep plugin runs), runs it and decodes the
-// output with the ctc plugin.
-func (s *Station) readBox(ctx context.Context, img image.Image, r image.Rectangle) (Line, error) {
-	c, err := prepost.Crop(img, r)
-	if err != nil {
-		return Line{}, err
-	}
-	w := min(640, max(16, (48*r.Dx()/r.Dy()+7)/8*8))
+// readBox prepares a rotated box as PaddleOCR's recogniser expects it,
+// turned upright (height 48, width from the aspect ratio up to 640, NCHW in
+// [-1,1]; prepost.PreprocessQuad), runs it and decodes the output with the
+// ctc plugin.
+func (s *Station) readBox(ctx context.Context, img image.Image, q prepost.Quad) (Line, error) {
+	qw, qh := q.Size()
+	w := min(640, max(16, (int(48*qw/qh)+7)/8*8))
 	spec := prepost.ImageSpec{Width: w, Height: 48, NCHW: true, Mean: [3]float64{0.5, 0.5, 0.5}, Std: [3]float64{0.5, 0.5, 0.5}}
-	x, _, _ := prepost.Preprocess(c, spec)
+	x := prepost.PreprocessQuad(img, q, spec)
 	p, err := run(ctx, s.rec, "x", []int64{1, 3, 48, int64(w)}, abi.F32("", nil, x).Data, "softmax_11.tmp_0")
 	if err != nil {
 		return Line{}, err
@@ -253,7 +277,7 @@ func (s *Station) readBox(ctx context.Context, img image.Image, r image.Rectangl
 	score, _ := abi.Find(out, "score")
 	t, _ := text.Text()
 	sc, _ := score.Float32s()
-	l := Line{Text: t, Box: r}
+	l := Line{Text: t, Box: q.Bounds().Intersect(img.Bounds()), Quad: q}
 	if len(sc) == 1 {
 		l.Score = float64(sc[0])
 	}

@@ -115,10 +115,15 @@ func dbBoxes(ctx context.Context, in []abi.Tensor, lim Limits) ([]abi.Tensor, er
 	boxes := prepost.DBBoxes(prob, w, h, srcW, srcH, spec)
 	coords := make([]float32, 0, 4*len(boxes))
 	scores := make([]float32, 0, len(boxes))
+	quads := make([]float32, 0, 8*len(boxes))
 	for _, b := range boxes {
 		coords = append(coords, float32(b.X0), float32(b.Y0), float32(b.X1), float32(b.Y1))
 		scores = append(scores, float32(b.Score))
+		for _, p := range b.Quad {
+			quads = append(quads, float32(p[0]), float32(p[1]))
+		}
 	}
 	n := int64(len(boxes))
-	return []abi.Tensor{abi.F32("boxes", []int64{n, 4}, coords), abi.F32("scores", []int64{n}, scores)}, nil
+	return []abi.Tensor{abi.F32("boxes", []int64{n, 4}, coords), abi.F32("scores", []int64{n}, scores),
+		abi.F32("quads", []int64{n, 4, 2}, quads)}, nil
 }

@@ -33,7 +33,9 @@
 //	db.boxes       map float32[1,1,H,W] or [H,W]; optional src_size int64[2]
 //	               (h, w); thresh, box_thresh, unclip_ratio, min_size
 //	               float64 scalars, max_candidates int64 scalar
-//	               → boxes float32[N,4] (x0, y0, x1, y1), scores float32[N]
+//	               → boxes float32[N,4] (x0, y0, x1, y1), scores float32[N],
+//	               quads float32[N,4,2] (rotated boxes: top-left, top-right,
+//	               bottom-right, bottom-left corners; prepost.Quad)
 package primitive
 
 import (
