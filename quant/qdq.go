@@ -39,6 +39,9 @@ type QDQModel struct {
 	// Targets are the activation tensors QuantizeQDQ wraps in Q/DQ, in
 	// graph order; Calibrate must measure each.
 	Targets []string
+	// OpsetNote says how the model's opset was lifted to take QDQ nodes
+	// ("" when it was not).
+	OpsetNote string
 }
 
 // OpenQDQ reads the float32 ONNX model at path and prepares it.
@@ -56,6 +59,7 @@ func OpenQDQ(path string) (*QDQModel, error) {
 	}
 	q := &QDQModel{m: m, srcDir: filepath.Dir(path)}
 	q.foldConstants()
+	q.OpsetNote = q.upgradeOpset()
 	q.pickTargets()
 	return q, nil
 }

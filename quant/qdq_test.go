@@ -256,10 +256,10 @@ func TestQuantizeQDQRealModel(t *testing.T) {
 	}
 }
 
-// TestQuantizeQDQOldOpset: a model below opset 10 has no QuantizeLinear and
-// is refused clearly (ErrModel naming the opset).
+// TestQuantizeQDQOldOpset: a model below opset 9 has no QuantizeLinear and
+// no upgrade: it is refused clearly (ErrModel naming the opset).
 func TestQuantizeQDQOldOpset(t *testing.T) {
-	qm, err := quant.OpenQDQ(convModel(t, 9))
+	qm, err := quant.OpenQDQ(convModel(t, 8))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,66 @@ func TestQuantizeQDQOldOpset(t *testing.T) {
 		ranges[n] = quant.Range{Min: -1, Max: 1}
 	}
 	_, err = qm.QuantizeQDQ(context.Background(), filepath.Join(t.TempDir(), "q.onnx"), quant.QDQOptions{Ranges: ranges})
-	if !errors.Is(err, quant.ErrModel) || !strings.Contains(err.Error(), "opset 9") {
-		t.Fatalf("err %v, want ErrModel naming opset 9", err)
+	if !errors.Is(err, quant.ErrModel) || !strings.Contains(err.Error(), "opset 8") {
+		t.Fatalf("err %v, want ErrModel naming opset 8", err)
+	}
+}
+
+// TestUpgradeOpset9: an opset-9 model with the operators paddle2onnx's
+// PaddleOCR recogniser uses in their old forms (Clip and Slice with
+// attributes, Squeeze with axes, Softmax flattening at axis 1 of a 3-D
+// tensor) is lifted to opset 13 and computes the same on ONNX Runtime.
+func TestUpgradeOpset9(t *testing.T) {
+	orttest.Need(t)
+	b := onnx.NewBuilder("opset9")
+	b.Opset(onnx.DomainONNX, 9)
+	x := b.Input("x", onnx.TensorProto_FLOAT, onnx.Fixed(1), onnx.Fixed(3), onnx.Fixed(8), onnx.Fixed(8))
+	c := b.Op("Conv", []string{x, b.Float32("w", []int64{4, 3, 3, 3}, wave(108, 0.9))}, onnx.AttrInts("pads", 1, 1, 1, 1))
+	cl := b.Op("Clip", []string{c}, onnx.AttrFloat("min", 0), onnx.AttrFloat("max", 0.5))
+	sl := b.Op("Slice", []string{cl}, onnx.AttrInts("starts", 0, 1), onnx.AttrInts("ends", 1, 7), onnx.AttrInts("axes", 0, 2))
+	sq := b.Op("Squeeze", []string{sl}, onnx.AttrInts("axes", 0))
+	y := b.Node(onnx.DomainONNX, "Softmax", []string{sq}, []string{"y"}, onnx.AttrInt("axis", 1))[0]
+	b.Output(y, onnx.TensorProto_FLOAT, onnx.Fixed(4), onnx.Fixed(6), onnx.Fixed(8))
+	raw, err := b.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m9.onnx")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	qm, err := quant.OpenQDQ(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(qm.OpsetNote, "relabelled 13") || qm.Supported() != nil {
+		t.Fatalf("note %q, supported %v", qm.OpsetNote, qm.Supported())
+	}
+	up, err := qm.CalibrationModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	in := map[string]quant.Tensor{"x": {Shape: []int64{1, 3, 8, 8}, Data: wave(192, 0.37)}}
+	var outs [2][]float32
+	for i, model := range [][]byte{raw, up} {
+		s, err := ort.NewSession(ctx, model, ort.Options{IntraOpThreads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := ortRunner{s}.Run(ctx, in, []string{"y"})
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs[i] = o["y"].Data
+	}
+	if len(outs[0]) != 192 || len(outs[1]) != 192 {
+		t.Fatalf("outputs of %d and %d values, want 192", len(outs[0]), len(outs[1]))
+	}
+	for i := range outs[0] {
+		if d := math.Abs(float64(outs[0][i] - outs[1][i])); d > 1e-6 {
+			t.Fatalf("value %d: opset 9 %g, lifted %g", i, outs[0][i], outs[1][i])
+		}
 	}
 }

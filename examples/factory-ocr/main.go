@@ -69,6 +69,9 @@ func runMain(ctx context.Context, w io.Writer, args []string) error {
 	fleet := fs.String("fleet", "plant-1", "fleet (Sparkplug group) id")
 	device := fs.String("device", "ocr-1", "device (Sparkplug edge node) id")
 	threads := fs.Int("threads", 1, "ONNX Runtime intra-op threads")
+	det := fs.String("det", "", "detector model (default: ch_PP-OCRv4_det_infer.onnx in --models; e.g. its static int8 form from edgeinfer quantize --scheme qdq-int8)")
+	rec := fs.String("rec", "", "recogniser model (default: ch_PP-OCRv4_rec_infer.onnx in --models)")
+	dumpRec := fs.String("dump-rec", "", "write each recogniser input as NNNN.npy to this directory (calibration data for edgeinfer quantize --scheme qdq-int8)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -91,7 +94,7 @@ func runMain(ctx context.Context, w io.Writer, args []string) error {
 		return errors.New("need --images DIR (or --generate DIR to make sample labels)")
 	}
 	return Run(ctx, w, Config{Images: *images, Models: *models, Plugins: *plugins, Store: *storePath,
-		Broker: *broker, Fleet: *fleet, Device: *device, Threads: *threads})
+		Broker: *broker, Fleet: *fleet, Device: *device, Threads: *threads, Det: *det, Rec: *rec, DumpRec: *dumpRec})
 }
 
 // loadPhoto reads the background photo for --generate: path, or the
@@ -120,6 +123,12 @@ type Config struct {
 	Broker                  string // "" means publish nothing
 	Fleet, Device           string
 	Threads                 int
+	// Det and Rec are the model files ("": the PaddleOCR v4 files in
+	// Models); a file whose name says int8 is recorded as qdq-int8.
+	Det, Rec string
+	// DumpRec, when set, is a directory to write each recogniser input to
+	// as NNNN.npy (calibration data for a static int8 recogniser).
+	DumpRec string
 }
 
 // Reading is the JSON published for each label.
@@ -180,13 +189,14 @@ func RunStation(ctx context.Context, w io.Writer, cfg Config) (LineMetrics, erro
 		return lm, err
 	}
 	defer st.Close()
-	if err := ImportModels(ctx, st, cfg.Models, cfg.Plugins); err != nil {
+	if err := ImportModels(ctx, st, Models{Dir: cfg.Models, Det: cfg.Det, Rec: cfg.Rec}, cfg.Plugins); err != nil {
 		return lm, err
 	}
 	s, err := OpenStation(ctx, st, cfg.Threads)
 	if err != nil {
 		return lm, err
 	}
+	s.DumpRec = cfg.DumpRec
 	defer s.Close(context.WithoutCancel(ctx))
 
 	var pub *publisher

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,9 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/npy"
 	"github.com/edgeinfer/edgeinfer/pkg/store"
+	"github.com/edgeinfer/edgeinfer/quant"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
@@ -35,7 +38,9 @@ const (
 // the plugins in pluginDir (make plugins), and imports both into st. The
 // station then reads everything from the store, so it runs offline and
 // only on files whose sha256 the store verified.
-func ImportModels(ctx context.Context, st *store.Store, modelDir, pluginDir string) error {
+func ImportModels(ctx context.Context, st *store.Store, models Models, pluginDir string) error {
+	modelDir := models.Dir
+	det, rec := cmp.Or(models.Det, filepath.Join(modelDir, "ch_PP-OCRv4_det_infer.onnx")), cmp.Or(models.Rec, filepath.Join(modelDir, "ch_PP-OCRv4_rec_infer.onnx"))
 	tmp, err := os.MkdirTemp("", "factory-ocr-bundles")
 	if err != nil {
 		return err
@@ -46,12 +51,12 @@ func ImportModels(ctx context.Context, st *store.Store, modelDir, pluginDir stri
 		files map[string]string // bundle path <- source
 	}{
 		{detBundle, map[string]string{
-			"model.onnx": filepath.Join(modelDir, "ch_PP-OCRv4_det_infer.onnx"),
+			"model.onnx": det,
 			"pre.wasm":   filepath.Join(pluginDir, "imageprep.wasm"),
 			"post.wasm":  filepath.Join(pluginDir, "dbpost.wasm"),
 		}},
 		{recBundle, map[string]string{
-			"model.onnx": filepath.Join(modelDir, "ch_PP-OCRv4_rec_infer.onnx"),
+			"model.onnx": rec,
 			"post.wasm":  filepath.Join(pluginDir, "ctc.wasm"),
 			dictFile:     filepath.Join(modelDir, dictFile),
 		}},
@@ -72,8 +77,12 @@ func ImportModels(ctx context.Context, st *store.Store, modelDir, pluginDir stri
 			names = append(names, dst)
 		}
 		slices.Sort(names)
+		q := "fp32"
+		if strings.Contains(filepath.Base(b.files["model.onnx"]), "int8") {
+			q = quant.QDQScheme
+		}
 		m := &bundle.Manifest{Name: b.name, Version: "4", Kind: bundle.KindOneShot, Model: "model.onnx",
-			Quantization: "fp32", CreatedBy: "examples/factory-ocr ImportModels"}
+			Quantization: q, CreatedBy: "examples/factory-ocr ImportModels"}
 		if err := bundle.Write(dir, m, names...); err != nil {
 			return err
 		}
@@ -84,6 +93,10 @@ func ImportModels(ctx context.Context, st *store.Store, modelDir, pluginDir stri
 	return nil
 }
 
+// Models names the station's model files: Det and Rec, or when empty the
+// PaddleOCR v4 files in Dir.
+type Models struct{ Dir, Det, Rec string }
+
 // Station reads labels: detector and recogniser sessions on ONNX Runtime
 // and the three plugins, all loaded from the store.
 type Station struct {
@@ -92,6 +105,10 @@ type Station struct {
 	dict           abi.Tensor
 	Provider       ort.Provider
 	DetVer, RecVer string
+	// DumpRec, when set, is a directory each recogniser input is written
+	// to as NNNN.npy (calibration data).
+	DumpRec string
+	dumped  int
 }
 
 // OpenStation loads the station's models and plugins from st.
@@ -265,6 +282,13 @@ func (s *Station) readBox(ctx context.Context, img image.Image, q prepost.Quad) 
 	w := min(640, max(16, (int(48*qw/qh)+7)/8*8))
 	spec := prepost.ImageSpec{Width: w, Height: 48, NCHW: true, Mean: [3]float64{0.5, 0.5, 0.5}, Std: [3]float64{0.5, 0.5, 0.5}}
 	x := prepost.PreprocessQuad(img, q, spec)
+	if s.DumpRec != "" {
+		s.dumped++
+		name := filepath.Join(s.DumpRec, fmt.Sprintf("%04d.npy", s.dumped))
+		if err := os.WriteFile(name, npy.EncodeFloat32([]int64{1, 3, 48, int64(w)}, x), 0o644); err != nil {
+			return Line{}, err
+		}
+	}
 	p, err := run(ctx, s.rec, "x", []int64{1, 3, 48, int64(w)}, abi.F32("", nil, x).Data, "softmax_11.tmp_0")
 	if err != nil {
 		return Line{}, err

@@ -102,6 +102,9 @@ func runQuantizeQDQ(ctx context.Context, stdout io.Writer, in, out string, keep 
 	if err := qm.Supported(); err != nil {
 		return err
 	}
+	if qm.OpsetNote != "" {
+		fmt.Fprintln(stdout, "model:", qm.OpsetNote)
+	}
 	calModel, err := qm.CalibrationModel()
 	if err != nil {
 		return err
