@@ -32,9 +32,9 @@ go run ./runtime/cmd/edgeinfer inspect "$model"
 # face used here is Eadweard Muybridge's subject (Getty Open Content, CC0),
 # about 12 px high, so the frame is cropped and the threshold lowered from
 # MediaPipe's 0.75 to 0.5; both are printed so nothing is hidden.
-# 5 runs: in the default sandbox a Go plugin decodes the 1024x708 JPEG in
-# seconds, not milliseconds (wazero's cancellation checks; see
-# BenchmarkInterrupt in runtime/plugin), so the pre stage dominates.
+# 5 runs: the plugins hand their heavy loops (decode, resize, NMS) to the
+# host's primitives, so each stage takes milliseconds (BenchmarkFrame in
+# examples/facedetect).
 echo "== BlazeFace on $photo, frame crop 15,535,70,70, threshold 0.5"
 go run ./examples/facedetect --model "$model" --image "$photo" --crop 15,535,70,70 --threshold 0.5 --runs 5
 echo "== same model, whole plate, MediaPipe threshold 0.75"

@@ -1,10 +1,12 @@
 package plugins_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"image"
+	"image/jpeg"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -349,5 +351,35 @@ func TestTextPlugins(t *testing.T) {
 	}
 	if got, _ := prepost.ExtractJSON(`x {"b": 1.50, "a": [true]} y`); got != `{"a":[true],"b":1.50}` {
 		t.Errorf("ExtractJSON: %s", got)
+	}
+}
+
+// TestTwoMegapixelDefaults: a 2 MP camera JPEG (1920x1080) is prepared for
+// BlazeFace within the sandbox's default limits (2 s a call, 64 MiB), on
+// whatever load the test runs beside; it logs the time a frame took.
+func TestTwoMegapixelDefaults(t *testing.T) {
+	img := image.NewYCbCr(image.Rect(0, 0, 1920, 1080), image.YCbCrSubsampleRatio420)
+	for i := range img.Y {
+		img.Y[i] = byte(i * 7)
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 85}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := plugin.LoadFile(context.Background(), plugintest.Build(t, "runtime/plugin/plugins/imageprep"), plugin.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	for range 3 {
+		start := time.Now()
+		out, err := p.Call(context.Background(), []abi.Tensor{abi.Bytes("image", buf.Bytes())})
+		if err != nil {
+			t.Fatalf("a 2 MP frame under the default limits: %v", err)
+		}
+		if x := get(t, out, "input"); !slices.Equal(x.Shape, []int64{1, 128, 128, 3}) {
+			t.Fatalf("output %v", x)
+		}
+		t.Logf("2 MP JPEG (%d KB) to BlazeFace's input: %v", buf.Len()>>10, time.Since(start))
 	}
 }
