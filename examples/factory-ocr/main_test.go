@@ -83,18 +83,7 @@ func pixels(l Label) []byte {
 // the line metrics (JSON, and Sparkplug B decoded by Eclipse Tahu's
 // sparkplug-payload where node and the package are installed).
 func TestStation(t *testing.T) {
-	models := defaultModels()
-	for _, f := range []string{"ch_PP-OCRv4_det_infer.onnx", "ch_PP-OCRv4_rec_infer.onnx", dictFile} {
-		if _, err := os.Stat(filepath.Join(models, f)); err != nil {
-			t.Skipf("no %s (run make setup: platforms/models/fetch.sh)", filepath.Join(models, f))
-		}
-	}
-	if _, err := ort.FindLibrary(""); err != nil {
-		t.Skipf("ONNX Runtime unavailable (run make setup): %v", err)
-	}
-	for _, p := range []string{"imageprep", "dbpost", "ctc"} {
-		plugintest.Build(t, "runtime/plugin/plugins/"+p)
-	}
+	models := needStation(t)
 	const n = 8
 	photo, err := loadPhoto("")
 	if err != nil || photo == nil {
@@ -284,11 +273,10 @@ func checkSparkplug(t *testing.T, spb []string, n int) {
 	}
 }
 
-// TestTiltedLabels: labels turned up to 10 degrees and blurred (the
-// README's hardest set: 12 labels, seed 3) are read line by line from the
-// detector's rotated boxes. With axis-aligned boxes two tilted lines fell
-// into one crop and accuracy was 92 %.
-func TestTiltedLabels(t *testing.T) {
+// needStation skips the test without what a station needs (the PaddleOCR
+// models, ONNX Runtime), builds its plugins and returns the models' directory.
+func needStation(t *testing.T) string {
+	t.Helper()
 	models := defaultModels()
 	for _, f := range []string{"ch_PP-OCRv4_det_infer.onnx", "ch_PP-OCRv4_rec_infer.onnx", dictFile} {
 		if _, err := os.Stat(filepath.Join(models, f)); err != nil {
@@ -301,6 +289,15 @@ func TestTiltedLabels(t *testing.T) {
 	for _, p := range []string{"imageprep", "dbpost", "ctc"} {
 		plugintest.Build(t, "runtime/plugin/plugins/"+p)
 	}
+	return models
+}
+
+// TestTiltedLabels: labels turned up to 10 degrees and blurred (the
+// README's hardest set: 12 labels, seed 3) are read line by line from the
+// detector's rotated boxes. With axis-aligned boxes two tilted lines fell
+// into one crop and accuracy was 92 %.
+func TestTiltedLabels(t *testing.T) {
+	models := needStation(t)
 	photo, err := loadPhoto("")
 	if err != nil || photo == nil {
 		t.Skipf("no Muybridge plate beside the models (run make setup): %v", err)

@@ -344,81 +344,97 @@ func EncodeError(dst []byte, msg string) []byte {
 // back as a *GuestError; anything else off the format wraps ErrMalformed.
 // Decode never panics and allocates only in proportion to len(b).
 func Decode(b []byte) ([]Tensor, error) {
-	bad := func(off int, format string, args ...any) error {
-		return fmt.Errorf("%w: at byte %d: %s", ErrMalformed, off, fmt.Sprintf(format, args...))
-	}
 	if len(b) < 8 {
-		return nil, bad(0, "%d bytes, shorter than a header", len(b))
+		return nil, malformed(0, "%d bytes, shorter than a header", len(b))
 	}
 	count := binary.LittleEndian.Uint32(b[4:])
 	switch [4]byte(b[:4]) {
 	case magicError:
 		if uint64(count) != uint64(len(b)-8) || count > MaxError {
-			return nil, bad(4, "error message length %d, %d bytes follow", count, len(b)-8)
+			return nil, malformed(4, "error message length %d, %d bytes follow", count, len(b)-8)
 		}
 		return nil, &GuestError{Msg: string(b[8:])}
 	case magicTensors:
 	default:
-		return nil, bad(0, "magic %q, want %q or %q", b[:4], magicTensors[:], magicError[:])
+		return nil, malformed(0, "magic %q, want %q or %q", b[:4], magicTensors[:], magicError[:])
 	}
 	if count > MaxEntries {
-		return nil, bad(4, "%d tensors (at most %d)", count, MaxEntries)
+		return nil, malformed(4, "%d tensors (at most %d)", count, MaxEntries)
 	}
 	// Each entry takes at least 24 bytes: a count larger than that allows
 	// is a lie, refused before allocating for it.
 	if uint64(count)*24 > uint64(len(b)) {
-		return nil, bad(4, "%d tensors cannot fit in %d bytes", count, len(b))
+		return nil, malformed(4, "%d tensors cannot fit in %d bytes", count, len(b))
 	}
 	ts := make([]Tensor, 0, count)
 	off := 8
 	need := func(n uint64) bool { return n <= uint64(len(b)-off) }
 	for i := range int(count) {
-		if !need(4) {
-			return nil, bad(off, "tensor %d: truncated name length", i)
+		name, dt, shape, next, err := entryHead(b, off, i, 8)
+		if err != nil {
+			return nil, err
 		}
-		nl := binary.LittleEndian.Uint32(b[off:])
-		off += 4
-		if nl > MaxName || !need(uint64(nl)+4) {
-			return nil, bad(off, "tensor %d: name length %d", i, nl)
-		}
-		name := b[off : off+int(nl)]
-		if !utf8.Valid(name) {
-			return nil, bad(off, "tensor %d: name is not UTF-8", i)
-		}
-		off += int(nl)
-		dt, rank := DType(b[off]), int(b[off+1])
-		if dt.Size() == 0 {
-			return nil, bad(off, "tensor %q: unknown %s", name, dt)
-		}
-		if rank > MaxRank || b[off+2] != 0 || b[off+3] != 0 {
-			return nil, bad(off, "tensor %q: rank %d (at most %d), reserved bytes %d %d", name, rank, MaxRank, b[off+2], b[off+3])
-		}
-		off += 4
-		if !need(uint64(8*rank) + 8) {
-			return nil, bad(off, "tensor %q: truncated shape", name)
-		}
-		shape := make([]int64, rank)
-		for d := range shape {
-			shape[d] = int64(binary.LittleEndian.Uint64(b[off:]))
-			off += 8
-		}
+		off = next
 		size := binary.LittleEndian.Uint64(b[off:])
 		off += 8
 		want, ok := elements(shape, dt.Size())
 		if !ok || want != size {
-			return nil, bad(off-8, "tensor %q: shape %v of %s needs %d bytes, says %d", name, shape, dt, want, size)
+			return nil, malformed(off-8, "tensor %q: shape %v of %s needs %d bytes, says %d", name, shape, dt, want, size)
 		}
 		off += pad8(off)
 		if off > len(b) || !need(size) {
-			return nil, bad(off, "tensor %q: %d data bytes, %d left", name, size, max(len(b)-off, 0))
+			return nil, malformed(off, "tensor %q: %d data bytes, %d left", name, size, max(len(b)-off, 0))
 		}
 		data := b[off : off+int(size) : off+int(size)]
 		off += int(size)
 		off = min(off+pad8(off), len(b))
-		ts = append(ts, Tensor{Name: string(name), DType: dt, Shape: shape, Data: data})
+		ts = append(ts, Tensor{Name: name, DType: dt, Shape: shape, Data: data})
 	}
 	if off != len(b) {
-		return nil, bad(off, "%d bytes after the last tensor", len(b)-off)
+		return nil, malformed(off, "%d bytes after the last tensor", len(b)-off)
 	}
 	return ts, nil
+}
+
+// malformed is ErrMalformed at byte off of a message.
+func malformed(off int, format string, args ...any) error {
+	return fmt.Errorf("%w: at byte %d: %s", ErrMalformed, off, fmt.Sprintf(format, args...))
+}
+
+// entryHead parses the part of entry i at off that both message forms
+// share (name, type, rank, shape), checks that tail more bytes follow it,
+// and returns the offset after the shape.
+func entryHead(b []byte, off, i, tail int) (name string, dt DType, shape []int64, next int, err error) {
+	need := func(n uint64) bool { return n <= uint64(len(b)-off) }
+	if !need(4) {
+		return "", 0, nil, 0, malformed(off, "tensor %d: truncated name length", i)
+	}
+	nl := binary.LittleEndian.Uint32(b[off:])
+	off += 4
+	if nl > MaxName || !need(uint64(nl)+4) {
+		return "", 0, nil, 0, malformed(off, "tensor %d: name length %d", i, nl)
+	}
+	nb := b[off : off+int(nl)]
+	if !utf8.Valid(nb) {
+		return "", 0, nil, 0, malformed(off, "tensor %d: name is not UTF-8", i)
+	}
+	name = string(nb)
+	off += int(nl)
+	dt, rank := DType(b[off]), int(b[off+1])
+	if dt.Size() == 0 {
+		return "", 0, nil, 0, malformed(off, "tensor %q: unknown %s", name, dt)
+	}
+	if rank > MaxRank || b[off+2] != 0 || b[off+3] != 0 {
+		return "", 0, nil, 0, malformed(off, "tensor %q: rank %d (at most %d), reserved bytes %d %d", name, rank, MaxRank, b[off+2], b[off+3])
+	}
+	off += 4
+	if !need(uint64(8*rank) + uint64(tail)) {
+		return "", 0, nil, 0, malformed(off, "tensor %q: truncated shape", name)
+	}
+	shape = make([]int64, rank)
+	for d := range shape {
+		shape[d] = int64(binary.LittleEndian.Uint64(b[off:]))
+		off += 8
+	}
+	return name, dt, shape, off, nil
 }

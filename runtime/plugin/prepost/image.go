@@ -106,14 +106,7 @@ func Preprocess(img image.Image, s ImageSpec) ([]float32, int, int) {
 	src := newSampler(img)
 	sx := float64(b.Dx()) / float64(ow)
 	sy := float64(b.Dy()) / float64(oh)
-	var scale, shift [3]float64
-	for c := range 3 {
-		std := s.Std[c]
-		if std == 0 {
-			std = 1
-		}
-		scale[c], shift[c] = 1/std, s.Mean[c]
-	}
+	scale, shift := s.normaliser()
 	xs := make([]struct {
 		x0, x1 int
 		w      float64
@@ -138,16 +131,33 @@ func Preprocess(img image.Image, s ImageSpec) ([]float32, int, int) {
 			wx := c.w
 			for ch := range 3 {
 				v := (p00[ch]*(1-wx)+p10[ch]*wx)*(1-wy) + (p01[ch]*(1-wx)+p11[ch]*wx)*wy
-				v = (v - shift[ch]) * scale[ch]
-				if s.NCHW {
-					dst[ch*plane+y*ow+x] = float32(v)
-				} else {
-					dst[(y*ow+x)*3+ch] = float32(v)
-				}
+				s.put(dst, plane, (y*ow + x), ch, (v-shift[ch])*scale[ch])
 			}
 		}
 	}
 	return dst, ow, oh
+}
+
+// normaliser is the spec's per-channel 1/std and mean (a zero std is 1).
+func (s ImageSpec) normaliser() (scale, shift [3]float64) {
+	for c := range 3 {
+		std := s.Std[c]
+		if std == 0 {
+			std = 1
+		}
+		scale[c], shift[c] = 1/std, s.Mean[c]
+	}
+	return scale, shift
+}
+
+// put stores channel ch of output pixel i (of plane pixels) as the spec
+// lays the output out.
+func (s ImageSpec) put(dst []float32, plane, i, ch int, v float64) {
+	if s.NCHW {
+		dst[ch*plane+i] = float32(v)
+	} else {
+		dst[i*3+ch] = float32(v)
+	}
 }
 
 // sampler reads pixels as RGB in [0,1] with the exact values of

@@ -122,14 +122,7 @@ func PreprocessQuad(img image.Image, q Quad, s ImageSpec) []float32 {
 	ow, oh := s.Width, s.Height
 	dst := make([]float32, 3*ow*oh)
 	src := newSampler(img)
-	var scale, shift [3]float64
-	for c := range 3 {
-		std := s.Std[c]
-		if std == 0 {
-			std = 1
-		}
-		scale[c], shift[c] = 1/std, s.Mean[c]
-	}
+	scale, shift := s.normaliser()
 	// q in the image's own coordinates (the sampler adds Bounds.Min).
 	ox, oy := q[0][0]-float64(b.Min.X), q[0][1]-float64(b.Min.Y)
 	ux, uy := (q[1][0]-q[0][0])/float64(ow), (q[1][1]-q[0][1])/float64(ow)
@@ -146,12 +139,7 @@ func PreprocessQuad(img image.Image, q Quad, s ImageSpec) []float32 {
 			p00, p10, p01, p11 := src.at(cx0, cy0), src.at(cx1, cy0), src.at(cx0, cy1), src.at(cx1, cy1)
 			for ch := range 3 {
 				v := (p00[ch]*(1-wx)+p10[ch]*wx)*(1-wy) + (p01[ch]*(1-wx)+p11[ch]*wx)*wy
-				v = (v - shift[ch]) * scale[ch]
-				if s.NCHW {
-					dst[ch*plane+y*ow+x] = float32(v)
-				} else {
-					dst[(y*ow+x)*3+ch] = float32(v)
-				}
+				s.put(dst, plane, y*ow+x, ch, (v-shift[ch])*scale[ch])
 			}
 		}
 	}
