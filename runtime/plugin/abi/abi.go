@@ -316,12 +316,7 @@ func Encode(dst []byte, ts []Tensor) []byte {
 	dst = append(dst, magicTensors[:]...)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(ts)))
 	for _, t := range ts {
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(t.Name)))
-		dst = append(dst, t.Name...)
-		dst = append(dst, byte(t.DType), byte(len(t.Shape)), 0, 0)
-		for _, d := range t.Shape {
-			dst = binary.LittleEndian.AppendUint64(dst, uint64(d))
-		}
+		dst = appendHead(dst, t)
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(len(t.Data)))
 		dst = append(dst, make([]byte, pad8(len(dst)-base))...)
 		dst = append(dst, t.Data...)
@@ -394,6 +389,18 @@ func Decode(b []byte) ([]Tensor, error) {
 		return nil, malformed(off, "%d bytes after the last tensor", len(b)-off)
 	}
 	return ts, nil
+}
+
+// appendHead appends the part of t's entry both message forms share
+// (name, type, rank, shape), which entryHead parses.
+func appendHead(dst []byte, t Tensor) []byte {
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(t.Name)))
+	dst = append(dst, t.Name...)
+	dst = append(dst, byte(t.DType), byte(len(t.Shape)), 0, 0)
+	for _, d := range t.Shape {
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(d))
+	}
+	return dst
 }
 
 // malformed is ErrMalformed at byte off of a message.

@@ -30,12 +30,7 @@ func EncodeRefs(dst []byte, ts []Tensor, addr func([]byte) uint32) []byte {
 	dst = append(dst, magicRefs[:]...)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(ts)))
 	for _, t := range ts {
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(t.Name)))
-		dst = append(dst, t.Name...)
-		dst = append(dst, byte(t.DType), byte(len(t.Shape)), 0, 0)
-		for _, d := range t.Shape {
-			dst = binary.LittleEndian.AppendUint64(dst, uint64(d))
-		}
+		dst = appendHead(dst, t)
 		var a uint32
 		if len(t.Data) > 0 {
 			a = addr(t.Data)
