@@ -19,10 +19,12 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/prepost"
 )
 
-// pair times native code, the plugin in the default sandbox and the
-// plugin without cancellation checks (Config.NoInterrupt) in alternated
-// rounds, so that a slow moment of a shared machine falls on each alike
-// (alternate): -benchtime 20x is 20 rounds.
+// pair times native code and the plugin in its default sandbox as
+// sub-benchmarks (native, plugin: ns/op each, one after the other), then
+// all three of native, the plugin and the plugin without cancellation
+// checks (Config.NoInterrupt) in alternated rounds (alternated: each one's
+// median and its median ratio to native), so that a slow moment of a
+// shared machine falls on each alike. -benchtime 20x is 20 rounds.
 func pair(b *testing.B, native func(), name string, cfg plugin.Config, in []abi.Tensor) {
 	req := abi.Encode(nil, in)
 	run := func(p *plugin.Plugin) func() {
@@ -36,7 +38,20 @@ func pair(b *testing.B, native func(), name string, cfg plugin.Config, in []abi.
 	sandboxed := run(load(b, name, cfg))
 	cfg.NoInterrupt = true
 	unchecked := run(load(b, name, cfg))
-	alternate(b, []string{"native", "plugin", "nointerrupt"}, []func(){native, sandboxed, unchecked})
+	for _, sub := range []struct {
+		name string
+		f    func()
+	}{{"native", native}, {"plugin", sandboxed}} {
+		b.Run(sub.name, func(b *testing.B) {
+			sub.f() // warm
+			for b.Loop() {
+				sub.f()
+			}
+		})
+	}
+	b.Run("alternated", func(b *testing.B) {
+		alternate(b, []string{"native", "plugin", "nointerrupt"}, []func(){native, sandboxed, unchecked})
+	})
 }
 
 // alternate times fns in rounds (each iteration runs each once, in an
