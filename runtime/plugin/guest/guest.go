@@ -46,6 +46,7 @@ func Handle(h Handler) { handler = h }
 // encoded response (tensors or an error message), as the exported
 // edgeinfer_run does. dst is reused for the response.
 func Call(dst, req []byte) []byte {
+	resetHost()
 	in, err := abi.Decode(req)
 	if err != nil {
 		return abi.EncodeError(dst[:0], err.Error())

@@ -10,7 +10,8 @@ import (
 // Host runs the host primitive called name (package
 // runtime/plugin/primitive lists them: "image.prepare", "nms.weighted",
 // "argmax.rows", "db.boxes") on in and returns its output tensors, which
-// the plugin owns. The primitive runs natively on the host, bounded by the
+// are valid until the request ends, as its inputs are (copy what must
+// outlive it). The primitive runs natively on the host, bounded by the
 // plugin's memory cap and the call's deadline; an input it refuses comes
 // back as an error naming the primitive. Outside wasip1 it runs the
 // primitive in-process, so a handler tested natively takes the same path.

@@ -21,3 +21,5 @@ func hostCall(name string, in []abi.Tensor) []byte {
 	}
 	return abi.Encode(nil, out)
 }
+
+func resetHost() {}

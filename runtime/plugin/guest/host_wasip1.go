@@ -23,17 +23,41 @@ func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceDa
 // copied on its way to the host (BenchmarkCTC).
 var hostReq []byte
 
-// hostCall runs the primitive and returns its encoded response in a new
-// buffer (decoded outputs alias it, so it is not reused).
+// hostCall runs the primitive and returns its encoded response in a
+// buffer of its own for the rest of the request (decoded outputs alias it).
 func hostCall(name string, in []abi.Tensor) []byte {
 	hostReq = abi.EncodeRefs(hostReq[:0], in, addr)
 	nb := []byte(name)
 	n := importCall(addr(nb), uint32(len(nb)), addr(hostReq), uint32(len(hostReq)))
 	runtime.KeepAlive(nb)
 	runtime.KeepAlive(in)
-	resp := make([]byte, max(n, 8))[:n]
+	resp := respBuffer(int(n))
 	if importTake(addr(resp), uint32(n)) != n {
 		panic("guest: edgeinfer_host.take returned another length than call")
 	}
 	return resp
 }
+
+// The responses' buffers are kept for the next requests: a fresh buffer
+// per call for a large output (an image's pixels) kept the guest's
+// collector busy longer than the primitive ran (BenchmarkResize). Within a
+// request each call gets its own buffer (outputs stay valid until the
+// request ends, as its inputs do); resetHost frees them all for the next.
+var (
+	respBufs [][]byte
+	respUsed int
+)
+
+func respBuffer(n int) []byte {
+	if respUsed == len(respBufs) {
+		respBufs = append(respBufs, nil)
+	}
+	if cap(respBufs[respUsed]) < n {
+		respBufs[respUsed] = make([]byte, max(n, 8))
+	}
+	b := respBufs[respUsed][:n]
+	respUsed++
+	return b
+}
+
+func resetHost() { respUsed = 0 }
