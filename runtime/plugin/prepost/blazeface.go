@@ -12,6 +12,9 @@ type Face struct {
 	XMin, YMin, XMax, YMax float64
 }
 
+// blazeFaceAnchors is BlazeFaceAnchors, computed once.
+var blazeFaceAnchors = BlazeFaceAnchors()
+
 // BlazeFaceAnchors are the SSD anchor centres of the 128x128 front model:
 // strides 8 (16x16 cells, 2 anchors each) and 16 (8x8 cells, 6 anchors
 // each: three layers of 2 share the grid), 512+384 = 896, in the model's
@@ -41,17 +44,25 @@ func DecodeBlazeFace(scores, boxes []float32, size int, threshold float64) []Fac
 // BlazeFaceCandidates is DecodeBlazeFace before the merge: the anchors'
 // boxes with sigmoid score >= threshold, in anchor order.
 func BlazeFaceCandidates(scores, boxes []float32, size int, threshold float64) []Face {
-	anchors := BlazeFaceAnchors()
 	fs := float64(size)
 	var cands []Face
-	for i, a := range anchors {
-		if i >= len(scores) || 16*i+3 >= len(boxes) {
-			break
+	// The sigmoid is monotonic: a logit below the threshold's is skipped
+	// before its exponential (most of the 896 anchors; an exponential per
+	// anchor was most of a Go plugin's time, BenchmarkBlazeFaceDecode).
+	// The exact test follows for those that pass.
+	minLogit := math.Inf(-1)
+	if threshold > 0 && threshold < 1 {
+		minLogit = math.Log(threshold/(1-threshold)) - 1e-9
+	}
+	for i := range min(len(scores), 896) {
+		if float64(scores[i]) < minLogit || 16*i+3 >= len(boxes) {
+			continue
 		}
 		s := 1 / (1 + math.Exp(-math.Max(-100, math.Min(100, float64(scores[i])))))
 		if s < threshold {
 			continue
 		}
+		a := blazeFaceAnchors[i]
 		r := boxes[16*i:]
 		cx := float64(r[0])/fs + a[0]
 		cy := float64(r[1])/fs + a[1]

@@ -65,8 +65,12 @@ int ei_plugin_run(const ei_tensor *in, int n) {
         float *flat = ei_scratch(896 * 5 * sizeof(float));
         if (!flat) return ei_error("out of memory");
         int64_t m = 0;
+        /* As prepost.BlazeFaceCandidates: a logit below the threshold's is
+         * skipped before its exponential. */
+        double min_logit = thr > 0 && thr < 1 ? log(thr / (1 - thr)) - 1e-9 : -INFINITY;
         for (int i = 0; i < 896; i++) {
             double logit = i < len[0] ? part[0][i] : part[1][i - len[0]];
+            if (logit < min_logit) continue;
             const float *r = i < len[0] ? part[2] + 16 * i : part[3] + 16 * (i - len[0]);
             double s = 1 / (1 + exp(-fmax(-100, fmin(100, logit))));
             if (s < thr) continue;
