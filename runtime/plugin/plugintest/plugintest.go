@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,7 +46,7 @@ func Build(tb testing.TB, pkg string) string {
 	defer mu.Unlock()
 	root := Root(tb)
 	out := filepath.Join(Dir(tb), filepath.Base(pkg)+".wasm")
-	if fresh(out, filepath.Join(root, "runtime", "plugin")) {
+	if fresh(out, []string{filepath.Join(root, "runtime", "plugin")}, ".go") {
 		return out
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
@@ -60,25 +61,27 @@ func Build(tb testing.TB, pkg string) string {
 	return out
 }
 
-// fresh reports whether out exists and is newer than every .go file
-// under src.
-func fresh(out, src string) bool {
+// fresh reports whether out exists and is newer than every source file
+// (ending in one of exts, tests excepted) under srcs.
+func fresh(out string, srcs []string, exts ...string) bool {
 	st, err := os.Stat(out)
 	if err != nil {
 		return false
 	}
 	newer := false
-	_ = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || newer {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
-			if fi, err := d.Info(); err == nil && fi.ModTime().After(st.ModTime()) {
-				newer = true
+	for _, src := range srcs {
+		_ = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || newer {
+				return filepath.SkipDir
 			}
-		}
-		return nil
-	})
+			if !d.IsDir() && slices.ContainsFunc(exts, func(e string) bool { return strings.HasSuffix(p, e) }) && !strings.HasSuffix(p, "_test.go") {
+				if fi, err := d.Info(); err == nil && fi.ModTime().After(st.ModTime()) {
+					newer = true
+				}
+			}
+			return nil
+		})
+	}
 	return !newer
 }
 
@@ -118,6 +121,9 @@ func BuildC(tb testing.TB, dir string) string {
 	srcs, _ := filepath.Glob(filepath.Join(root, dir, "*.c"))
 	if len(srcs) == 0 {
 		tb.Fatalf("plugintest: no .c files in %s", dir)
+	}
+	if fresh(out, []string{kit, filepath.Join(root, dir)}, ".c", ".h") {
+		return out
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		tb.Fatal(err)

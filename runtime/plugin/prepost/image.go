@@ -8,6 +8,7 @@ import (
 	"image"
 	_ "image/jpeg" // the decoders plugins accept
 	_ "image/png"
+	"io"
 	"math"
 )
 
@@ -35,13 +36,7 @@ var BlazeFace = ImageSpec{Width: 128, Height: 128, Mean: [3]float64{0.5, 0.5, 0.
 var PaddleDet = ImageSpec{LimitSide: 960, NCHW: true, Mean: [3]float64{0.485, 0.456, 0.406}, Std: [3]float64{0.229, 0.224, 0.225}}
 
 // DecodeImage decodes a JPEG or PNG.
-func DecodeImage(b []byte) (image.Image, error) {
-	img, _, err := image.Decode(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("prepost: decode image (%d bytes; JPEG or PNG expected): %w", len(b), err)
-	}
-	return img, nil
-}
+func DecodeImage(b []byte) (image.Image, error) { return decodeImage(context.Background(), b) }
 
 // ErrTooLarge reports an image over DecodeImageLimit's pixel limit.
 var ErrTooLarge = errors.New("prepost: image over the pixel limit")
@@ -55,19 +50,33 @@ var ErrTooLarge = errors.New("prepost: image over the pixel limit")
 func DecodeImageLimit(ctx context.Context, b []byte, maxPixels int64) (image.Image, error) {
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
 	if err != nil {
-		return nil, fmt.Errorf("prepost: decode image (%d bytes; JPEG or PNG expected): %w", len(b), err)
+		return nil, decodeError(b, err)
 	}
 	if px := int64(cfg.Width) * int64(cfg.Height); px > maxPixels {
 		return nil, fmt.Errorf("%w: %s image of %dx%d = %d pixels, the limit is %d", ErrTooLarge, format, cfg.Width, cfg.Height, px, maxPixels)
 	}
-	img, _, err := image.Decode(&ctxReader{ctx: ctx, r: bytes.NewReader(b)})
+	return decodeImage(ctx, b)
+}
+
+// decodeImage decodes b, through a reader that checks ctx when ctx can be
+// cancelled.
+func decodeImage(ctx context.Context, b []byte) (image.Image, error) {
+	var r io.Reader = bytes.NewReader(b)
+	if ctx.Done() != nil {
+		r = &ctxReader{ctx: ctx, r: bytes.NewReader(b)}
+	}
+	img, _, err := image.Decode(r)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
-		return nil, fmt.Errorf("prepost: decode image (%d bytes; JPEG or PNG expected): %w", len(b), err)
+		return nil, decodeError(b, err)
 	}
 	return img, nil
+}
+
+func decodeError(b []byte, err error) error {
+	return fmt.Errorf("prepost: decode image (%d bytes; JPEG or PNG expected): %w", len(b), err)
 }
 
 // ctxReader fails its reads once ctx is done.
