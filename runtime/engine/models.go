@@ -212,6 +212,9 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string, pinned, ev
 		return nil, err
 	}
 	m.res.rss = selfRSS() - rss
+	if e.res.skew != nil {
+		m.res.rss += e.res.skew(m.name)
+	}
 	m.res.estimate = m.res.bytes // the manifest's count (footprint)
 	m.res.bytes = max(m.res.bytes, m.res.rss)
 	e.learn(publicName(m.key), m.res.rss)
@@ -219,7 +222,17 @@ func (e *Engine) open(ctx context.Context, spec ModelSpec, as string, pinned, ev
 	m.mu.keep, m.mu.lastUsed = e.keepAlive(), m.info.Loaded
 	e.mu.Lock()
 	e.mu.used += m.res.bytes - reserved // the version's own count is the measure now
+	var victims []named
+	if over := e.mu.used - e.cfg.MemoryBudgetBytes; e.cfg.MemoryBudgetBytes > 0 && over > 0 && evict {
+		// The load measured more than it reserved: idle models make the
+		// room, so the budget holds once the load returns.
+		victims = e.idleLocked(over, strings.TrimSuffix(m.name, "@staged"))
+		for _, v := range victims {
+			delete(e.mu.models, v.name)
+		}
+	}
 	e.mu.Unlock()
+	_ = e.evict(ctx, victims, m.name) // a caller gone: the victims are freed all the same
 	e.res.loads.Add(1)
 	e.res.loadNanos.Add(int64(m.info.LoadTime))
 	m.info.ResidentBytes, m.info.LoadRSSBytes = m.res.bytes, m.res.rss

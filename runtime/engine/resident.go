@@ -88,6 +88,10 @@ type residencyState struct {
 
 	loads, unloads, evictions, expiries atomic.Uint64
 	loadNanos                           atomic.Int64
+
+	// skew is added to a load's measured growth (tests: a load that
+	// measures more than it reserved).
+	skew func(name string) int64
 }
 
 // loading is one on-demand load that concurrent requests for the same
@@ -319,17 +323,8 @@ func (e *Engine) reserve(ctx context.Context, name string, need int64, evict boo
 			delete(e.mu.models, v.name)
 		}
 		e.mu.Unlock()
-		for _, v := range victims {
-			e.res.evictions.Add(1)
-			e.log.Info("model unloaded", "name", v.name, "reason", "room", "for", name, "bytes", v.m.res.bytes)
-			e.retire(v.m)
-		}
-		for _, v := range victims {
-			select {
-			case <-v.m.res.freed:
-			case <-ctx.Done():
-				return context.Cause(ctx)
-			}
+		if err := e.evict(ctx, victims, name); err != nil {
+			return err
 		}
 		if len(victims) > 0 {
 			continue
@@ -364,6 +359,24 @@ func (e *Engine) idleLocked(excess int64, spare string) []named {
 		freed += v.m.res.bytes
 		if freed >= excess {
 			return idle[:i+1]
+		}
+	}
+	return nil
+}
+
+// evict unloads victims (taken out of e.mu.models by the caller) to make
+// room for a load of name, and waits until they are freed.
+func (e *Engine) evict(ctx context.Context, victims []named, name string) error {
+	for _, v := range victims {
+		e.res.evictions.Add(1)
+		e.log.Info("model unloaded", "name", v.name, "reason", "room", "for", name, "bytes", v.m.res.bytes)
+		e.retire(v.m)
+	}
+	for _, v := range victims {
+		select {
+		case <-v.m.res.freed:
+		case <-ctx.Done():
+			return context.Cause(ctx)
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -422,5 +423,37 @@ func TestIdleLockedLRU(t *testing.T) {
 		if s := strings.Join(got, " "); s != c.want {
 			t.Errorf("excess %d: unload %q, want %q", c.excess, s, c.want)
 		}
+	}
+}
+
+// TestLoadOverItsReservationMakesRoom: a load that measures more than it
+// reserved (its first one, counted at the manifest's estimate) unloads
+// idle models until the budget holds again, rather than leaving the
+// engine over it until the next load.
+func TestLoadOverItsReservationMakesRoom(t *testing.T) {
+	specs, names, bytes := threeModels(t)
+	budget := twoOfThree(bytes)
+	e, err := Open(context.Background(), Config{Models: specs, KV: residentKV, Session: sessionOpts(), MemoryBudgetBytes: budget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	// The third model measures a quarter of the smallest estimate under
+	// the budget (a load's real growth can pass its estimate by a few
+	// MiB; the smallest estimate is tens): the two loaded at Open must
+	// both go, one to reserve its estimate and one once it measured.
+	least := slices.Min(bytes)
+	e.res.skew = func(name string) int64 {
+		if name == names[2] {
+			return budget - bytes[2] - least/4
+		}
+		return 0
+	}
+	if s := e.GenerateTokens(context.Background(), names[2], ids(8, 0), GenerateOptions{MaxTokens: 2}).Summary(); s.Err != nil {
+		t.Fatal(s.Err)
+	}
+	st := e.Stats().Residency
+	if st.UsedBytes > budget || st.Evictions != 2 || len(e.Models()) != 1 {
+		t.Fatalf("after a load measured at %s under a budget of %s: %d loaded, %+v", mib(budget-least/4), mib(budget), len(e.Models()), st)
 	}
 }
