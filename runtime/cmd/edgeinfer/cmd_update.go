@@ -131,6 +131,15 @@ func runUpdate(ctx context.Context, stdout io.Writer, args []string) error {
 			return err
 		}
 		defer l.Close()
+		// Open connects in the background; a request before it is up
+		// fails at once, so wait for it here (bounded: a broker away is
+		// named, not waited on forever).
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err = l.WaitConnected(wctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("update %s: the fleet is asked over the broker %s, which is not reachable: %w", pos[0], alink.Broker, err)
+		}
 		src = update.MQTTSource{R: rollout.Requester{L: l}}
 	default:
 		src = update.FileSource{} // status and rollback read the store only
