@@ -62,6 +62,17 @@ func (a *Agent) Check(ctx context.Context) (*Offer, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The director's fleet-wide assignments are in its own chain;
+		// those naming devices, in each device's chain (DeviceMetaPrefix).
+		// A device reads both: the union is what it is assigned.
+		if a.cfg.Device.ID != "" {
+			own, err := deviceTargets(ctx, a.src, a.cfg.Device.ID, a.directorRoot, a.cfg.MetadataDir, ref)
+			if err != nil {
+				return nil, err
+			}
+			assigned = maps.Clone(assigned)
+			maps.Copy(assigned, own)
+		}
 		if candidates, err = a.assigned(assigned, images); err != nil {
 			return nil, err
 		}

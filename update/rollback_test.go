@@ -114,7 +114,7 @@ func TestDirectorReplayStillRefused(t *testing.T) {
 	e.publish("2", layers(2), fleet.ReleaseOptions{})
 	e.assign(t, map[string][]string{"1": {"dev-1"}})
 	e.applyOK(t, "1")
-	ts := filepath.Join(e.repoDir, update.RepoDirector, "timestamp.json")
+	ts := filepath.Join(e.repoDir, update.DeviceMetaPrefix("dev-1"), "timestamp.json") // the device's own chain
 	old := readFile(t, ts)
 	e.assign(t, map[string][]string{"2": {"dev-1"}})
 	e.applyOK(t, "2")

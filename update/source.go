@@ -108,12 +108,28 @@ func ChunkPath(d store.Digest) string {
 	return "chunks/" + h[:2] + "/" + h
 }
 
-// validMetaName keeps metadata names inside the repository layout.
+// validMetaName keeps metadata names inside the repository layout: a
+// repository's files, and a device's own director chain
+// (director/devices/<id>/<file>).
 func validMetaName(name string) error {
 	repo, file, ok := strings.Cut(name, "/")
+	if rest, dev := strings.CutPrefix(name, RepoDirector+"/devices/"); dev {
+		id, f, ok2 := strings.Cut(rest, "/")
+		ok = ok2 && ValidDeviceID(id) == nil
+		file = f
+	}
 	if !ok || (repo != RepoImage && repo != RepoDirector) || file == "" || strings.ContainsAny(file, "/\\\x00") ||
 		!strings.HasSuffix(file, ".json") || path.Clean(name) != name {
 		return fmt.Errorf("%w: metadata name %q", ErrBadMetadata, name)
+	}
+	return nil
+}
+
+// ValidDeviceID checks a device id for use as one level of a path or a
+// topic: not empty, not "." or "..", no '/', '\\', NUL, '+' or '#'.
+func ValidDeviceID(id string) error {
+	if id == "" || id == "." || id == ".." || len(id) > 128 || strings.ContainsAny(id, "/\\\x00+#") {
+		return fmt.Errorf("%w: device id %q (want 1 to 128 characters, none of / \\ + # or NUL, not . or ..)", ErrConfig, id)
 	}
 	return nil
 }

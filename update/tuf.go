@@ -24,17 +24,53 @@ type sourceFetcher struct {
 	ctx  context.Context
 	src  Source
 	repo string
+	// device, when set, reads a device's own chain: its timestamp,
+	// snapshot and targets under repo/devices/<device>/, the root shared
+	// with the repository's (DeviceMetaPrefix).
+	device string
+	// noTimestamp is set when the timestamp was not found.
+	noTimestamp *bool
 }
+
+// DeviceMetaPrefix is where a device's own director chain lives in the
+// repository layout: director/devices/<id>/timestamp.json, N.snapshot.json
+// and N.targets.json, under the director's root (director/N.root.json).
+// Uptane's director signs metadata per device for the same reason: a
+// device's assignment is then as large as its own targets, whatever the
+// size of the fleet.
+func DeviceMetaPrefix(device string) string { return RepoDirector + "/devices/" + device + "/" }
 
 // DownloadFile implements fetcher.Fetcher. An absent file must look like an
 // HTTP 404 to the updater: that is how it learns the newest root.
 func (f sourceFetcher) DownloadFile(u string, maxLength int64, _ time.Duration) ([]byte, error) {
 	name := strings.TrimPrefix(u, fetcherBase)
-	b, err := f.src.FetchMeta(f.ctx, f.repo+"/"+name, maxLength)
+	full := f.repo + "/" + name
+	if f.device != "" && !strings.HasSuffix(name, "root.json") {
+		full = DeviceMetaPrefix(f.device) + name
+	}
+	b, err := f.src.FetchMeta(f.ctx, full, maxLength)
 	if errors.Is(err, ErrNotFound) {
-		return nil, &metadata.ErrDownloadHTTP{StatusCode: 404, URL: f.repo + "/" + name}
+		if name == "timestamp.json" && f.noTimestamp != nil {
+			*f.noTimestamp = true
+		}
+		return nil, &metadata.ErrDownloadHTTP{StatusCode: 404, URL: full}
 	}
 	return b, err
+}
+
+// chain names one TUF metadata chain a device trusts: a repository's
+// (image, director) or the director's chain for this device alone.
+type chain struct {
+	repo   string // RepoImage or RepoDirector
+	device string // the device's own chain of repo: its id
+}
+
+// local is the chain's directory under the device's metadata dir.
+func (c chain) local() string {
+	if c.device != "" {
+		return c.repo + ".device" // one device, one chain: no id in the name
+	}
+	return c.repo
 }
 
 // trustedTargets runs the TUF client workflow (root rotation, timestamp,
@@ -43,7 +79,30 @@ func (f sourceFetcher) DownloadFile(u string, maxLength int64, _ time.Duration) 
 // between runs (go-tuf writes each file atomically by rename); the pinned
 // root is used only until a newer trusted root is there.
 func trustedTargets(ctx context.Context, src Source, repo string, pinnedRoot []byte, dir string, ref time.Time) (map[string]*metadata.TargetFiles, *trustedInfo, error) {
-	dir = filepath.Join(dir, repo)
+	return chainTargets(ctx, src, chain{repo: repo}, pinnedRoot, dir, ref, nil)
+}
+
+// deviceTargets is trustedTargets for the director's chain of device
+// alone. A device the director never wrote a chain for has no
+// assignments of its own (nil, nil); one whose chain it trusted before
+// and now finds absent gets the source's error, as for any file missing.
+func deviceTargets(ctx context.Context, src Source, device string, pinnedRoot []byte, dir string, ref time.Time) (map[string]*metadata.TargetFiles, error) {
+	c := chain{repo: RepoDirector, device: device}
+	_, err := os.Stat(filepath.Join(dir, c.local(), "timestamp.json"))
+	trustedBefore := err == nil
+	var absent bool
+	targets, _, err := chainTargets(ctx, src, c, pinnedRoot, dir, ref, &absent)
+	if err != nil && absent && !trustedBefore {
+		return nil, nil
+	}
+	return targets, err
+}
+
+// chainTargets is trustedTargets for chain c; noTimestamp, when not nil,
+// is set when the chain's timestamp was not found.
+func chainTargets(ctx context.Context, src Source, c chain, pinnedRoot []byte, dir string, ref time.Time, noTimestamp *bool) (map[string]*metadata.TargetFiles, *trustedInfo, error) {
+	repo := c.repo
+	dir = filepath.Join(dir, c.local())
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("update: metadata dir: %w", err)
 	}
@@ -57,7 +116,7 @@ func trustedTargets(ctx context.Context, src Source, repo string, pinnedRoot []b
 	}
 	cfg.LocalMetadataDir = dir
 	cfg.LocalTargetsDir = filepath.Join(dir, "targets") // never written: targets are chunked, not files
-	cfg.Fetcher = sourceFetcher{ctx: ctx, src: src, repo: repo}
+	cfg.Fetcher = sourceFetcher{ctx: ctx, src: src, repo: repo, device: c.device, noTimestamp: noTimestamp}
 	cfg.PrefixTargetsWithHash = false
 	up, err := updater.New(cfg)
 	if err != nil {

@@ -11,13 +11,15 @@ import (
 	"github.com/theupdateframework/go-tuf/v2/metadata"
 )
 
-// SetAssignments makes the director's targets for model exactly
+// SetAssignments makes the director's assignments of model exactly
 // byVersion: version -> the devices it is assigned to (a device named
 // under two versions installs the one with the higher counter). Other
 // models' assignments are kept. Every version must be signed by the image
 // repository, whose length and hashes the director copies: the director
-// can point devices at a signed release, never at anything else. Nothing
-// is re-signed when the assignments are already those.
+// can point devices at a signed release, never at anything else. Each
+// device's assignments are signed in its own chain (devicechain.go), and
+// only the chains of devices whose assignments changed are written; a
+// fleet-wide assignment of model in the shared chain is replaced.
 func (r *Repository) SetAssignments(model string, byVersion map[string][]string) (changed bool, err error) {
 	if r.director == nil {
 		return false, fmt.Errorf("%w: no director repository (keygen --director)", ErrRepo)
@@ -30,44 +32,48 @@ func (r *Repository) SetAssignments(model string, byVersion map[string][]string)
 }
 
 func (r *Repository) setAssignmentsLocked(model string, byVersion map[string][]string) (changed bool, err error) {
-	want := map[string]*metadata.TargetFiles{}
+	byDevice := map[string][]string{}
 	for version, devices := range byVersion {
 		if len(devices) == 0 {
 			continue
 		}
 		path := update.TargetPath(model, version)
-		img, ok := r.image.targets.Signed.Targets[path]
-		if !ok {
+		if _, ok := r.image.targets.Signed.Targets[path]; !ok {
 			return false, fmt.Errorf("%w: %s (the director can only assign what the release keys signed)", ErrTarget, path)
 		}
-		ds := slices.Clone(devices)
-		slices.Sort(ds)
-		ds = slices.Compact(ds)
-		custom, err := customJSON(update.Assignment{Devices: ds})
-		if err != nil {
-			return false, err
+		for _, d := range devices {
+			if err := update.ValidDeviceID(d); err != nil {
+				return false, fmt.Errorf("%w: %w", ErrTarget, err)
+			}
+			byDevice[d] = append(byDevice[d], version)
 		}
-		want[path] = &metadata.TargetFiles{Length: img.Length, Hashes: img.Hashes, Custom: custom, Path: path}
 	}
+	for d, vs := range byDevice {
+		slices.Sort(vs)
+		byDevice[d] = slices.Compact(vs)
+	}
+	n, err := r.setDeviceAssignments(model, byDevice)
+	if err != nil {
+		return false, err
+	}
+	shared, err := r.clearShared(model)
+	return n > 0 || shared, err
+}
+
+// clearShared removes model's assignments from the director's shared
+// chain (fleet-wide ones, and device lists an older fleet wrote there).
+func (r *Repository) clearShared(model string) (bool, error) {
 	targets := r.director.targets.Signed.Targets
-	have := map[string]*metadata.TargetFiles{}
-	for p, tf := range targets {
-		if strings.HasPrefix(p, model+"/") {
-			have[p] = tf
-		}
-	}
-	if sameAssignments(have, want) {
+	n := len(targets)
+	maps.DeleteFunc(targets, func(p string, _ *metadata.TargetFiles) bool { return strings.HasPrefix(p, model+"/") })
+	if len(targets) == n {
 		return false, nil
 	}
-	for p := range have {
-		delete(targets, p)
-	}
-	maps.Copy(targets, want)
 	return true, r.director.commit(true)
 }
 
 // Assignments returns the director's assignments of model: version ->
-// devices, as signed now.
+// devices, as signed now (nil devices: every device).
 func (r *Repository) Assignments(model string) map[string][]string {
 	out := map[string][]string{}
 	if r.director == nil {
@@ -79,23 +85,19 @@ func (r *Repository) Assignments(model string) map[string][]string {
 		}
 		out[strings.TrimPrefix(p, model+"/")] = devicesOf(tf)
 	}
-	return out
-}
-
-// sameAssignments compares targets by length, hashes and assigned
-// devices (the custom field as read back from disk is canonical JSON, so
-// its bytes are not compared).
-func sameAssignments(a, b map[string]*metadata.TargetFiles) bool {
-	if len(a) != len(b) {
-		return false
+	idx, err := r.readIndex()
+	if err != nil {
+		return out
 	}
-	for p, x := range a {
-		y, ok := b[p]
-		if !ok || !x.Equal(*y) || !slices.Equal(devicesOf(x), devicesOf(y)) {
-			return false
+	for d, vs := range idx[model] {
+		for _, v := range vs {
+			out[v] = append(out[v], d)
 		}
 	}
-	return true
+	for _, ds := range out {
+		slices.Sort(ds)
+	}
+	return out
 }
 
 func devicesOf(tf *metadata.TargetFiles) []string {

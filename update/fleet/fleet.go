@@ -323,6 +323,15 @@ func (r *Repository) Assign(name, version string, devices []string) error {
 			return fmt.Errorf("%w: %s", ErrTarget, path)
 		}
 		// One assignment per model name: the newest replaces the others.
+		// Named devices get it in their own chains; every device, in the
+		// shared chain.
+		if len(devices) > 0 {
+			_, err := r.setAssignmentsLocked(name, map[string][]string{version: devices})
+			return err
+		}
+		if _, err := r.setDeviceAssignments(name, nil); err != nil {
+			return err
+		}
 		for p := range r.director.targets.Signed.Targets {
 			if len(p) > len(name) && p[:len(name)+1] == name+"/" {
 				delete(r.director.targets.Signed.Targets, p)
@@ -349,13 +358,24 @@ func (r *Repository) AssignUnsigned(path string, length int64, sha []byte) error
 // RefreshTimestamp re-signs the timestamp of the named repository (image
 // or director) with a fresh expiry: the online job that keeps devices
 // from mistaking a live repository for a frozen one. It needs only the
-// timestamp key.
+// timestamp key, but for the director's device chains near expiry
+// (refreshDeviceChains), whose snapshot and targets are signed again with
+// the director's online keys.
 func (r *Repository) RefreshTimestamp(name string) error {
 	rp, err := r.repo(name)
 	if err != nil {
 		return err
 	}
-	return r.change(rp.refreshTimestamp)
+	return r.change(func() error {
+		if err := rp.refreshTimestamp(); err != nil {
+			return err
+		}
+		if rp == r.director {
+			_, err := r.refreshDeviceChains()
+			return err
+		}
+		return nil
+	})
 }
 
 // RotateOptions change a root: new keys for Roles (the old ones revoked),

@@ -59,7 +59,12 @@ func TestChangesDoNotLoseEachOther(t *testing.T) {
 	if got := fresh.Assignments("m"); len(got["1"]) != 1 {
 		t.Errorf("assignments of m: %v, want 1 -> [dev-1]", got)
 	}
-	checkStamps(t, dir, img0+3, dir0+1)
+	// The assignment names a device: its own chain is signed, the shared
+	// one is not.
+	checkStamps(t, dir, img0+3, dir0)
+	if got := stampVersion(t, dir, "director/devices/dev-1"); got != 1 {
+		t.Errorf("dev-1's chain timestamp version %d, want 1", got)
+	}
 }
 
 // TestConcurrentChanges: publishes, timestamp refreshes and assignments

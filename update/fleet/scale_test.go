@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/edgeinfer/edgeinfer/update/wire"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +26,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/store"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
+	"github.com/edgeinfer/edgeinfer/update/updatetest"
 )
 
 // TestScaleSim is the protocol-level fleet simulation: EDGEINFER_FLEET_SIM
@@ -98,6 +101,23 @@ func TestScaleSim(t *testing.T) {
 	}()
 	brokerPid := mosquittoPid(t, b.Port)
 
+	// Bulk data (metadata and chunks) from nginx over HTTPS, the fleet's
+	// default; EDGEINFER_FLEET_SIM_BULK=mqtt fetches it over the request
+	// topics as a small fleet without a static host does. The devices
+	// share one HTTP client (its connections): a TLS handshake per device
+	// would measure this machine's CPU, not the protocol.
+	var bulk update.Source
+	via := "nginx over HTTPS"
+	if os.Getenv("EDGEINFER_FLEET_SIM_BULK") == "mqtt" {
+		via = "the broker's request topics"
+	} else {
+		ng := updatetest.StartNginx(t, repoDir)
+		tr := ng.Client.Transport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 256
+		bulk = update.HTTPSource{BaseURL: ng.URL, Client: &http.Client{Transport: tr}}
+	}
+	t.Logf("metadata and chunks from %s", via)
+
 	// The devices, connected 100 at a time.
 	start := time.Now()
 	devs := make([]*simDevice, n)
@@ -109,7 +129,7 @@ func TestScaleSim(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			d, err := startSimDevice(ctx, b.URL(), fmt.Sprintf("sim-%05d", i), delta)
+			d, err := startSimDevice(ctx, b.URL(), fmt.Sprintf("sim-%05d", i), delta, bulk)
 			if err != nil {
 				t.Error(err)
 				return
@@ -226,10 +246,13 @@ type simDevice struct {
 	chunkBytes, metaBytes atomic.Int64
 	retries               atomic.Int64
 	kick                  chan struct{}
+	// bulk, when set, is the static host metadata and chunks come from
+	// (the broker then carries control only).
+	bulk update.Source
 }
 
-func startSimDevice(ctx context.Context, broker, id string, delta []store.Chunk) (*simDevice, error) {
-	d := &simDevice{id: id, delta: delta, kick: make(chan struct{}, 1)}
+func startSimDevice(ctx context.Context, broker, id string, delta []store.Chunk, bulk update.Source) (*simDevice, error) {
+	d := &simDevice{id: id, delta: delta, kick: make(chan struct{}, 1), bulk: bulk}
 	d.active.Store("1")
 	l, err := link.Open(ctx, link.Config{Broker: broker, Fleet: "f", Device: id, KeepAlive: 120 * time.Second, QueueLen: 4,
 		BackoffMin: time.Second, BackoffMax: 30 * time.Second, ConnectTimeout: 60 * time.Second}, func() link.Birth {
@@ -284,8 +307,9 @@ func (d *simDevice) run(ctx context.Context) {
 	}
 }
 
-// check reads the director's chain (timestamp, snapshot, targets) and, when
-// it is assigned a newer version, fetches the delta's chunks.
+// check reads the director's shared timestamp and the device's own chain
+// (timestamp, snapshot, targets: update.DeviceMetaPrefix) and, when it is
+// assigned a newer version, fetches the delta's chunks.
 func (d *simDevice) check(ctx context.Context) error {
 	var ts struct {
 		Signed struct {
@@ -295,8 +319,12 @@ func (d *simDevice) check(ctx context.Context) error {
 	if err := d.meta(ctx, "director/timestamp.json", &ts); err != nil {
 		return err
 	}
+	own := update.DeviceMetaPrefix(d.id)
+	if err := d.meta(ctx, own+"timestamp.json", &ts); err != nil {
+		return err
+	}
 	var snap = ts
-	if err := d.meta(ctx, fmt.Sprintf("director/%d.snapshot.json", ts.Signed.Meta["snapshot.json"].Version), &snap); err != nil {
+	if err := d.meta(ctx, fmt.Sprintf("%s%d.snapshot.json", own, ts.Signed.Meta["snapshot.json"].Version), &snap); err != nil {
 		return err
 	}
 	var tg struct {
@@ -306,7 +334,7 @@ func (d *simDevice) check(ctx context.Context) error {
 			} `json:"targets"`
 		} `json:"signed"`
 	}
-	if err := d.meta(ctx, fmt.Sprintf("director/%d.targets.json", snap.Signed.Meta["targets.json"].Version), &tg); err != nil {
+	if err := d.meta(ctx, fmt.Sprintf("%s%d.targets.json", own, snap.Signed.Meta["targets.json"].Version), &tg); err != nil {
 		return err
 	}
 	want := ""
@@ -319,12 +347,11 @@ func (d *simDevice) check(ctx context.Context) error {
 		return nil
 	}
 	for _, c := range d.delta {
-		body, _ := json.Marshal(map[string]any{"sha256": c.SHA256, "size": c.Size})
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		res, err := d.l.Request(rctx, wire.RequestName(update.TopicChunk), body)
+		n, err := d.chunk(rctx, c)
 		cancel()
-		if err != nil || len(res) == 0 || res[0] != 0 || int64(len(res)-1) != c.Size {
-			return fmt.Errorf("%s: chunk: %v", d.id, err)
+		if err != nil || n != c.Size {
+			return fmt.Errorf("%s: chunk: %d bytes, %v", d.id, n, err)
 		}
 		d.chunkBytes.Add(c.Size)
 	}
@@ -332,7 +359,34 @@ func (d *simDevice) check(ctx context.Context) error {
 	return d.publishState(ctx)
 }
 
+// chunk fetches c from the static host when there is one, over the
+// request topics when not.
+func (d *simDevice) chunk(ctx context.Context, c store.Chunk) (int64, error) {
+	if d.bulk != nil {
+		rc, err := d.bulk.FetchChunk(ctx, c.SHA256, c.Size)
+		if err != nil {
+			return 0, err
+		}
+		defer rc.Close()
+		return io.Copy(io.Discard, io.LimitReader(rc, c.Size+1))
+	}
+	body, _ := json.Marshal(map[string]any{"sha256": c.SHA256, "size": c.Size})
+	res, err := d.l.Request(ctx, wire.RequestName(update.TopicChunk), body)
+	if err != nil || len(res) == 0 || res[0] != 0 {
+		return 0, fmt.Errorf("%w (%.40q)", err, res)
+	}
+	return int64(len(res) - 1), nil
+}
+
 func (d *simDevice) meta(ctx context.Context, name string, v any) error {
+	if d.bulk != nil {
+		b, err := d.bulk.FetchMeta(ctx, name, 64<<20)
+		if err != nil {
+			return err
+		}
+		d.metaBytes.Add(int64(len(b)))
+		return json.Unmarshal(b, v)
+	}
 	body, _ := json.Marshal(map[string]any{"name": name, "max": 64 << 20})
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

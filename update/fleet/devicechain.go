@@ -1,0 +1,296 @@
+package fleet
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/update"
+	"github.com/theupdateframework/go-tuf/v2/metadata"
+)
+
+// Assignments that name devices live in each device's own director chain
+// (update.DeviceMetaPrefix: timestamp, snapshot and targets signed by the
+// director's keys under its shared root), as Uptane's director signs per
+// device: what a device downloads for its assignment is then its own few
+// targets, whatever the size of the fleet (TestDeviceChainFlat measures
+// it at 1,000 and 100,000 devices). The director's shared chain keeps
+// only fleet-wide assignments.
+//
+// Which device is assigned what is kept fleet-side in state/assignments.json
+// (the index: model -> device -> versions), outside the trees a static
+// host serves (image/, director/, chunks/). Chains are written before the
+// index: a crash between the two leaves the index behind, and the next
+// change rewrites those chains again (their versions only grow).
+
+// assignIndex is model -> device -> the versions assigned to it (sorted;
+// usually one: a device named under two installs the higher counter).
+type assignIndex map[string]map[string][]string
+
+func (r *Repository) indexPath() string { return filepath.Join(r.Dir, "state", "assignments.json") }
+
+func (r *Repository) readIndex() (assignIndex, error) {
+	b, err := os.ReadFile(r.indexPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return assignIndex{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: assignment index: %v", ErrRepo, err)
+	}
+	idx := assignIndex{}
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, fmt.Errorf("%w: assignment index %s: %v (rewrite it by setting the assignments again)", ErrRepo, r.indexPath(), err)
+	}
+	return idx, nil
+}
+
+func (r *Repository) writeIndex(idx assignIndex) error {
+	if err := os.MkdirAll(filepath.Dir(r.indexPath()), 0o755); err != nil {
+		return err
+	}
+	b, err := json.Marshal(idx)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(r.indexPath(), b)
+}
+
+// setDeviceAssignments makes model's per-device assignments exactly
+// byDevice and rewrites the chains of the devices whose assignments
+// changed. It returns how many changed.
+func (r *Repository) setDeviceAssignments(model string, byDevice map[string][]string) (int, error) {
+	idx, err := r.readIndex()
+	if err != nil {
+		return 0, err
+	}
+	old := idx[model]
+	var changed []string
+	for d, vs := range byDevice {
+		if !slices.Equal(old[d], vs) {
+			changed = append(changed, d)
+		}
+	}
+	for d := range old {
+		if _, ok := byDevice[d]; !ok {
+			changed = append(changed, d)
+		}
+	}
+	if len(changed) == 0 {
+		return 0, nil
+	}
+	if len(byDevice) == 0 {
+		delete(idx, model)
+	} else {
+		idx[model] = byDevice
+	}
+	slices.Sort(changed)
+	if err := r.eachDevice(changed, func(d string) error { return r.writeDeviceChain(d, targetsOf(idx, d)) }); err != nil {
+		return 0, err
+	}
+	syscall.Sync() // the chains are durable before the index says they are written
+	return len(changed), r.writeIndex(idx)
+}
+
+// eachDevice runs f for every device on a few goroutines: a chain's
+// cost is mostly the file system's (open, rename, mkdir: about 2 ms a
+// device one at a time, TestDeviceChainFlat), which overlaps. The first
+// error stops the others from starting new devices.
+func (r *Repository) eachDevice(devices []string, f func(string) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs error
+		next atomic.Int64
+	)
+	for range min(16, len(devices)) {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				mu.Lock()
+				stop := errs != nil
+				mu.Unlock()
+				if stop || i >= int64(len(devices)) {
+					return
+				}
+				if err := f(devices[i]); err != nil {
+					mu.Lock()
+					errs = errors.Join(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// targetsOf lists device's assigned target paths across models.
+func targetsOf(idx assignIndex, device string) []string {
+	var out []string
+	for _, m := range slices.Sorted(maps.Keys(idx)) {
+		for _, v := range idx[m][device] {
+			out = append(out, update.TargetPath(m, v))
+		}
+	}
+	return out
+}
+
+// deviceDir is where device's chain lives.
+func (r *Repository) deviceDir(device string) string {
+	return filepath.Join(r.Dir, filepath.FromSlash(update.DeviceMetaPrefix(device)))
+}
+
+// writeDeviceChain signs and writes a new version of device's chain whose
+// targets are paths (copied from the image repository: the director
+// points at what the release keys signed, never at anything else). Each
+// file is written by rename, targets first and the timestamp last, so a
+// device reading meanwhile sees the old chain or the new; the version
+// before stays for a device that read the old timestamp.
+func (r *Repository) writeDeviceChain(device string, paths []string) error {
+	if err := update.ValidDeviceID(device); err != nil {
+		return fmt.Errorf("%w: %w", ErrTarget, err)
+	}
+	dir := r.deviceDir(device)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var v, tsv int64 // the chain's snapshot and targets versions go together
+	if ts, err := metadata.Timestamp().FromFile(filepath.Join(dir, "timestamp.json")); err == nil {
+		v, tsv = ts.Signed.Meta["snapshot.json"].Version, ts.Signed.Version
+	}
+	v, tsv = v+1, tsv+1
+	t := r.now().UTC().Truncate(time.Second) // expiries in whole seconds, as TUF writes them
+	long := t.Add(r.director.expiry[metadata.SNAPSHOT]) // targets and snapshot renew together
+	targets := metadata.Targets(long)
+	targets.Signed.Version = v
+	custom, err := customJSON(update.Assignment{Devices: []string{device}})
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		img, ok := r.image.targets.Signed.Targets[p]
+		if !ok {
+			// Withdrawn since it was assigned (SetAssignments checks new
+			// ones): no device could install it, and the chain still
+			// carries the device's other assignments.
+			continue
+		}
+		targets.Signed.Targets[p] = &metadata.TargetFiles{Length: img.Length, Hashes: img.Hashes, Custom: custom, Path: p}
+	}
+	snap := metadata.Snapshot(long)
+	snap.Signed.Version = v
+	snap.Signed.Meta["targets.json"] = metadata.MetaFile(v)
+	if err := writeDeviceRole(r.director, dir, fmt.Sprintf("%d.targets.json", v), metadata.TARGETS, targets); err != nil {
+		return err
+	}
+	if err := writeDeviceRole(r.director, dir, fmt.Sprintf("%d.snapshot.json", v), metadata.SNAPSHOT, snap); err != nil {
+		return err
+	}
+	if err := r.writeDeviceTimestamp(dir, tsv, v, t); err != nil {
+		return err
+	}
+	for _, role := range []string{"targets", "snapshot"} {
+		_ = os.Remove(filepath.Join(dir, fmt.Sprintf("%d.%s.json", v-2, role)))
+	}
+	return nil
+}
+
+func (r *Repository) writeDeviceTimestamp(dir string, version, snapshot int64, t time.Time) error {
+	ts := metadata.Timestamp(t.Add(r.director.expiry[metadata.TIMESTAMP]))
+	ts.Signed.Version = version
+	ts.Signed.Meta["snapshot.json"] = metadata.MetaFile(snapshot)
+	return writeDeviceRole(r.director, dir, "timestamp.json", metadata.TIMESTAMP, ts)
+}
+
+// writeDeviceRole signs md as the director's role and writes it to
+// dir/file by rename, without a sync of its own (setDeviceAssignments
+// syncs once for all the chains it wrote: one fsync per file made a
+// wave of thousands of devices wait on the disk).
+func writeDeviceRole[T metadata.Roles](r *repo, dir, file, role string, md *metadata.Metadata[T]) error {
+	want := r.root.Signed.Roles[role]
+	n := 0
+	for _, id := range want.KeyIDs {
+		k, ok := r.keys[id]
+		if !ok {
+			continue
+		}
+		if _, err := md.Sign(k.Signer()); err != nil {
+			return err
+		}
+		n++
+	}
+	if n < want.Threshold {
+		return fmt.Errorf("%w: %s %s needs %d signatures, %d of its keys are at hand", ErrKeys, r.name, role, want.Threshold, n)
+	}
+	b, err := md.ToBytes(false) // compact: a device downloads it at every change
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, file)
+	if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// refreshDeviceChains keeps every device chain from expiring: a timestamp
+// within half its period of expiry is signed again, and a chain whose
+// snapshot (and targets, which expire with it) is, is written again with
+// the same targets. A fleet of N devices costs about 2N timestamp
+// signatures a day at the default expiry, whatever changes.
+func (r *Repository) refreshDeviceChains() (int, error) {
+	root := filepath.Join(r.Dir, update.RepoDirector, "devices")
+	ents, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	now := r.now().UTC()
+	soon := func(exp time.Time, period time.Duration) bool { return exp.Sub(now) < period/2 }
+	n := 0
+	for _, e := range ents {
+		dir := filepath.Join(root, e.Name())
+		ts, err := metadata.Timestamp().FromFile(filepath.Join(dir, "timestamp.json"))
+		if err != nil {
+			return n, fmt.Errorf("%w: device chain %s: %v", ErrRepo, e.Name(), err)
+		}
+		v := ts.Signed.Meta["snapshot.json"].Version
+		snap, err := metadata.Snapshot().FromFile(filepath.Join(dir, fmt.Sprintf("%d.snapshot.json", v)))
+		if err != nil {
+			return n, fmt.Errorf("%w: device chain %s: %v", ErrRepo, e.Name(), err)
+		}
+		switch {
+		case soon(snap.Signed.Expires, r.director.expiry[metadata.SNAPSHOT]):
+			tg, err := metadata.Targets().FromFile(filepath.Join(dir, fmt.Sprintf("%d.targets.json", v)))
+			if err != nil {
+				return n, fmt.Errorf("%w: device chain %s: %v", ErrRepo, e.Name(), err)
+			}
+			err = r.writeDeviceChain(e.Name(), slices.Sorted(maps.Keys(tg.Signed.Targets)))
+			if err != nil {
+				return n, err
+			}
+		case soon(ts.Signed.Expires, r.director.expiry[metadata.TIMESTAMP]):
+			if err := r.writeDeviceTimestamp(dir, ts.Signed.Version+1, v, now); err != nil {
+				return n, err
+			}
+		default:
+			continue
+		}
+		n++
+	}
+	if n > 0 {
+		syscall.Sync()
+	}
+	return n, nil
+}

@@ -1,0 +1,143 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/edgeinfer/edgeinfer/update"
+	"github.com/edgeinfer/edgeinfer/update/fleet"
+)
+
+// directorBytes is what a device downloads of the director's metadata for
+// its assignment after a change: its own chain's timestamp, snapshot and
+// targets, and the shared chain's timestamp (whose snapshot and targets
+// change only with fleet-wide assignments).
+func directorBytes(t *testing.T, repoDir, device string) int64 {
+	t.Helper()
+	var n int64
+	for _, f := range []string{update.DeviceMetaPrefix(device) + "timestamp.json", update.RepoDirector + "/timestamp.json"} {
+		fi, err := os.Stat(filepath.Join(repoDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += fi.Size()
+	}
+	ents, err := os.ReadDir(filepath.Join(repoDir, update.DeviceMetaPrefix(device)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var newest [2]int64 // the newest snapshot and targets
+	var size [2]int64
+	for _, e := range ents {
+		for i, suffix := range []string{".snapshot.json", ".targets.json"} {
+			if v, ok := cutSuffixInt(e.Name(), suffix); ok && v > newest[i] {
+				fi, _ := e.Info()
+				newest[i], size[i] = v, fi.Size()
+			}
+		}
+	}
+	return n + size[0] + size[1]
+}
+
+func cutSuffixInt(name, suffix string) (int64, bool) {
+	if len(name) <= len(suffix) || name[len(name)-len(suffix):] != suffix {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(name[:len(name)-len(suffix)], 10, 64)
+	return v, err == nil
+}
+
+// assignFleet assigns release 1 to n devices and returns the metadata
+// bytes one of them downloads, and how long the director took.
+func assignFleet(t *testing.T, n int) (int64, time.Duration) {
+	t.Helper()
+	repoDir, keys := t.TempDir(), t.TempDir()
+	r, err := fleet.Init(repoDir, keys, keys, fleet.InitOptions{Director: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Publish(context.Background(), writeBundle(t, "1", map[string][]byte{"model.onnx": randBytes(1, 4096)}), fleet.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	devices := make([]string, n)
+	for i := range devices {
+		devices[i] = fmt.Sprintf("dev-%06d", i)
+	}
+	start := time.Now()
+	if changed, err := r.SetAssignments("m", map[string][]string{"1": devices}); err != nil || !changed {
+		t.Fatalf("SetAssignments: %v, %v", changed, err)
+	}
+	took := time.Since(start)
+	if got := r.Assignments("m")["1"]; len(got) != n {
+		t.Fatalf("%d devices assigned, want %d", len(got), n)
+	}
+	return directorBytes(t, repoDir, devices[n/2]), took
+}
+
+// TestDeviceChainFlat: the director metadata a device downloads for its
+// assignment is the same size at 100 devices as at 2,000 (a fleet-wide
+// targets file listing every device grew by ~19 bytes a device), and
+// under the 8 KB the fleet's goal allows. EDGEINFER_FLEET_CHAIN=N adds a
+// run at N devices (100,000 in SCALE.md).
+func TestDeviceChainFlat(t *testing.T) {
+	sizes := []int{100, 2000}
+	if n, _ := strconv.Atoi(os.Getenv("EDGEINFER_FLEET_CHAIN")); n > 0 {
+		sizes = append(sizes, n)
+	}
+	var first int64
+	for _, n := range sizes {
+		b, took := assignFleet(t, n)
+		t.Logf("%d devices: %d bytes of director metadata for one device's assignment; %v to sign and write the %d chains (%.0f µs a device)",
+			n, b, took.Round(time.Millisecond), n, float64(took.Microseconds())/float64(n))
+		if first == 0 {
+			first = b
+		}
+		// Version numbers and device ids' lengths are the same here.
+		if b != first || b > 8<<10 {
+			t.Errorf("%d devices: %d bytes for one device, %d at %d devices (want equal and <= 8 KiB)", n, b, first, sizes[0])
+		}
+	}
+}
+
+// TestDeviceChainOnlyChanged: a change of assignments signs the chains of
+// the devices it changes, no other, and unassigning a device leaves it a
+// chain with no targets (its versions only grow).
+func TestDeviceChainOnlyChanged(t *testing.T) {
+	repoDir, keys := t.TempDir(), t.TempDir()
+	r, err := fleet.Init(repoDir, keys, keys, fleet.InitOptions{Director: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1", "2"} {
+		if _, _, err := r.Publish(context.Background(), writeBundle(t, v, map[string][]byte{"model.onnx": randBytes(uint64(len(v)), 4096)}), fleet.ReleaseOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := func(a map[string][]string) {
+		t.Helper()
+		if _, err := r.SetAssignments("m", a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version := func(d string) int64 { t.Helper(); return stampVersion(t, repoDir, "director/devices/"+d) }
+	set(map[string][]string{"1": {"a", "b", "c"}})
+	set(map[string][]string{"1": {"a", "b"}, "2": {"c"}})
+	if va, vc := version("a"), version("c"); va != 1 || vc != 2 {
+		t.Fatalf("chain versions a %d (unchanged: want 1), c %d (want 2)", va, vc)
+	}
+	set(map[string][]string{"2": {"c"}})
+	if version("a") != 2 {
+		t.Fatal("an unassigned device's chain was not signed again")
+	}
+	if got := r.Assignments("m"); len(got["1"]) != 0 || len(got["2"]) != 1 {
+		t.Fatalf("assignments %v", got)
+	}
+	if _, err := r.SetAssignments("m", map[string][]string{"2": {"../x"}}); err == nil {
+		t.Fatal("a device id that leaves its directory was accepted")
+	}
+}
