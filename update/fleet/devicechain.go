@@ -168,7 +168,7 @@ func (r *Repository) writeDeviceChain(device string, paths []string) error {
 		v, tsv = ts.Signed.Meta["snapshot.json"].Version, ts.Signed.Version
 	}
 	v, tsv = v+1, tsv+1
-	t := r.now().UTC().Truncate(time.Second) // expiries in whole seconds, as TUF writes them
+	t := r.now().UTC().Truncate(time.Second)            // expiries in whole seconds, as TUF writes them
 	long := t.Add(r.director.expiry[metadata.SNAPSHOT]) // targets and snapshot renew together
 	targets := metadata.Targets(long)
 	targets.Signed.Version = v
