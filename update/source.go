@@ -314,6 +314,16 @@ func OpenSource(source, caFile string) (Source, error) {
 		}
 		return FileSource{Dir: source}, nil
 	}
+	client, err := HTTPClient(caFile)
+	if err != nil {
+		return nil, err
+	}
+	return HTTPSource{BaseURL: source, Client: client}, nil
+}
+
+// HTTPClient is the client an HTTPSource of a device uses: the system's
+// roots, or only caFile's certificates when it is set.
+func HTTPClient(caFile string) (*http.Client, error) {
 	client := &http.Client{Timeout: 5 * time.Minute}
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
@@ -326,5 +336,5 @@ func OpenSource(source, caFile string) (Source, error) {
 		}
 		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	}
-	return HTTPSource{BaseURL: source, Client: client}, nil
+	return client, nil
 }

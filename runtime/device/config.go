@@ -150,8 +150,11 @@ type Update struct {
 	ImageRoot    string `json:"image_root"`
 	DirectorRoot string `json:"director_root"`
 	MetadataDir  string `json:"metadata_dir,omitempty"`
-	// Source is "" (the fleet over the broker), a repository directory or
-	// an http(s):// base URL; SourceCAFile trusts a private CA for it.
+	// Source is "" (the fleet: the static host it announces, fleet serve
+	// --bulk-url, and its request topics on the broker when it announces
+	// none or the host fails), a repository directory or an http(s)://
+	// base URL; SourceCAFile trusts a private CA for an HTTPS host (the
+	// announced one too; "": the system's roots).
 	Source       string            `json:"source,omitempty"`
 	SourceCAFile string            `json:"source_ca_file,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`

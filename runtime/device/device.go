@@ -213,7 +213,7 @@ func (d *Device) openLink(ctx context.Context) error {
 	d.cmds = link.NewCommands(d.l, 0)
 	d.cmds.RegisterBuiltins(link.Builtins{Telemetry: d.tel, LogLevel: d.level, Models: d.versions})
 	if cfg.Update != nil {
-		if err := d.openUpdates(); err != nil {
+		if err := d.openUpdates(ctx); err != nil {
 			return err
 		}
 	}
@@ -232,14 +232,26 @@ func (d *Device) openLink(ctx context.Context) error {
 // state go through the outbox; new versions swap into the engine while
 // it serves. A kill during an earlier update is resolved first: the
 // journal says where it stood, and the last good version is what serves.
-func (d *Device) openUpdates() error {
+func (d *Device) openUpdates(ctx context.Context) error {
 	u := d.cfg.Update
-	var src update.Source = update.MQTTSource{R: rollout.Requester{L: d.l, Timeout: time.Duration(u.RequestTimeout)}}
+	var src update.Source
 	if u.Source != "" {
 		var err error
 		if src, err = update.OpenSource(u.Source, u.SourceCAFile); err != nil {
 			return fmt.Errorf("device: update.source: %w", err)
 		}
+	} else {
+		// The fleet's static host when it announces one, the broker's
+		// request topics when not (or when the host fails).
+		client, err := update.HTTPClient(u.SourceCAFile)
+		if err != nil {
+			return fmt.Errorf("device: update.source_ca_file: %w", err)
+		}
+		bulk := rollout.NewBulkSource(update.MQTTSource{R: rollout.Requester{L: d.l, Timeout: time.Duration(u.RequestTimeout)}}, client, d.log)
+		if err := bulk.Watch(ctx, d.l, d.cfg.Fleet); err != nil {
+			return fmt.Errorf("device: update: %w", err)
+		}
+		src = bulk
 	}
 	roll, err := rollout.New(
 		rollout.Config{Board: d.board, Labels: u.Labels, CheckInterval: time.Duration(u.CheckInterval), RetryInterval: time.Duration(u.RetryInterval)},

@@ -18,6 +18,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
+	"github.com/edgeinfer/edgeinfer/update/updatetest"
 )
 
 const model = "tiny"
@@ -35,9 +36,14 @@ type simEnv struct {
 	published        map[string]*update.Release
 	sysMu            sync.Mutex
 	sysRecv, sysSent uint64
+	nginx            *updatetest.Nginx // the static host, with newSimEnvWith's bulk
 }
 
-func newSimEnv(t *testing.T, n int) *simEnv {
+func newSimEnv(t *testing.T, n int) *simEnv { return newSimEnvWith(t, n, false) }
+
+// newSimEnvWith is newSimEnv; with bulk, nginx serves the repository over
+// HTTPS and the leader announces it (ServeConfig.BulkURL).
+func newSimEnvWith(t *testing.T, n int, bulk bool) *simEnv {
 	orttest.Need(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -48,8 +54,16 @@ func newSimEnv(t *testing.T, n int) *simEnv {
 		t.Fatal(err)
 	}
 	e.publish(r, "1", "", false)
-	e.serve("a", true)
-	e.fleet, err = fleettest.StartFleet(ctx, fleettest.Options{Broker: e.broker.URL(), Fleet: "f", Dir: t.TempDir(),
+	var caFile string
+	if bulk {
+		e.nginx = updatetest.StartNginx(t, e.repoDir)
+		caFile = e.nginx.CAFile
+		e.serveCfg(fleet.ServeConfig{Broker: e.broker.URL(), Fleet: "f", Instance: "a", Repo: e.repoDir, Keys: []string{e.keys},
+			Tick: 200 * time.Millisecond, BulkURL: e.nginx.URL})
+	} else {
+		e.serve("a", true)
+	}
+	e.fleet, err = fleettest.StartFleet(ctx, fleettest.Options{Broker: e.broker.URL(), Fleet: "f", Dir: t.TempDir(), SourceCAFile: caFile,
 		ImageRoot: r.RootPath(update.RepoImage), DirectorRoot: r.RootPath(update.RepoDirector), Model: model, Board: "sim",
 		Labels:            func(i int) map[string]string { return map[string]string{"site": "s" + strconv.Itoa(i%2)} },
 		TelemetryInterval: 2 * time.Second, CheckInterval: 30 * time.Second, Load: 5 * time.Second}, n)

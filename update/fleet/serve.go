@@ -53,6 +53,12 @@ type ServeConfig struct {
 	// TimestampEvery is how often the leader re-signs the timestamps; 0
 	// means 6 h (a quarter of the default expiry).
 	TimestampEvery time.Duration `json:"timestamp_every,omitempty"`
+	// BulkURL is the static host (HTTPS: nginx, object storage, a CDN)
+	// serving Repo's files. The leader retains it on wire.BulkTopic, and
+	// devices fetch metadata and chunks from it, the request topics only
+	// when it fails: the broker carries control only. "": the devices
+	// fetch everything over the broker (small fleets, isolated sites).
+	BulkURL string `json:"bulk_url,omitempty"`
 	Logger         *slog.Logger  `json:"-"`
 }
 
@@ -67,6 +73,8 @@ func (c ServeConfig) Validate() error {
 		return fmt.Errorf("%w: group %q must be one topic level", ErrServe, c.Group)
 	case strings.ContainsAny(c.Instance, "/+#"):
 		return fmt.Errorf("%w: instance %q must be one topic level", ErrServe, c.Instance)
+	case c.BulkURL != "" && !strings.HasPrefix(c.BulkURL, "https://") && !strings.HasPrefix(c.BulkURL, "http://"):
+		return fmt.Errorf("%w: bulk_url %q: want the https:// base URL of a static host serving the repository", ErrServe, c.BulkURL)
 	}
 	return c.linkConfig().Validate()
 }
@@ -158,6 +166,7 @@ type Server struct {
 	failures                                                                                     map[string]uint64
 	lastFails                                                                                    []ServeFailure
 	lastStamp                                                                                    time.Time
+	bulkAt                                                                                       uint64 // the connection the bulk URL was retained on
 	leadMu                                                                                       sync.Mutex
 	leadChanged                                                                                  chan struct{} // closed when leader flips; nil until LeaderChanged
 	// nudged is when the leader last sent each device the check command:
@@ -441,9 +450,29 @@ func (s *Server) isLeader() bool {
 	return len(inst) > 0 && inst[0] == s.id
 }
 
+// announceBulk retains the bulk URL once per connection of the leader (a
+// broker restarted without persistence has lost it).
+func (s *Server) announceBulk(ctx context.Context) error {
+	st := s.l.Stats()
+	if s.cfg.BulkURL == "" || s.bulkAt == st.Connects {
+		return nil
+	}
+	b, _ := json.Marshal(wire.Bulk{URL: s.cfg.BulkURL})
+	if err := s.l.Publish(ctx, wire.BulkTopic(s.cfg.Fleet), 1, true, b); err != nil {
+		return err
+	}
+	s.bulkAt = st.Connects
+	return nil
+}
+
 // lead makes one pass: controls, decisions, director, nudges.
 func (s *Server) lead(ctx context.Context) error {
 	lead := s.isLeader()
+	if lead {
+		if err := s.announceBulk(ctx); err != nil {
+			return err
+		}
+	}
 	if s.leader.Swap(lead) != lead {
 		s.leadMu.Lock()
 		if s.leadChanged != nil {

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -30,7 +31,12 @@ type Nginx struct {
 	CAFile string       // PEM of the CA that signed its certificate
 	Client *http.Client // trusts CAFile only
 	Log    string       // access log: "URI STATUS BYTES_SENT" per request
+	stop   func()
 }
+
+// Stop kills nginx (a host gone: connections are refused); the test's end
+// does it too.
+func (n *Nginx) Stop() { n.stop() }
 
 // BytesSent sums the bytes nginx sent (headers and bodies) for the
 // requests logged so far, and counts them. nginx writes a request's line
@@ -122,10 +128,14 @@ http {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-done
-	})
+	var once sync.Once
+	n.stop = func() {
+		once.Do(func() {
+			cmd.Process.Kill()
+			<-done
+		})
+	}
+	t.Cleanup(n.Stop)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	n.Client = &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}

@@ -90,3 +90,17 @@ type Event struct {
 	Device string       `json:"device"`
 	Event  update.Event `json:"event"`
 }
+
+// BulkTopic is where the fleet retains the static host its devices fetch
+// metadata and chunks from (a Bulk), so that the broker carries control
+// only. It is a hint: whatever a device fetches is checked against the
+// TUF metadata it trusts, so a wrong URL costs a fallback to the request
+// topics, never a bad install.
+func BulkTopic(fleet string) string { return link.Root + "/" + fleet + "/_fleet/bulk" }
+
+// Bulk is BulkTopic's payload.
+type Bulk struct {
+	// URL is the base of a repository laid out as update.Source says
+	// (image/, director/, chunks/), served over HTTPS by any static host.
+	URL string `json:"url"`
+}

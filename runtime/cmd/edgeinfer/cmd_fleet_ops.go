@@ -55,7 +55,10 @@ Answers the devices' metadata and chunk requests over MQTT from DIR (shared
 subscriptions: run several instances with one --group and they share the
 load), keeps the fleet's state from the devices' retained topics, and, with
 the director's keys (--keys), leads: advances rollouts and signs the
-director's assignments. Stops on SIGTERM.`
+director's assignments. With --bulk-url the devices fetch metadata and
+chunks from that static host instead (nginx, object storage, a CDN serving
+DIR's image/, director/ and chunks/), and the broker carries control only.
+Stops on SIGTERM.`
 
 func runFleetServe(ctx context.Context, stdout io.Writer, args []string) error {
 	fs := newFlagSet("fleet serve")
@@ -66,13 +69,14 @@ func runFleetServe(ctx context.Context, stdout io.Writer, args []string) error {
 	group := fs.String("group", "edgeinfer-serve", "shared subscription group")
 	workers := fs.Int("workers", 8, "requests answered concurrently")
 	every := fs.Duration("stats-every", 10*time.Second, "print counters this often (0: never)")
+	bulk := fs.String("bulk-url", "", "https:// `URL` of a static host serving --repo's files: devices fetch metadata and chunks there, over the broker only when it fails")
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), fleetServeUsage); fs.PrintDefaults() }
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	c := b.client()
 	cfg := fleet.ServeConfig{Broker: c.Broker, Fleet: c.Fleet, Username: c.Username, Password: c.Password, CAFile: c.CAFile,
-		CertFile: c.CertFile, KeyFile: c.KeyFile, Instance: *instance, Repo: *repo, Keys: splitList(*keys), Group: *group, Workers: *workers}
+		CertFile: c.CertFile, KeyFile: c.KeyFile, Instance: *instance, Repo: *repo, Keys: splitList(*keys), Group: *group, Workers: *workers, BulkURL: *bulk}
 	s, err := fleet.Serve(ctx, cfg)
 	if err != nil {
 		return err

@@ -49,6 +49,9 @@ type Options struct {
 	Load time.Duration
 	// MaxBytesPerSec caps each device's downloads (0: no cap).
 	MaxBytesPerSec int64
+	// SourceCAFile is the CA the fleet's static host's certificate
+	// chains to (device.Update.SourceCAFile).
+	SourceCAFile string
 	// Now is each device's update clock (nil: time.Now): a test moves it
 	// to play a board whose clock jumps.
 	Now func() time.Time
@@ -88,7 +91,7 @@ func Start(ctx context.Context, opt Options, i int, id string) (*Device, error) 
 		BackoffMin: device.Duration(100 * time.Millisecond), BackoffMax: device.Duration(2 * time.Second), KeepAlive: device.Duration(10 * time.Second),
 		TelemetryInterval: device.Duration(tiv), FlushTimeout: device.Duration(2 * time.Second),
 		Update: &device.Update{Model: opt.Model, ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf"),
-			MaxBytesPerSec: opt.MaxBytesPerSec, Labels: labels, CheckInterval: device.Duration(civ), RetryInterval: device.Duration(time.Second),
+			MaxBytesPerSec: opt.MaxBytesPerSec, SourceCAFile: opt.SourceCAFile, Labels: labels, CheckInterval: device.Duration(civ), RetryInterval: device.Duration(time.Second),
 			RequestTimeout: device.Duration(5 * time.Second)},
 		Logger: slog.New(slog.DiscardHandler),
 		Now:    opt.Now,
