@@ -58,8 +58,8 @@ type ServeConfig struct {
 	// devices fetch metadata and chunks from it, the request topics only
 	// when it fails: the broker carries control only. "": the devices
 	// fetch everything over the broker (small fleets, isolated sites).
-	BulkURL string `json:"bulk_url,omitempty"`
-	Logger         *slog.Logger  `json:"-"`
+	BulkURL string       `json:"bulk_url,omitempty"`
+	Logger  *slog.Logger `json:"-"`
 }
 
 // Validate reports a bad field by name.
