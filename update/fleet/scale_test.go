@@ -113,7 +113,9 @@ func TestScaleSim(t *testing.T) {
 	} else {
 		ng := updatetest.StartNginx(t, repoDir)
 		tr := ng.Client.Transport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 256
+		// The test's nginx takes 256 connections (one worker); a CDN
+		// takes the fleet's.
+		tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = 128, 128
 		bulk = update.HTTPSource{BaseURL: ng.URL, Client: &http.Client{Transport: tr}}
 	}
 	t.Logf("metadata and chunks from %s", via)
@@ -229,6 +231,12 @@ func TestScaleSim(t *testing.T) {
 	t.Logf("rollout 1,10,50,100 %% of a %d-byte delta (one 256 KiB layer of 2.5 MiB): %v wall; last decision pass %v; %d director writes, director targets %d bytes",
 		deltaBytes, took.Round(time.Millisecond), st.DecisionTime, st.DirectorWrites, dirSize)
 	t.Logf("device retries after a failed or timed-out check: %d", retries)
+	for _, d := range devs {
+		if e, ok := d.lastErr.Load().(string); ok {
+			t.Logf("a failed check (%s): %s", d.id, e)
+			break
+		}
+	}
 	t.Logf("per device update: broker messages (MQTT packets of any type, acknowledgements included) %.1f received, %.1f sent; broker bytes %.0f received, %.0f sent; chunk bytes %.0f, metadata bytes %.0f",
 		float64(recv1-recv0)/float64(n), float64(sent1-sent0)/float64(n), float64(brx1-brx0)/float64(n), float64(btx1-btx0)/float64(n),
 		float64(fetched)/float64(n), float64(metaBytes)/float64(n))
@@ -245,6 +253,7 @@ type simDevice struct {
 	active                atomic.Value
 	chunkBytes, metaBytes atomic.Int64
 	retries               atomic.Int64
+	lastErr               atomic.Value // string: the latest failed check's error
 	kick                  chan struct{}
 	// bulk, when set, is the static host metadata and chunks come from
 	// (the broker then carries control only).
@@ -298,9 +307,11 @@ func (d *simDevice) run(ctx context.Context) {
 		// Retry until it works, backing off as a device's agent does: a
 		// saturated fleet shows as time, not as devices giving up.
 		for wait := time.Second; ctx.Err() == nil; wait = min(2*wait, 30*time.Second) {
-			if err := d.check(ctx); err == nil {
+			err := d.check(ctx)
+			if err == nil {
 				break
 			}
+			d.lastErr.Store(err.Error())
 			d.retries.Add(1)
 			time.Sleep(wait)
 		}
