@@ -136,7 +136,7 @@ func (c *conn) lost() { c.downOnce.Do(func() { close(c.down) }) }
 type subscription struct {
 	filter string
 	qos    byte
-	queue  chan Message
+	queue  *msgQueue
 }
 
 // Hooks customise what a Link does on each connection; the zero value is
@@ -317,15 +317,20 @@ func (l *Link) register(filter string, qos byte, h func(Message)) (*subscription
 	if _, dup := l.mu.subs[filter]; dup {
 		return nil, fmt.Errorf("link: subscribe %s: already subscribed", filter)
 	}
-	s := &subscription{filter: filter, qos: qos, queue: make(chan Message, l.cfg.QueueLen)}
+	s := &subscription{filter: filter, qos: qos, queue: newMsgQueue(l.cfg.QueueLen)}
 	l.mu.subs[filter] = s
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
 		for {
-			select {
-			case m := <-s.queue:
+			for m, ok := s.queue.pop(); ok; m, ok = s.queue.pop() {
+				if l.ctx.Err() != nil {
+					return
+				}
 				h(m)
+			}
+			select {
+			case <-s.queue.ready:
 			case <-l.ctx.Done():
 				return
 			}
@@ -337,9 +342,7 @@ func (l *Link) register(filter string, qos byte, h func(Message)) (*subscription
 // deliver is the paho callback of s: it queues without waiting.
 func (l *Link) deliver(s *subscription) mqtt.MessageHandler {
 	return func(_ mqtt.Client, m mqtt.Message) {
-		select {
-		case s.queue <- Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained()}:
-		default:
+		if !s.queue.push(Message{Topic: m.Topic(), Payload: m.Payload(), Retained: m.Retained()}) {
 			l.drops.Add(1)
 			l.changed()
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/link"
+	"github.com/edgeinfer/edgeinfer/update"
 )
 
 // Fleet-side topics live under edgeinfer/v1/<fleet>/_fleet/. Device names
@@ -82,6 +83,100 @@ type View struct {
 	// changed is closed (and cleared) by the next ingest or put; nil
 	// until Changed is called.
 	changed chan struct{}
+	in      interner
+}
+
+// interner shares what devices' records have in common — boards,
+// versions, phases, the times of one busy second, label sets, births —
+// so a device's record costs its own fields, not copies of its
+// neighbours' strings (TestViewMemoryPerDevice). Each table is dropped
+// when it reaches maxInterned entries: what it shared stays shared, and
+// strings no two devices hold (a hostile device's, say) cannot grow it.
+type interner struct {
+	strs   map[string]string
+	labels map[string]map[string]string
+	births map[string]*link.Birth
+}
+
+const maxInterned = 1 << 14
+
+func (in *interner) str(s string) string {
+	if s == "" || len(s) > 128 {
+		return s
+	}
+	if v, ok := in.strs[s]; ok {
+		return v
+	}
+	if in.strs == nil || len(in.strs) >= maxInterned {
+		in.strs = make(map[string]string, 64)
+	}
+	in.strs[s] = s
+	return s
+}
+
+// labelSet returns a shared copy of m (callers never change it).
+func (in *interner) labelSet(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	var key strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		key.WriteString(k)
+		key.WriteByte(0)
+		key.WriteString(m[k])
+		key.WriteByte(0)
+	}
+	if v, ok := in.labels[key.String()]; ok {
+		return v
+	}
+	if in.labels == nil || len(in.labels) >= maxInterned {
+		in.labels = make(map[string]map[string]string, 64)
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[in.str(k)] = in.str(v)
+	}
+	in.labels[key.String()] = c
+	return c
+}
+
+// birth returns a shared copy of b.
+func (in *interner) birth(b *link.Birth) *link.Birth {
+	if b == nil {
+		return nil
+	}
+	var key strings.Builder
+	key.WriteString(b.SDKVersion + "\x00" + b.Board)
+	for _, m := range b.Models {
+		key.WriteString("\x00" + m.Name + "\x00" + m.Active + "\x00" + m.Previous)
+	}
+	if v, ok := in.births[key.String()]; ok {
+		return v
+	}
+	if in.births == nil || len(in.births) >= maxInterned {
+		in.births = make(map[string]*link.Birth, 64)
+	}
+	c := &link.Birth{SDKVersion: in.str(b.SDKVersion), Board: in.str(b.Board), Models: make([]link.ModelVersion, len(b.Models))}
+	for i, m := range b.Models {
+		c.Models[i] = link.ModelVersion{Name: in.str(m.Name), Active: in.str(m.Active), Previous: in.str(m.Previous)}
+	}
+	in.births[key.String()] = c
+	return c
+}
+
+// status compacts a parsed status for device id.
+func (in *interner) status(s *link.Status, id string) {
+	s.Schema, s.State, s.Fleet, s.Device = in.str(s.Schema), in.str(s.State), in.str(s.Fleet), id
+	s.Reason, s.Time, s.Birth = in.str(s.Reason), in.str(s.Time), in.birth(s.Birth)
+}
+
+// state compacts a parsed update state for device id.
+func (in *interner) state(s *wire.State, id string) {
+	s.Schema, s.Fleet, s.Device, s.Board, s.Labels = in.str(s.Schema), in.str(s.Fleet), id, in.str(s.Board), in.labelSet(s.Labels)
+	s.Model, s.Active, s.Previous = in.str(s.Model), in.str(s.Active), in.str(s.Previous)
+	s.Phase, s.Version, s.Reason = update.Phase(in.str(string(s.Phase))), in.str(s.Version), in.str(s.Reason)
+	s.LastEvent, s.Refused, s.RefusedVersion = in.str(s.LastEvent), in.str(s.Refused), in.str(s.RefusedVersion)
+	s.Checked, s.Time = in.str(s.Checked), in.str(s.Time)
 }
 
 // Changed returns a channel closed the next time the view takes a message
@@ -162,6 +257,7 @@ func (v *View) Ingest(topic string, payload []byte, now time.Time) error {
 		if len(payload) == 0 {
 			return nil
 		}
+		id = strings.Clone(id) // not the topic's bytes
 		d = &Device{ID: id}
 		v.devs[id] = d
 	}
@@ -176,6 +272,7 @@ func (v *View) Ingest(topic string, payload []byte, now time.Time) error {
 		if err := json.Unmarshal(payload, &s); err != nil || (s.State != "online" && s.State != "offline") {
 			return fmt.Errorf("%w: %s status: %v", ErrMessage, id, orState(err, s.State))
 		}
+		v.in.status(&s, d.ID)
 		d.Status = &s
 	case "update":
 		if len(payload) == 0 {
@@ -191,6 +288,7 @@ func (v *View) Ingest(topic string, payload []byte, now time.Time) error {
 		if d.Update != nil && s.Seq != 0 && s.Seq < d.Update.Seq {
 			return nil
 		}
+		v.in.state(&s, d.ID)
 		d.Update = &s
 	case "telemetry":
 		var s link.Snapshot
