@@ -48,9 +48,39 @@ func TestScaleSim(t *testing.T) {
 	if n <= 0 || testing.Short() {
 		t.Skip("a measurement: set EDGEINFER_FLEET_SIM=<devices>")
 	}
+	// A process here may hold 20,000 open files (a hard limit this
+	// container cannot raise), a broker as much as the devices: past
+	// per devices, they connect to edge brokers bridged to the core one
+	// that fleet serve uses, and run in processes of per devices each.
+	per := cmp.Or(envInt("EDGEINFER_FLEET_SIM_PER_BROKER"), 15000)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	b := mosquittotest.Start(t, mosquittotest.Options{Extra: "sys_interval 1\nmax_queued_messages 100000\n" + cmp.Or(os.Getenv("EDGEINFER_FLEET_SIM_BROKER"), "max_inflight_messages 0\n")})
+	brokerConf := "sys_interval 1\nmax_queued_messages 100000\n" + cmp.Or(os.Getenv("EDGEINFER_FLEET_SIM_BROKER"), "max_inflight_messages 0\n")
+	b := mosquittotest.Start(t, mosquittotest.Options{Extra: brokerConf})
+	brokers, edges := []*mosquittotest.Broker{b}, []*mosquittotest.Broker{b}
+	if n > per {
+		edges = nil
+		for k := range (n + per - 1) / per {
+			// What devices publish goes to the core; the core sends an
+			// edge the fleet's own topics and every device's commands
+			// and responses (a few hundred bytes a device per rollout
+			// with bulk data over HTTPS), not the devices' states. The
+			// two sets are disjoint: a topic in both would loop from
+			// edge to edge through the core (330 packets a device here),
+			// and each bridge has a client id of its own (by default they
+			// share one and take each other's session in turn).
+			var topics strings.Builder
+			for _, out := range []string{"status", "update", "events", "telemetry", "req/#", "cmdres/#"} {
+				fmt.Fprintf(&topics, "topic edgeinfer/v1/f/+/%s out 1\n", out)
+			}
+			for _, in := range []string{"_fleet/#", "+/cmd/#", "+/res/#"} {
+				fmt.Fprintf(&topics, "topic edgeinfer/v1/f/%s in 1\n", in)
+			}
+			e := mosquittotest.Start(t, mosquittotest.Options{Extra: brokerConf + fmt.Sprintf("connection core\naddress 127.0.0.1:%d\nremote_clientid edge-%d\n", b.Port, k) +
+				topics.String() + "cleansession true\nbridge_protocol_version mqttv311\n"})
+			edges, brokers = append(edges, e), append(brokers, e)
+		}
+	}
 	repoDir, keys := t.TempDir(), t.TempDir()
 	r, err := fleet.Init(repoDir, keys, keys, fleet.InitOptions{Director: true}, nil)
 	if err != nil {
@@ -67,6 +97,18 @@ func TestScaleSim(t *testing.T) {
 		t.Fatal(err)
 	}
 	delta := deltaChunks(rel1, rel2)
+
+	// Bulk data (metadata and chunks) from nginx over HTTPS, the fleet's
+	// default; EDGEINFER_FLEET_SIM_BULK=mqtt fetches it over the request
+	// topics as a small fleet without a static host does.
+	var bulkURL, caFile string
+	via := "nginx over HTTPS"
+	if os.Getenv("EDGEINFER_FLEET_SIM_BULK") == "mqtt" {
+		via = "the broker's request topics"
+	} else {
+		ng := updatetest.StartNginx(t, repoDir)
+		bulkURL, caFile = ng.URL, ng.CAFile
+	}
 
 	// fleet serve as its own process.
 	bin := filepath.Join(t.TempDir(), "edgeinfer")
@@ -99,58 +141,23 @@ func TestScaleSim(t *testing.T) {
 			}
 		}
 	}()
-	brokerPid := mosquittoPid(t, b.Port)
-
-	// Bulk data (metadata and chunks) from nginx over HTTPS, the fleet's
-	// default; EDGEINFER_FLEET_SIM_BULK=mqtt fetches it over the request
-	// topics as a small fleet without a static host does. The devices
-	// share one HTTP client (its connections): a TLS handshake per device
-	// would measure this machine's CPU, not the protocol.
-	var bulk update.Source
-	via := "nginx over HTTPS"
-	if os.Getenv("EDGEINFER_FLEET_SIM_BULK") == "mqtt" {
-		via = "the broker's request topics"
-	} else {
-		ng := updatetest.StartNginx(t, repoDir)
-		tr := ng.Client.Transport.(*http.Transport).Clone()
-		// The test's nginx takes 256 connections (one worker); a CDN
-		// takes the fleet's.
-		tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = 128, 128
-		bulk = update.HTTPSource{BaseURL: ng.URL, Client: &http.Client{Transport: tr}}
+	var brokerPids []int
+	for _, br := range brokers {
+		brokerPids = append(brokerPids, mosquittoPid(t, br.Port))
 	}
-	t.Logf("metadata and chunks from %s", via)
+	t.Logf("%d devices on %d broker(s) (%s), in %d process(es); metadata and chunks from %s", n, len(brokers),
+		map[bool]string{true: "one", false: fmt.Sprintf("%d edges bridged to a core", len(edges))}[len(brokers) == 1], (n+per-1)/per, via)
 
-	// The devices, connected 100 at a time.
+	// The devices, in child processes of this test binary.
 	start := time.Now()
-	devs := make([]*simDevice, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 100)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			d, err := startSimDevice(ctx, b.URL(), fmt.Sprintf("sim-%05d", i), delta, bulk)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			devs[i] = d
-		}()
+	var hosts []*simHost
+	for first := 0; first < n; first += per {
+		h := startSimHost(t, simHostConfig{Broker: edges[first/per].URL(), First: first, Count: min(per, n-first), Delta: delta, BulkURL: bulkURL, CAFile: caFile})
+		hosts = append(hosts, h)
 	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
+	for _, h := range hosts {
+		h.waitUp(t)
 	}
-	defer func() {
-		var wg sync.WaitGroup
-		for _, d := range devs {
-			wg.Add(1)
-			go func() { defer wg.Done(); d.l.Close() }()
-		}
-		wg.Wait()
-	}()
 	connected := time.Since(start)
 
 	// Status ingestion: an operator's client reads every retained record.
@@ -170,9 +177,31 @@ func TestScaleSim(t *testing.T) {
 		return k == n
 	})
 	ingest := time.Since(start)
+	onVersion := func(v string) int {
+		k := 0
+		for _, d := range op.View().Devices() {
+			if d.Update != nil && d.Update.Active == v {
+				k++
+			}
+		}
+		return k
+	}
 
-	recv0, sent0, brx0, btx0 := sysCounters4(t, ctx, b.URL())
-	cpu0, cpuB0 := procCPU(t, serve.Process.Pid), procCPU(t, brokerPid)
+	counters := func() (c [4]uint64) {
+		for _, br := range brokers {
+			r, s, bx, tx := sysCounters4(t, ctx, br.URL())
+			c[0], c[1], c[2], c[3] = c[0]+r, c[1]+s, c[2]+bx, c[3]+tx
+		}
+		return c
+	}
+	brokerCPU := func() (c float64) {
+		for _, p := range brokerPids {
+			c += procCPU(t, p)
+		}
+		return c
+	}
+	c0 := counters()
+	cpu0, cpuB0 := procCPU(t, serve.Process.Pid), brokerCPU()
 	start = time.Now()
 	if err := op.StartRollout(ctx, fleet.Rollout{ID: "r2", Model: "m", Version: "2", Waves: []int{1, 10, 50, 100}, SuccessPercent: 99, WindowMS: 30 * 60 * 1000}); err != nil {
 		t.Fatal(err)
@@ -183,66 +212,190 @@ func TestScaleSim(t *testing.T) {
 		for range progress.C {
 			ro := op.View().Rollout("r2")
 			st, _ := lastStats.Load().(fleet.ServeStats)
-			var up, retries int64
-			for _, d := range devs {
-				if d.active.Load().(string) == "2" {
-					up++
-				}
-				retries += d.retries.Load()
-			}
 			if ro != nil {
-				t.Logf("%v: wave %d assigned %d, %d devices on 2, %d retries; serve %d meta %d chunk requests, %d response bytes",
-					time.Since(start).Round(time.Second), ro.Wave+1, ro.Assigned, up, retries, st.MetaRequests, st.ChunkRequests, st.ResponseBytes)
+				t.Logf("%v: wave %d assigned %d, %d devices on 2; serve %d meta %d chunk requests, %d response bytes",
+					time.Since(start).Round(time.Second), ro.Wave+1, ro.Assigned, onVersion("2"), st.MetaRequests, st.ChunkRequests, st.ResponseBytes)
 			}
 		}
 	}()
-	waitUntil(t, "the rollout completes", 30*time.Minute, op.View().Changed, func() bool {
+	waitUntil(t, "the rollout completes", 60*time.Minute, op.View().Changed, func() bool {
 		ro := op.View().Rollout("r2")
 		return ro != nil && ro.Done()
 	})
-	waitUntil(t, "every device runs 2", 10*time.Minute, op.View().Changed, func() bool {
-		for _, d := range devs {
-			if d.active.Load().(string) != "2" {
-				return false
-			}
-		}
-		return true
-	})
+	waitUntil(t, "every device runs 2", 20*time.Minute, op.View().Changed, func() bool { return onVersion("2") == n })
 	took := time.Since(start)
-	cpu1, cpuB1 := procCPU(t, serve.Process.Pid), procCPU(t, brokerPid)
-	recv1, sent1, brx1, btx1 := sysCounters4(t, ctx, b.URL())
+	cpu1, cpuB1 := procCPU(t, serve.Process.Pid), brokerCPU()
+	c1 := counters()
 	ro := op.View().Rollout("r2")
 	if ro.State != fleet.RolloutCompleted {
 		t.Fatalf("rollout %s: %s", ro.State, ro.Reason)
 	}
 	st, _ := lastStats.Load().(fleet.ServeStats)
-	var deltaBytes, fetched, metaBytes, retries int64
+	var deltaBytes int64
 	for _, c := range delta {
 		deltaBytes += c.Size
 	}
-	for _, d := range devs {
-		fetched += d.chunkBytes.Load()
-		metaBytes += d.metaBytes.Load()
-		retries += d.retries.Load()
+	var sum simCounters
+	for _, h := range hosts {
+		c := h.stop(t)
+		sum.ChunkBytes, sum.MetaBytes, sum.Retries = sum.ChunkBytes+c.ChunkBytes, sum.MetaBytes+c.MetaBytes, sum.Retries+c.Retries
+		sum.LastErr = cmp.Or(sum.LastErr, c.LastErr)
 	}
-	dirSize := fileSize(repoDir, "director")
+	var brokerHWM int64
+	for _, p := range brokerPids {
+		brokerHWM += procHWM(t, p)
+	}
 	t.Logf("devices %d: connected in %v; operator view of %d retained records in %v (%.0f records/s)", n, connected.Round(time.Millisecond),
 		2*n, ingest.Round(time.Millisecond), float64(2*n)/ingest.Seconds())
-	t.Logf("rollout 1,10,50,100 %% of a %d-byte delta (one 256 KiB layer of 2.5 MiB): %v wall; last decision pass %v; %d director writes, director targets %d bytes",
-		deltaBytes, took.Round(time.Millisecond), st.DecisionTime, st.DirectorWrites, dirSize)
-	t.Logf("device retries after a failed or timed-out check: %d", retries)
+	t.Logf("rollout 1,10,50,100 %% of a %d-byte delta (one 256 KiB layer of 2.5 MiB): %v wall; last decision pass %v; %d director writes",
+		deltaBytes, took.Round(time.Millisecond), st.DecisionTime, st.DirectorWrites)
+	t.Logf("device retries after a failed or timed-out check: %d", sum.Retries)
+	if sum.LastErr != "" {
+		t.Logf("a failed check: %s", sum.LastErr)
+	}
+	pd := func(v uint64) float64 { return float64(v) / float64(n) }
+	t.Logf("per device update: broker messages (MQTT packets of any type, acknowledgements included, summed over the %d broker(s)) %.1f received, %.1f sent; broker bytes %.0f received, %.0f sent; chunk bytes %.0f, metadata bytes %.0f",
+		len(brokers), pd(c1[0]-c0[0]), pd(c1[1]-c0[1]), pd(c1[2]-c0[2]), pd(c1[3]-c0[3]), float64(sum.ChunkBytes)/float64(n), float64(sum.MetaBytes)/float64(n))
+	t.Logf("fleet serve: CPU %.1f s over %.1f s (%.0f %% of a core), peak RSS %d MiB (%.2f KiB a device); mosquitto (%d): CPU %.1f s (%.0f %% of a core), peak RSS %d MiB; messages at the broker(s) %.0f/s",
+		cpu1-cpu0, took.Seconds(), 100*(cpu1-cpu0)/took.Seconds(), procHWM(t, serve.Process.Pid)>>10, float64(procHWM(t, serve.Process.Pid))/float64(n),
+		len(brokers), cpuB1-cpuB0, 100*(cpuB1-cpuB0)/took.Seconds(), brokerHWM>>10, float64(c1[0]-c0[0]+c1[1]-c0[1])/took.Seconds())
+}
+
+func envInt(name string) int { v, _ := strconv.Atoi(os.Getenv(name)); return v }
+
+// simHostConfig is what a child process of TestScaleSim runs: Count
+// devices sim-<First>... on Broker.
+type simHostConfig struct {
+	Broker, BulkURL, CAFile string
+	First, Count            int
+	Delta                   []store.Chunk
+}
+
+// simCounters are a child's devices' sums, reported when it stops.
+type simCounters struct {
+	ChunkBytes, MetaBytes, Retries int64
+	LastErr                        string
+}
+
+// simHost is a running child process of simulated devices.
+type simHost struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+}
+
+const simChildEnv = "EDGEINFER_FLEET_SIM_CHILD"
+
+func startSimHost(t *testing.T, c simHostConfig) *simHost {
+	t.Helper()
+	cfg, _ := json.Marshal(c)
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestScaleSimChild$", "-test.v", "-test.timeout", "0")
+	cmd.Env = append(os.Environ(), simChildEnv+"="+string(cfg))
+	cmd.Stderr = os.Stderr
+	stdin, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &simHost{cmd: cmd, stdin: stdin, lines: make(chan string, 16)}
+	go func() {
+		defer close(h.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if l, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "SIMHOST "); ok {
+				h.lines <- l
+			}
+		}
+	}()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return h
+}
+
+func (h *simHost) waitUp(t *testing.T) {
+	t.Helper()
+	l, ok := <-h.lines
+	if !ok || l != "up" {
+		t.Fatalf("a device host did not start its devices (%q)", l)
+	}
+}
+
+func (h *simHost) stop(t *testing.T) simCounters {
+	t.Helper()
+	h.stdin.Close()
+	var c simCounters
+	l, ok := <-h.lines
+	if rest, cut := strings.CutPrefix(l, "done "); !ok || !cut || json.Unmarshal([]byte(rest), &c) != nil {
+		t.Errorf("a device host's report: %q", l)
+	}
+	return c
+}
+
+// TestScaleSimChild runs TestScaleSim's devices in a child process.
+func TestScaleSimChild(t *testing.T) {
+	raw := os.Getenv(simChildEnv)
+	if raw == "" {
+		t.Skip("runs only as a child process of TestScaleSim")
+	}
+	var c simHostConfig
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var bulk update.Source
+	if c.BulkURL != "" {
+		src, err := update.OpenSource(c.BulkURL, c.CAFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Devices of a host share one HTTP client (its connections): a TLS
+		// handshake per device would measure this machine's CPU, not the
+		// protocol; 64 connections a host keep within the test nginx's.
+		hs := src.(update.HTTPSource)
+		tr := hs.Client.Transport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost = 64, 64
+		hs.Client = &http.Client{Transport: tr}
+		bulk = hs
+	}
+	devs := make([]*simDevice, c.Count)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 100)
+	for i := range c.Count {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			d, err := startSimDevice(ctx, c.Broker, fmt.Sprintf("sim-%06d", c.First+i), c.Delta, bulk)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			devs[i] = d
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	fmt.Println("SIMHOST up")
+	io.Copy(io.Discard, os.Stdin) // until the parent closes it
+	var sum simCounters
 	for _, d := range devs {
-		if e, ok := d.lastErr.Load().(string); ok {
-			t.Logf("a failed check (%s): %s", d.id, e)
-			break
+		sum.ChunkBytes += d.chunkBytes.Load()
+		sum.MetaBytes += d.metaBytes.Load()
+		sum.Retries += d.retries.Load()
+		if e, ok := d.lastErr.Load().(string); ok && sum.LastErr == "" {
+			sum.LastErr = d.id + ": " + e
 		}
 	}
-	t.Logf("per device update: broker messages (MQTT packets of any type, acknowledgements included) %.1f received, %.1f sent; broker bytes %.0f received, %.0f sent; chunk bytes %.0f, metadata bytes %.0f",
-		float64(recv1-recv0)/float64(n), float64(sent1-sent0)/float64(n), float64(brx1-brx0)/float64(n), float64(btx1-btx0)/float64(n),
-		float64(fetched)/float64(n), float64(metaBytes)/float64(n))
-	t.Logf("fleet serve: CPU %.1f s over %.1f s (%.0f %% of a core), peak RSS %d MiB; mosquitto: CPU %.1f s (%.0f %% of a core), peak RSS %d MiB; messages at the broker %.0f/s",
-		cpu1-cpu0, took.Seconds(), 100*(cpu1-cpu0)/took.Seconds(), procHWM(t, serve.Process.Pid)>>10,
-		cpuB1-cpuB0, 100*(cpuB1-cpuB0)/took.Seconds(), procHWM(t, brokerPid)>>10, float64(recv1-recv0+sent1-sent0)/took.Seconds())
+	b, _ := json.Marshal(sum)
+	fmt.Println("SIMHOST done " + string(b))
+	var cw sync.WaitGroup
+	for _, d := range devs {
+		cw.Go(func() { d.l.Close() })
+	}
+	cw.Wait()
 }
 
 // simDevice speaks the device's protocol with no engine or store.
@@ -501,24 +654,6 @@ func procHWM(t *testing.T, pid int) int64 {
 		}
 	}
 	return 0
-}
-
-func fileSize(repoDir, repo string) int64 {
-	ents, _ := os.ReadDir(filepath.Join(repoDir, repo))
-	var best string
-	var bestN int
-	for _, e := range ents {
-		if v, ok := strings.CutSuffix(e.Name(), ".targets.json"); ok {
-			if n, _ := strconv.Atoi(v); n > bestN {
-				best, bestN = e.Name(), n
-			}
-		}
-	}
-	fi, err := os.Stat(filepath.Join(repoDir, repo, best))
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
 }
 
 // sysCounters4 reads mosquitto's $SYS message and byte counters.

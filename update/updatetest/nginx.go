@@ -96,7 +96,7 @@ master_process off;
 worker_processes 1;
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log warn;
-events { worker_connections 256; }
+events { worker_connections 4096; }
 http {
   log_format wire '$request_uri $status $bytes_sent';
   access_log %[1]s/access.log wire;
