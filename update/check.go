@@ -46,20 +46,16 @@ func (a *Agent) Check(ctx context.Context) (*Offer, error) {
 			return nil, err
 		}
 	}
-	images, info, err := trustedTargets(ctx, a.src, RepoImage, a.imageRoot, a.cfg.MetadataDir, ref)
-	if err != nil {
-		return nil, err
-	}
-	if err := a.setTrustedExpiry(ctx, info.Expires); err != nil {
-		return nil, err
-	}
-	if err := a.raiseClockFloor(ctx, minTime(ref, info.Expires)); err != nil {
-		return nil, err
-	}
-	candidates := images
+	// The director first, then the image repository (Uptane's order): a
+	// release is signed before it is assigned, so an assignment read
+	// first names a release the image metadata read after it signs. In
+	// the other order a check under way when a release is published and
+	// assigned at once saw the assignment and not the release, and
+	// refused it as unsigned.
+	var assigned map[string]*metadata.TargetFiles
 	if a.directorRoot != nil {
-		assigned, _, err := trustedTargets(ctx, a.src, RepoDirector, a.directorRoot, a.cfg.MetadataDir, ref)
-		if err != nil {
+		var err error
+		if assigned, _, err = trustedTargets(ctx, a.src, RepoDirector, a.directorRoot, a.cfg.MetadataDir, ref); err != nil {
 			return nil, err
 		}
 		// The director's fleet-wide assignments are in its own chain;
@@ -73,6 +69,19 @@ func (a *Agent) Check(ctx context.Context) (*Offer, error) {
 			assigned = maps.Clone(assigned)
 			maps.Copy(assigned, own)
 		}
+	}
+	images, info, err := trustedTargets(ctx, a.src, RepoImage, a.imageRoot, a.cfg.MetadataDir, ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.setTrustedExpiry(ctx, info.Expires); err != nil {
+		return nil, err
+	}
+	if err := a.raiseClockFloor(ctx, minTime(ref, info.Expires)); err != nil {
+		return nil, err
+	}
+	candidates := images
+	if a.directorRoot != nil {
 		if candidates, err = a.assigned(assigned, images); err != nil {
 			return nil, err
 		}

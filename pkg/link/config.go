@@ -56,6 +56,12 @@ type Config struct {
 	// (fleet serve) does, or the broker would keep queueing the group's
 	// messages for an instance that died. Zero (false): persistent session.
 	CleanSession bool `json:"clean_session,omitempty"`
+	// Once makes one connection attempt and never reconnects: when it
+	// fails or its connection is lost, the link has ended (Link.Ended).
+	// It is for a session whose loss means something — fleet serve's
+	// leadership claim, which the broker takes away by handing the
+	// client id to another — where reconnecting would take it back.
+	Once bool `json:"once,omitempty"`
 	// Logger receives the link's logs; nil discards them.
 	Logger *slog.Logger `json:"-"`
 }

@@ -92,6 +92,7 @@ type Link struct {
 	ctx    context.Context // the link's lifetime, cancelled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	ended  chan struct{} // closed when supervise returns
 
 	connects, failures, drops atomic.Uint64
 
@@ -189,6 +190,7 @@ func OpenWith(ctx context.Context, cfg Config, h Hooks) (*Link, error) {
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.mu.up = make(chan struct{})
 	l.mu.changed = make(chan struct{})
+	l.ended = make(chan struct{})
 	l.mu.subs = map[string]*subscription{}
 	l.mu.pending = map[string]chan []byte{}
 	if _, err := l.register(l.topics.Base()+"res/#", 1, l.onResponse); err != nil {
@@ -198,6 +200,11 @@ func OpenWith(ctx context.Context, cfg Config, h Hooks) (*Link, error) {
 	go l.supervise()
 	return l, nil
 }
+
+// Ended is closed when the link stops connecting: on Close, and for a
+// link of Config.Once when its one attempt fails or its connection is
+// lost.
+func (l *Link) Ended() <-chan struct{} { return l.ended }
 
 // Topics returns the device's topic names.
 func (l *Link) Topics() Topics { return l.topics }
@@ -214,6 +221,11 @@ func (l *Link) WaitConnected(ctx context.Context) error {
 		return nil
 	case <-l.ctx.Done():
 		return ErrClosed
+	case <-l.ended: // a link of Config.Once that will not connect now
+		l.mu.Lock()
+		last := l.mu.lastErr
+		l.mu.Unlock()
+		return errors.Join(ErrNotConnected, last)
 	case <-ctx.Done():
 		l.mu.Lock()
 		last := l.mu.lastErr
@@ -372,6 +384,7 @@ func (l *Link) subscribe(ctx context.Context, c *conn, s *subscription) error {
 // be lost, and reconnects with backoff, until Close.
 func (l *Link) supervise() {
 	defer l.wg.Done()
+	defer close(l.ended)
 	for attempt := 0; ; {
 		c, err := l.connect()
 		if err != nil {
@@ -379,6 +392,9 @@ func (l *Link) supervise() {
 			l.failures.Add(1)
 			l.changed()
 			l.log.Warn("link: connect failed", "broker", l.cfg.Broker, "attempt", attempt+1, "err", err)
+			if l.cfg.Once {
+				return
+			}
 			t := time.NewTimer(backoff(attempt, l.cfg.BackoffMin, l.cfg.BackoffMax, rand.Float64()))
 			attempt++
 			select {
@@ -398,6 +414,9 @@ func (l *Link) supervise() {
 			l.changedLocked()
 			l.mu.Unlock()
 			l.log.Warn("link: connection lost", "broker", l.cfg.Broker)
+			if l.cfg.Once {
+				return
+			}
 		case <-l.ctx.Done():
 			l.goodbye(c)
 			return

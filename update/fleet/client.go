@@ -38,7 +38,7 @@ type Client struct {
 func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	l, err := link.Open(ctx, link.Config{Broker: cfg.Broker, Fleet: cfg.Fleet, Device: OperatorName(),
 		Username: cfg.Username, Password: cfg.Password, CAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile,
-		CleanSession: true, QueueLen: 1 << 14}, nil)
+		CleanSession: true, QueueLen: fleetQueue}, nil)
 	if err != nil {
 		return nil, err
 	}

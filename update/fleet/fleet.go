@@ -55,6 +55,7 @@ type Repository struct {
 	image    *repo
 	director *repo
 	now      func() time.Time
+	fence    *Epoch // Fence: changes check the repository's leader fence
 }
 
 // Init creates a repository in dir with fresh keys in keyDir (root keys in
@@ -472,6 +473,9 @@ func (r *Repository) change(fn func() error) error {
 		return err
 	}
 	defer unlock()
+	if err := r.checkFence(); err != nil {
+		return err
+	}
 	for _, rp := range []*repo{r.image, r.director} {
 		if rp == nil {
 			continue

@@ -61,6 +61,9 @@ type Rollout struct {
 	Reason      string    `json:"reason,omitempty"`
 	Created     time.Time `json:"created"`
 	Updated     time.Time `json:"updated"`
+	// Epoch is the leader's that wrote the record (leader.go): a view keeps
+	// the record of the higher epoch. Zero: an operator's.
+	Epoch Epoch `json:"epoch,omitzero"`
 	Wave        int       `json:"wave"` // index into Waves of the current wave
 	WaveStarted time.Time `json:"wave_started,omitzero"`
 	// Targets are the devices selected when the rollout started, in wave

@@ -82,8 +82,13 @@ func (c ServeConfig) Validate() error {
 func (c ServeConfig) linkConfig() link.Config {
 	return link.Config{Broker: c.Broker, Fleet: c.Fleet, Device: instancePrefix + c.Instance, Username: c.Username,
 		Password: c.Password, CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
-		CleanSession: true, QueueLen: 1 << 16, Logger: c.Logger}
+		CleanSession: true, QueueLen: fleetQueue, Logger: c.Logger}
 }
+
+// fleetQueue bounds a fleet-side client's handler queues: a subscription
+// gets the retained records of every device at once (two a device), and
+// a queue holds memory only for what waits in it (pkg/link's msgQueue).
+const fleetQueue = 1 << 21
 
 // ServeStats counts what an instance did.
 type ServeStats struct {
@@ -174,6 +179,9 @@ type Server struct {
 	// renudge (a lost command, or one sent by an instance that died).
 	// Losing this map loses nothing: a new leader nudges again.
 	nudged map[string]time.Time
+	// claim is the leadership session while this instance leads; only
+	// the lead loop (and Close, after it) touches it.
+	claim *claim
 }
 
 // renudge is how long an assigned device may stay idle before it is sent
@@ -333,6 +341,7 @@ func (s *Server) Close() error {
 			s.cancel()
 		}
 		s.wg.Wait()
+		s.dropClaim() // its will marks the lead vacant at once
 		s.cerr = s.l.Close()
 	})
 	return s.cerr
@@ -439,15 +448,50 @@ func (s *Server) leadLoop() {
 	}
 }
 
-// isLeader: the online instance with the lowest name that holds keys.
-// Instances agree on it from the same retained statuses; while they
-// disagree (one's view lags), both may write the same computed result.
-func (s *Server) isLeader() bool {
+// holdLead keeps the lead or claims it when it is vacant (leader.go),
+// and says whether this instance leads now. Only instances with keys
+// lead. A claim is vacant when its record says so, or when its holder's
+// own session is gone (a broker restarted without its retained records
+// leaves no will to say so).
+func (s *Server) holdLead(ctx context.Context) bool {
 	if len(s.cfg.Keys) == 0 || !s.l.Stats().Connected {
+		s.dropClaim()
 		return false
 	}
-	inst := s.view.Instances()
-	return len(inst) > 0 && inst[0] == s.id
+	top, last, highest := s.view.Leader()
+	if s.claim != nil {
+		if s.claim.live() {
+			if err := s.claim.refresh(ctx, s.cfg.Fleet, last); err != nil {
+				s.log.Warn("fleet: republishing the lead", "err", err)
+			}
+			return true
+		}
+		s.log.Warn("fleet: lost the lead", "instance", s.id, "epoch", s.claim.epoch.String())
+		s.dropClaim()
+	}
+	if top.Held && slices.Contains(s.view.Instances(), top.Epoch.Instance) {
+		return false
+	}
+	fence, err := readFence(s.cfg.Repo)
+	if err != nil {
+		s.log.Warn("fleet: reading the repository's fence", "err", err)
+		return false
+	}
+	c, err := s.claimLead(ctx, Epoch{Counter: max(highest.Counter, fence.Counter) + 1, Instance: s.id})
+	if err != nil {
+		s.log.Info("fleet: claim refused", "instance", s.id, "err", err)
+		return false
+	}
+	s.claim = c
+	return c != nil
+}
+
+// dropClaim ends this instance's leadership session, if any.
+func (s *Server) dropClaim() {
+	if s.claim != nil {
+		s.claim.l.Close()
+		s.claim = nil
+	}
 }
 
 // announceBulk retains the bulk URL once per connection of the leader (a
@@ -467,7 +511,7 @@ func (s *Server) announceBulk(ctx context.Context) error {
 
 // lead makes one pass: controls, decisions, director, nudges.
 func (s *Server) lead(ctx context.Context) error {
-	lead := s.isLeader()
+	lead := s.holdLead(ctx)
 	if lead {
 		if err := s.announceBulk(ctx); err != nil {
 			return err
@@ -520,6 +564,7 @@ func (s *Server) lead(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		repo.Fence(s.claim.epoch)
 		for m := range models {
 			before := repo.Assignments(m)
 			want := Assignments(m, outs, devs)
@@ -564,6 +609,7 @@ func (s *Server) lead(ctx context.Context) error {
 	// The director is signed before the records say so: an instance
 	// taking over from here recomputes the same assignments.
 	for _, r := range changed {
+		r.Epoch = s.claim.epoch
 		b, _ := json.Marshal(r)
 		if err := s.l.Publish(ctx, RolloutTopic(s.cfg.Fleet, r.ID), 1, true, b); err != nil {
 			errs = append(errs, err)

@@ -77,6 +77,14 @@ type View struct {
 	outs  map[string]*Rollout
 	ctl   map[string]Control
 	inst  map[string]bool // serve instances: online
+	// leader is the held claim of the highest epoch, vacated only by a
+	// record of its own epoch (its holder's will: the will of a claim
+	// that lost the race to connect says nothing of the winner's);
+	// leaderLast the last record received (the broker's retained value);
+	// leaderMax the highest epoch of any record, which a new claim
+	// passes.
+	leader, leaderLast LeaderRecord
+	leaderMax          Epoch
 	// Messages counts ingested messages by kind (status, update,
 	// telemetry, rollout, control).
 	msgs map[string]uint64
@@ -208,7 +216,7 @@ func NewView(fleet string) *View {
 // Filters are the topic filters a view needs.
 func (v *View) Filters() []string {
 	b := link.Root + "/" + v.fleet + "/"
-	return []string{b + "+/status", b + "+/update", b + "+/telemetry", b + fleetDir + "/rollout/+", b + fleetDir + "/control/+"}
+	return []string{b + "+/status", b + "+/update", b + "+/telemetry", b + fleetDir + "/rollout/+", b + fleetDir + "/control/+", b + fleetDir + "/leader/+"}
 }
 
 // Ingest takes one message. An empty payload clears a retained record.
@@ -336,6 +344,23 @@ func (v *View) ingestFleet(kind, id string, payload []byte) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	switch kind {
+	case "leader":
+		var l LeaderRecord
+		if len(payload) > 0 {
+			if err := json.Unmarshal(payload, &l); err != nil {
+				return fmt.Errorf("%w: leader record: %v", ErrMessage, err)
+			}
+		}
+		v.leaderLast = l
+		if v.leaderMax.Less(l.Epoch) {
+			v.leaderMax = l.Epoch
+		}
+		switch {
+		case l.Held && !l.Epoch.Less(v.leader.Epoch):
+			v.leader = l
+		case !l.Held && l.Epoch == v.leader.Epoch:
+			v.leader.Held = false
+		}
 	case "rollout":
 		v.msgs["rollout"]++
 		if len(payload) == 0 {
@@ -349,9 +374,9 @@ func (v *View) ingestFleet(kind, id string, payload []byte) error {
 		if r.ID != id {
 			return fmt.Errorf("%w: rollout %q on the topic of %q", ErrRollout, r.ID, id)
 		}
-		// A retained record older than the one held (an instance that
-		// lost the lead writing late) does not win.
-		if old := v.outs[id]; old != nil && r.Updated.Before(old.Updated) {
+		// A record of a lower leader's epoch, or an older one of the
+		// same (an instance that lost the lead writing late) does not win.
+		if old := v.outs[id]; old != nil && (r.Epoch.Less(old.Epoch) || r.Epoch == old.Epoch && r.Updated.Before(old.Updated)) {
 			return nil
 		}
 		v.outs[id] = r
@@ -411,6 +436,14 @@ func (v *View) Controls() map[string]Control {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return maps.Clone(v.ctl)
+}
+
+// Leader returns the current claim (Held false: vacant), the last
+// record received, and the highest epoch of any record.
+func (v *View) Leader() (current, last LeaderRecord, highest Epoch) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.leader, v.leaderLast, v.leaderMax
 }
 
 // Instances returns the fleet serve instances whose status is online.
