@@ -65,7 +65,9 @@ type LeaderRecord struct {
 }
 
 // LeaderTopic is where the claim's state is retained.
-func LeaderTopic(fleet string) string { return link.Root + "/" + fleet + "/" + fleetDir + "/leader/claim" }
+func LeaderTopic(fleet string) string {
+	return link.Root + "/" + fleet + "/" + fleetDir + "/leader/claim"
+}
 
 // ClaimClientID is the client id of the leadership session: one per
 // fleet, so the broker lets one instance hold it.

@@ -1,11 +1,11 @@
 package fleet_test
 
 import (
-	"reflect"
-	"slices"
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"

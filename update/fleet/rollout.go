@@ -57,13 +57,13 @@ type Rollout struct {
 	// the rollout halts; 0 means 10 minutes.
 	WindowMS int64 `json:"window_ms,omitempty"`
 
-	State       string    `json:"state"`
-	Reason      string    `json:"reason,omitempty"`
-	Created     time.Time `json:"created"`
-	Updated     time.Time `json:"updated"`
+	State   string    `json:"state"`
+	Reason  string    `json:"reason,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
 	// Epoch is the leader's that wrote the record (leader.go): a view keeps
 	// the record of the higher epoch. Zero: an operator's.
-	Epoch Epoch `json:"epoch,omitzero"`
+	Epoch       Epoch     `json:"epoch,omitzero"`
 	Wave        int       `json:"wave"` // index into Waves of the current wave
 	WaveStarted time.Time `json:"wave_started,omitzero"`
 	// Targets are the devices selected when the rollout started, in wave
