@@ -144,9 +144,9 @@ const lastFailures = 8
 // Server is one fleet serve instance: it answers the devices' metadata
 // and chunk requests from the repository directory (shared with the other
 // instances of its group through $share/<group>/...), keeps a View from
-// the devices' retained topics and telemetry, and — when it is the
-// leader, the online instance with the lowest name holding the director's
-// keys — advances rollouts and signs the director's assignments. It holds
+// the devices' retained topics and telemetry, and — when it holds the
+// leadership claim (leader.go), which only instances with the director's
+// keys make — advances rollouts and signs the director's assignments. It holds
 // nothing another instance cannot rebuild from the broker and the
 // repository. Safe for concurrent use; Close is idempotent.
 type Server struct {
@@ -342,6 +342,14 @@ func (s *Server) Close() error {
 		}
 		s.wg.Wait()
 		s.dropClaim() // its will marks the lead vacant at once
+		if s.leader.Swap(false) {
+			s.leadMu.Lock()
+			if s.leadChanged != nil {
+				close(s.leadChanged)
+				s.leadChanged = nil
+			}
+			s.leadMu.Unlock()
+		}
 		s.cerr = s.l.Close()
 	})
 	return s.cerr
