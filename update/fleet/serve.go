@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -182,6 +183,25 @@ type Server struct {
 	// claim is the leadership session while this instance leads; only
 	// the lead loop (and Close, after it) touches it.
 	claim *claim
+	// signed is, by model, the fingerprint of the assignments this
+	// leader last signed (reset when it takes the lead).
+	signed map[string][32]byte
+}
+
+// fingerprint is a digest of assignments (version -> devices, each list
+// in any order).
+func fingerprint(a map[string][]string) [32]byte {
+	h := sha256.New()
+	for _, v := range slices.Sorted(maps.Keys(a)) {
+		ds := slices.Clone(a[v])
+		slices.Sort(ds)
+		fmt.Fprintf(h, "%s\x00%d\x00", v, len(ds))
+		for _, d := range ds {
+			h.Write([]byte(d))
+			h.Write([]byte{0})
+		}
+	}
+	return [32]byte(h.Sum(nil))
 }
 
 // renudge is how long an assigned device may stay idle before it is sent
@@ -491,6 +511,7 @@ func (s *Server) holdLead(ctx context.Context) bool {
 		return false
 	}
 	s.claim = c
+	s.signed = map[string][32]byte{} // another may have signed since: compare with the repository once
 	return c != nil
 }
 
@@ -574,13 +595,21 @@ func (s *Server) lead(ctx context.Context) error {
 		}
 		repo.Fence(s.claim.epoch)
 		for m := range models {
-			before := repo.Assignments(m)
 			want := Assignments(m, outs, devs)
+			// Unchanged since this leader last signed them: nothing to
+			// read or sign (reading the index each pass was the pass's
+			// largest cost at 100,000 devices).
+			fp := fingerprint(want)
+			if s.signed[m] == fp {
+				continue
+			}
+			before := repo.Assignments(m)
 			ok, err := repo.SetAssignments(m, want)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
+			s.signed[m] = fp
 			if ok {
 				s.dirWrites.Add(1)
 				for v, ds := range want {
