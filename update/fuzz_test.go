@@ -99,6 +99,8 @@ func FuzzMQTT(f *testing.F) {
 	f.Add([]byte{0, 'x'}, []byte(`{"name":"image/timestamp.json","max":10}`))
 	f.Add([]byte{1}, []byte(`{"sha256":"00","size":1}`))
 	f.Add([]byte{}, []byte(`{"name":"../../etc/passwd","max":10}`))
+	f.Add([]byte{}, []byte(`{"name":"director/devices/../../../etc/passwd.json","max":10}`))
+	f.Add([]byte{}, []byte(`{"name":"director/devices/d1/timestamp.json","max":1000}`))
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8}, []byte(`{"sha256":"`+d.String()+`","size":64}`))
 	f.Add([]byte{0, 1, 2}, []byte(`{"sha256":"`+d.String()+`","size":64,"off":8,"len":16}`))
 	f.Add([]byte{0, 1, 2, 3}, []byte(`{"sha256":"`+d.String()+`","size":64,"off":60,"len":8}`))

@@ -101,6 +101,8 @@ func FuzzIngest(f *testing.F) {
 	f.Add("edgeinfer/v1/f/_fleet/rollout/r", []byte(`{"id":"r","model":"m","version":"2","waves":[10,100],"state":"running","targets":["a"],"assigned":2}`))
 	f.Add("edgeinfer/v1/f/_fleet/control/r", []byte(`{"seq":1,"action":"pause"}`))
 	f.Add("edgeinfer/v1/f/_serve-a/status", []byte(`{"state":"online"}`))
+	f.Add("edgeinfer/v1/f/_fleet/leader/claim", []byte(`{"epoch":{"counter":3,"instance":"a"},"held":true}`))
+	f.Add("edgeinfer/v1/f/d1/update", []byte(`{"schema":"edgeinfer.update-state/1","device":"d1","model":"m","labels":{"site":"s1","line":"2"},"phase":"active"}`))
 	f.Fuzz(func(t *testing.T, topic string, payload []byte) {
 		v := NewView("f")
 		_ = v.Ingest(topic, payload, time.Now())
