@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/update"
 	"github.com/edgeinfer/edgeinfer/update/fleet"
+	"github.com/theupdateframework/go-tuf/v2/metadata"
 )
 
 // directorBytes is what a device downloads of the director's metadata for
@@ -140,5 +141,60 @@ func TestDeviceChainOnlyChanged(t *testing.T) {
 	}
 	if _, err := r.SetAssignments("m", map[string][]string{"2": {"../x"}}); err == nil {
 		t.Fatal("a device id that leaves its directory was accepted")
+	}
+}
+
+// TestDeviceChainRefresh: the timestamp job keeps device chains from
+// expiring: a timestamp within half its period of expiry is signed again,
+// and a chain whose snapshot is is written again with the same targets.
+func TestDeviceChainRefresh(t *testing.T) {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	repoDir, keys := t.TempDir(), t.TempDir()
+	r, err := fleet.Init(repoDir, keys, keys, fleet.InitOptions{Director: true}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Publish(context.Background(), writeBundle(t, "1", map[string][]byte{"model.onnx": randBytes(1, 4096)}), fleet.ReleaseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.SetAssignments("m", map[string][]string{"1": {"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	chain := func() (ts, snap int64, expires time.Time) {
+		t.Helper()
+		m, err := metadata.Timestamp().FromFile(filepath.Join(repoDir, update.DeviceMetaPrefix("a"), "timestamp.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Signed.Version, m.Signed.Meta["snapshot.json"].Version, m.Signed.Expires
+	}
+	refresh := func() {
+		t.Helper()
+		if err := r.RefreshTimestamp(update.RepoDirector); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refresh() // fresh: nothing to do
+	if ts, snap, _ := chain(); ts != 1 || snap != 1 {
+		t.Fatalf("a fresh chain was signed again: timestamp %d, snapshot %d", ts, snap)
+	}
+	now = now.Add(13 * time.Hour) // past half the timestamp's 24 h
+	refresh()
+	ts, snap, exp := chain()
+	if ts != 2 || snap != 1 || !exp.After(now.Add(23*time.Hour)) {
+		t.Fatalf("after 13 h: timestamp %d (want 2), snapshot %d (want 1), expires %v", ts, snap, exp)
+	}
+	now = now.Add(16 * 24 * time.Hour) // past half the snapshot's 30 days
+	refresh()
+	if ts, snap, _ := chain(); ts != 3 || snap != 2 {
+		t.Fatalf("after 16 days: timestamp %d, snapshot %d; want 3 and 2", ts, snap)
+	}
+	if got := r.Assignments("m")["1"]; len(got) != 1 || got[0] != "a" {
+		t.Fatalf("assignments after the refresh: %v", got)
+	}
+	tg, err := metadata.Targets().FromFile(filepath.Join(repoDir, update.DeviceMetaPrefix("a"), "2.targets.json"))
+	if err != nil || len(tg.Signed.Targets) != 1 || tg.Signed.Targets["m/1"] == nil {
+		t.Fatalf("the rewritten chain's targets: %v, %v", tg, err)
 	}
 }
