@@ -57,7 +57,15 @@ func (r *Repository) setAssignmentsLocked(model string, byVersion map[string][]s
 		return false, err
 	}
 	shared, err := r.clearShared(model)
-	return n > 0 || shared, err
+	if err != nil || shared || n == 0 {
+		return n > 0 || shared, err
+	}
+	// The shared chain's timestamp is signed with every change, as when
+	// it held every assignment: a device reads it beside its own, and
+	// one whose clock floor sits at the image timestamp's expiry (a
+	// clock that jumped ahead and came back) must not find it older
+	// (update/month: a device refused every later release as frozen).
+	return true, r.director.refreshTimestamp()
 }
 
 // clearShared removes model's assignments from the director's shared

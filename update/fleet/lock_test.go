@@ -59,9 +59,9 @@ func TestChangesDoNotLoseEachOther(t *testing.T) {
 	if got := fresh.Assignments("m"); len(got["1"]) != 1 {
 		t.Errorf("assignments of m: %v, want 1 -> [dev-1]", got)
 	}
-	// The assignment names a device: its own chain is signed, the shared
-	// one is not.
-	checkStamps(t, dir, img0+3, dir0)
+	// The assignment names a device: its own chain is signed, and the
+	// shared chain's timestamp with it.
+	checkStamps(t, dir, img0+3, dir0+1)
 	if got := stampVersion(t, dir, "director/devices/dev-1"); got != 1 {
 		t.Errorf("dev-1's chain timestamp version %d, want 1", got)
 	}

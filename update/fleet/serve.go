@@ -183,6 +183,10 @@ type Server struct {
 	// claim is the leadership session while this instance leads; only
 	// the lead loop (and Close, after it) touches it.
 	claim *claim
+	// connects and connectedAt: the link's connection count when the
+	// lead loop last looked, and when it saw it change.
+	connects    uint64
+	connectedAt time.Time
 	// signed is, by model, the fingerprint of the assignments this
 	// leader last signed (reset when it takes the lead).
 	signed map[string][32]byte
@@ -497,7 +501,17 @@ func (s *Server) holdLead(ctx context.Context) bool {
 		s.log.Warn("fleet: lost the lead", "instance", s.id, "epoch", s.claim.epoch.String())
 		s.dropClaim()
 	}
-	if top.Held && slices.Contains(s.view.Instances(), top.Epoch.Instance) {
+	// Held by another instance that is online: not vacant. Held by this
+	// one, which holds no live session: lost (a broker restarted without
+	// its retained records sends no will), so claim again. A record from
+	// before this instance's current connection that the broker did not
+	// send again (retained records come at once on subscribing) is a
+	// forgotten broker's: the holder may be gone with no will to say so.
+	if st := s.l.Stats(); st.Connects != s.connects {
+		s.connects, s.connectedAt = st.Connects, time.Now()
+	}
+	stale := s.view.LeaderSeen().Before(s.connectedAt) && time.Since(s.connectedAt) > 2*time.Second
+	if top.Held && top.Epoch.Instance != s.id && !stale && slices.Contains(s.view.Instances(), top.Epoch.Instance) {
 		return false
 	}
 	fence, err := readFence(s.cfg.Repo)

@@ -85,6 +85,7 @@ type View struct {
 	// passes.
 	leader, leaderLast LeaderRecord
 	leaderMax          Epoch
+	leaderAt           time.Time // when the last claim record arrived
 	// Messages counts ingested messages by kind (status, update,
 	// telemetry, rollout, control).
 	msgs map[string]uint64
@@ -351,7 +352,7 @@ func (v *View) ingestFleet(kind, id string, payload []byte) error {
 				return fmt.Errorf("%w: leader record: %v", ErrMessage, err)
 			}
 		}
-		v.leaderLast = l
+		v.leaderLast, v.leaderAt = l, time.Now()
 		if v.leaderMax.Less(l.Epoch) {
 			v.leaderMax = l.Epoch
 		}
@@ -436,6 +437,13 @@ func (v *View) Controls() map[string]Control {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return maps.Clone(v.ctl)
+}
+
+// LeaderSeen is when the last claim record arrived (zero: never).
+func (v *View) LeaderSeen() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.leaderAt
 }
 
 // Leader returns the current claim (Held false: vacant), the last
