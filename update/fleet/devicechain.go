@@ -216,20 +216,8 @@ func (r *Repository) writeDeviceTimestamp(dir string, version, snapshot int64, t
 // syncs once for all the chains it wrote: one fsync per file made a
 // wave of thousands of devices wait on the disk).
 func writeDeviceRole[T metadata.Roles](r *repo, dir, file, role string, md *metadata.Metadata[T]) error {
-	want := r.root.Signed.Roles[role]
-	n := 0
-	for _, id := range want.KeyIDs {
-		k, ok := r.keys[id]
-		if !ok {
-			continue
-		}
-		if _, err := md.Sign(k.Signer()); err != nil {
-			return err
-		}
-		n++
-	}
-	if n < want.Threshold {
-		return fmt.Errorf("%w: %s %s needs %d signatures, %d of its keys are at hand", ErrKeys, r.name, role, want.Threshold, n)
+	if err := signRole(r, role, md); err != nil {
+		return err
 	}
 	b, err := md.ToBytes(false) // compact: a device downloads it at every change
 	if err != nil {

@@ -89,8 +89,7 @@ func (s *Server) claimLead(ctx context.Context, e Epoch) (*claim, error) {
 	l, err := link.OpenWith(ctx, cfg, link.Hooks{
 		Will: func() (string, []byte, byte, bool) { return LeaderTopic(s.cfg.Fleet), will, 1, true },
 		OnConnect: func(ctx context.Context, publish func(string, byte, bool, []byte) error) error {
-			held, _ := json.Marshal(LeaderRecord{Epoch: e, Held: true, Time: time.Now().UTC().Format(time.RFC3339Nano)})
-			return publish(LeaderTopic(s.cfg.Fleet), 1, true, held)
+			return publish(LeaderTopic(s.cfg.Fleet), 1, true, heldRecord(e))
 		},
 	})
 	if err != nil {
@@ -126,8 +125,13 @@ func (c *claim) refresh(ctx context.Context, fleet string, last LeaderRecord) er
 	if last.Held && last.Epoch == c.epoch {
 		return nil
 	}
-	held, _ := json.Marshal(LeaderRecord{Epoch: c.epoch, Held: true, Time: time.Now().UTC().Format(time.RFC3339Nano)})
-	return c.l.Publish(ctx, LeaderTopic(fleet), 1, true, held)
+	return c.l.Publish(ctx, LeaderTopic(fleet), 1, true, heldRecord(c.epoch))
+}
+
+// heldRecord is the claim record of a session holding epoch e.
+func heldRecord(e Epoch) []byte {
+	b, _ := json.Marshal(LeaderRecord{Epoch: e, Held: true, Time: time.Now().UTC().Format(time.RFC3339Nano)})
+	return b
 }
 
 // leaderPath is where a repository keeps the epoch that fenced it last.

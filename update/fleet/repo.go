@@ -151,6 +151,20 @@ func newestRoot(dir string) (int64, error) {
 // sign signs role's metadata with every key at hand that the root lists
 // for it, and fails unless that meets the role's threshold.
 func (r *repo) sign(role string) error {
+	switch role {
+	case metadata.ROOT:
+		return signRole(r, role, r.root)
+	case metadata.TARGETS:
+		return signRole(r, role, r.targets)
+	case metadata.SNAPSHOT:
+		return signRole(r, role, r.snapshot)
+	}
+	return signRole(r, role, r.timestamp)
+}
+
+// signRole signs md as r's role (the repository's own files and the
+// director's device chains alike).
+func signRole[T metadata.Roles](r *repo, role string, md *metadata.Metadata[T]) error {
 	want := r.root.Signed.Roles[role]
 	var signers []*Key
 	for _, id := range want.KeyIDs {
@@ -161,19 +175,8 @@ func (r *repo) sign(role string) error {
 	if len(signers) < want.Threshold {
 		return fmt.Errorf("%w: %s %s needs %d signatures, %d of its keys are at hand", ErrKeys, r.name, role, want.Threshold, len(signers))
 	}
-	var err error
 	for _, k := range signers {
-		switch role {
-		case metadata.ROOT:
-			_, err = r.root.Sign(k.Signer())
-		case metadata.TARGETS:
-			_, err = r.targets.Sign(k.Signer())
-		case metadata.SNAPSHOT:
-			_, err = r.snapshot.Sign(k.Signer())
-		case metadata.TIMESTAMP:
-			_, err = r.timestamp.Sign(k.Signer())
-		}
-		if err != nil {
+		if _, err := md.Sign(k.Signer()); err != nil {
 			return err
 		}
 	}
