@@ -295,17 +295,19 @@ func TestRolloutFleet(t *testing.T) {
 	})
 
 	t.Run("FailoverAndOfflineDevice", func(t *testing.T) {
-		// b joins; a (the leader: lowest name) reaches the broker through
-		// a proxy, so killing it is a dropped TCP connection: the broker
-		// publishes its will, as for a SIGKILLed process.
+		// a leads, then b joins; a reaches the broker through a proxy,
+		// so killing it is a dropped TCP connection: the broker publishes
+		// the wills of its connections, as for a SIGKILLed process. (b
+		// starts once a holds the claim: started together, either may
+		// win it, and under load b sometimes did.)
 		proxy := newProxy(t, e.broker.URL())
 		for _, s := range e.servers {
 			s.Close()
 		}
 		a := e.serveCfg(fleet.ServeConfig{Broker: proxy.url, Fleet: "f", Instance: "a", Repo: e.repoDir, Keys: []string{e.keys}, Tick: 200 * time.Millisecond})
+		e.waitOn("a leads", time.Minute, a.LeaderChanged, func() bool { return a.Stats().Leader })
 		b := e.serve("b", true)
 		e.waitFor("both instances online", 30*time.Second, func() bool { return len(e.op.View().Instances()) == 2 })
-		e.waitOn("a leads", 10*time.Second, a.LeaderChanged, func() bool { return a.Stats().Leader })
 
 		off := e.fleet.Devices[n-1]
 		if err := off.Close(); err != nil {
