@@ -66,11 +66,11 @@ func (r *Repository) writeIndex(idx assignIndex) error {
 
 // setDeviceAssignments makes model's per-device assignments exactly
 // byDevice and rewrites the chains of the devices whose assignments
-// changed. It returns how many changed.
-func (r *Repository) setDeviceAssignments(model string, byDevice map[string][]string) (int, error) {
+// changed. It returns those devices, sorted.
+func (r *Repository) setDeviceAssignments(model string, byDevice map[string][]string) ([]string, error) {
 	idx, err := r.readIndex()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	old := idx[model]
 	var changed []string
@@ -85,7 +85,7 @@ func (r *Repository) setDeviceAssignments(model string, byDevice map[string][]st
 		}
 	}
 	if len(changed) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	if len(byDevice) == 0 {
 		delete(idx, model)
@@ -94,10 +94,10 @@ func (r *Repository) setDeviceAssignments(model string, byDevice map[string][]st
 	}
 	slices.Sort(changed)
 	if err := r.eachDevice(changed, func(d string) error { return r.writeDeviceChain(d, targetsOf(idx, d)) }); err != nil {
-		return 0, err
+		return nil, err
 	}
 	syscall.Sync() // the chains are durable before the index says they are written
-	return len(changed), r.writeIndex(idx)
+	return changed, r.writeIndex(idx)
 }
 
 // eachDevice runs f for every device on a few goroutines: a chain's

@@ -327,7 +327,7 @@ func (r *Repository) Assign(name, version string, devices []string) error {
 		// Named devices get it in their own chains; every device, in the
 		// shared chain.
 		if len(devices) > 0 {
-			_, err := r.setAssignmentsLocked(name, map[string][]string{version: devices})
+			_, _, err := r.setAssignmentsLocked(name, map[string][]string{version: devices})
 			return err
 		}
 		if _, err := r.setDeviceAssignments(name, nil); err != nil {

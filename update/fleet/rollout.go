@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/json"
@@ -78,16 +79,20 @@ type Rollout struct {
 	// Started is false until the leader has selected the targets.
 	Started bool `json:"started"`
 
-	idx map[string]int // position of each target, built on first use
+	idx    map[string]int // position of each target, built on first use
+	idxLen int            // len(Targets) when idx was built
 }
 
 // targetIndex is device's position in Targets, or -1. The map makes a
-// pass over every device O(devices), not O(devices × targets).
+// pass over every device O(devices), not O(devices × targets). Whoever
+// gives r new Targets clears idx.
 func (r *Rollout) targetIndex(device string) int {
-	if len(r.idx) != len(r.Targets) {
-		r.idx = make(map[string]int, len(r.Targets))
+	if r.idx == nil || r.idxLen != len(r.Targets) {
+		r.idx, r.idxLen = make(map[string]int, len(r.Targets)), len(r.Targets)
 		for i, d := range r.Targets {
-			r.idx[d] = i
+			if _, dup := r.idx[d]; !dup { // a record may name one twice: the first counts
+				r.idx[d] = i
+			}
 		}
 	}
 	if i, ok := r.idx[device]; ok {
@@ -226,11 +231,33 @@ func checkedBefore(u *wire.State, t time.Time) bool {
 	return err == nil && !t.IsZero() && at.Before(t)
 }
 
+// deviceSet is what a rollout decision reads of the fleet: a map of
+// devices, or a view's records read in place (View.decide), where the
+// Device a call returns stays valid only until the next call.
+type deviceSet interface {
+	get(id string) *Device
+	each(f func(id string, d *Device))
+}
+
+// deviceMap is a deviceSet of whole devices.
+type deviceMap map[string]*Device
+
+func (m deviceMap) get(id string) *Device { return m[id] }
+func (m deviceMap) each(f func(string, *Device)) {
+	for id, d := range m {
+		f(id, d)
+	}
+}
+
 // Counts tallies the targets' steps.
 func (r *Rollout) Counts(devices map[string]*Device) map[Step]int {
+	return r.counts(deviceMap(devices))
+}
+
+func (r *Rollout) counts(devices deviceSet) map[Step]int {
 	c := map[Step]int{}
 	for _, id := range r.Targets {
-		c[r.DeviceStep(id, devices[id])]++
+		c[r.DeviceStep(id, devices.get(id))]++
 	}
 	return c
 }
@@ -265,6 +292,10 @@ func Matches(sel map[string]string, d *Device, model string) bool {
 // returns whether r changed. Any instance computing it from the same
 // retained state decides the same.
 func (r *Rollout) Advance(devices map[string]*Device, now time.Time) bool {
+	return r.advance(deviceMap(devices), now)
+}
+
+func (r *Rollout) advance(devices deviceSet, now time.Time) bool {
 	if r.State != RolloutRunning {
 		return false
 	}
@@ -278,7 +309,7 @@ func (r *Rollout) Advance(devices map[string]*Device, now time.Time) bool {
 		}
 		r.Assigned = waveSize(r.Waves[0], len(r.Targets))
 	}
-	c := r.Counts(devices)
+	c := r.counts(devices)
 	assigned := r.Assigned - countAssignedRolledBack(r)
 	failures := c[StepFailed] + c[StepRefused]
 	if failures > 0 && failures*100 >= r.haltPercent()*max(assigned, 1) {
@@ -322,31 +353,41 @@ func waveSize(percent, n int) int { return max(1, (percent*n+99)/100) }
 
 // selectTargets orders the matching devices: online ones first, each
 // group by a hash of rollout id and device name.
-func selectTargets(id, model string, sel map[string]string, devices map[string]*Device) []string {
-	var ids []string
-	for name, d := range devices {
-		if Matches(sel, d, model) {
-			ids = append(ids, name)
-		}
-	}
+func selectTargets(id, model string, sel map[string]string, devices deviceSet) []string {
 	// Online devices first: a canary that is away would hold its wave
 	// for the whole window. Offline targets come last and catch up when
 	// they return.
-	key := func(d string) string {
-		h := sha256.Sum256([]byte(id + "\x00" + d))
-		off := "0"
-		if !devices[d].Online() {
-			off = "1"
-		}
-		return off + string(h[:])
+	type target struct {
+		name string
+		key  [33]byte // offline, then the hash
 	}
-	slices.SortFunc(ids, func(a, b string) int { return strings.Compare(key(a), key(b)) })
+	var ts []target
+	devices.each(func(name string, d *Device) {
+		if Matches(sel, d, model) {
+			t := target{name: name}
+			if !d.Online() {
+				t.key[0] = 1
+			}
+			h := sha256.Sum256([]byte(id + "\x00" + name))
+			copy(t.key[1:], h[:])
+			ts = append(ts, t)
+		}
+	})
+	slices.SortFunc(ts, func(a, b target) int { return bytes.Compare(a.key[:], b.key[:]) })
+	ids := make([]string, len(ts))
+	for i, t := range ts {
+		ids[i] = t.name
+	}
 	return ids
 }
 
 // Apply applies an operator's control; it returns the devices to send the
 // rollback command to.
 func (r *Rollout) Apply(c Control, devices map[string]*Device, now time.Time) (rollback []string, err error) {
+	return r.apply(c, deviceMap(devices), now)
+}
+
+func (r *Rollout) apply(c Control, devices deviceSet, now time.Time) (rollback []string, err error) {
 	if c.Seq <= r.Control {
 		return nil, nil
 	}
@@ -370,8 +411,7 @@ func (r *Rollout) Apply(c Control, devices map[string]*Device, now time.Time) (r
 		}
 	case ActionRollback:
 		for _, id := range r.Targets[:r.Assigned] {
-			d := devices[id]
-			if slices.Contains(r.RolledBack, id) || !(slices.Contains(c.Devices, id) || (len(c.Selector) > 0 && Matches(c.Selector, d, r.Model))) {
+			if slices.Contains(r.RolledBack, id) || !(slices.Contains(c.Devices, id) || (len(c.Selector) > 0 && Matches(c.Selector, devices.get(id), r.Model))) {
 				continue
 			}
 			// Every one gets the command, naming the release: a device
@@ -395,18 +435,24 @@ func (r *Rollout) Apply(c Control, devices map[string]*Device, now time.Time) (r
 // aborted one only to those already running it (so nobody else starts);
 // rolled-back devices are never assigned it.
 func Assignments(model string, rollouts []*Rollout, devices map[string]*Device) map[string][]string {
+	return assignments(model, rollouts, deviceMap(devices))
+}
+
+func assignments(model string, rollouts []*Rollout, devices deviceSet) map[string][]string {
 	out := map[string][]string{}
 	for _, r := range rollouts {
 		if r.Model != model || !r.Started {
 			continue
+		}
+		if out[r.Version] == nil {
+			out[r.Version] = make([]string, 0, r.Assigned) // not grown a quarter at a time
 		}
 		for _, id := range r.Targets[:r.Assigned] {
 			if slices.Contains(r.RolledBack, id) {
 				continue
 			}
 			if r.State == RolloutHalted || r.State == RolloutAborted {
-				d := devices[id]
-				if d == nil || d.Update == nil || d.Update.Active != r.Version {
+				if d := devices.get(id); d == nil || d.Update == nil || d.Update.Active != r.Version {
 					continue
 				}
 			}
@@ -414,6 +460,10 @@ func Assignments(model string, rollouts []*Rollout, devices map[string]*Device) 
 		}
 	}
 	for v := range out {
+		if len(out[v]) == 0 {
+			delete(out, v)
+			continue
+		}
 		slices.Sort(out[v])
 		out[v] = slices.Compact(out[v])
 	}

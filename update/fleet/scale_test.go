@@ -115,7 +115,11 @@ func TestScaleSim(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/edgeinfer/edgeinfer/runtime/cmd/edgeinfer").CombinedOutput(); err != nil {
 		t.Fatalf("build the CLI: %v\n%s", err, out)
 	}
-	serve := exec.Command(bin, "fleet", "serve", "--broker", b.URL(), "--fleet", "f", "--repo", repoDir, "--keys", keys, "--instance", "a", "--stats-every", "1s")
+	serveArgs := []string{"fleet", "serve", "--broker", b.URL(), "--fleet", "f", "--repo", repoDir, "--keys", keys, "--instance", "a", "--stats-every", "1s"}
+	if p := os.Getenv("EDGEINFER_FLEET_SIM_HEAP"); p != "" {
+		serveArgs = append(serveArgs, "--heap-profile", p) // written when it stops
+	}
+	serve := exec.Command(bin, serveArgs...)
 	stdout, _ := serve.StdoutPipe()
 	if p := os.Getenv("EDGEINFER_FLEET_SIM_STDERR"); p != "" {
 		f, err := os.Create(p)
@@ -259,6 +263,8 @@ func TestScaleSim(t *testing.T) {
 	pd := func(v uint64) float64 { return float64(v) / float64(n) }
 	t.Logf("per device update: broker messages (MQTT packets of any type, acknowledgements included, summed over the %d broker(s)) %.1f received, %.1f sent; broker bytes %.0f received, %.0f sent; chunk bytes %.0f, metadata bytes %.0f",
 		len(brokers), pd(c1[0]-c0[0]), pd(c1[1]-c0[1]), pd(c1[2]-c0[2]), pd(c1[3]-c0[3]), float64(sum.ChunkBytes)/float64(n), float64(sum.MetaBytes)/float64(n))
+	t.Logf("fleet serve: %d devices in its view, live Go heap %.1f MiB after its last collection (%.0f bytes a device)",
+		st.Devices, float64(st.HeapLiveBytes)/(1<<20), float64(st.HeapLiveBytes)/float64(max(st.Devices, 1)))
 	t.Logf("fleet serve: CPU %.1f s over %.1f s (%.0f %% of a core), peak RSS %d MiB (%.2f KiB a device); mosquitto (%d): CPU %.1f s (%.0f %% of a core), peak RSS %d MiB; messages at the broker(s) %.0f/s",
 		cpu1-cpu0, took.Seconds(), 100*(cpu1-cpu0)/took.Seconds(), procHWM(t, serve.Process.Pid)>>10, float64(procHWM(t, serve.Process.Pid))/float64(n),
 		len(brokers), cpuB1-cpuB0, 100*(cpuB1-cpuB0)/took.Seconds(), brokerHWM>>10, float64(c1[0]-c0[0]+c1[1]-c0[1])/took.Seconds())

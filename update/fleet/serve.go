@@ -12,6 +12,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/update/wire"
 	"log/slog"
 	"maps"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -128,6 +129,12 @@ type ServeStats struct {
 	// DecisionTime is the leader's last pass over every rollout (view,
 	// decisions, director), excluding publishing.
 	DecisionTime time.Duration `json:"decision_ns"`
+	// Devices is how many devices the view holds, and HeapLiveBytes the
+	// process's live Go heap after its last collection: their ratio is
+	// fleet serve's memory a device (SCALE.md), without the collector's
+	// headroom and the runtime's own that peak RSS adds.
+	Devices       int    `json:"devices"`
+	HeapLiveBytes uint64 `json:"go_heap_live_bytes"`
 }
 
 // ServeFailure is one request fleet serve failed.
@@ -197,8 +204,10 @@ type Server struct {
 func fingerprint(a map[string][]string) [32]byte {
 	h := sha256.New()
 	for _, v := range slices.Sorted(maps.Keys(a)) {
-		ds := slices.Clone(a[v])
-		slices.Sort(ds)
+		ds := a[v]
+		if !slices.IsSorted(ds) { // Assignments sorts its lists: no copy then
+			ds = slices.Sorted(slices.Values(ds))
+		}
 		fmt.Fprintf(h, "%s\x00%d\x00", v, len(ds))
 		for _, d := range ds {
 			h.Write([]byte(d))
@@ -289,7 +298,8 @@ func (s *Server) LeaderChanged() <-chan struct{} {
 func (s *Server) Stats() ServeStats {
 	st := ServeStats{MetaRequests: s.meta.Load(), ChunkRequests: s.chunks.Load(), ChunkPieces: s.pieces.Load(), ChunkBytes: s.chunkBytes.Load(),
 		ResponseBytes: s.resBytes.Load(), RootProbes: s.rootProbes.Load(), Leader: s.leader.Load(), DirectorWrites: s.dirWrites.Load(),
-		Nudges: s.nudges.Load(), Decisions: s.decisions.Load(), DecisionTime: time.Duration(s.decisionNS.Load())}
+		Nudges: s.nudges.Load(), Decisions: s.decisions.Load(), DecisionTime: time.Duration(s.decisionNS.Load()),
+		Devices: s.view.Len(), HeapLiveBytes: heapLive()}
 	s.failMu.Lock()
 	defer s.failMu.Unlock()
 	st.Failed = s.failed.Load() // under failMu: it agrees with Failures
@@ -298,6 +308,16 @@ func (s *Server) Stats() ServeStats {
 		st.LastFailures = slices.Clone(s.lastFails)
 	}
 	return st
+}
+
+// heapLive is the Go heap's live bytes as of the last collection.
+func heapLive() uint64 {
+	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(m)
+	if m[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return m[0].Value.Uint64()
 }
 
 // fail records a failed request under its reason.
@@ -552,6 +572,72 @@ func (s *Server) announceBulk(ctx context.Context) error {
 	return nil
 }
 
+// rollback is a device to send the rollback command, and the release it
+// leaves.
+type rollback struct{ dev, version string }
+
+// pass is what a leader pass decided: the rollouts (copies), those that
+// changed, the rollback commands and nudges to send, and each model's
+// assignments.
+type pass struct {
+	errs      []error
+	outs      []*Rollout
+	changed   []*Rollout
+	rollbacks []rollback
+	nudge     []string
+	wants     map[string]map[string][]string
+}
+
+// plan makes a pass's decisions from the view, read in place under its
+// lock (TestLeadPassMemory); what needs the disk or the broker comes
+// after, in lead.
+func (s *Server) plan(start time.Time) pass {
+	p := pass{wants: map[string]map[string][]string{}}
+	s.view.decide(func(devs deviceSet, all []*Rollout, ctls map[string]Control) {
+		p.outs = all
+		for _, r := range p.outs {
+			dirty := false
+			if c, ok := ctls[r.ID]; ok && c.Seq > r.Control {
+				rb, err := r.apply(c, devs, start)
+				p.errs = append(p.errs, err)
+				for _, d := range rb {
+					p.rollbacks = append(p.rollbacks, rollback{d, r.Version})
+				}
+				dirty = true
+			}
+			if r.advance(devs, start) {
+				dirty = true
+			}
+			if dirty {
+				s.decisions.Add(1)
+				p.changed = append(p.changed, r)
+			}
+		}
+		for _, r := range p.outs {
+			if p.wants[r.Model] == nil {
+				p.wants[r.Model] = assignments(r.Model, p.outs, devs)
+			}
+		}
+		for _, r := range p.outs {
+			if r.State != RolloutRunning {
+				continue
+			}
+			for _, id := range r.Targets[:r.Assigned] {
+				if start.Sub(s.nudged[id]) <= renudge {
+					continue
+				}
+				if d := devs.get(id); d != nil && d.Online() && r.DeviceStep(id, d) == StepAssigned {
+					if len(p.nudge) == cap(p.nudge) { // doubled: append grows a long list a quarter at a time
+						p.nudge = slices.Grow(p.nudge, max(len(p.nudge), 64))
+					}
+					p.nudge = append(p.nudge, id)
+				}
+			}
+		}
+	})
+	return p
+}
+
 // lead makes one pass: controls, decisions, director, nudges.
 func (s *Server) lead(ctx context.Context) error {
 	lead := s.holdLead(ctx)
@@ -572,44 +658,15 @@ func (s *Server) lead(ctx context.Context) error {
 		return nil
 	}
 	start := time.Now()
-	devs := s.view.Devices()
-	outs := s.view.Rollouts()
-	ctls := s.view.Controls()
-	var errs []error
-	var changed []*Rollout
-	type rollback struct{ dev, version string }
-	var rollbacks []rollback
-	for _, r := range outs {
-		dirty := false
-		if c, ok := ctls[r.ID]; ok && c.Seq > r.Control {
-			rb, err := r.Apply(c, devs, start)
-			errs = append(errs, err)
-			for _, d := range rb {
-				rollbacks = append(rollbacks, rollback{d, r.Version})
-			}
-			dirty = true
-		}
-		if r.Advance(devs, start) {
-			dirty = true
-		}
-		if dirty {
-			s.decisions.Add(1)
-			changed = append(changed, r)
-		}
-	}
-	models := map[string]bool{}
-	for _, r := range outs {
-		models[r.Model] = true
-	}
-	var nudge []string
-	if len(models) > 0 {
+	p := s.plan(start)
+	errs, changed, nudge := p.errs, p.changed, p.nudge
+	if len(p.wants) > 0 {
 		repo, err := Open(s.cfg.Repo, InitOptions{}, nil, s.cfg.Keys...)
 		if err != nil {
 			return err
 		}
 		repo.Fence(s.claim.epoch)
-		for m := range models {
-			want := Assignments(m, outs, devs)
+		for m, want := range p.wants {
 			// Unchanged since this leader last signed them: nothing to
 			// read or sign (reading the index each pass was the pass's
 			// largest cost at 100,000 devices).
@@ -617,8 +674,7 @@ func (s *Server) lead(ctx context.Context) error {
 			if s.signed[m] == fp {
 				continue
 			}
-			before := repo.Assignments(m)
-			ok, err := repo.SetAssignments(m, want)
+			gained, ok, err := repo.assign(m, want)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -626,32 +682,12 @@ func (s *Server) lead(ctx context.Context) error {
 			s.signed[m] = fp
 			if ok {
 				s.dirWrites.Add(1)
-				for v, ds := range want {
-					had := make(map[string]bool, len(before[v]))
-					for _, d := range before[v] {
-						had[d] = true
-					}
-					for _, d := range ds {
-						if !had[d] {
-							nudge = append(nudge, d)
-						}
-					}
-				}
+				nudge = append(nudge, gained...)
 			}
 		}
 		if time.Since(s.lastStamp) > s.cfg.TimestampEvery {
 			errs = append(errs, repo.RefreshTimestamp(update.RepoImage), repo.RefreshTimestamp(update.RepoDirector))
 			s.lastStamp = time.Now()
-		}
-	}
-	for _, r := range outs {
-		if r.State != RolloutRunning {
-			continue
-		}
-		for _, id := range r.Targets[:r.Assigned] {
-			if r.DeviceStep(id, devs[id]) == StepAssigned && devs[id] != nil && devs[id].Online() && start.Sub(s.nudged[id]) > renudge {
-				nudge = append(nudge, id)
-			}
 		}
 	}
 	slices.Sort(nudge)
@@ -668,13 +704,16 @@ func (s *Server) lead(ctx context.Context) error {
 		}
 		s.view.put(r)
 	}
+	// A nudge older than renudge no longer holds one back: forgetting it
+	// keeps the map to the devices nudged lately, not every target.
+	maps.DeleteFunc(s.nudged, func(_ string, at time.Time) bool { return start.Sub(at) > renudge })
 	for _, d := range nudge {
 		s.nudged[d] = start
 		errs = append(errs, s.command(ctx, d, map[string]string{"action": "check"}))
 	}
 	// The rollback names the release it undoes: a device not running it
 	// (one that had not taken it yet) must not go back a version further.
-	for _, rb := range rollbacks {
+	for _, rb := range p.rollbacks {
 		errs = append(errs, s.command(ctx, rb.dev, map[string]string{"action": "rollback", "version": rb.version}))
 	}
 	return errors.Join(errs...)

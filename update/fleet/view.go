@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/link"
-	"github.com/edgeinfer/edgeinfer/update"
 )
 
 // Fleet-side topics live under edgeinfer/v1/<fleet>/_fleet/. Device names
@@ -73,7 +72,8 @@ func (d *Device) Board() string {
 type View struct {
 	fleet string
 	mu    sync.Mutex
-	devs  map[string]*Device
+	recs  map[string]*record // by device (records.go)
+	syms  symtab
 	outs  map[string]*Rollout
 	ctl   map[string]Control
 	inst  map[string]bool // serve instances: online
@@ -95,33 +95,17 @@ type View struct {
 	in      interner
 }
 
-// interner shares what devices' records have in common — boards,
-// versions, phases, the times of one busy second, label sets, births —
-// so a device's record costs its own fields, not copies of its
-// neighbours' strings (TestViewMemoryPerDevice). Each table is dropped
-// when it reaches maxInterned entries: what it shared stays shared, and
-// strings no two devices hold (a hostile device's, say) cannot grow it.
+// interner shares the label sets and births devices have in common, so a
+// record points at one copy instead of holding its own map (records.go
+// shares the strings). Each table is dropped when it reaches maxInterned
+// entries: what it shared stays shared, and sets no two devices hold (a
+// hostile device's, say) cannot grow it.
 type interner struct {
-	strs   map[string]string
 	labels map[string]map[string]string
 	births map[string]*link.Birth
 }
 
 const maxInterned = 1 << 14
-
-func (in *interner) str(s string) string {
-	if s == "" || len(s) > 128 {
-		return s
-	}
-	if v, ok := in.strs[s]; ok {
-		return v
-	}
-	if in.strs == nil || len(in.strs) >= maxInterned {
-		in.strs = make(map[string]string, 64)
-	}
-	in.strs[s] = s
-	return s
-}
 
 // labelSet returns a shared copy of m (callers never change it).
 func (in *interner) labelSet(m map[string]string) map[string]string {
@@ -141,12 +125,8 @@ func (in *interner) labelSet(m map[string]string) map[string]string {
 	if in.labels == nil || len(in.labels) >= maxInterned {
 		in.labels = make(map[string]map[string]string, 64)
 	}
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[in.str(k)] = in.str(v)
-	}
-	in.labels[key.String()] = c
-	return c
+	in.labels[key.String()] = maps.Clone(m)
+	return in.labels[key.String()]
 }
 
 // birth returns a shared copy of b.
@@ -165,27 +145,9 @@ func (in *interner) birth(b *link.Birth) *link.Birth {
 	if in.births == nil || len(in.births) >= maxInterned {
 		in.births = make(map[string]*link.Birth, 64)
 	}
-	c := &link.Birth{SDKVersion: in.str(b.SDKVersion), Board: in.str(b.Board), Models: make([]link.ModelVersion, len(b.Models))}
-	for i, m := range b.Models {
-		c.Models[i] = link.ModelVersion{Name: in.str(m.Name), Active: in.str(m.Active), Previous: in.str(m.Previous)}
-	}
+	c := &link.Birth{SDKVersion: b.SDKVersion, Board: b.Board, Models: slices.Clone(b.Models)}
 	in.births[key.String()] = c
 	return c
-}
-
-// status compacts a parsed status for device id.
-func (in *interner) status(s *link.Status, id string) {
-	s.Schema, s.State, s.Fleet, s.Device = in.str(s.Schema), in.str(s.State), in.str(s.Fleet), id
-	s.Reason, s.Time, s.Birth = in.str(s.Reason), in.str(s.Time), in.birth(s.Birth)
-}
-
-// state compacts a parsed update state for device id.
-func (in *interner) state(s *wire.State, id string) {
-	s.Schema, s.Fleet, s.Device, s.Board, s.Labels = in.str(s.Schema), in.str(s.Fleet), id, in.str(s.Board), in.labelSet(s.Labels)
-	s.Model, s.Active, s.Previous = in.str(s.Model), in.str(s.Active), in.str(s.Previous)
-	s.Phase, s.Version, s.Reason = update.Phase(in.str(string(s.Phase))), in.str(s.Version), in.str(s.Reason)
-	s.LastEvent, s.Refused, s.RefusedVersion = in.str(s.LastEvent), in.str(s.Refused), in.str(s.RefusedVersion)
-	s.Checked, s.Time = in.str(s.Checked), in.str(s.Time)
 }
 
 // Changed returns a channel closed the next time the view takes a message
@@ -210,7 +172,7 @@ func (v *View) changedLocked() {
 
 // NewView makes an empty view of fleet.
 func NewView(fleet string) *View {
-	return &View{fleet: fleet, devs: map[string]*Device{}, outs: map[string]*Rollout{}, ctl: map[string]Control{},
+	return &View{fleet: fleet, recs: map[string]*record{}, outs: map[string]*Rollout{}, ctl: map[string]Control{},
 		inst: map[string]bool{}, msgs: map[string]uint64{}}
 }
 
@@ -261,31 +223,29 @@ func (v *View) Ingest(topic string, payload []byte, now time.Time) error {
 	if strings.HasPrefix(id, "_") {
 		return nil // another fleet-side client
 	}
-	d := v.devs[id]
+	d := v.recs[id]
 	if d == nil {
 		if len(payload) == 0 {
 			return nil
 		}
-		id = strings.Clone(id) // not the topic's bytes
-		d = &Device{ID: id}
-		v.devs[id] = d
+		d = &record{id: strings.Clone(id)} // not the topic's bytes
+		v.recs[d.id] = d
 	}
 	v.msgs[kind]++
 	switch kind {
 	case "status":
 		if len(payload) == 0 {
-			d.Status = nil
+			d.setStatus(&v.syms, &v.in, nil)
 			break
 		}
 		var s link.Status
 		if err := json.Unmarshal(payload, &s); err != nil || (s.State != "online" && s.State != "offline") {
 			return fmt.Errorf("%w: %s status: %v", ErrMessage, id, orState(err, s.State))
 		}
-		v.in.status(&s, d.ID)
-		d.Status = &s
+		d.setStatus(&v.syms, &v.in, &s)
 	case "update":
 		if len(payload) == 0 {
-			d.Update = nil
+			d.setUpdate(&v.syms, &v.in, nil)
 			break
 		}
 		var s wire.State
@@ -294,21 +254,25 @@ func (v *View) Ingest(topic string, payload []byte, now time.Time) error {
 		}
 		// The outbox delivers at least once and in order: an older
 		// sequence number is a duplicate of a state already seen.
-		if d.Update != nil && s.Seq != 0 && s.Seq < d.Update.Seq {
+		if d.hasUpdate && s.Seq != 0 && s.Seq < d.seq {
 			return nil
 		}
-		v.in.state(&s, d.ID)
-		d.Update = &s
+		d.setUpdate(&v.syms, &v.in, &s)
 	case "telemetry":
 		var s link.Snapshot
 		if err := json.Unmarshal(payload, &s); err != nil || s.Schema != link.TelemetrySchema {
 			return fmt.Errorf("%w: %s telemetry: %v", ErrMessage, id, orSchema(err, s.Schema))
 		}
-		d.Perf = perfOf(&s)
+		d.setPerf(&v.syms, perfOf(&s))
 	default:
 		return nil
 	}
-	d.LastSeen = now
+	// A device whose retained records were all cleared is forgotten.
+	if d.empty() {
+		delete(v.recs, d.id)
+		return nil
+	}
+	d.lastSeen = now.UnixNano()
 	return nil
 }
 
@@ -396,16 +360,32 @@ func (v *View) ingestFleet(kind, id string, payload []byte) error {
 	return nil
 }
 
-// Devices returns copies of the devices' records.
+// Devices returns the devices' records, each a copy of its own.
 func (v *View) Devices() map[string]*Device {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	out := make(map[string]*Device, len(v.devs))
-	for id, d := range v.devs {
-		c := *d
-		out[id] = &c
+	out := make(map[string]*Device, len(v.recs))
+	for id, r := range v.recs {
+		out[id] = r.device(&v.syms)
 	}
 	return out
+}
+
+// Device returns a copy of device id's record, or nil.
+func (v *View) Device(id string) *Device {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if r := v.recs[id]; r != nil {
+		return r.device(&v.syms)
+	}
+	return nil
+}
+
+// Len is how many devices the view holds.
+func (v *View) Len() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.recs)
 }
 
 // Rollouts returns copies of the rollouts, by id.
@@ -415,7 +395,7 @@ func (v *View) Rollouts() []*Rollout {
 	out := make([]*Rollout, 0, len(v.outs))
 	for _, id := range slices.Sorted(maps.Keys(v.outs)) {
 		c := *v.outs[id]
-		c.Targets, c.idx = slices.Clone(c.Targets), nil
+		c.Targets, c.idx, c.idxLen = slices.Clone(c.Targets), nil, 0
 		c.RolledBack = slices.Clone(c.RolledBack)
 		out = append(out, &c)
 	}
@@ -475,12 +455,50 @@ func (v *View) Messages() map[string]uint64 {
 	return maps.Clone(v.msgs)
 }
 
+// decide runs f under the view's lock with the devices read in place
+// and copies of the rollouts that f may change. A copy shares its target
+// list and index with the view's record (neither is changed in place:
+// Advance gives a rollout a new list), so a leader pass costs no copy of
+// the fleet (TestLeadPassMemory).
+func (v *View) decide(f func(devs deviceSet, outs []*Rollout, ctls map[string]Control)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	outs := make([]*Rollout, 0, len(v.outs))
+	for _, id := range slices.Sorted(maps.Keys(v.outs)) {
+		r := v.outs[id]
+		r.targetIndex("") // built here, under the lock, once per record
+		c := *r
+		c.RolledBack = slices.Clone(r.RolledBack)
+		outs = append(outs, &c)
+	}
+	f(&viewSet{v: v}, outs, maps.Clone(v.ctl))
+}
+
+// viewSet is a view's records as a deviceSet, under the view's lock: the
+// Device it returns is its scratch, valid until the next call.
+type viewSet struct {
+	v  *View
+	sc scratch
+}
+
+func (s *viewSet) get(id string) *Device {
+	if r := s.v.recs[id]; r != nil {
+		return r.fill(&s.v.syms, &s.sc)
+	}
+	return nil
+}
+
+func (s *viewSet) each(f func(string, *Device)) {
+	for id, r := range s.v.recs {
+		f(id, r.fill(&s.v.syms, &s.sc))
+	}
+}
+
 // put records a rollout the leader just wrote (its own message comes back
 // later through the broker).
 func (v *View) put(r *Rollout) {
 	v.mu.Lock()
 	c := *r
-	c.idx = nil
 	v.outs[r.ID] = &c
 	v.changedLocked()
 	v.mu.Unlock()

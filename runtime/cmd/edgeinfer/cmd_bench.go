@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -123,20 +121,6 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	}, spec, loadgen.Options{EngineConfig: &cfg}, *out)
 }
 
-// writeHeapProfile writes the live heap after a collection, so the
-// profile holds what stays, not what was about to be freed.
-func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	runtime.GC()
-	if err := pprof.WriteHeapProfile(f); err != nil {
-		f.Close()
-		return fmt.Errorf("heap profile: %w", err)
-	}
-	return f.Close()
-}
 
 // benchTarget runs spec against a remote OpenAI-compatible server.
 func benchTarget(ctx context.Context, stdout io.Writer, spec loadgen.Spec, url, model, token, tokPath string, promptIDs int, out string) error {

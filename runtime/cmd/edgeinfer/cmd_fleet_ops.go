@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -71,6 +72,7 @@ func runFleetServe(ctx context.Context, stdout io.Writer, args []string) error {
 	workers := fs.Int("workers", 8, "requests answered concurrently")
 	every := fs.Duration("stats-every", 10*time.Second, "print counters this often (0: never)")
 	bulk := fs.String("bulk-url", "", "https:// `URL` of a static host serving --repo's files: devices fetch metadata and chunks there, over the broker only when it fails")
+	heapProfile := fs.String("heap-profile", "", "on SIGTERM, write the Go heap's live objects (pprof) to this `file`: where fleet serve's memory a device went")
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), fleetServeUsage); fs.PrintDefaults() }
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -107,7 +109,11 @@ func runFleetServe(ctx context.Context, stdout io.Writer, args []string) error {
 			if up != nil {
 				<-up
 			}
-			return s.Close()
+			var perr error
+			if *heapProfile != "" {
+				perr = writeHeapProfile(*heapProfile) // with the view still held
+			}
+			return errors.Join(perr, s.Close())
 		case err := <-up:
 			up = nil
 			if err == nil {
