@@ -362,23 +362,39 @@ func (l *Link) deliver(s *subscription) mqtt.MessageHandler {
 }
 
 func (l *Link) subscribe(ctx context.Context, c *conn, s *subscription) error {
-	tok := c.client.Subscribe(s.filter, s.qos, l.deliver(s))
-	select {
-	case <-tok.Done():
-	case <-c.down:
-		return fmt.Errorf("link: subscribe %s: %w (connection lost)", s.filter, ErrNotConnected)
-	case <-ctx.Done():
-		return fmt.Errorf("link: subscribe %s: %w", s.filter, ctx.Err())
-	}
-	if err := tok.Error(); err != nil {
-		return fmt.Errorf("link: subscribe %s: %w", s.filter, err)
-	}
-	// mosquitto answers a filter its ACL refuses with return code 0x80.
-	if rc, ok := tok.(*mqtt.SubscribeToken).Result()[s.filter]; ok && rc >= 0x80 {
+	for try := 1; ; try++ {
+		tok := c.client.Subscribe(s.filter, s.qos, l.deliver(s))
+		select {
+		case <-tok.Done():
+		case <-c.down:
+			return fmt.Errorf("link: subscribe %s: %w (connection lost)", s.filter, ErrNotConnected)
+		case <-ctx.Done():
+			return fmt.Errorf("link: subscribe %s: %w", s.filter, ctx.Err())
+		}
+		if err := tok.Error(); err != nil {
+			return fmt.Errorf("link: subscribe %s: %w", s.filter, err)
+		}
+		rc, ok := tok.(*mqtt.SubscribeToken).Result()[s.filter]
+		switch {
+		case !ok || rc < 0x80:
+			return nil
+		case rc == subackIDInUse && try < 8:
+			// mochi-mqtt answers a SUBSCRIBE whose packet identifier is
+			// one of its own messages in flight to this client (the two
+			// directions' identifiers are apart in MQTT) with MQTT 5's
+			// 0x91, packet identifier in use, even to a 3.1.1 client. Asked
+			// again, paho picks another.
+			continue
+		case rc == subackIDInUse:
+			return fmt.Errorf("%w: subscription to %s (SUBACK 0x91, packet identifier in use, %d times)", ErrACL, s.filter, try)
+		}
+		// mosquitto answers a filter its ACL refuses with return code 0x80.
 		return fmt.Errorf("%w: subscription to %s (SUBACK 0x%02x; the broker's ACL does not let this client subscribe to it)", ErrACL, s.filter, rc)
 	}
-	return nil
 }
+
+// subackIDInUse is MQTT 5's reason code "packet identifier in use".
+const subackIDInUse = 0x91
 
 // supervise owns the connection: it connects, waits for the connection to
 // be lost, and reconnects with backoff, until Close.

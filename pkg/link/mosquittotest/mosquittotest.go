@@ -3,6 +3,12 @@
 // temporary configuration and, when asked, persistence, TLS, a password
 // file and an ACL. Tests skip, saying how to install it, when the binary
 // is absent.
+//
+// With EDGEINFER_TEST_BROKER=mochi the same tests run against mochi-mqtt
+// instead (platforms/brokers/mochi, built here on first use), a broker
+// written apart from mosquitto: what they rely on is then MQTT, not one
+// broker's ways. Options mochi is not configured for here (TLS, users,
+// ACLs, bridges) skip the test, saying so.
 package mosquittotest
 
 import (
@@ -123,6 +129,10 @@ type Broker struct {
 	dir  string
 	conf string
 	tls  bool
+	// mochi is the mochi binary when the broker is mochi-mqtt (its
+	// persistence, when asked, in dir/mochi.db).
+	mochi   string
+	persist bool
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -164,6 +174,9 @@ func Binary() string {
 // skips the test when mosquitto is not installed.
 func Start(t testing.TB, opt Options) *Broker {
 	t.Helper()
+	if os.Getenv(brokerEnv) == "mochi" {
+		return startMochi(t, opt)
+	}
 	if Binary() == "" {
 		t.Skip("mosquitto is not installed: apt-get install mosquitto mosquitto-clients (.ci/run installs it)")
 	}
@@ -250,6 +263,12 @@ func (b *Broker) Start() {
 		return
 	}
 	cmd := exec.Command(Binary(), "-c", b.conf)
+	if b.mochi != "" {
+		cmd = exec.Command(b.mochi, "-addr", fmt.Sprintf("127.0.0.1:%d", b.Port))
+		if b.persist {
+			cmd.Args = append(cmd.Args, "-db", filepath.Join(b.dir, "mochi.db"))
+		}
+	}
 	cmd.Stdout, cmd.Stderr = &b.log, &b.log
 	if err := cmd.Start(); err != nil {
 		b.t.Fatalf("start mosquitto: %v", err)
@@ -300,8 +319,10 @@ func (b *Broker) Forget() {
 	if b.cmd != nil {
 		b.t.Fatal("mosquittotest: Forget on a running broker")
 	}
-	if err := os.Remove(filepath.Join(b.dir, "mosquitto.db")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		b.t.Fatal(err)
+	for _, f := range []string{"mosquitto.db", "mochi.db"} {
+		if err := os.Remove(filepath.Join(b.dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			b.t.Fatal(err)
+		}
 	}
 }
 
