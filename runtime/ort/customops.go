@@ -21,6 +21,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	onnx "github.com/yalue/onnxruntime_go"
@@ -75,7 +76,37 @@ func customOpsFor(info ModelInfo) error {
 
 // releaseCustomOps frees the operator domain; called with env.mu held,
 // before the library is unloaded.
-func releaseCustomOps() { C.edgeinfer_ops_release() }
+func releaseCustomOps() {
+	C.edgeinfer_ops_release()
+	domainAdded.Store(false) // a library loaded again starts with an empty registry
+}
+
+// ONNX Runtime adds a custom operator domain to its process-wide schema
+// registry when the first session that uses it is created, checking and
+// adding without a lock: two sessions created at once can both find it
+// missing, and the second fails ("Trying to add a domain to
+// DomainToVersion map, but the domain is already exist", seen when two
+// devices of one process loaded their first model together). So sessions
+// are created one at a time until one has been created; after that they
+// run in parallel (TestFirstSessionsAtOnce).
+var (
+	domainMu    sync.Mutex
+	domainAdded atomic.Bool
+)
+
+// createFirstAlone calls create, alone while no session has been made.
+func createFirstAlone(create createFunc, in, out []string, so *onnx.SessionOptions) (*onnx.DynamicAdvancedSession, error) {
+	if domainAdded.Load() {
+		return create(in, out, so)
+	}
+	domainMu.Lock()
+	defer domainMu.Unlock()
+	sess, err := create(in, out, so)
+	if err == nil {
+		domainAdded.Store(true)
+	}
+	return sess, err
+}
 
 // registerCustomOps adds the operator domain to so.
 //

@@ -200,7 +200,7 @@ func (s *Session) tryProvider(opts Options, p ProviderConfig, in, out []string, 
 	if err := appendProvider(so, p); err != nil {
 		return nil, err
 	}
-	sess, err := create(in, out, so)
+	sess, err := createFirstAlone(create, in, out, so)
 	if err != nil {
 		return nil, err
 	}
