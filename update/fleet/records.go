@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"strings"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/link"
@@ -77,77 +78,143 @@ func (t *symtab) str(i sym) string {
 // Len is how many distinct strings the table holds.
 func (t *symtab) Len() int { return len(t.idx) }
 
+// tables are what a view's records share: the strings, label sets and
+// births devices have in common, and the few times that are not a
+// device's usual UTC RFC 3339 (odd).
+type tables struct {
+	syms symtab
+	in   interner
+	odd  map[oddTime]string
+}
+
+// oddTime names a record's time field whose text is kept as it came.
+type oddTime struct {
+	r *record
+	f timeField
+}
+
+type timeField uint8
+
+const (
+	statusTime timeField = iota
+	checkedTime
+	updateTime
+	perfTime
+	timeFields
+)
+
 // record is a device's retained status, update state and latest
-// telemetry, compacted. A zero symbol is an empty string.
+// telemetry, compacted. A zero symbol is an empty string. Times are Unix
+// ns (a device writes each state's times afresh, to the nanosecond: as
+// strings, three a device that no other shares cost ~300 bytes a device
+// in the table); 0 is "" or an odd time's text in tables.odd.
 type record struct {
 	id       string
 	lastSeen int64 // unix ns; 0: never
+	times    [timeFields]int64
 	// status
-	hasStatus                                    bool
-	stSchema, stState, stFleet, stReason, stTime sym
-	birth                                        *link.Birth // shared (interner)
+	hasStatus                            bool
+	stSchema, stState, stFleet, stReason sym
+	birth                                *link.Birth // shared (interner)
 	// update state
 	hasUpdate                          bool
 	seq, installed, counter            uint64
 	upFleet, board, model, active      sym
 	previous, phase, version, upReason sym
 	lastEvent, refused, refusedVersion sym
-	checked, upTime                    sym
 	labels                             map[string]string // shared (interner)
 	// telemetry
 	hasPerf, perfHasTTFT bool
 	perfTTFT, goodput    float64
 	requests             uint64
-	perfTime             sym
+}
+
+// setTime keeps s as field f's time.
+func (r *record) setTime(tb *tables, f timeField, s string) {
+	r.times[f] = 0
+	delete(tb.odd, oddTime{r, f})
+	if s == "" {
+		return
+	}
+	if at, err := time.Parse(time.RFC3339Nano, s); err == nil && at.Location() == time.UTC && at.UnixNano() != 0 &&
+		at.Format(time.RFC3339Nano) == s {
+		r.times[f] = at.UnixNano()
+		return
+	}
+	if tb.odd == nil {
+		tb.odd = map[oddTime]string{}
+	}
+	tb.odd[oddTime{r, f}] = strings.Clone(s)
+}
+
+// timeText is field f's time as the device wrote it.
+func (r *record) timeText(tb *tables, f timeField) string {
+	if ns := r.times[f]; ns != 0 {
+		return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+	}
+	return tb.odd[oddTime{r, f}]
+}
+
+// forget drops what tables hold for r alone.
+func (r *record) forget(tb *tables) {
+	r.setStatus(tb, nil)
+	r.setUpdate(tb, nil)
+	r.setPerf(tb, nil)
 }
 
 // setStatus replaces the record's status with s (nil: none).
-func (r *record) setStatus(t *symtab, in *interner, s *link.Status) {
+func (r *record) setStatus(tb *tables, s *link.Status) {
+	t := &tb.syms
 	if r.hasStatus {
-		for _, x := range [...]sym{r.stSchema, r.stState, r.stFleet, r.stReason, r.stTime} {
+		for _, x := range [...]sym{r.stSchema, r.stState, r.stFleet, r.stReason} {
 			t.put(x)
 		}
 	}
-	r.hasStatus, r.stSchema, r.stState, r.stFleet, r.stReason, r.stTime, r.birth = false, 0, 0, 0, 0, 0, nil
+	r.hasStatus, r.stSchema, r.stState, r.stFleet, r.stReason, r.birth = false, 0, 0, 0, 0, nil
+	r.setTime(tb, statusTime, "")
 	if s == nil {
 		return
 	}
 	r.hasStatus = true
-	r.stSchema, r.stState, r.stFleet, r.stReason, r.stTime = t.get(s.Schema), t.get(s.State), t.get(s.Fleet), t.get(s.Reason), t.get(s.Time)
-	r.birth = in.birth(s.Birth)
+	r.stSchema, r.stState, r.stFleet, r.stReason = t.get(s.Schema), t.get(s.State), t.get(s.Fleet), t.get(s.Reason)
+	r.setTime(tb, statusTime, s.Time)
+	r.birth = tb.in.birth(s.Birth)
 }
 
 // setUpdate replaces the record's update state with s (nil: none).
-func (r *record) setUpdate(t *symtab, in *interner, s *wire.State) {
+func (r *record) setUpdate(tb *tables, s *wire.State) {
+	t := &tb.syms
 	if r.hasUpdate {
 		for _, x := range [...]sym{r.upFleet, r.board, r.model, r.active, r.previous, r.phase, r.version, r.upReason,
-			r.lastEvent, r.refused, r.refusedVersion, r.checked, r.upTime} {
+			r.lastEvent, r.refused, r.refusedVersion} {
 			t.put(x)
 		}
 	}
 	r.hasUpdate, r.seq, r.installed, r.counter, r.labels = false, 0, 0, 0, nil
 	r.upFleet, r.board, r.model, r.active, r.previous, r.phase, r.version, r.upReason = 0, 0, 0, 0, 0, 0, 0, 0
-	r.lastEvent, r.refused, r.refusedVersion, r.checked, r.upTime = 0, 0, 0, 0, 0
+	r.lastEvent, r.refused, r.refusedVersion = 0, 0, 0
+	r.setTime(tb, checkedTime, "")
+	r.setTime(tb, updateTime, "")
 	if s == nil {
 		return
 	}
-	r.hasUpdate, r.seq, r.installed, r.counter, r.labels = true, s.Seq, s.Installed, s.Counter, in.labelSet(s.Labels)
+	r.hasUpdate, r.seq, r.installed, r.counter, r.labels = true, s.Seq, s.Installed, s.Counter, tb.in.labelSet(s.Labels)
 	r.upFleet, r.board, r.model, r.active = t.get(s.Fleet), t.get(s.Board), t.get(s.Model), t.get(s.Active)
 	r.previous, r.phase, r.version, r.upReason = t.get(s.Previous), t.get(string(s.Phase)), t.get(s.Version), t.get(s.Reason)
 	r.lastEvent, r.refused, r.refusedVersion = t.get(s.LastEvent), t.get(s.Refused), t.get(s.RefusedVersion)
-	r.checked, r.upTime = t.get(s.Checked), t.get(s.Time)
+	r.setTime(tb, checkedTime, s.Checked)
+	r.setTime(tb, updateTime, s.Time)
 }
 
 // setPerf replaces the record's telemetry summary with p (nil: none).
-func (r *record) setPerf(t *symtab, p *Perf) {
-	if r.hasPerf {
-		t.put(r.perfTime)
-	}
-	r.hasPerf, r.perfHasTTFT, r.perfTTFT, r.goodput, r.requests, r.perfTime = false, false, 0, 0, 0, 0
+func (r *record) setPerf(tb *tables, p *Perf) {
+	r.hasPerf, r.perfHasTTFT, r.perfTTFT, r.goodput, r.requests = false, false, 0, 0, 0
+	r.setTime(tb, perfTime, "")
 	if p == nil {
 		return
 	}
-	r.hasPerf, r.goodput, r.requests, r.perfTime = true, p.GoodputTokS, p.Requests, t.get(p.Time)
+	r.hasPerf, r.goodput, r.requests = true, p.GoodputTokS, p.Requests
+	r.setTime(tb, perfTime, p.Time)
 	if p.TTFTP99MS != nil {
 		r.perfHasTTFT, r.perfTTFT = true, *p.TTFTP99MS
 	}
@@ -166,16 +233,26 @@ type scratch struct {
 	tt float64
 }
 
-// fill writes r's device into sc and returns it. It stays valid until the
-// next fill of sc.
-func (r *record) fill(t *symtab, sc *scratch) *Device {
-	sc.d = Device{ID: r.id}
+// fill writes r's device into sc and returns it; it stays valid until the
+// next fill of sc. With times false the texts of the usual times are left
+// empty (formatting them was most of a leader pass's cost), and
+// Device.checked says when the last check ended: what rollout decisions
+// read (checkedBefore).
+func (r *record) fill(tb *tables, sc *scratch, times bool) *Device {
+	t := &tb.syms
+	sc.d = Device{ID: r.id, checked: r.times[checkedTime]}
 	if r.lastSeen != 0 {
 		sc.d.LastSeen = time.Unix(0, r.lastSeen)
 	}
+	text := func(f timeField) string {
+		if !times && r.times[f] != 0 {
+			return ""
+		}
+		return r.timeText(tb, f) // an odd time's text costs no formatting
+	}
 	if r.hasStatus {
 		sc.st = link.Status{Schema: t.str(r.stSchema), State: t.str(r.stState), Fleet: t.str(r.stFleet), Device: r.id,
-			Reason: t.str(r.stReason), Time: t.str(r.stTime), Birth: r.birth}
+			Reason: t.str(r.stReason), Time: text(statusTime), Birth: r.birth}
 		sc.d.Status = &sc.st
 	}
 	if r.hasUpdate {
@@ -183,11 +260,11 @@ func (r *record) fill(t *symtab, sc *scratch) *Device {
 			Labels: r.labels, Model: t.str(r.model), Active: t.str(r.active), Previous: t.str(r.previous), Installed: r.installed,
 			Phase: update.Phase(t.str(r.phase)), Version: t.str(r.version), Counter: r.counter, Reason: t.str(r.upReason),
 			LastEvent: t.str(r.lastEvent), Refused: t.str(r.refused), RefusedVersion: t.str(r.refusedVersion),
-			Checked: t.str(r.checked), Time: t.str(r.upTime)}
+			Checked: text(checkedTime), Time: text(updateTime)}
 		sc.d.Update = &sc.up
 	}
 	if r.hasPerf {
-		sc.pf = Perf{GoodputTokS: r.goodput, Requests: r.requests, Time: t.str(r.perfTime)}
+		sc.pf = Perf{GoodputTokS: r.goodput, Requests: r.requests, Time: text(perfTime)}
 		if r.perfHasTTFT {
 			sc.tt = r.perfTTFT
 			sc.pf.TTFTP99MS = &sc.tt
@@ -198,6 +275,6 @@ func (r *record) fill(t *symtab, sc *scratch) *Device {
 }
 
 // device returns a Device of its own (the caller may keep it).
-func (r *record) device(t *symtab) *Device {
-	return r.fill(t, new(scratch))
+func (r *record) device(tb *tables) *Device {
+	return r.fill(tb, new(scratch), true)
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"github.com/edgeinfer/edgeinfer/update/wire"
 	"slices"
 	"strings"
 	"time"
@@ -204,7 +203,7 @@ func (r *Rollout) DeviceStep(device string, d *Device) Step {
 	case u.Version == r.Version && u.Phase == update.PhaseFailed:
 		return StepFailed
 	case u.LastEvent == string(update.EventRefused) && u.Active != r.Version && u.RefusedVersion == "" &&
-		u.Version != r.Version && checkedBefore(u, r.WaveStarted):
+		u.Version != r.Version && checkedBefore(d, r.WaveStarted):
 		// A refusal that named no release, from a check that ended before
 		// this wave was assigned (metadata caught mid-publish, say): the
 		// check the assignment's nudge starts decides.
@@ -226,9 +225,15 @@ func (r *Rollout) DeviceStep(device string, d *Device) Step {
 
 // checkedBefore says whether the device's last check (its own clock)
 // ended before t; a state that does not say counts as after.
-func checkedBefore(u *wire.State, t time.Time) bool {
-	at, err := time.Parse(time.RFC3339Nano, u.Checked)
-	return err == nil && !t.IsZero() && at.Before(t)
+func checkedBefore(d *Device, t time.Time) bool {
+	if t.IsZero() {
+		return false
+	}
+	if d.checked != 0 { // a view's record (record.fill)
+		return time.Unix(0, d.checked).Before(t)
+	}
+	at, err := time.Parse(time.RFC3339Nano, d.Update.Checked)
+	return err == nil && at.Before(t)
 }
 
 // deviceSet is what a rollout decision reads of the fleet: a map of

@@ -40,6 +40,9 @@ type Device struct {
 	Update   *wire.State  `json:"update,omitempty"`
 	Perf     *Perf        `json:"perf,omitempty"`
 	LastSeen time.Time    `json:"last_seen,omitzero"`
+	// checked is Update.Checked as Unix ns, from a view's record (0: parse
+	// Update.Checked).
+	checked int64
 }
 
 // Perf is what the latest telemetry says about serving: the worst TTFT
@@ -73,7 +76,7 @@ type View struct {
 	fleet string
 	mu    sync.Mutex
 	recs  map[string]*record // by device (records.go)
-	syms  symtab
+	tb    tables
 	outs  map[string]*Rollout
 	ctl   map[string]Control
 	inst  map[string]bool // serve instances: online
@@ -92,7 +95,6 @@ type View struct {
 	// changed is closed (and cleared) by the next ingest or put; nil
 	// until Changed is called.
 	changed chan struct{}
-	in      interner
 }
 
 // interner shares the label sets and births devices have in common, so a
@@ -235,17 +237,17 @@ func (v *View) Ingest(topic string, payload []byte, now time.Time) error {
 	switch kind {
 	case "status":
 		if len(payload) == 0 {
-			d.setStatus(&v.syms, &v.in, nil)
+			d.setStatus(&v.tb, nil)
 			break
 		}
 		var s link.Status
 		if err := json.Unmarshal(payload, &s); err != nil || (s.State != "online" && s.State != "offline") {
 			return fmt.Errorf("%w: %s status: %v", ErrMessage, id, orState(err, s.State))
 		}
-		d.setStatus(&v.syms, &v.in, &s)
+		d.setStatus(&v.tb, &s)
 	case "update":
 		if len(payload) == 0 {
-			d.setUpdate(&v.syms, &v.in, nil)
+			d.setUpdate(&v.tb, nil)
 			break
 		}
 		var s wire.State
@@ -257,18 +259,19 @@ func (v *View) Ingest(topic string, payload []byte, now time.Time) error {
 		if d.hasUpdate && s.Seq != 0 && s.Seq < d.seq {
 			return nil
 		}
-		d.setUpdate(&v.syms, &v.in, &s)
+		d.setUpdate(&v.tb, &s)
 	case "telemetry":
 		var s link.Snapshot
 		if err := json.Unmarshal(payload, &s); err != nil || s.Schema != link.TelemetrySchema {
 			return fmt.Errorf("%w: %s telemetry: %v", ErrMessage, id, orSchema(err, s.Schema))
 		}
-		d.setPerf(&v.syms, perfOf(&s))
+		d.setPerf(&v.tb, perfOf(&s))
 	default:
 		return nil
 	}
 	// A device whose retained records were all cleared is forgotten.
 	if d.empty() {
+		d.forget(&v.tb)
 		delete(v.recs, d.id)
 		return nil
 	}
@@ -366,7 +369,7 @@ func (v *View) Devices() map[string]*Device {
 	defer v.mu.Unlock()
 	out := make(map[string]*Device, len(v.recs))
 	for id, r := range v.recs {
-		out[id] = r.device(&v.syms)
+		out[id] = r.device(&v.tb)
 	}
 	return out
 }
@@ -376,7 +379,7 @@ func (v *View) Device(id string) *Device {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if r := v.recs[id]; r != nil {
-		return r.device(&v.syms)
+		return r.device(&v.tb)
 	}
 	return nil
 }
@@ -475,7 +478,8 @@ func (v *View) decide(f func(devs deviceSet, outs []*Rollout, ctls map[string]Co
 }
 
 // viewSet is a view's records as a deviceSet, under the view's lock: the
-// Device it returns is its scratch, valid until the next call.
+// Device it returns is its scratch, valid until the next call, and its
+// times are left empty but for Device.checked (record.fill).
 type viewSet struct {
 	v  *View
 	sc scratch
@@ -483,14 +487,14 @@ type viewSet struct {
 
 func (s *viewSet) get(id string) *Device {
 	if r := s.v.recs[id]; r != nil {
-		return r.fill(&s.v.syms, &s.sc)
+		return r.fill(&s.v.tb, &s.sc, false)
 	}
 	return nil
 }
 
 func (s *viewSet) each(f func(string, *Device)) {
 	for id, r := range s.v.recs {
-		f(id, r.fill(&s.v.syms, &s.sc))
+		f(id, r.fill(&s.v.tb, &s.sc, false))
 	}
 }
 
