@@ -174,7 +174,7 @@ func (e *simEnv) rollout(r fleet.Rollout, d time.Duration) (*fleet.Rollout, []in
 	if last.State == fleet.RolloutHalted { // what the devices said, for the test's reader
 		for _, id := range slices.Sorted(maps.Keys(e.op.View().Devices())) {
 			if u := e.op.View().Devices()[id].Update; u != nil {
-				e.t.Logf("rollout %s halted; %s: active %s, %s %s, last event %s %s", r.ID, id, u.Active, u.Phase, u.Version, u.LastEvent, u.Refused)
+				e.t.Logf("rollout %s halted; %s: active %s, %s %s, last event %s %s %s", r.ID, id, u.Active, u.Phase, u.Version, u.LastEvent, u.Refused, u.Reason)
 			}
 		}
 	}
