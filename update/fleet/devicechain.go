@@ -27,17 +27,31 @@ import (
 // only fleet-wide assignments.
 //
 // Which device is assigned what is kept fleet-side in state/assignments.json
-// (the index: model -> device -> versions), outside the trees a static
-// host serves (image/, director/, chunks/). Chains are written before the
-// index: a crash between the two leaves the index behind, and the next
-// change rewrites those chains again (their versions only grow).
+// (the index: model -> version -> devices, each list sorted), outside the
+// trees a static host serves (image/, director/, chunks/). Chains are
+// written before the index: a crash between the two leaves the index
+// behind, and the next change rewrites those chains again (their versions
+// only grow). Lists by version, not versions by device: the leader reads
+// and writes the index at every wave, and at 100,000 devices a map of
+// every device (and its list) was most of fleet serve's peak memory
+// (TestIndexMemory).
 
-// assignIndex is model -> device -> the versions assigned to it (sorted;
-// usually one: a device named under two installs the higher counter).
+// assignIndex is model -> version -> the devices assigned it (sorted,
+// without repeats).
 type assignIndex map[string]map[string][]string
+
+// indexSchema marks the index's format; the first format, without one,
+// was model -> device -> versions, and is read and rewritten.
+const indexSchema = "edgeinfer.assignments/2"
+
+type indexFile struct {
+	Schema string      `json:"schema"`
+	Models assignIndex `json:"models"`
+}
 
 func (r *Repository) indexPath() string { return filepath.Join(r.Dir, "state", "assignments.json") }
 
+// readIndex reads the index (empty when there is none).
 func (r *Repository) readIndex() (assignIndex, error) {
 	b, err := os.ReadFile(r.indexPath())
 	if errors.Is(err, fs.ErrNotExist) {
@@ -46,9 +60,38 @@ func (r *Repository) readIndex() (assignIndex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: assignment index: %v", ErrRepo, err)
 	}
+	bad := func(err error) error {
+		return fmt.Errorf("%w: assignment index %s: %v (rewrite it by setting the assignments again)", ErrRepo, r.indexPath(), err)
+	}
+	var f indexFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, bad(err)
+	}
+	switch {
+	case f.Schema == indexSchema:
+		if f.Models == nil {
+			f.Models = assignIndex{}
+		}
+		return f.Models, nil
+	case f.Schema != "":
+		return nil, bad(fmt.Errorf("schema %q, want %q", f.Schema, indexSchema))
+	}
+	var first map[string]map[string][]string // model -> device -> versions
+	if err := json.Unmarshal(b, &first); err != nil {
+		return nil, bad(err)
+	}
 	idx := assignIndex{}
-	if err := json.Unmarshal(b, &idx); err != nil {
-		return nil, fmt.Errorf("%w: assignment index %s: %v (rewrite it by setting the assignments again)", ErrRepo, r.indexPath(), err)
+	for m, byDevice := range first {
+		idx[m] = map[string][]string{}
+		for d, vs := range byDevice {
+			for _, v := range vs {
+				idx[m][v] = append(idx[m][v], d)
+			}
+		}
+		for v, ds := range idx[m] {
+			slices.Sort(ds)
+			idx[m][v] = slices.Compact(ds)
+		}
 	}
 	return idx, nil
 }
@@ -57,7 +100,7 @@ func (r *Repository) writeIndex(idx assignIndex) error {
 	if err := os.MkdirAll(filepath.Dir(r.indexPath()), 0o755); err != nil {
 		return err
 	}
-	b, err := json.Marshal(idx)
+	b, err := json.Marshal(indexFile{Schema: indexSchema, Models: idx})
 	if err != nil {
 		return err
 	}
@@ -65,39 +108,65 @@ func (r *Repository) writeIndex(idx assignIndex) error {
 }
 
 // setDeviceAssignments makes model's per-device assignments exactly
-// byDevice and rewrites the chains of the devices whose assignments
-// changed. It returns those devices, sorted.
-func (r *Repository) setDeviceAssignments(model string, byDevice map[string][]string) ([]string, error) {
+// byVersion (each list sorted, without repeats) and rewrites the chains
+// of the devices whose assignments changed. It returns those devices,
+// sorted.
+func (r *Repository) setDeviceAssignments(model string, byVersion map[string][]string) ([]string, error) {
 	idx, err := r.readIndex()
 	if err != nil {
 		return nil, err
 	}
 	old := idx[model]
 	var changed []string
-	for d, vs := range byDevice {
-		if !slices.Equal(old[d], vs) {
-			changed = append(changed, d)
-		}
-	}
-	for d := range old {
-		if _, ok := byDevice[d]; !ok {
-			changed = append(changed, d)
-		}
+	for v := range joinKeys(old, byVersion) {
+		changed = appendDifference(changed, old[v], byVersion[v])
 	}
 	if len(changed) == 0 {
 		return nil, nil
 	}
-	if len(byDevice) == 0 {
+	slices.Sort(changed)
+	changed = slices.Compact(changed) // moved from one version to another
+	if len(byVersion) == 0 {
 		delete(idx, model)
 	} else {
-		idx[model] = byDevice
+		idx[model] = byVersion
 	}
-	slices.Sort(changed)
 	if err := r.eachDevice(changed, func(d string) error { return r.writeDeviceChain(d, targetsOf(idx, d)) }); err != nil {
 		return nil, err
 	}
 	syscall.Sync() // the chains are durable before the index says they are written
 	return changed, r.writeIndex(idx)
+}
+
+// joinKeys is the union of a's and b's keys.
+func joinKeys(a, b map[string][]string) map[string]bool {
+	out := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+// appendDifference appends what is in one of the sorted lists a and b
+// and not in the other.
+func appendDifference(out, a, b []string) []string {
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || i < len(a) && a[i] < b[j]:
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			out = append(out, b[j])
+			j++
+		default:
+			i, j = i+1, j+1
+		}
+	}
+	return out
 }
 
 // eachDevice runs f for every device on a few goroutines: a chain's
@@ -137,14 +206,15 @@ func (r *Repository) eachDevice(devices []string, f func(string) error) error {
 func targetsOf(idx assignIndex, device string) []string {
 	var out []string
 	for _, m := range slices.Sorted(maps.Keys(idx)) {
-		for _, v := range idx[m][device] {
-			out = append(out, update.TargetPath(m, v))
+		for _, v := range slices.Sorted(maps.Keys(idx[m])) {
+			if _, ok := slices.BinarySearch(idx[m][v], device); ok {
+				out = append(out, update.TargetPath(m, v))
+			}
 		}
 	}
 	return out
 }
 
-// deviceDir is where device's chain lives.
 func (r *Repository) deviceDir(device string) string {
 	return filepath.Join(r.Dir, filepath.FromSlash(update.DeviceMetaPrefix(device)))
 }

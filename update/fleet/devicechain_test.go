@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,5 +198,48 @@ func TestDeviceChainRefresh(t *testing.T) {
 	tg, err := metadata.Targets().FromFile(filepath.Join(repoDir, update.DeviceMetaPrefix("a"), "2.targets.json"))
 	if err != nil || len(tg.Signed.Targets) != 1 || tg.Signed.Targets["m/1"] == nil {
 		t.Fatalf("the rewritten chain's targets: %v, %v", tg, err)
+	}
+}
+
+// TestIndexFirstFormat: an index written in the first format (model ->
+// device -> versions) is read, and the next change rewrites it by
+// version; the chains follow.
+func TestIndexFirstFormat(t *testing.T) {
+	repoDir, keys := t.TempDir(), t.TempDir()
+	r, err := fleet.Init(repoDir, keys, keys, fleet.InitOptions{Director: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1", "2"} {
+		if _, _, err := r.Publish(context.Background(), writeBundle(t, v, map[string][]byte{"model.onnx": randBytes(uint64(len(v)), 4096)}), fleet.ReleaseOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.SetAssignments("m", map[string][]string{"1": {"a", "b", "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	index := filepath.Join(repoDir, "state", "assignments.json")
+	if err := os.WriteFile(index, []byte(`{"m":{"a":["1"],"b":["1"],"c":["1"]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Assignments("m"); !slices.Equal(got["1"], []string{"a", "b", "c"}) {
+		t.Fatalf("assignments from the first format: %v", got)
+	}
+	va := stampVersion(t, repoDir, "director/devices/a")
+	if _, err := r.SetAssignments("m", map[string][]string{"1": {"a", "b"}, "2": {"c"}}); err != nil {
+		t.Fatal(err)
+	}
+	if stampVersion(t, repoDir, "director/devices/a") != va || stampVersion(t, repoDir, "director/devices/c") == va {
+		t.Fatal("after the first format: an unchanged device's chain was written, or a changed one's was not")
+	}
+	b, _ := os.ReadFile(index)
+	if !strings.Contains(string(b), `"schema":"edgeinfer.assignments/2"`) || !strings.Contains(string(b), `"2":["c"]`) {
+		t.Fatalf("index after the change: %s", b)
+	}
+	if err := os.WriteFile(index, []byte(`{"schema":"edgeinfer.assignments/9","models":{}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.SetAssignments("m", map[string][]string{"2": {"c"}}); err == nil || !strings.Contains(err.Error(), "edgeinfer.assignments/9") {
+		t.Fatalf("an index of an unknown schema: %v, want an error naming it", err)
 	}
 }

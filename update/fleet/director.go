@@ -41,7 +41,7 @@ func (r *Repository) assign(model string, byVersion map[string][]string) (gained
 }
 
 func (r *Repository) setAssignmentsLocked(model string, byVersion map[string][]string) (gained []string, changed bool, err error) {
-	byDevice := map[string][]string{}
+	lists := map[string][]string{}
 	for version, devices := range byVersion {
 		if len(devices) == 0 {
 			continue
@@ -54,20 +54,19 @@ func (r *Repository) setAssignmentsLocked(model string, byVersion map[string][]s
 			if err := update.ValidDeviceID(d); err != nil {
 				return nil, false, fmt.Errorf("%w: %w", ErrTarget, err)
 			}
-			byDevice[d] = append(byDevice[d], version)
 		}
+		lists[version] = sortedSet(devices)
 	}
-	for d, vs := range byDevice {
-		slices.Sort(vs)
-		byDevice[d] = slices.Compact(vs)
-	}
-	devs, err := r.setDeviceAssignments(model, byDevice)
+	devs, err := r.setDeviceAssignments(model, lists)
 	if err != nil {
 		return nil, false, err
 	}
 	for _, d := range devs {
-		if byDevice[d] != nil {
-			gained = append(gained, d)
+		for _, ds := range lists {
+			if _, ok := slices.BinarySearch(ds, d); ok {
+				gained = append(gained, d)
+				break
+			}
 		}
 	}
 	shared, err := r.clearShared(model)
@@ -111,10 +110,8 @@ func (r *Repository) Assignments(model string) map[string][]string {
 	if err != nil {
 		return out
 	}
-	for d, vs := range idx[model] {
-		for _, v := range vs {
-			out[v] = append(out[v], d)
-		}
+	for v, ds := range idx[model] {
+		out[v] = append(out[v], ds...)
 	}
 	for _, ds := range out {
 		slices.Sort(ds)
@@ -128,4 +125,15 @@ func devicesOf(tf *metadata.TargetFiles) []string {
 		_ = json.Unmarshal(*tf.Custom, &a)
 	}
 	return a.Devices
+}
+
+// sortedSet is ds sorted without repeats: ds itself when it is so already
+// (Assignments' lists are: no copy of 100,000 names then), else a copy.
+func sortedSet(ds []string) []string {
+	for i := 1; i < len(ds); i++ {
+		if ds[i-1] >= ds[i] {
+			return slices.Compact(slices.Sorted(slices.Values(ds)))
+		}
+	}
+	return ds
 }
