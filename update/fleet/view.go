@@ -347,6 +347,13 @@ func (v *View) ingestFleet(kind, id string, payload []byte) error {
 		if old := v.outs[id]; old != nil && (r.Epoch.Less(old.Epoch) || r.Epoch == old.Epoch && r.Updated.Before(old.Updated)) {
 			return nil
 		}
+		// The targets' names share the records' (the decoded copies, 16
+		// bytes a target, go).
+		for i, t := range r.Targets {
+			if d := v.recs[t]; d != nil {
+				r.Targets[i] = d.id
+			}
+		}
 		v.outs[id] = r
 	case "control":
 		v.msgs["control"]++
