@@ -108,10 +108,9 @@ func TestDeviceChainFlat(t *testing.T) {
 	}
 }
 
-// TestDeviceChainOnlyChanged: a change of assignments signs the chains of
-// the devices it changes, no other, and unassigning a device leaves it a
-// chain with no targets (its versions only grow).
-func TestDeviceChainOnlyChanged(t *testing.T) {
+// repoWith12 is a repository with a director and releases 1 and 2 of m.
+func repoWith12(t *testing.T) (*fleet.Repository, string) {
+	t.Helper()
 	repoDir, keys := t.TempDir(), t.TempDir()
 	r, err := fleet.Init(repoDir, keys, keys, fleet.InitOptions{Director: true}, nil)
 	if err != nil {
@@ -122,6 +121,14 @@ func TestDeviceChainOnlyChanged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return r, repoDir
+}
+
+// TestDeviceChainOnlyChanged: a change of assignments signs the chains of
+// the devices it changes, no other, and unassigning a device leaves it a
+// chain with no targets (its versions only grow).
+func TestDeviceChainOnlyChanged(t *testing.T) {
+	r, repoDir := repoWith12(t)
 	set := func(a map[string][]string) {
 		t.Helper()
 		if _, err := r.SetAssignments("m", a); err != nil {
@@ -205,16 +212,7 @@ func TestDeviceChainRefresh(t *testing.T) {
 // device -> versions) is read, and the next change rewrites it by
 // version; the chains follow.
 func TestIndexFirstFormat(t *testing.T) {
-	repoDir, keys := t.TempDir(), t.TempDir()
-	r, err := fleet.Init(repoDir, keys, keys, fleet.InitOptions{Director: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range []string{"1", "2"} {
-		if _, _, err := r.Publish(context.Background(), writeBundle(t, v, map[string][]byte{"model.onnx": randBytes(uint64(len(v)), 4096)}), fleet.ReleaseOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r, repoDir := repoWith12(t)
 	if _, err := r.SetAssignments("m", map[string][]string{"1": {"a", "b", "c"}}); err != nil {
 		t.Fatal(err)
 	}

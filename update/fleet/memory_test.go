@@ -29,13 +29,9 @@ func viewRecords(i int) (status, state []byte) {
 	return status, state
 }
 
-// heapPerDevice is the live heap a view holding n devices takes, per
-// device.
-func heapPerDevice(t *testing.T, n int) float64 {
+// viewOf is a view of n devices' retained records (viewRecords).
+func viewOf(t *testing.T, n int) *View {
 	t.Helper()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
 	v := NewView("f")
 	now := time.Now()
 	for i := range n {
@@ -48,6 +44,17 @@ func heapPerDevice(t *testing.T, n int) float64 {
 			t.Fatal(err)
 		}
 	}
+	return v
+}
+
+// heapPerDevice is the live heap a view holding n devices takes, per
+// device.
+func heapPerDevice(t *testing.T, n int) float64 {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	v := viewOf(t, n)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	runtime.KeepAlive(v)
@@ -83,18 +90,7 @@ func TestLeadPassMemory(t *testing.T) {
 	if v, _ := strconv.Atoi(os.Getenv("EDGEINFER_VIEW_DEVICES")); v > 0 {
 		n = v
 	}
-	v := NewView("f")
-	now := time.Now()
-	for i := range n {
-		status, state := viewRecords(i)
-		id := fmt.Sprintf("dev-%06d", i)
-		if err := v.Ingest("edgeinfer/v1/f/"+id+"/status", status, now); err != nil {
-			t.Fatal(err)
-		}
-		if err := v.Ingest("edgeinfer/v1/f/"+id+"/update", state, now); err != nil {
-			t.Fatal(err)
-		}
-	}
+	v, now := viewOf(t, n), time.Now()
 	// Every device assigned release 3, none running it yet: the pass
 	// counts, assigns and nudges them all.
 	r := &Rollout{Schema: RolloutSchema, ID: "r3", Model: "m", Version: "3", Waves: []int{100}, State: RolloutRunning, WindowMS: 3600e3}
