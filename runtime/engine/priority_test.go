@@ -63,7 +63,7 @@ func ttftsOf(recs []*Record, c Class) []time.Duration {
 // requests while batch-class work saturates the engine (more batch streams
 // than MaxBatch, so batch work is always queued) stays within 1.5× of the
 // p99 alone, plus the step in flight at arrival and a slack for a shared,
-// noisy machine (and so does the median, which noise moves less); a control request sent as batch class under the same load shows
+// noisy machine (and so does the median, which noise moves less); control requests sent as batch class under the same load show
 // the check can fail: it waits behind the background and breaks the bound.
 func TestPriorityIsolation(t *testing.T) {
 	if testing.Short() {
@@ -143,10 +143,17 @@ func TestPriorityIsolation(t *testing.T) {
 		firstToken(t, e, ids(96, 500+i), ClassInteractive)
 	}
 	loaded := probe(200)
-	firstToken(t, e, ids(96, 300), ClassBatch)
-	control := ttft(snk.takeWhere(t, 1, func(r *Record) bool {
+	// The control is the median of 5 batch-class requests: one alone may
+	// arrive as a background request ends and take its slot at once (a
+	// 42 ms control under stress-ng, which the check then read as a load
+	// that did not saturate).
+	for i := range 5 {
+		firstToken(t, e, ids(96, 300+i), ClassBatch)
+	}
+	controls := ttftsOf(snk.takeWhere(t, 5, func(r *Record) bool {
 		return r.Class == "batch" && r.PromptTokens == 96 // not the background's 16
-	})[0])
+	}), ClassBatch)
+	control := quantile(controls, 0.5)
 	stop()
 	wg.Wait()
 	alone = append(alone, probe(400)...) // alone again: both sides of the load
@@ -158,8 +165,8 @@ func TestPriorityIsolation(t *testing.T) {
 	step := e.Stats().Scheduler.StepTime
 	const slack = 5 * time.Millisecond
 	bound := pa*3/2 + step + slack
-	t.Logf("interactive TTFT p50/p99 alone %v/%v, beside saturating batch work %v/%v (p99 %.2f×, goal ≤ 1.5×; bound 1.5×p99 + step %v + %v = %v); batch-class control %v; preemptions %d",
-		quantile(alone, 0.5), pa, quantile(loaded, 0.5), pl, float64(pl)/float64(pa), step, slack, bound, control, e.Stats().Scheduler.Preemptions)
+	t.Logf("interactive TTFT p50/p99 alone %v/%v, beside saturating batch work %v/%v (p99 %.2f×, goal ≤ 1.5×; bound 1.5×p99 + step %v + %v = %v); batch-class control (median of %v) %v; preemptions %d",
+		quantile(alone, 0.5), pa, quantile(loaded, 0.5), pl, float64(pl)/float64(pa), step, slack, bound, controls, control, e.Stats().Scheduler.Preemptions)
 	if len(alone) != 2*probes || len(loaded) != probes {
 		t.Fatalf("%d and %d interactive records, want %d and %d", len(alone), len(loaded), 2*probes, probes)
 	}
