@@ -78,26 +78,30 @@ type Rollout struct {
 	// Started is false until the leader has selected the targets.
 	Started bool `json:"started"`
 
-	idx    map[string]int // position of each target, built on first use
-	idxLen int            // len(Targets) when idx was built
+	// idx is the targets' positions in the order of their names, built on
+	// first use: 4 bytes a target where a map was ~32 (fleet serve keeps
+	// one per rollout for every device it targets).
+	idx []int32
 }
 
-// targetIndex is device's position in Targets, or -1. The map makes a
-// pass over every device O(devices), not O(devices × targets). Whoever
-// gives r new Targets clears idx.
+// targetIndex is device's position in Targets, or -1: a binary search of
+// the index, so a pass over every device is O(devices log devices), not
+// O(devices × targets). The passes that walk Targets know the position
+// and do not search (stepAt). Whoever gives r new Targets clears idx.
 func (r *Rollout) targetIndex(device string) int {
-	if r.idx == nil || r.idxLen != len(r.Targets) {
-		r.idx, r.idxLen = make(map[string]int, len(r.Targets)), len(r.Targets)
-		for i, d := range r.Targets {
-			if _, dup := r.idx[d]; !dup { // a record may name one twice: the first counts
-				r.idx[d] = i
-			}
+	if len(r.idx) != len(r.Targets) {
+		r.idx = make([]int32, len(r.Targets))
+		for i := range r.idx {
+			r.idx[i] = int32(i)
 		}
+		// by name, then position: of a name given twice the first counts
+		slices.SortStableFunc(r.idx, func(a, b int32) int { return strings.Compare(r.Targets[a], r.Targets[b]) })
 	}
-	if i, ok := r.idx[device]; ok {
-		return i
+	k, ok := slices.BinarySearchFunc(r.idx, device, func(i int32, d string) int { return strings.Compare(r.Targets[i], d) })
+	if !ok {
+		return -1
 	}
-	return -1
+	return int(r.idx[k])
 }
 
 // Control is an operator's request for a rollout, retained on
@@ -183,7 +187,11 @@ const (
 
 // DeviceStep says where device stands in r, judged from its state.
 func (r *Rollout) DeviceStep(device string, d *Device) Step {
-	i := r.targetIndex(device)
+	return r.stepAt(r.targetIndex(device), device, d)
+}
+
+// stepAt is DeviceStep of the target at position i (-1: not a target).
+func (r *Rollout) stepAt(i int, device string, d *Device) Step {
 	if i < 0 {
 		return ""
 	}
@@ -261,8 +269,8 @@ func (r *Rollout) Counts(devices map[string]*Device) map[Step]int {
 
 func (r *Rollout) counts(devices deviceSet) map[Step]int {
 	c := map[Step]int{}
-	for _, id := range r.Targets {
-		c[r.DeviceStep(id, devices.get(id))]++
+	for i, id := range r.Targets {
+		c[r.stepAt(i, id, devices.get(id))]++
 	}
 	return c
 }

@@ -622,11 +622,11 @@ func (s *Server) plan(start time.Time) pass {
 			if r.State != RolloutRunning {
 				continue
 			}
-			for _, id := range r.Targets[:r.Assigned] {
+			for i, id := range r.Targets[:r.Assigned] {
 				if start.Sub(s.nudged[id]) <= renudge {
 					continue
 				}
-				if d := devs.get(id); d != nil && d.Online() && r.DeviceStep(id, d) == StepAssigned {
+				if d := devs.get(id); d != nil && d.Online() && r.stepAt(i, id, d) == StepAssigned {
 					if len(p.nudge) == cap(p.nudge) { // doubled: append grows a long list a quarter at a time
 						p.nudge = slices.Grow(p.nudge, max(len(p.nudge), 64))
 					}

@@ -405,7 +405,7 @@ func (v *View) Rollouts() []*Rollout {
 	out := make([]*Rollout, 0, len(v.outs))
 	for _, id := range slices.Sorted(maps.Keys(v.outs)) {
 		c := *v.outs[id]
-		c.Targets, c.idx, c.idxLen = slices.Clone(c.Targets), nil, 0
+		c.Targets, c.idx = slices.Clone(c.Targets), nil
 		c.RolledBack = slices.Clone(c.RolledBack)
 		out = append(out, &c)
 	}
