@@ -121,7 +121,6 @@ func runBench(ctx context.Context, stdout io.Writer, args []string) error {
 	}, spec, loadgen.Options{EngineConfig: &cfg}, *out)
 }
 
-
 // benchTarget runs spec against a remote OpenAI-compatible server.
 func benchTarget(ctx context.Context, stdout io.Writer, spec loadgen.Spec, url, model, token, tokPath string, promptIDs int, out string) error {
 	opt := loadgen.HTTPOptions{Token: token, PromptIDs: promptIDs}
