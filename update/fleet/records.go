@@ -42,7 +42,7 @@ func (t *symtab) get(s string) sym {
 	if t.idx == nil {
 		t.idx, t.strs, t.refs = map[string]sym{}, []string{""}, []uint32{0}
 	}
-	s = string([]byte(s)) // not the payload's bytes, which the record would keep alive
+	s = strings.Clone(s) // not the payload's bytes, which the record would keep alive
 	var i sym
 	if n := len(t.free); n > 0 {
 		i, t.free = t.free[n-1], t.free[:n-1]

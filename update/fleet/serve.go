@@ -204,10 +204,7 @@ type Server struct {
 func fingerprint(a map[string][]string) [32]byte {
 	h := sha256.New()
 	for _, v := range slices.Sorted(maps.Keys(a)) {
-		ds := a[v]
-		if !slices.IsSorted(ds) { // Assignments sorts its lists: no copy then
-			ds = slices.Sorted(slices.Values(ds))
-		}
+		ds := sortedSet(a[v]) // Assignments' lists are: no copy then
 		fmt.Fprintf(h, "%s\x00%d\x00", v, len(ds))
 		for _, d := range ds {
 			h.Write([]byte(d))
