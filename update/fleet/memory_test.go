@@ -94,7 +94,7 @@ func TestLeadPassMemory(t *testing.T) {
 	// Every device assigned release 3, none running it yet: the pass
 	// counts, assigns and nudges them all.
 	r := &Rollout{Schema: RolloutSchema, ID: "r3", Model: "m", Version: "3", Waves: []int{100}, State: RolloutRunning, WindowMS: 3600e3}
-	s := &Server{view: v, nudged: map[string]time.Time{}}
+	s := &Server{view: v, nudged: map[string]int64{}}
 	p := s.plan(now)
 	if len(p.changed) != 0 {
 		t.Fatalf("a pass over no rollout changed %d", len(p.changed))

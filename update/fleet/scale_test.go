@@ -134,9 +134,15 @@ func TestScaleSim(t *testing.T) {
 	}
 	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
 	var lastStats atomic.Value
+	serveUp := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stdout)
+		up := serveUp
 		for sc.Scan() {
+			if up != nil && strings.Contains(sc.Text(), "connected and subscribed") {
+				close(up)
+				up = nil
+			}
 			if i := strings.IndexByte(sc.Text(), '{'); i >= 0 {
 				var st fleet.ServeStats
 				if json.Unmarshal([]byte(sc.Text()[i:]), &st) == nil {
@@ -145,6 +151,35 @@ func TestScaleSim(t *testing.T) {
 			}
 		}
 	}()
+	// fleet serve at rest (connected, no device yet), then its memory
+	// sampled through the run: VmHWM counts the binary's file pages too
+	// (a fixed cost that depends on the page cache, not the fleet), so the
+	// anonymous part, its heap, stacks and buffers, is the per-device figure.
+	select {
+	case <-serveUp:
+	case <-time.After(time.Minute):
+		t.Fatal("fleet serve did not connect within a minute")
+	}
+	atRest := procMem(t, serve.Process.Pid)
+	var peakAnon atomic.Int64
+	samplerDone := make(chan struct{})
+	samplerCtx, stopSampler := context.WithCancel(ctx)
+	go func() {
+		defer close(samplerDone)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if m, ok := readProcMem(serve.Process.Pid); ok && m.Anon > peakAnon.Load() {
+				peakAnon.Store(m.Anon)
+			}
+			select {
+			case <-samplerCtx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+
 	var brokerPids []int
 	for _, br := range brokers {
 		brokerPids = append(brokerPids, mosquittoPid(t, br.Port))
@@ -265,6 +300,12 @@ func TestScaleSim(t *testing.T) {
 		len(brokers), pd(c1[0]-c0[0]), pd(c1[1]-c0[1]), pd(c1[2]-c0[2]), pd(c1[3]-c0[3]), float64(sum.ChunkBytes)/float64(n), float64(sum.MetaBytes)/float64(n))
 	t.Logf("fleet serve: %d devices in its view, live Go heap %.1f MiB after its last collection (%.0f bytes a device)",
 		st.Devices, float64(st.HeapLiveBytes)/(1<<20), float64(st.HeapLiveBytes)/float64(max(st.Devices, 1)))
+	stopSampler()
+	<-samplerDone
+	t.Logf("fleet serve at rest (connected, before any device): RSS %.1f MiB, of which %.1f MiB the binary's and libraries' file pages and %.1f MiB anonymous",
+		float64(atRest.RSS)/1024, float64(atRest.File)/1024, float64(atRest.Anon)/1024)
+	t.Logf("fleet serve: peak anonymous memory (heap, stacks, buffers; sampled every 100 ms) %.1f MiB, %.2f KiB a device; above rest %.2f KiB a device",
+		float64(peakAnon.Load())/1024, float64(peakAnon.Load())/float64(n), float64(peakAnon.Load()-atRest.Anon)/float64(n))
 	t.Logf("fleet serve: CPU %.1f s over %.1f s (%.0f %% of a core), peak RSS %d MiB (%.2f KiB a device); mosquitto (%d): CPU %.1f s (%.0f %% of a core), peak RSS %d MiB; messages at the broker(s) %.0f/s",
 		cpu1-cpu0, took.Seconds(), 100*(cpu1-cpu0)/took.Seconds(), procHWM(t, serve.Process.Pid)>>10, float64(procHWM(t, serve.Process.Pid))/float64(n),
 		len(brokers), cpuB1-cpuB0, 100*(cpuB1-cpuB0)/took.Seconds(), brokerHWM>>10, float64(c1[0]-c0[0]+c1[1]-c0[1])/took.Seconds())
@@ -684,6 +725,42 @@ func procHWM(t *testing.T, pid int) int64 {
 		}
 	}
 	return 0
+}
+
+// procMem is a process's resident memory in KiB: all of it, its
+// file-backed pages and its anonymous pages (/proc/PID/status).
+type procMemory struct{ RSS, File, Anon int64 }
+
+func procMem(t *testing.T, pid int) procMemory {
+	m, ok := readProcMem(pid)
+	if !ok {
+		t.Fatalf("no memory figures in /proc/%d/status", pid)
+	}
+	return m
+}
+
+func readProcMem(pid int) (m procMemory, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return m, false
+	}
+	kib := func(v string) int64 { n, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64); return n }
+	var seen int
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, found := strings.Cut(line, ":")
+		if !found {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			m.RSS, seen = kib(v), seen+1
+		case "RssFile":
+			m.File, seen = kib(v), seen+1
+		case "RssAnon":
+			m.Anon, seen = kib(v), seen+1
+		}
+	}
+	return m, seen == 3
 }
 
 // sysCounters4 reads mosquitto's $SYS message and byte counters.
