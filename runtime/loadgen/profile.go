@@ -36,7 +36,8 @@ var Profiles = map[string]func() Spec{
 // refusals answered within 50 ms, admitted fail-fast requests within their
 // objective, the first fail-fast request admitted within 1 s of the
 // burst's end, and the recovery phase's TTFT p99 within 10 % of the
-// baseline's. The rates suit the tiny model on a 2-core x86 VM with the
+// baseline's, judged only when the baseline's own two halves agree that
+// closely (otherwise a retest: see RecoveryReport.BaselineHalvesRatio). The rates suit the tiny model on a 2-core x86 VM with the
 // load generator beside the server: the burst is meant to be about twice
 // what the device can take, which the report's admitted and refused counts
 // per phase show for the device at hand; scale the rates with the device.

@@ -1,9 +1,11 @@
 package loadgen
 
 import (
+	"cmp"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,15 +21,7 @@ func TestRecoveryReport(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	ms := time.Millisecond
-	slo := metrics.SLO{TTFT: 100 * ms}
-	type req struct {
-		phase   int
-		arrived float64
-		ff      bool
-		ttft    time.Duration // 0: refused
-		inQueue bool
-	}
-	reqs := []req{
+	reqs := []timedReq{
 		{0, 0.1, true, 10 * ms, false}, {0, 0.5, false, 20 * ms, false},
 		{1, 1.1, true, 0, false}, {1, 1.2, true, 0, true}, {1, 1.3, true, 90 * ms, false}, {1, 1.4, false, 900 * ms, false},
 		// The burst ends at 2 s. A refusal at 2.1 s and a late first
@@ -35,31 +29,7 @@ func TestRecoveryReport(t *testing.T) {
 		{2, 2.1, true, 0, false}, {2, 2.3, true, 30 * ms, false}, {2, 2.5, false, 150 * ms, false},
 		{2, 2.7, true, 12 * ms, false}, {2, 2.9, false, 11 * ms, false},
 	}
-	path := filepath.Join(t.TempDir(), "timelines.jsonl")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := json.NewEncoder(f)
-	for i, r := range reqs {
-		tl := metrics.NewTimeline(uint64(i), "interactive", at(r.arrived), 1)
-		tl.SLO, tl.FailFast = slo, r.ff
-		if r.ttft == 0 {
-			d := 2 * ms
-			if r.inQueue {
-				d = 100 * ms
-			}
-			tl.RefusedInQueue = r.inQueue
-			tl.Finish(at(r.arrived).Add(d), metrics.Rejected)
-		} else {
-			tl.Token(at(r.arrived).Add(r.ttft))
-			tl.Finish(at(r.arrived).Add(r.ttft+ms), metrics.Completed)
-		}
-		if err := enc.Encode(timelineLine{Phase: r.phase, Timeline: tl}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.Close()
+	path := writeTimelines(t, t0, reqs)
 	res := &Result{TimelineFile: path, Phases: []PhaseRun{
 		{Phase: Phase{Name: "baseline", Kind: "baseline"}, Start: at(0), End: at(1)},
 		{Phase: Phase{Name: "burst", Kind: "burst"}, Start: at(1), End: at(2)},
@@ -76,7 +46,6 @@ func TestRecoveryReport(t *testing.T) {
 	if b.MetTTFT == nil || *b.MetTTFT != 1 || b.ArrivalRefusalMs.Count != 1 || b.RefusalMs.Count != 2 {
 		t.Errorf("burst: met %v, refusals %d (%d at arrival)", b.MetTTFT, b.RefusalMs.Count, b.ArrivalRefusalMs.Count)
 	}
-	near := func(v *float64, want float64) bool { return v != nil && *v > want-1e-6 && *v < want+1e-6 }
 	if !near(r.FirstAdmittedS, 0.3) {
 		t.Errorf("first fail-fast admitted after the burst: %v s, want 0.3", ptrVal(r.FirstAdmittedS))
 	}
@@ -93,6 +62,111 @@ func TestRecoveryReport(t *testing.T) {
 		}
 	}
 }
+
+// timedReq is one request of a hand-written timeline file: its phase, its
+// arrival in seconds, whether it was sent fail-fast, its TTFT (0: refused)
+// and, if refused, whether after a wait in the queue.
+type timedReq struct {
+	phase   int
+	arrived float64
+	ff      bool
+	ttft    time.Duration
+	inQueue bool
+}
+
+// writeTimelines writes reqs as a run's timeline file, under a 100 ms TTFT
+// objective, and returns its path.
+func writeTimelines(t *testing.T, t0 time.Time, reqs []timedReq) string {
+	t.Helper()
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	ms := time.Millisecond
+	path := filepath.Join(t.TempDir(), "timelines.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for i, r := range reqs {
+		tl := metrics.NewTimeline(uint64(i), "interactive", at(r.arrived), 1)
+		tl.SLO, tl.FailFast = metrics.SLO{TTFT: 100 * ms}, r.ff
+		if r.ttft == 0 {
+			d := 2 * ms
+			if r.inQueue {
+				d = 100 * ms
+			}
+			tl.RefusedInQueue = r.inQueue
+			tl.Finish(at(r.arrived).Add(d), metrics.Rejected)
+		} else {
+			tl.Token(at(r.arrived).Add(r.ttft))
+			tl.Finish(at(r.arrived).Add(r.ttft+ms), metrics.Completed)
+		}
+		if err := enc.Encode(timelineLine{Phase: r.phase, Timeline: tl}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return path
+}
+
+// TestRecoveryNoiseFloor: the p99 ratio is judged only when the baseline's
+// own halves agree within its bound. Each phase here has 300 requests at
+// 10 ms; four at 40 ms set a phase's p99 (the 3rd largest) and a half's.
+func TestRecoveryNoiseFloor(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := time.Millisecond
+	run := func(baseSlowFrom, recSlow int) *RecoveryReport {
+		var reqs []timedReq
+		for i := range 300 {
+			base, rec := 10*ms, 10*ms
+			if i >= baseSlowFrom && i < baseSlowFrom+4 {
+				base = 40 * ms
+			}
+			if i < recSlow {
+				rec = 40 * ms
+			}
+			reqs = append(reqs, timedReq{0, float64(i) / 30, i%2 == 0, base, false},
+				timedReq{1, 10 + float64(i)/300, true, 0, false},
+				timedReq{2, 11 + float64(i)/30, i%2 == 0, rec, false})
+		}
+		slices.SortFunc(reqs, func(a, b timedReq) int { return cmp.Compare(a.arrived, b.arrived) })
+		at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+		res := &Result{TimelineFile: writeTimelines(t, t0, reqs), Phases: []PhaseRun{
+			{Phase: Phase{Name: "baseline", Kind: "baseline"}, Start: at(0), End: at(10)},
+			{Phase: Phase{Name: "burst", Kind: "burst"}, Start: at(10), End: at(11)},
+			{Phase: Phase{Name: "recovery", Kind: "recovery"}, Start: at(11), End: at(21)},
+		}}
+		r, err := recoveryReport(res)
+		if err != nil || r == nil {
+			t.Fatalf("report %v, err %v", r, err)
+		}
+		return r
+	}
+	ratioVerdict := func(r *RecoveryReport) Verdict {
+		for _, v := range r.verdicts() {
+			if v.Metric == "ttft_p99_ratio" {
+				return v
+			}
+		}
+		t.Fatal("no verdict on the p99 ratio")
+		return Verdict{}
+	}
+	// A quiet baseline (no slow request) and a slow recovery: the ratio
+	// is over the bound and the run can tell.
+	quiet := run(-10, 4)
+	if v := ratioVerdict(quiet); v.Status != Block || !near(quiet.BaselineHalvesRatio, 1) {
+		t.Errorf("quiet baseline: verdict %s (%s), halves %v", v.Status, v.Reason, ptrVal(quiet.BaselineHalvesRatio))
+	}
+	// The slow requests all in the baseline's second half: its halves
+	// differ by 4×, so neither a pass nor a block stands.
+	for _, recSlow := range []int{0, 4} {
+		noisy := run(200, recSlow)
+		if v := ratioVerdict(noisy); v.Status != Retest || !strings.Contains(v.Reason, "halves differ by 4.000×") || !near(noisy.BaselineHalvesRatio, 4) {
+			t.Errorf("noisy baseline, %d slow in recovery: verdict %s (%s), halves %v", recSlow, v.Status, v.Reason, ptrVal(noisy.BaselineHalvesRatio))
+		}
+	}
+}
+
+func near(v *float64, want float64) bool { return v != nil && *v > want-1e-6 && *v < want+1e-6 }
 
 func ptrVal(v *float64) any {
 	if v == nil {
