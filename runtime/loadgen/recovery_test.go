@@ -19,7 +19,6 @@ import (
 // which every request was admitted within its objective.
 func TestRecoveryReport(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	ms := time.Millisecond
 	reqs := []timedReq{
 		{0, 0.1, true, 10 * ms, false}, {0, 0.5, false, 20 * ms, false},
@@ -29,16 +28,7 @@ func TestRecoveryReport(t *testing.T) {
 		{2, 2.1, true, 0, false}, {2, 2.3, true, 30 * ms, false}, {2, 2.5, false, 150 * ms, false},
 		{2, 2.7, true, 12 * ms, false}, {2, 2.9, false, 11 * ms, false},
 	}
-	path := writeTimelines(t, t0, reqs)
-	res := &Result{TimelineFile: path, Phases: []PhaseRun{
-		{Phase: Phase{Name: "baseline", Kind: "baseline"}, Start: at(0), End: at(1)},
-		{Phase: Phase{Name: "burst", Kind: "burst"}, Start: at(1), End: at(2)},
-		{Phase: Phase{Name: "recovery", Kind: "recovery"}, Start: at(2), End: at(3)},
-	}}
-	r, err := recoveryReport(res)
-	if err != nil || r == nil {
-		t.Fatalf("report %v, err %v", r, err)
-	}
+	r := reportOf(t, t0, reqs, 1, 2, 3)
 	b := r.Burst
 	if b.Requests != 4 || b.Admitted != 2 || b.Refused != 2 || b.RefusedInQueue != 1 || b.FailFast != 3 {
 		t.Errorf("burst figures %+v", b)
@@ -108,6 +98,23 @@ func writeTimelines(t *testing.T, t0 time.Time, reqs []timedReq) string {
 	return path
 }
 
+// reportOf is the recovery report of reqs in a baseline from t0 to burst
+// seconds, a burst to rec and a recovery to end.
+func reportOf(t *testing.T, t0 time.Time, reqs []timedReq, burst, rec, end float64) *RecoveryReport {
+	t.Helper()
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	res := &Result{TimelineFile: writeTimelines(t, t0, reqs), Phases: []PhaseRun{
+		{Phase: Phase{Name: "baseline", Kind: "baseline"}, Start: t0, End: at(burst)},
+		{Phase: Phase{Name: "burst", Kind: "burst"}, Start: at(burst), End: at(rec)},
+		{Phase: Phase{Name: "recovery", Kind: "recovery"}, Start: at(rec), End: at(end)},
+	}}
+	r, err := recoveryReport(res)
+	if err != nil || r == nil {
+		t.Fatalf("report %v, err %v", r, err)
+	}
+	return r
+}
+
 // TestRecoveryNoiseFloor: the p99 ratio is judged only when the baseline's
 // own halves agree within its bound. Each phase here has 300 requests at
 // 10 ms; four at 40 ms set a phase's p99 (the 3rd largest) and a half's.
@@ -129,17 +136,7 @@ func TestRecoveryNoiseFloor(t *testing.T) {
 				timedReq{2, 11 + float64(i)/30, i%2 == 0, rec, false})
 		}
 		slices.SortFunc(reqs, func(a, b timedReq) int { return cmp.Compare(a.arrived, b.arrived) })
-		at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-		res := &Result{TimelineFile: writeTimelines(t, t0, reqs), Phases: []PhaseRun{
-			{Phase: Phase{Name: "baseline", Kind: "baseline"}, Start: at(0), End: at(10)},
-			{Phase: Phase{Name: "burst", Kind: "burst"}, Start: at(10), End: at(11)},
-			{Phase: Phase{Name: "recovery", Kind: "recovery"}, Start: at(11), End: at(21)},
-		}}
-		r, err := recoveryReport(res)
-		if err != nil || r == nil {
-			t.Fatalf("report %v, err %v", r, err)
-		}
-		return r
+		return reportOf(t, t0, reqs, 10, 11, 21)
 	}
 	ratioVerdict := func(r *RecoveryReport) Verdict {
 		for _, v := range r.verdicts() {
