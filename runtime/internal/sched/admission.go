@@ -432,7 +432,7 @@ func (s *Scheduler[P]) refuseLocked(c Class, ttft time.Duration, failFast bool, 
 		}
 		return false, &OverloadError{Class: c.String(), Predicted: p.Total(), SLO: ttft, Alone: true, RetryAfter: s.mu.nextProbe.Sub(now)}
 	}
-	return false, &OverloadError{Class: c.String(), Predicted: p.Total(), SLO: ttft, RetryAfter: s.retryAfterLocked(p, ttft, now)}
+	return false, &OverloadError{Class: c.String(), Predicted: p.Total(), SLO: ttft, Limit: p.limit(ttft), RetryAfter: s.retryAfterLocked(p, ttft, now)}
 }
 
 // ttftHeadroom is the share of a TTFT objective a busy device's prediction

@@ -55,6 +55,11 @@ type OverloadError struct {
 	Predicted time.Duration
 	// SLO is the TTFT (or latency) objective that could not be met.
 	SLO time.Duration
+	// Limit is the prediction up to which the request would have been
+	// admitted when it is under SLO: a busy device admits up to a share of
+	// the objective (see ttftHeadroom), because its queue's wait is a
+	// forecast; zero when the limit is the objective itself.
+	Limit time.Duration
 	// RetryAfter estimates when the backlog ahead will have drained enough
 	// for the same request to be accepted.
 	RetryAfter time.Duration
@@ -81,6 +86,10 @@ func (e *OverloadError) Error() string {
 	case e.Late:
 		return fmt.Sprintf("engine: overloaded: the queued %s request can no longer meet its SLO %v (%v with its prefill), retry after %v",
 			e.Class, e.SLO, e.Predicted.Round(time.Microsecond), e.RetryAfter.Round(time.Millisecond))
+	}
+	if e.Limit > 0 && e.Limit < e.SLO {
+		return fmt.Sprintf("engine: overloaded: predicted TTFT %v on a busy device exceeds %v, the share of the %s SLO %v a queue's forecast may use, retry after %v",
+			e.Predicted.Round(time.Microsecond), e.Limit.Round(time.Microsecond), e.Class, e.SLO, e.RetryAfter.Round(time.Millisecond))
 	}
 	return fmt.Sprintf("engine: overloaded: predicted TTFT %v exceeds the %s SLO %v, retry after %v",
 		e.Predicted.Round(time.Microsecond), e.Class, e.SLO, e.RetryAfter.Round(time.Millisecond))
