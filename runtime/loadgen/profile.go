@@ -35,9 +35,10 @@ var Profiles = map[string]func() Spec{
 // admission promises: refusals answered within 50 ms, admitted fail-fast
 // requests within their objective, the first fail-fast request admitted
 // within 1 s of the burst's end, and the recovery phase's TTFT p99 within
-// 10 % of the baseline's, judged only when the baseline's own two halves
-// agree that closely (otherwise a retest: see
-// RecoveryReport.BaselineHalvesRatio).
+// 10 % of the baseline's, judged when the baseline's own two halves agree
+// that closely or the recovery is within 10 % of the better half too
+// (otherwise a retest: see RecoveryReport.BaselineHalvesRatio and
+// BetterHalfRatio).
 //
 // The baseline and recovery are a minute each because the ratio compares
 // two p99s: of the 300 first tokens of a 15 s phase the p99 is the third
