@@ -71,7 +71,7 @@ cross:
 	command -v $$cc >/dev/null || { echo "make cross: $$cc not found; apt-get install $$( [[ $(GOARCH) == arm ]] && echo gcc-arm-linux-gnueabihf || echo gcc-aarch64-linux-gnu)"; exit 1; }; \
 	mkdir -p bin/linux-$(GOARCH); \
 	CGO_ENABLED=1 GOOS=linux GOARCH=$(GOARCH) GOARM=$(GOARM) CC=$$cc $(GO) build ./... && \
-	CGO_ENABLED=1 GOOS=linux GOARCH=$(GOARCH) GOARM=$(GOARM) CC=$$cc $(GO) build -o bin/linux-$(GOARCH)/ ./pkg/cmd/... && \
+	CGO_ENABLED=1 GOOS=linux GOARCH=$(GOARCH) GOARM=$(GOARM) CC=$$cc $(GO) build -o bin/linux-$(GOARCH)/ ./pkg/cmd/... ./runtime/cmd/... && \
 	echo "built bin/linux-$(GOARCH)/: $$(ls bin/linux-$(GOARCH))"
 
 ## test-arm64: run the ORT layer and pkg/... tests under qemu-aarch64 against the arm64 library
