@@ -66,6 +66,11 @@ type Stats struct {
 	HandlerDrops uint64
 	// LastError is the last connection or subscription error ("" if none).
 	LastError string
+	// Since is when the broker accepted the current connection (its
+	// CONNACK, before the connection's subscriptions were made): a retained
+	// message received before it came on an earlier connection. Zero while
+	// disconnected.
+	Since time.Time
 }
 
 // Link is the device's one MQTT connection, shared by telemetry, commands,
@@ -117,6 +122,7 @@ type conn struct {
 	down     chan struct{}
 	downOnce sync.Once
 	will     *lastWill // the Hooks.Will of this connection, nil without one
+	since    time.Time // the CONNACK's arrival (Stats.Since)
 	// forgotten: the broker answered a persistent session's CONNECT
 	// without it (session present 0): it restarted without its
 	// persistence, or expired the session, and may have lost messages it
@@ -239,6 +245,9 @@ func (l *Link) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := Stats{Connected: l.mu.conn != nil, Connects: l.connects.Load(), Failures: l.failures.Load(), HandlerDrops: l.drops.Load()}
+	if l.mu.conn != nil {
+		st.Since = l.mu.conn.since
+	}
 	if l.mu.lastErr != nil {
 		st.LastError = l.mu.lastErr.Error()
 	}
@@ -519,6 +528,7 @@ func (l *Link) connect() (*conn, error) {
 	if err := tok.Error(); err != nil {
 		return nil, classify(&l.cfg, err)
 	}
+	c.since = time.Now()
 	if ct, ok := tok.(*mqtt.ConnectToken); ok && !l.cfg.CleanSession && !ct.SessionPresent() {
 		c.forgotten = true
 	}

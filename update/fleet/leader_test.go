@@ -234,3 +234,45 @@ func TestLeaderClaim(t *testing.T) {
 		t.Fatalf("view holds rollout x %s at epoch %s, want the epoch %s record", got.State, got.Epoch, ep3)
 	}
 }
+
+// TestFollowerJoinsWithoutClaiming: an instance that joins while another
+// leads stays off the lead. Its loop, at the default tick of a second,
+// notices its own connection after the retained claim record has come;
+// taking that record for one from an earlier connection (a broker that
+// forgot it) made every instance that joined claim the lead 2 s later.
+func TestFollowerJoinsWithoutClaiming(t *testing.T) {
+	e := newLeaderEnv(t)
+	serve := func(name string) *fleet.Server {
+		s, err := fleet.Serve(e.ctx, fleet.ServeConfig{Broker: e.broker.URL(), Fleet: "f", Instance: name, Repo: e.repoDir, Keys: []string{e.keys}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a := serve("a")
+	_, ep := e.leading([]*fleet.Server{a})
+	b := serve("b")
+	waitUntil(t, "b sees a's lead", 30*time.Second, b.View().Changed, func() bool {
+		top, _, _ := b.View().Leader()
+		return top.Held && top.Epoch == ep
+	})
+	// Watch past the 2 s after which a claim record from an earlier
+	// connection counts as stale, a tick for b's loop to notice its
+	// connection, a tick to claim and one for a to notice it lost.
+	deadline := time.NewTimer(6 * time.Second)
+	defer deadline.Stop()
+	for {
+		ca, cb := a.LeaderChanged(), b.LeaderChanged()
+		if !a.Stats().Leader || b.Stats().Leader {
+			top, _, _ := e.op.View().Leader()
+			t.Fatalf("the lead moved when b joined: a leads %v, b leads %v, the claim at %s (was %s)", a.Stats().Leader, b.Stats().Leader, top.Epoch, ep)
+		}
+		select {
+		case <-deadline.C:
+			return
+		case <-ca:
+		case <-cb:
+		}
+	}
+}

@@ -192,10 +192,6 @@ type Server struct {
 	// claim is the leadership session while this instance leads; only
 	// the lead loop (and Close, after it) touches it.
 	claim *claim
-	// connects and connectedAt: the link's connection count when the
-	// lead loop last looked, and when it saw it change.
-	connects    uint64
-	connectedAt time.Time
 	// signed is, by model, the fingerprint of the assignments this
 	// leader last signed (reset when it takes the lead).
 	signed map[string][32]byte
@@ -526,10 +522,13 @@ func (s *Server) holdLead(ctx context.Context) bool {
 	// before this instance's current connection that the broker did not
 	// send again (retained records come at once on subscribing) is a
 	// forgotten broker's: the holder may be gone with no will to say so.
-	if st := s.l.Stats(); st.Connects != s.connects {
-		s.connects, s.connectedAt = st.Connects, time.Now()
-	}
-	stale := s.view.LeaderSeen().Before(s.connectedAt) && time.Since(s.connectedAt) > 2*time.Second
+	// The connection's start is the link's CONNACK, not when this loop
+	// noticed it: the retained record comes right after subscribing, and
+	// a loop that ticks once a second noticed later, so every instance
+	// that joined took the lead from a live holder 2 s after
+	// (TestFollowerJoinsWithoutClaiming).
+	since := s.l.Stats().Since
+	stale := !since.IsZero() && s.view.LeaderSeen().Before(since) && time.Since(since) > 2*time.Second
 	if top.Held && top.Epoch.Instance != s.id && !stale && slices.Contains(s.view.Instances(), top.Epoch.Instance) {
 		return false
 	}
