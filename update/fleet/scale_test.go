@@ -117,10 +117,7 @@ func TestScaleSim(t *testing.T) {
 	// EDGEINFER_FLEET_SIM_CGO=1 measures the cgo build instead.
 	bin := filepath.Join(t.TempDir(), "edgeinfer")
 	build := exec.Command("go", "build", "-o", bin, "github.com/edgeinfer/edgeinfer/runtime/cmd/edgeinfer")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if os.Getenv("EDGEINFER_FLEET_SIM_CGO") == "1" {
-		build.Env = append(os.Environ(), "CGO_ENABLED=1")
-	}
+	build.Env = append(os.Environ(), "CGO_ENABLED="+cmp.Or(os.Getenv("EDGEINFER_FLEET_SIM_CGO"), "0"))
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the CLI: %v\n%s", err, out)
 	}
