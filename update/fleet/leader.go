@@ -27,10 +27,17 @@ import (
 // ignored, and the holder publishes its record again when the broker's
 // retained value is not its own.
 //
+// Instances that find the lead vacant claim in the order of their names,
+// a stagger apart (claimRank in serve.go), so that a vacancy seen by every
+// follower at once is not a collision of claims; the order is a hint,
+// which views that disagree (an instance not yet seen online) can break.
 // Two instances that both saw it vacant both connect; the broker keeps
 // the second, and the first sees its session end (the link of
 // Config.Once does not reconnect, which would take the id back). Until it
 // sees that, the first may still act: every write that matters is fenced.
+// When the first fenced the repository before the second, the second's
+// claim is refused there and it lets its session go, so both lost: the
+// lead is vacant until the next claim, a counter up (TestLeaderClaim).
 // The repository keeps the highest epoch that fenced it
 // (state/leader.json, under the directory's lock): a claim raises it
 // before its holder leads, a lower epoch is refused there (ErrFenced),

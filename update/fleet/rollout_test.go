@@ -146,10 +146,49 @@ func (e *simEnv) waitFor(what string, d time.Duration, ok func() bool) {
 	e.waitOn(what, d, e.op.View().Changed, ok)
 }
 
-// waitOn is waitUntil on the environment's test.
+// waitOn is waitUntil on the environment's test; when it times out, the
+// test's log says where the fleet stood (dump).
 func (e *simEnv) waitOn(what string, d time.Duration, changed func() <-chan struct{}, ok func() bool) {
 	e.t.Helper()
-	waitUntil(e.t, what, d, changed, ok)
+	if !waitUntilOr(e.t, d, changed, ok) {
+		e.dump()
+		e.t.Fatalf("timed out after %v waiting until %s", d, what)
+	}
+}
+
+// dump logs what a stalled rollout test needs to say where it stalled:
+// the operator's view of each rollout and device, each fleet serve
+// instance's own account, and each device's journal.
+func (e *simEnv) dump() {
+	v := e.op.View()
+	cur, last, hi := v.Leader()
+	e.t.Logf("view: leader %+v (last %+v, highest epoch %v); instances %v", cur, last, hi, v.Instances())
+	for _, r := range v.Rollouts() {
+		e.t.Logf("rollout %s %s@%s: %s wave %d assigned %d of %d, reason %q, updated %s, epoch %v",
+			r.ID, r.Model, r.Version, r.State, r.Wave, r.Assigned, len(r.Targets), r.Reason, r.Updated.Format(time.StampMilli), r.Epoch)
+	}
+	devs := v.Devices()
+	for _, id := range slices.Sorted(maps.Keys(devs)) {
+		if u := devs[id].Update; u != nil {
+			e.t.Logf("view of %s: online %v, active %s, %s %s, checked %s, last event %s, refused %q, reason %q",
+				id, devs[id].Online(), u.Active, u.Phase, u.Version, u.Checked, u.LastEvent, u.Refused, u.Reason)
+		}
+	}
+	for _, s := range e.servers {
+		st := s.Stats()
+		e.t.Logf("fleet serve: leader %v (%d claims), %d devices in its view, %d meta and %d chunk requests, %d failed %v, %d director writes",
+			st.Leader, st.Claims, st.Devices, st.MetaRequests, st.ChunkRequests, st.Failed, st.Failures, st.DirectorWrites)
+	}
+	if l := e.broker.Log(); l != "" {
+		e.t.Logf("the broker's log, its end:\n%s", l[max(0, len(l)-4000):])
+	}
+	if e.fleet == nil {
+		return
+	}
+	for _, d := range e.fleet.Devices {
+		st, err := d.Status(e.ctx)
+		e.t.Logf("device %s: active %q, journal %+v, err %v", d.ID, d.Active(), st.Journal, err)
+	}
 }
 
 // rollout starts one and waits for it to end; it returns the final record

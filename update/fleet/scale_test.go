@@ -666,17 +666,25 @@ func deltaChunks(old, rel *update.Release) []store.Chunk {
 // publishes its state after each change of its version).
 func waitUntil(t *testing.T, what string, d time.Duration, changed func() <-chan struct{}, ok func() bool) {
 	t.Helper()
+	if !waitUntilOr(t, d, changed, ok) {
+		t.Fatalf("timed out after %v waiting until %s", d, what)
+	}
+}
+
+// waitUntilOr is waitUntil that reports a timeout instead of failing.
+func waitUntilOr(t *testing.T, d time.Duration, changed func() <-chan struct{}, ok func() bool) bool {
+	t.Helper()
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
 		ch := changed() // before ok: a change after the check closes ch
 		if ok() {
-			return
+			return true
 		}
 		select {
 		case <-ch:
 		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting until %s", d, what)
+			return false
 		}
 	}
 }

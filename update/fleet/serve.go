@@ -121,8 +121,11 @@ type ServeStats struct {
 	// root that the repository does not have: how a device's TUF client
 	// learns it holds the newest root (one per repository at every
 	// check). They are answered "not found" and are no failure.
-	RootProbes     uint64 `json:"root_probes"`
-	Leader         bool   `json:"leader"`
+	RootProbes uint64 `json:"root_probes"`
+	Leader     bool   `json:"leader"`
+	// Claims counts the leadership claims this instance made (leader.go):
+	// one an election, more when claims collided or the lead was lost.
+	Claims         uint64 `json:"claims"`
 	DirectorWrites uint64 `json:"director_writes"`
 	Nudges         uint64 `json:"nudges"`
 	Decisions      uint64 `json:"decisions"`
@@ -192,6 +195,11 @@ type Server struct {
 	// claim is the leadership session while this instance leads; only
 	// the lead loop (and Close, after it) touches it.
 	claim *claim
+	// vacantAt is when the lead loop first found the lead vacant since it
+	// last saw it held (zero: held, or not looked); only the lead loop
+	// touches it.
+	vacantAt time.Time
+	claims   atomic.Uint64 // claims this instance made (ServeStats.Claims)
 	// signed is, by model, the fingerprint of the assignments this
 	// leader last signed (reset when it takes the lead).
 	signed map[string][32]byte
@@ -292,7 +300,7 @@ func (s *Server) LeaderChanged() <-chan struct{} {
 // Stats returns the instance's counters.
 func (s *Server) Stats() ServeStats {
 	st := ServeStats{MetaRequests: s.meta.Load(), ChunkRequests: s.chunks.Load(), ChunkPieces: s.pieces.Load(), ChunkBytes: s.chunkBytes.Load(),
-		ResponseBytes: s.resBytes.Load(), RootProbes: s.rootProbes.Load(), Leader: s.leader.Load(), DirectorWrites: s.dirWrites.Load(),
+		ResponseBytes: s.resBytes.Load(), RootProbes: s.rootProbes.Load(), Leader: s.leader.Load(), Claims: s.claims.Load(), DirectorWrites: s.dirWrites.Load(),
 		Nudges: s.nudges.Load(), Decisions: s.decisions.Load(), DecisionTime: time.Duration(s.decisionNS.Load()),
 		Devices: s.view.Len(), HeapLiveBytes: heapLive()}
 	s.failMu.Lock()
@@ -508,6 +516,7 @@ func (s *Server) holdLead(ctx context.Context) bool {
 	top, last, highest := s.view.Leader()
 	if s.claim != nil {
 		if s.claim.live() {
+			s.vacantAt = time.Time{}
 			if err := s.claim.refresh(ctx, s.cfg.Fleet, last); err != nil {
 				s.log.Warn("fleet: republishing the lead", "err", err)
 			}
@@ -529,7 +538,22 @@ func (s *Server) holdLead(ctx context.Context) bool {
 	// (TestFollowerJoinsWithoutClaiming).
 	since := s.l.Stats().Since
 	stale := !since.IsZero() && s.view.LeaderSeen().Before(since) && time.Since(since) > 2*time.Second
-	if top.Held && top.Epoch.Instance != s.id && !stale && slices.Contains(s.view.Instances(), top.Epoch.Instance) {
+	online := s.view.Instances()
+	if top.Held && top.Epoch.Instance != s.id && !stale && slices.Contains(online, top.Epoch.Instance) {
+		s.vacantAt = time.Time{}
+		return false
+	}
+	// Vacant. The online instances claim in the order of their names, a
+	// stagger apart: two that claim at once both connect, the broker keeps
+	// the later session, and when the earlier one fenced the repository
+	// first, both lose and the lead is vacant again (TestLeaderClaim saw it
+	// under load). The order is a hint; the claim and the fence stay what
+	// makes one leader.
+	now := time.Now()
+	if s.vacantAt.IsZero() {
+		s.vacantAt = now
+	}
+	if wait := time.Duration(claimRank(s.id, online)) * max(2*s.cfg.Tick, claimStagger); now.Sub(s.vacantAt) < wait {
 		return false
 	}
 	fence, err := readFence(s.cfg.Repo)
@@ -537,14 +561,36 @@ func (s *Server) holdLead(ctx context.Context) bool {
 		s.log.Warn("fleet: reading the repository's fence", "err", err)
 		return false
 	}
+	s.claims.Add(1)
+	s.log.Info("fleet: claiming the lead", "instance", s.id, "record", top.Epoch.String(), "held", top.Held, "stale", stale,
+		"online", online, "vacant_for", now.Sub(s.vacantAt))
 	c, err := s.claimLead(ctx, Epoch{Counter: max(highest.Counter, fence.Counter) + 1, Instance: s.id})
 	if err != nil {
 		s.log.Info("fleet: claim refused", "instance", s.id, "err", err)
 		return false
 	}
 	s.claim = c
+	s.vacantAt = time.Time{}
 	s.signed = map[string][32]byte{} // another may have signed since: compare with the repository once
 	return c != nil
+}
+
+// claimStagger is the least time between the claims of two instances
+// next to each other in the claim order: a claim's connection, its record
+// and its fence take a few milliseconds on a quiet machine, hundreds on
+// a loaded one.
+const claimStagger = 500 * time.Millisecond
+
+// claimRank is how many online instances claim before id: those named
+// lower.
+func claimRank(id string, online []string) int {
+	n := 0
+	for _, o := range online {
+		if o < id {
+			n++
+		}
+	}
+	return n
 }
 
 // dropClaim ends this instance's leadership session, if any.
