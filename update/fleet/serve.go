@@ -582,14 +582,9 @@ func (s *Server) holdLead(ctx context.Context) bool {
 const claimStagger = 500 * time.Millisecond
 
 // claimRank is how many online instances claim before id: those named
-// lower.
+// lower (online is sorted: View.Instances).
 func claimRank(id string, online []string) int {
-	n := 0
-	for _, o := range online {
-		if o < id {
-			n++
-		}
-	}
+	n, _ := slices.BinarySearch(online, id)
 	return n
 }
 
