@@ -178,6 +178,9 @@ func (e *simEnv) dump() {
 		st := s.Stats()
 		e.t.Logf("fleet serve: leader %v (%d claims), %d devices in its view, %d meta and %d chunk requests, %d failed %v, %d director writes",
 			st.Leader, st.Claims, st.Devices, st.MetaRequests, st.ChunkRequests, st.Failed, st.Failures, st.DirectorWrites)
+		for _, f := range st.LastFailures {
+			e.t.Logf("  failed at %s: %s %s: %s (%s)", f.Time.Format(time.StampMilli), f.Device, f.Request, f.Reason, f.Error)
+		}
 	}
 	if l := e.broker.Log(); l != "" {
 		e.t.Logf("the broker's log, its end:\n%s", l[max(0, len(l)-4000):])
