@@ -27,7 +27,9 @@ func startChild(t *testing.T, role, db string) *exec.Cmd {
 		t.Skipf("child processes need a native test binary (running under %s)", emu)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$", "-test.v=false")
-	cmd.Env = append(os.Environ(), childEnv+"="+role, childStore+"="+db)
+	// The child's own temporary files go under the test's directory: a
+	// child killed mid-import cannot remove them, the test's cleanup does.
+	cmd.Env = append(os.Environ(), childEnv+"="+role, childStore+"="+db, "TMPDIR="+t.TempDir())
 	cmd.Stderr = os.Stderr
 	return cmd
 }

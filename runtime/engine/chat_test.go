@@ -56,6 +56,9 @@ func TestMain(m *testing.M) {
 	for _, d := range textDirs {
 		os.RemoveAll(d)
 	}
+	if tinyPath != "" {
+		os.RemoveAll(tinyPath)
+	}
 	os.Exit(code)
 }
 

@@ -32,7 +32,7 @@ func buildPreset(t testing.TB, preset string) string {
 }
 
 // tinyDir is one tiny-test bundle per test binary: building it is the
-// slow part of opening an engine.
+// slow part of opening an engine. TestMain removes it (tinyPath).
 var tinyDir = sync.OnceValues(func() (string, error) {
 	cfg, src, err := llama.Preset("tiny-test")
 	if err != nil {
@@ -42,11 +42,15 @@ var tinyDir = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	tinyPath = dir
 	_, err = build.BuildDecoder(context.Background(), dir, build.DecoderSpec{
 		Name: "tiny-test", Version: "1", Config: cfg, Weights: src, CreatedBy: "engine test",
 	})
 	return dir, err
 })
+
+// tinyPath is tinyDir's directory once built.
+var tinyPath string
 
 func tinyBundle(t testing.TB) string {
 	t.Helper()
