@@ -191,6 +191,9 @@ func (e *simEnv) dump() {
 	for _, d := range e.fleet.Devices {
 		st, err := d.Status(e.ctx)
 		e.t.Logf("device %s: active %q, journal %+v, err %v", d.ID, d.Active(), st.Journal, err)
+		for _, l := range d.Log() {
+			e.t.Logf("  %s", l)
+		}
 	}
 }
 

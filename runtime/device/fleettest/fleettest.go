@@ -66,6 +66,7 @@ type Device struct {
 	idx int
 
 	dev *device.Device
+	log ringLog
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -93,7 +94,7 @@ func Start(ctx context.Context, opt Options, i int, id string) (*Device, error) 
 		Update: &device.Update{Model: opt.Model, ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf"),
 			MaxBytesPerSec: opt.MaxBytesPerSec, SourceCAFile: opt.SourceCAFile, Labels: labels, CheckInterval: device.Duration(civ), RetryInterval: device.Duration(time.Second),
 			RequestTimeout: device.Duration(5 * time.Second)},
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(ringHandler{r: &d.log}),
 		Now:    opt.Now,
 	}
 	var err error
@@ -142,6 +143,10 @@ func (d *Device) Active() string {
 func (d *Device) Status(ctx context.Context) (update.Status, error) {
 	return d.dev.Updates().Status(ctx)
 }
+
+// Log returns the device's latest log records (Info and above, at most
+// 8, oldest first): what a test prints when the fleet stalls.
+func (d *Device) Log() []string { return d.log.recent() }
 
 // BytesFetched is the chunk payload the device downloaded.
 func (d *Device) BytesFetched() int64 { return d.dev.Updates().BytesFetched() }
