@@ -1,0 +1,156 @@
+package serve
+
+import (
+	"bytes"
+	"maps"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestChatPathFiles measures the files of the call chain a chat completion
+// takes from the HTTP handler into ONNX Runtime: while a streamed chat
+// request decodes, it samples every goroutine's stack and, in the samples
+// where the scheduler's goroutine is inside ONNX Runtime's native run,
+// takes this module's files on that goroutine's stack, on the handler's
+// and on the engine stream's it pulls from (which waits for the token). A hop added between the two (a wrapper, a
+// translation layer, a second encode) shows as a file more; a return into
+// a package the path has left shows as a package that appears twice along
+// a stack. Calls that return before the run (the request's validation,
+// the chat template, the encoding, admission) are not on the chain and are
+// not counted.
+func TestChatPathFiles(t *testing.T) {
+	f := openFixture(t, Config{})
+	body := `{"model":"tinychat","stream":true,"max_tokens":48,"messages":[{"role":"user","content":"Call me Ishmael"}]}`
+	if resp, data := f.post(t, "/v1/chat/completions", body); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, data)
+	}
+	_, self, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(filepath.Dir(self))) + "/"
+
+	var (
+		mu      sync.Mutex
+		seen    = map[string]bool{} // files on either stack
+		revisit []string
+		samples int
+		example [2]string // one sample's two stacks, for the log
+	)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 4<<20)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			n := runtime.Stack(buf, true)
+			var run, hand []string
+			var raw [2]string
+			for _, g := range bytes.Split(buf[:n], []byte("\n\n")) {
+				s := string(g)
+				switch {
+				case strings.Contains(s, "onnxruntime_go._Cfunc_Run"):
+					// inside ONNX Runtime's run: a short call made on the way
+					// (a check, an accessor) is not on the path into it
+					run, raw[0] = stackFiles(s, root), s
+				case strings.Contains(s, "runtime/serve.(*Server).text("):
+					hand, raw[1] = append(stackFiles(s, root), hand...), s+"\n\n"+raw[1]
+				case strings.Contains(s, "runtime/engine.(*Stream)."):
+					// the stream's iterator, pulled by the handler (iter.Pull2)
+					// on a coroutine of its own
+					hand, raw[1] = append(hand, stackFiles(s, root)...), raw[1]+"\n\n"+s
+				}
+			}
+			if run != nil && hand != nil {
+				mu.Lock()
+				samples++
+				example = raw
+				for _, st := range [][]string{run, hand} {
+					for _, f := range st {
+						seen[f] = true
+					}
+					if p := returnsInto(st); p != "" {
+						revisit = append(revisit, p)
+					}
+				}
+				mu.Unlock()
+			}
+			time.Sleep(100 * time.Microsecond) // a sampling interval, not a wait for an outcome
+		}
+	}()
+	resp, data := f.post(t, "/v1/chat/completions", body)
+	close(done)
+	wg.Wait()
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, data)
+	}
+	if samples == 0 {
+		t.Skip("no sample caught ONNX Runtime running beside the handler (a machine too busy to sample)")
+	}
+	files := slices.Sorted(maps.Keys(seen))
+	pkgs := map[string]bool{}
+	for _, f := range files {
+		pkgs[filepath.Dir(f)] = true
+	}
+	t.Logf("%d files in %d packages on the call chain from the handler into ONNX Runtime (%d samples):", len(files), len(pkgs), samples)
+	for _, f := range files {
+		t.Logf("  %s", f)
+	}
+	if testing.Verbose() {
+		t.Logf("one sample: the goroutine in ONNX Runtime:\n%s\nthe handler's:\n%s", example[0], example[1])
+	}
+	if len(files) > 10 {
+		t.Errorf("a chat request's call chain from the handler into ONNX Runtime passes %d files; the goal is at most 10", len(files))
+	}
+	if len(revisit) > 0 {
+		t.Errorf("the path returns into a package it has left: %v", slices.Compact(slices.Sorted(slices.Values(revisit))))
+	}
+}
+
+// stackFiles returns the files of root on one goroutine's stack, from the
+// outermost frame inwards, relative to root; _test files are left out.
+func stackFiles(g, root string) []string {
+	var out []string
+	lines := strings.Split(g, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if !strings.HasPrefix(l, root) || strings.HasPrefix(lines[i-1], "created by ") {
+			continue // the line after "created by" is where the goroutine was started, not a frame
+		}
+		f, _, _ := strings.Cut(strings.TrimPrefix(l, root), ":")
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		if len(out) == 0 || out[len(out)-1] != f {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// returnsInto names a package the stack (outermost first) enters, leaves
+// and enters again, "" if none.
+func returnsInto(files []string) string {
+	var seq []string
+	for _, f := range files {
+		if p := filepath.Dir(f); len(seq) == 0 || seq[len(seq)-1] != p {
+			seq = append(seq, p)
+		}
+	}
+	seen := map[string]bool{}
+	for _, p := range seq {
+		if seen[p] {
+			return p
+		}
+		seen[p] = true
+	}
+	return ""
+}
