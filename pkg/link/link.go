@@ -371,6 +371,7 @@ func (l *Link) deliver(s *subscription) mqtt.MessageHandler {
 }
 
 func (l *Link) subscribe(ctx context.Context, c *conn, s *subscription) error {
+	wait := idInUseWait
 	for try := 1; ; try++ {
 		tok := c.client.Subscribe(s.filter, s.qos, l.deliver(s))
 		select {
@@ -387,15 +388,29 @@ func (l *Link) subscribe(ctx context.Context, c *conn, s *subscription) error {
 		switch {
 		case !ok || rc < 0x80:
 			return nil
-		case rc == subackIDInUse && try < 8:
+		case rc == subackIDInUse && try < idInUseTries:
 			// mochi-mqtt answers a SUBSCRIBE whose packet identifier is
 			// one of its own messages in flight to this client (the two
 			// directions' identifiers are apart in MQTT) with MQTT 5's
-			// 0x91, packet identifier in use, even to a 3.1.1 client. Asked
-			// again, paho picks another.
+			// 0x91, packet identifier in use, even to a 3.1.1 client.
+			// Both sides count identifiers up from 1 on a new
+			// connection, so right after connecting (retained records
+			// or queued messages flowing in, acknowledged late on a
+			// loaded machine) paho's next identifiers are the broker's
+			// in flight, and asking again at once meets the next one.
+			// paho picks the next identifier each time; waiting lets
+			// the acknowledgements free the broker's.
+			select {
+			case <-time.After(wait):
+			case <-c.down:
+				return fmt.Errorf("link: subscribe %s: %w (connection lost)", s.filter, ErrNotConnected)
+			case <-ctx.Done():
+				return fmt.Errorf("link: subscribe %s: SUBACK 0x91 (packet identifier in use) %d times: %w", s.filter, try, ctx.Err())
+			}
+			wait = min(2*wait, idInUseMaxWait)
 			continue
 		case rc == subackIDInUse:
-			return fmt.Errorf("%w: subscription to %s (SUBACK 0x91, packet identifier in use, %d times)", ErrACL, s.filter, try)
+			return fmt.Errorf("link: subscribe %s: SUBACK 0x91 (packet identifier in use) %d times", s.filter, try)
 		}
 		// mosquitto answers a filter its ACL refuses with return code 0x80.
 		return fmt.Errorf("%w: subscription to %s (SUBACK 0x%02x; the broker's ACL does not let this client subscribe to it)", ErrACL, s.filter, rc)
@@ -404,6 +419,16 @@ func (l *Link) subscribe(ctx context.Context, c *conn, s *subscription) error {
 
 // subackIDInUse is MQTT 5's reason code "packet identifier in use".
 const subackIDInUse = 0x91
+
+// A SUBSCRIBE answered 0x91 is asked again after idInUseWait, doubling to
+// idInUseMaxWait, at most idInUseTries times in all (about 10 s): the
+// broker's identifiers in flight are freed as this client acknowledges
+// them (TestSubscribeAfterIDInUse).
+const (
+	idInUseWait    = 5 * time.Millisecond
+	idInUseMaxWait = 500 * time.Millisecond
+	idInUseTries   = 28
+)
 
 // supervise owns the connection: it connects, waits for the connection to
 // be lost, and reconnects with backoff, until Close.
@@ -548,19 +573,34 @@ func (l *Link) connect() (*conn, error) {
 		}
 		return todo
 	}
-	subscribeAll := func(todo []*subscription) {
+	// A filter the broker refuses (its ACL) stays refused on every
+	// connection: it is logged and the connection serves the others. Any
+	// other failure (no SUBACK in time, identifiers in use, the connection
+	// lost) ends the attempt, and the next connection subscribes again: a
+	// connection without one of its subscriptions would be up and deaf to
+	// that filter, and with a clean session nothing else would make it.
+	subscribeAll := func(todo []*subscription) error {
 		for _, s := range todo {
 			subscribed[s] = true
-			if err := l.subscribe(ctx, c, s); err != nil {
+			err := l.subscribe(ctx, c, s)
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrACL):
 				l.log.Error("link: subscription refused", "filter", s.filter, "err", err)
 				subErr = errors.Join(subErr, err)
+			default:
+				c.client.Disconnect(0)
+				return err
 			}
 		}
+		return nil
 	}
 	l.mu.Lock()
 	todo := pending()
 	l.mu.Unlock()
-	subscribeAll(todo)
+	if err := subscribeAll(todo); err != nil {
+		return nil, err
+	}
 	if l.hooks.OnConnect != nil {
 		publish := func(topic string, qos byte, retained bool, payload []byte) error {
 			tok := c.client.Publish(topic, qos, retained, payload)
@@ -593,7 +633,9 @@ func (l *Link) connect() (*conn, error) {
 	l.mu.Lock()
 	for todo := pending(); len(todo) > 0; todo = pending() {
 		l.mu.Unlock()
-		subscribeAll(todo)
+		if err := subscribeAll(todo); err != nil {
+			return nil, err
+		}
 		l.mu.Lock()
 	}
 	l.connects.Add(1)

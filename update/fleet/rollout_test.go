@@ -176,8 +176,8 @@ func (e *simEnv) dump() {
 	}
 	for _, s := range e.servers {
 		st := s.Stats()
-		e.t.Logf("fleet serve: leader %v (%d claims), %d devices in its view, %d meta and %d chunk requests, %d failed %v, %d director writes",
-			st.Leader, st.Claims, st.Devices, st.MetaRequests, st.ChunkRequests, st.Failed, st.Failures, st.DirectorWrites)
+		e.t.Logf("fleet serve: leader %v (%d claims), %d devices in its view, %d meta and %d chunk requests, %d failed %v, %d director writes; %d connections, %d handler drops, link error %q",
+			st.Leader, st.Claims, st.Devices, st.MetaRequests, st.ChunkRequests, st.Failed, st.Failures, st.DirectorWrites, st.Connects, st.HandlerDrops, st.LinkError)
 		for _, f := range st.LastFailures {
 			e.t.Logf("  failed at %s: %s %s: %s (%s)", f.Time.Format(time.StampMilli), f.Device, f.Request, f.Reason, f.Error)
 		}

@@ -138,6 +138,13 @@ type ServeStats struct {
 	// headroom and the runtime's own that peak RSS adds.
 	Devices       int    `json:"devices"`
 	HeapLiveBytes uint64 `json:"go_heap_live_bytes"`
+	// Connects counts the instance's connections to the broker (each
+	// one subscribes again: its session is clean), HandlerDrops the
+	// messages its handler queues had no room for, and LinkError the
+	// link's last connection or subscription error ("" if none).
+	Connects     uint64 `json:"connects"`
+	HandlerDrops uint64 `json:"handler_drops"`
+	LinkError    string `json:"link_error,omitempty"`
 }
 
 // ServeFailure is one request fleet serve failed.
@@ -303,6 +310,8 @@ func (s *Server) Stats() ServeStats {
 		ResponseBytes: s.resBytes.Load(), RootProbes: s.rootProbes.Load(), Leader: s.leader.Load(), Claims: s.claims.Load(), DirectorWrites: s.dirWrites.Load(),
 		Nudges: s.nudges.Load(), Decisions: s.decisions.Load(), DecisionTime: time.Duration(s.decisionNS.Load()),
 		Devices: s.view.Len(), HeapLiveBytes: heapLive()}
+	ls := s.l.Stats()
+	st.Connects, st.HandlerDrops, st.LinkError = ls.Connects, ls.HandlerDrops, ls.LastError
 	s.failMu.Lock()
 	defer s.failMu.Unlock()
 	st.Failed = s.failed.Load() // under failMu: it agrees with Failures
