@@ -12,22 +12,18 @@ import (
 )
 
 // TestOnMochi runs this package's tests again against mochi-mqtt, a broker
-// written apart from mosquitto (pkg/link/mosquittotest): rollouts in
-// waves, failover, the leadership claim, partitions, bulk data over HTTPS
-// and the request server must not depend on one broker's ways. A test
+// written apart from mosquitto (pkg/link/mosquittotest): rollbacks and
+// rollouts of a few devices, the leadership claim, partitions, bulk data
+// over HTTPS and the request server must not depend on one broker's ways. A test
 // that skips there fails this one: mochi runs them all or says why not.
 // The scale and throughput measurements are left out (they read
-// mosquitto's $SYS counters and bridge brokers), and so is
-// TestRolloutFleet: on mochi a wave of its rollouts sometimes did not
-// finish (FailoverAndOfflineDevice's first wave within 2 minutes in 2 runs
-// of the package in 5; its first install within 3 minutes once under
-// stress-ng; the cause is not found yet, SERVING.md), and a test that
-// fails at random would hide whatever else this one finds. TestRolloutWaves
-// is left out for the same reason: under stress-ng its first install
-// stalled once in six runs of the suite, every device downloading and
-// fleet serve receiving 12,060 metadata requests and not one chunk
-// request in 3 minutes (SERVING.md). Both run against mosquitto in every
-// run of the package, and against mochi with
+// mosquitto's $SYS counters and bridge brokers), and so are the rollout
+// tests, TestRolloutFleet and TestRolloutWaves: on mochi a rollout
+// sometimes stalls with fleet serve receiving no request, or none of one
+// kind, while mochi acknowledges the devices' requests (SERVING.md says
+// what was found and fixed, and what is still open), and a test that fails
+// at random would hide whatever else this one finds. Both run against
+// mosquitto in every run of the package, and against mochi with
 // EDGEINFER_TEST_BROKER=mochi go test -run 'TestRollout' ./update/fleet/.
 func TestOnMochi(t *testing.T) {
 	if mosquittotest.Mochi() {
