@@ -19,7 +19,12 @@
 //
 // Connection failures name their cause: ErrUnreachable, ErrUnknownCA,
 // ErrHostname, ErrBadCertificate (the broker's, or the device's refused
-// by the broker), ErrAuth. A subscription the broker refuses is ErrACL.
+// by the broker), ErrAuth. A subscription the broker refuses is ErrACL;
+// such a filter is logged and the connection serves the others. A
+// connection whose subscription fails otherwise (no SUBACK in time, the
+// broker's packet identifiers in use for longer than about 10 s) is
+// dropped and made again, so the link is never up without a subscription
+// it was asked for.
 //
 // # Topics
 //
