@@ -340,11 +340,24 @@ func (a *Agent) Resume(ctx context.Context) (Journal, error) {
 // before), and records it. The release rolled back from is not installed
 // again: only a release with a higher counter is.
 func (a *Agent) Rollback(ctx context.Context) (store.Ref, error) {
+	return a.RollbackFrom(ctx, "")
+}
+
+// RollbackFrom is Rollback of the release version, which must be the one
+// active ("": whichever is): otherwise it returns ErrNotActive and changes
+// nothing. The check and the switch are one step under the agent's lock:
+// checked apart, an update the director assigned meanwhile (the same
+// rollback, come by the check) was undone by the rollback that followed it,
+// back to the release rolled back from (TestRollbackFromAfterCheck).
+func (a *Agent) RollbackFrom(ctx context.Context, version string) (store.Ref, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	cur, err := a.st.Resolve(ctx, a.cfg.Model)
 	if err != nil {
 		return store.Ref{}, err
+	}
+	if version != "" && cur.Version != version {
+		return store.Ref{}, fmt.Errorf("%w: %s is at %s, not %s", ErrNotActive, a.cfg.Model, cur.Version, version)
 	}
 	var prev string
 	for e, err := range a.st.List(ctx) {

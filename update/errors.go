@@ -47,4 +47,7 @@ var (
 	// all: a misspelt model name, or one never published. Not "up to
 	// date": nothing can ever be installed until that changes.
 	ErrNoRelease = errors.New("update: no release is signed for model")
+	// ErrNotActive: a rollback named the release it undoes, and that
+	// release is not the one active (never taken, or already left).
+	ErrNotActive = errors.New("update: the release to roll back from is not active")
 )

@@ -186,3 +186,45 @@ func TestNoReleaseOfModel(t *testing.T) {
 		}
 	}
 }
+
+// TestRollbackFromAfterCheck: the operator's rollback of dev-1 from 2
+// reaches it twice, as the director's new assignment (a check activates 1)
+// and as the rollback command naming 2. Whichever comes second must change
+// nothing: a rollback command that checked "2 is active" before the check
+// switched to 1, and rolled back after it, took the device from 1 back to
+// 2 — the release it was rolled back from — and a restart then served 2
+// (fleet TestRollbackRestartThenRollout under stress-ng).
+func TestRollbackFromAfterCheck(t *testing.T) {
+	e := newEnv(t, fleet.InitOptions{Director: true})
+	e.publish("1", layers(1), fleet.ReleaseOptions{})
+	e.publish("2", layers(2), fleet.ReleaseOptions{})
+	e.assign(t, map[string][]string{"1": {"dev-1"}})
+	e.applyOK(t, "1")
+	e.assign(t, map[string][]string{"1": {"dev-1"}, "2": {"dev-1"}})
+	e.applyOK(t, "2")
+
+	e.assign(t, map[string][]string{"1": {"dev-1"}})
+	e.applyOK(t, "1") // the check came first
+	a := e.agent()
+	if ref, err := a.RollbackFrom(e.ctx, "2"); !errors.Is(err, update.ErrNotActive) {
+		t.Fatalf("rollback from 2 on a device at 1 = %v, %v; want ErrNotActive", ref, err)
+	}
+	if st, err := a.Status(e.ctx); err != nil || st.Active != "1" || st.Previous != "2" {
+		t.Fatalf("after the rollback command: %+v, %v; want active 1, previous 2", st, err)
+	}
+	if _, err := e.agent().Apply(e.ctx); !errors.Is(err, update.ErrNoUpdate) {
+		t.Fatalf("check after both: %v; want up to date on 1", err)
+	}
+
+	// The command first: it rolls back, and the director's check after it
+	// finds the device up to date.
+	e.assign(t, map[string][]string{"1": {"dev-1"}, "2": {"dev-1"}})
+	e.applyOK(t, "2")
+	e.assign(t, map[string][]string{"1": {"dev-1"}})
+	if ref, err := e.agent().RollbackFrom(e.ctx, "2"); err != nil || ref.Version != "1" {
+		t.Fatalf("rollback from 2 = %v, %v", ref, err)
+	}
+	if _, err := e.agent().Apply(e.ctx); !errors.Is(err, update.ErrNoUpdate) {
+		t.Fatalf("check after the rollback: %v; want up to date on 1", err)
+	}
+}

@@ -47,6 +47,7 @@ func TestRollbackRestartThenRollout(t *testing.T) {
 		return err == nil && at.After(restarted)
 	})
 	if u := st().Update; u.LastEvent == string(update.EventRefused) || u.Active != "1" {
+		e.dump()
 		t.Fatalf("after rollback and restart: active %s, last event %s: %s", u.Active, u.LastEvent, u.Refused)
 	}
 

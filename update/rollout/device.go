@@ -245,20 +245,15 @@ func (d *Device) command(ctx context.Context, raw json.RawMessage) (any, error) 
 		d.Check()
 		return map[string]string{"scheduled": "check"}, nil
 	case "rollback":
-		if a.Version != "" {
-			st, err := d.ag.Status(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if st.Active != a.Version {
-				// Never took the release (or already left it): going
-				// back from what it runs would undo an older one. The
-				// check follows the director, which no longer assigns it.
-				d.Check()
-				return map[string]string{"skipped": fmt.Sprintf("active is %q, not %s: nothing to roll back; checking instead", st.Active, a.Version)}, nil
-			}
+		ref, err := d.ag.RollbackFrom(ctx, a.Version)
+		if errors.Is(err, update.ErrNotActive) {
+			// Never took the release (or already left it, the director's
+			// own reassignment included): going back from what it runs
+			// would undo an older one. The check follows the director,
+			// which no longer assigns it.
+			d.Check()
+			return map[string]string{"skipped": fmt.Sprintf("%v: nothing to roll back; checking instead", err)}, nil
 		}
-		ref, err := d.ag.Rollback(ctx)
 		if err != nil {
 			return nil, err
 		}
