@@ -425,8 +425,10 @@ func TestHostileHostCalls(t *testing.T) {
 				t.Fatalf("error %v, want %v containing %q", err, tc.want, tc.text)
 			}
 			// Done in full, the NMS takes minutes; stopped, a scheduling
-			// delay past the limit (see TestTimeout for the bound).
-			if took > 2*limit+time.Second {
+			// delay past the limit (see TestTimeout for the bound), which
+			// reached 1.8 s under -race beside stress-ng: 15 s still
+			// tells a stopped call from one that ran to its end.
+			if took > 15*time.Second {
 				t.Errorf("stopped after %v, limit %v", took, limit)
 			}
 			t.Logf("%s: %v after %v", tc.mode, err, took)
