@@ -19,6 +19,20 @@ func (e *env) assign(t *testing.T, byVersion map[string][]string) {
 	}
 }
 
+// onTwo is a device with a director that took releases 1 and 2 of m, in
+// turn: the start of every operator rollback.
+func onTwo(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t, fleet.InitOptions{Director: true})
+	e.publish("1", layers(1), fleet.ReleaseOptions{})
+	e.publish("2", layers(2), fleet.ReleaseOptions{})
+	e.assign(t, map[string][]string{"1": {"dev-1"}})
+	e.applyOK(t, "1")
+	e.assign(t, map[string][]string{"1": {"dev-1"}, "2": {"dev-1"}})
+	e.applyOK(t, "2")
+	return e
+}
+
 // TestOperatorRollbackThenRestart is the sequence that stranded a device:
 // 1 and 2 rolled out, the operator rolls the device back (the director
 // stops assigning 2 to it and the device is sent the rollback command),
@@ -27,13 +41,7 @@ func (e *env) assign(t *testing.T, byVersion map[string][]string) {
 // the restart finds the device up to date, not under attack, and 3 (a
 // higher counter) installs.
 func TestOperatorRollbackThenRestart(t *testing.T) {
-	e := newEnv(t, fleet.InitOptions{Director: true})
-	e.publish("1", layers(1), fleet.ReleaseOptions{})
-	e.publish("2", layers(2), fleet.ReleaseOptions{})
-	e.assign(t, map[string][]string{"1": {"dev-1"}})
-	e.applyOK(t, "1")
-	e.assign(t, map[string][]string{"1": {"dev-1"}, "2": {"dev-1"}})
-	e.applyOK(t, "2")
+	e := onTwo(t)
 
 	e.assign(t, map[string][]string{"1": {"dev-1"}}) // signed before the command is sent
 	if ref, err := e.agent().Rollback(e.ctx); err != nil || ref.Version != "1" {
@@ -195,13 +203,7 @@ func TestNoReleaseOfModel(t *testing.T) {
 // 2 — the release it was rolled back from — and a restart then served 2
 // (fleet TestRollbackRestartThenRollout under stress-ng).
 func TestRollbackFromAfterCheck(t *testing.T) {
-	e := newEnv(t, fleet.InitOptions{Director: true})
-	e.publish("1", layers(1), fleet.ReleaseOptions{})
-	e.publish("2", layers(2), fleet.ReleaseOptions{})
-	e.assign(t, map[string][]string{"1": {"dev-1"}})
-	e.applyOK(t, "1")
-	e.assign(t, map[string][]string{"1": {"dev-1"}, "2": {"dev-1"}})
-	e.applyOK(t, "2")
+	e := onTwo(t)
 
 	e.assign(t, map[string][]string{"1": {"dev-1"}})
 	e.applyOK(t, "1") // the check came first
