@@ -94,7 +94,7 @@ func Start(ctx context.Context, opt Options, i int, id string) (*Device, error) 
 		Update: &device.Update{Model: opt.Model, ImageRoot: opt.ImageRoot, DirectorRoot: opt.DirectorRoot, MetadataDir: filepath.Join(d.dir, "tuf"),
 			MaxBytesPerSec: opt.MaxBytesPerSec, SourceCAFile: opt.SourceCAFile, Labels: labels, CheckInterval: device.Duration(civ), RetryInterval: device.Duration(time.Second),
 			RequestTimeout: device.Duration(5 * time.Second)},
-		Logger: slog.New(ringHandler{r: &d.log}),
+		Logger: slog.New(slog.NewTextHandler(&d.log, nil)), // Info and above
 		Now:    opt.Now,
 	}
 	var err error

@@ -10,7 +10,7 @@ import (
 
 func TestRingLogKeepsTheLatest(t *testing.T) {
 	var r ringLog
-	log := slog.New(ringHandler{r: &r}).With("device", "dev-1")
+	log := slog.New(slog.NewTextHandler(&r, nil)).With("device", "dev-1")
 	log.Debug("not kept")
 	for i := range ringLen + 3 {
 		log.Info("check", "n", i)
@@ -21,7 +21,7 @@ func TestRingLogKeepsTheLatest(t *testing.T) {
 	}
 	var ns []int
 	for _, l := range got {
-		if !strings.Contains(l, "INFO check device=dev-1 n=") {
+		if !strings.Contains(l, "level=INFO msg=check device=dev-1 n=") {
 			t.Fatalf("record %q lacks its level, message or attributes", l)
 		}
 		n, _ := strconv.Atoi(l[strings.LastIndex(l, "=")+1:])
