@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -355,8 +356,13 @@ func TestTextPlugins(t *testing.T) {
 }
 
 // TestTwoMegapixelDefaults: a 2 MP camera JPEG (1920x1080) is prepared for
-// BlazeFace within the sandbox's default limits (2 s a call, 64 MiB), on
-// whatever load the test runs beside; it logs the time a frame took.
+// BlazeFace within the sandbox's default limits (2 s a call, 64 MiB); it
+// logs the time a frame took. The memory is the default's; the 2 s is
+// checked against the CPU time the call spent on its thread, because the
+// guest runs on the caller's goroutine (locked to its thread here) and
+// the wall time of a call beside other packages' tests and stress-ng on
+// two cores says how busy the machine was (CI saw a call that takes 0.7 s
+// under -race pass 2 s there). The call itself may run for 30 s.
 func TestTwoMegapixelDefaults(t *testing.T) {
 	img := image.NewYCbCr(image.Rect(0, 0, 1920, 1080), image.YCbCrSubsampleRatio420)
 	for i := range img.Y {
@@ -366,20 +372,33 @@ func TestTwoMegapixelDefaults(t *testing.T) {
 	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 85}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := plugin.LoadFile(context.Background(), plugintest.Build(t, "runtime/plugin/plugins/imageprep"), plugin.Config{})
+	const limit = 2 * time.Second // plugin.Config's default CallTimeout
+	p, err := plugin.LoadFile(context.Background(), plugintest.Build(t, "runtime/plugin/plugins/imageprep"), plugin.Config{CallTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close(context.Background())
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	for range 3 {
 		start := time.Now()
+		cpu0, clock := threadCPU()
 		out, err := p.Call(context.Background(), []abi.Tensor{abi.Bytes("image", buf.Bytes())})
+		cpu1, _ := threadCPU()
+		wall := time.Since(start)
 		if err != nil {
-			t.Fatalf("a 2 MP frame under the default limits: %v", err)
+			t.Fatalf("a 2 MP frame under the default memory limit: %v", err)
 		}
 		if x := get(t, out, "input"); !slices.Equal(x.Shape, []int64{1, 128, 128, 3}) {
 			t.Fatalf("output %v", x)
 		}
-		t.Logf("2 MP JPEG (%d KB) to BlazeFace's input: %v", buf.Len()>>10, time.Since(start))
+		spent, what := wall, "wall"
+		if clock {
+			spent, what = time.Duration(cpu1-cpu0), "CPU on the calling thread"
+		}
+		t.Logf("2 MP JPEG (%d KB) to BlazeFace's input: %v wall, %v %s", buf.Len()>>10, wall, spent, what)
+		if spent > limit {
+			t.Fatalf("a 2 MP frame took %v (%s), past the default per-call limit of %v", spent, what, limit)
+		}
 	}
 }
