@@ -431,6 +431,18 @@ func TestMonth(t *testing.T) {
 			}
 		}
 		if k == 1 || k == 6 || k == 30 {
+			// The disk is measured at rest: a rollout completes when enough
+			// of its targets run the release, and a device still catching
+			// up holds the release it downloads beside the two it keeps
+			// (one bundle more, seen once after release 30).
+			l.waitFor(fmt.Sprintf("every device on what the fleet intends after release %d", k), 2*time.Minute, func() bool {
+				for i, d := range l.devs {
+					if l.active(d) != strconv.Itoa(want[i]) {
+						return false
+					}
+				}
+				return true
+			})
 			for _, d := range l.devs {
 				used, size := dirUsage(t, filepath.Join(l.dir, "devices", d))
 				l.disk[k], l.size[k] = append(l.disk[k], used), append(l.size[k], size)
