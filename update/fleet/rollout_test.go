@@ -158,7 +158,8 @@ func (e *simEnv) waitOn(what string, d time.Duration, changed func() <-chan stru
 
 // dump logs what a stalled rollout test needs to say where it stalled:
 // the operator's view of each rollout and device, each fleet serve
-// instance's own account, and each device's journal.
+// instance's own account, the broker's (mochi's) clients and shared
+// subscription groups, and each device's journal.
 func (e *simEnv) dump() {
 	v := e.op.View()
 	cur, last, hi := v.Leader()
@@ -184,6 +185,9 @@ func (e *simEnv) dump() {
 	}
 	if l := e.broker.Log(); l != "" {
 		e.t.Logf("the broker's log, its end:\n%s", l[max(0, len(l)-4000):])
+	}
+	if s := e.broker.Dump(); s != "" {
+		e.t.Logf("the broker's clients and shared subscription groups:\n%s", s)
 	}
 	if e.fleet == nil {
 		return

@@ -141,14 +141,29 @@ type Broker struct {
 
 // logBuffer is the broker's output, written by exec's copying goroutine.
 type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{} // closed at the next write, when someone waits
 }
 
 func (l *logBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.wrote != nil {
+		close(l.wrote)
+		l.wrote = nil
+	}
 	return l.b.Write(p)
+}
+
+// next is the output so far and a channel closed at the next write.
+func (l *logBuffer) next() (string, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wrote == nil {
+		l.wrote = make(chan struct{})
+	}
+	return l.b.String(), l.wrote
 }
 
 func (l *logBuffer) String() string {
@@ -328,6 +343,37 @@ func (b *Broker) Forget() {
 
 // Log is what the broker printed so far.
 func (b *Broker) Log() string { return b.log.String() }
+
+// Dump is the broker's own account of its clients and shared subscription
+// groups, for a stalled test to print: mochi-mqtt prints it on SIGUSR1
+// (platforms/brokers/mochi). It is "" for mosquitto, which has no such
+// dump, and for a stopped broker.
+func (b *Broker) Dump() string {
+	const end = "== end of mochi state"
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mochi == "" || b.cmd == nil {
+		return ""
+	}
+	before, _ := b.log.next()
+	if err := b.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return fmt.Sprintf("(mochi: %v)", err)
+	}
+	timeout := time.NewTimer(5 * time.Second)
+	defer timeout.Stop()
+	for {
+		out, wrote := b.log.next()
+		out = out[len(before):]
+		if i := strings.Index(out, end); i >= 0 {
+			return out[:i+len(end)]
+		}
+		select {
+		case <-wrote:
+		case <-timeout.C:
+			return "(mochi printed no state within 5 s)\n" + out
+		}
+	}
+}
 
 // FreePort returns a TCP port free on 127.0.0.1 right now.
 func FreePort(t testing.TB) int {

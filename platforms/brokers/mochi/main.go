@@ -9,16 +9,22 @@
 //
 // -db keeps sessions, subscriptions, retained and in-flight messages in a
 // bbolt file across restarts (mosquitto's persistence). It stops on
-// SIGTERM or SIGINT.
+// SIGTERM or SIGINT. On SIGUSR1 it prints its clients and, for each shared
+// subscription, the members the group would choose among (a stalled test
+// asks for it: Broker.Dump in pkg/link/mosquittotest).
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -66,9 +72,58 @@ func run(addr, db string, verbose bool) error {
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	dump := make(chan os.Signal, 1)
+	signal.Notify(dump, syscall.SIGUSR1)
 	if err := s.Serve(); err != nil {
 		return err
 	}
-	<-stop
-	return s.Close()
+	for {
+		select {
+		case <-dump:
+			dumpState(os.Stderr, s)
+		case <-stop:
+			return s.Close()
+		}
+	}
+}
+
+// dumpState prints every client the broker holds (connected or not, taken
+// over or not, its subscriptions and messages in flight) and, for each
+// shared subscription, the members of its group on a topic the filter
+// matches, each with whether the broker still holds it as a client: a
+// group member that is not a client takes its share of the messages and
+// delivers none.
+func dumpState(w io.Writer, s *mqtt.Server) {
+	fmt.Fprintln(w, "== mochi state")
+	clients := s.Clients.GetAll()
+	ids := slices.Sorted(maps.Keys(clients))
+	shared := map[string]bool{}
+	for _, id := range ids {
+		cl := clients[id]
+		subs := cl.State.Subscriptions.GetAll()
+		filters := slices.Sorted(maps.Keys(subs))
+		for _, f := range filters {
+			if strings.HasPrefix(f, "$share/") {
+				shared[f] = true
+			}
+		}
+		fmt.Fprintf(w, "client %q closed=%v taken_over=%v inflight=%d subscriptions=%v\n",
+			id, cl.Closed(), cl.IsTakenOver(), cl.State.Inflight.Len(), filters)
+	}
+	for _, f := range slices.Sorted(maps.Keys(shared)) {
+		// $share/group/filter: a topic the filter matches.
+		parts := strings.SplitN(f, "/", 3)
+		if len(parts) < 3 {
+			continue
+		}
+		topic := strings.NewReplacer("+", "x", "#", "x").Replace(parts[2])
+		for group, members := range s.Topics.Subscribers(topic).Shared {
+			for id := range members {
+				cl, ok := clients[id]
+				fmt.Fprintf(w, "shared %q on %q: group %q member %q client=%v connected=%v\n",
+					f, topic, group, id, ok, ok && !cl.Closed())
+			}
+		}
+	}
+	fmt.Fprintln(w, "== end of mochi state")
 }
