@@ -2,6 +2,7 @@ package link
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -92,6 +93,89 @@ func TestSubscribeAfterIDInUse(t *testing.T) {
 	t.Logf("subscribed after %d answers 0x91 (packet identifier in use)", p.refused.Load())
 }
 
+// TestResubscribeWithoutSUBACK: a reconnection whose SUBACK never comes
+// (a broker too busy to answer within ConnectTimeout, or a reply lost) is
+// not a connection. The link used to log the failure and keep the
+// connection: with a clean session it was up, answering keep-alives, and
+// deaf to that filter until something else broke it, which is what fleet
+// serve looked like in the stalled 10,000-device runs (update/fleet
+// SCALE.md). Now it drops the connection and subscribes on the next one.
+// Against mosquitto: the proxy swallows the reconnection's SUBSCRIBE, so
+// the broker never has the subscription and no SUBACK comes. (Swallowing
+// the SUBACK instead would not do: the broker has subscribed the client.)
+func TestResubscribeWithoutSUBACK(t *testing.T) {
+	b := mosquittotest.Start(t, mosquittotest.Options{})
+	p := newAckProxy(t, b.URL(), 0)
+	ctx := context.Background()
+	cfg := testConfig(b)
+	cfg.Broker, cfg.CleanSession, cfg.ConnectTimeout = p.url, true, time.Second
+	l, err := Open(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got := make(chan string, 16)
+	if err := l.Subscribe(ctx, "t/a", 1, func(m Message) { got <- string(m.Payload) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	pub := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID("pub"))
+	if tok := pub.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatal(tok.Error())
+	}
+	defer pub.Disconnect(50)
+	pub.Publish("t/a", 1, false, "before").Wait()
+	if m := receive(t, got, 5*time.Second); m != "before" {
+		t.Fatalf("got %q", m)
+	}
+
+	filter := "t/a"
+	p.dropSubscribeTo.Store(&filter)
+	p.cut()
+	// Whatever connection the link is on once it says connected must
+	// carry t/a: publish until a message comes, for at most 15 s.
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; ; i++ {
+		if err := l.WaitConnected(withTimeout(t, 15*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		pub.Publish("t/a", 1, false, "after").Wait()
+		select {
+		case m := <-got:
+			if m != "after" {
+				t.Fatalf("got %q", m)
+			}
+			st := l.Stats()
+			if p.dropped.Load() != 1 {
+				t.Fatalf("the proxy swallowed no SUBSCRIBE to t/a: the test did not test")
+			}
+			if st.Failures == 0 {
+				t.Fatalf("t/a's messages come, yet no connection attempt failed: %+v", st)
+			}
+			t.Logf("after a reconnection without its SUBACK: the attempt was dropped (%d failed), and the next subscribed: %d connections in all", st.Failures, st.Connects)
+			return
+		case <-time.After(time.Second):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the link is connected (%d connections) and t/a's messages do not come: a connection without its subscription", l.Stats().Connects)
+		}
+	}
+}
+
+// receive is the next message of ch, failing the test after d.
+func receive(t *testing.T, ch <-chan string, d time.Duration) string {
+	t.Helper()
+	select {
+	case m := <-ch:
+		return m
+	case <-time.After(d):
+		t.Fatalf("no message within %v", d)
+		return ""
+	}
+}
+
 // ackProxy is a TCP proxy between one MQTT client and its broker that can
 // hold the client's PUBACKs, and counts the broker's SUBACKs answering
 // 0x91. It releases what it holds after release such SUBACKs.
@@ -100,6 +184,10 @@ type ackProxy struct {
 	hold    atomic.Bool
 	refused atomic.Int64
 	release int64
+	// dropSubscribeTo, when set, is a filter whose next SUBSCRIBE never
+	// reaches the broker; dropped counts those.
+	dropSubscribeTo atomic.Pointer[string]
+	dropped         atomic.Int64
 
 	mu   sync.Mutex
 	held [][]byte
@@ -152,6 +240,15 @@ func newAckProxy(t *testing.T, brokerURL string, release int64) *ackProxy {
 	return p
 }
 
+// cut closes the connection to the broker: the client sees it lost.
+func (p *ackProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.up != nil {
+		p.up.Close()
+	}
+}
+
 // pipe copies MQTT packets from src to dst: from the client (toBroker)
 // PUBACKs are held while hold is set; from the broker, SUBACKs are read
 // for 0x91.
@@ -179,6 +276,10 @@ func (p *ackProxy) pipe(src, dst net.Conn, toBroker bool) {
 				p.held = nil
 				p.mu.Unlock()
 			}
+		}
+		if f := p.dropSubscribeTo.Load(); toBroker && typ == 8 && f != nil && bytes.Contains(pk.b[pk.body:], []byte(*f)) && p.dropSubscribeTo.CompareAndSwap(f, nil) {
+			p.dropped.Add(1)
+			continue
 		}
 		p.mu.Lock() // in order with a release of held PUBACKs
 		_, err = dst.Write(pk.b)
