@@ -384,9 +384,21 @@ func (l *Link) subscribe(ctx context.Context, c *conn, s *subscription) error {
 		if err := tok.Error(); err != nil {
 			return fmt.Errorf("link: subscribe %s: %w", s.filter, err)
 		}
-		rc, ok := tok.(*mqtt.SubscribeToken).Result()[s.filter]
+		// One filter a SUBSCRIBE, so one return code. paho keys it by the
+		// filter as it routes it: a shared subscription's without its
+		// "$share/<group>/" prefix, so looking it up by s.filter found
+		// nothing there and read every shared subscription as granted,
+		// 0x91 included (TestSubscribeAfterIDInUse/shared).
+		var rc byte
+		ok := false
+		for _, code := range tok.(*mqtt.SubscribeToken).Result() {
+			rc, ok = code, true
+		}
+		l.log.Debug("link: SUBACK", "filter", s.filter, "code", rc, "try", try)
 		switch {
-		case !ok || rc < 0x80:
+		case !ok:
+			return fmt.Errorf("link: subscribe %s: a SUBACK without a return code", s.filter)
+		case rc < 0x80:
 			return nil
 		case rc == subackIDInUse && try < idInUseTries:
 			// mochi-mqtt answers a SUBSCRIBE whose packet identifier is
