@@ -16,15 +16,11 @@ import (
 // rollouts of a few devices, the leadership claim, partitions, bulk data
 // over HTTPS and the request server must not depend on one broker's ways. A test
 // that skips there fails this one: mochi runs them all or says why not.
-// The scale and throughput measurements are left out (they read
-// mosquitto's $SYS counters and bridge brokers), and so are the rollout
-// tests, TestRolloutFleet and TestRolloutWaves: on mochi a rollout
-// sometimes stalls with fleet serve receiving no request, or none of one
-// kind, while mochi acknowledges the devices' requests (SERVING.md says
-// what was found and fixed, and what is still open), and a test that fails
-// at random would hide whatever else this one finds. Both run against
-// mosquitto in every run of the package, and against mochi with
-// EDGEINFER_TEST_BROKER=mochi go test -run 'TestRollout' ./update/fleet/.
+// The scale and throughput measurements are left out: they read
+// mosquitto's $SYS counters and bridge brokers. The rollout tests run
+// here too; they were left out while a rollout on mochi sometimes stalled
+// with fleet serve deaf to one kind of request, which was the link taking
+// a shared subscription's 0x91 for a grant (SERVING.md).
 func TestOnMochi(t *testing.T) {
 	if mosquittotest.Mochi() {
 		t.Skip("this run is against mochi-mqtt already (EDGEINFER_TEST_BROKER=mochi)")
@@ -36,7 +32,7 @@ func TestOnMochi(t *testing.T) {
 		t.Skip("mosquitto is not installed: apt-get install mosquitto mosquitto-clients (.ci/run installs it); without it the package's broker tests skip, and so does their run against mochi-mqtt")
 	}
 	cmd := exec.Command(os.Args[0], "-test.v", "-test.count=1", "-test.timeout=20m",
-		"-test.skip", "^(TestOnMochi|TestScaleSim|TestScaleSimChild|TestChunkThroughput|TestRolloutFleet|TestRolloutWaves)$")
+		"-test.skip", "^(TestOnMochi|TestScaleSim|TestScaleSimChild|TestChunkThroughput)$")
 	cmd.Env = append(os.Environ(), "EDGEINFER_TEST_BROKER=mochi")
 	out, err := cmd.CombinedOutput()
 	var passed, skipped, failed []string
