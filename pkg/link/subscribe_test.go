@@ -117,6 +117,9 @@ func TestResubscribeWithoutSUBACK(t *testing.T) {
 	p := newAckProxy(t, b.URL(), 0)
 	ctx := context.Background()
 	cfg := testConfig(b)
+	// A second for a whole connection attempt, so that the one without
+	// its SUBACK ends soon; on a loaded machine an attempt may run out of
+	// it and the link tries again, which the waits below allow for.
 	cfg.Broker, cfg.CleanSession, cfg.ConnectTimeout = p.url, true, time.Second
 	l, err := Open(ctx, cfg, nil)
 	if err != nil {
@@ -127,7 +130,7 @@ func TestResubscribeWithoutSUBACK(t *testing.T) {
 	if err := l.Subscribe(ctx, "t/a", 1, func(m Message) { got <- string(m.Payload) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.WaitConnected(withTimeout(t, 5*time.Second)); err != nil {
+	if err := l.WaitConnected(withTimeout(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	pub := mqtt.NewClient(mqtt.NewClientOptions().AddBroker(b.URL()).SetClientID("pub"))
@@ -144,10 +147,10 @@ func TestResubscribeWithoutSUBACK(t *testing.T) {
 	p.dropSubscribeTo.Store(&filter)
 	p.cut()
 	// Whatever connection the link is on once it says connected must
-	// carry t/a: publish until a message comes, for at most 15 s.
-	deadline := time.Now().Add(15 * time.Second)
+	// carry t/a: publish until a message comes, for at most 30 s.
+	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; ; i++ {
-		if err := l.WaitConnected(withTimeout(t, 15*time.Second)); err != nil {
+		if err := l.WaitConnected(withTimeout(t, 30*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		pub.Publish("t/a", 1, false, "after").Wait()
