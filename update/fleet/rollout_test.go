@@ -35,7 +35,7 @@ type simEnv struct {
 	fleet            *fleettest.Fleet
 	op               *fleet.Client
 	servers          []*fleet.Server
-	serveLogs        []*headTail // each server's log, in the order of servers
+	serveLogs        []*fleettest.LogKeeper // each server's first and latest log records, in the order of servers
 	published        map[string]*update.Release
 	sysMu            sync.Mutex
 	sysRecv, sysSent uint64
@@ -132,7 +132,7 @@ func (e *simEnv) serve(name string, keys bool) *fleet.Server {
 func (e *simEnv) serveCfg(cfg fleet.ServeConfig) *fleet.Server {
 	e.t.Helper()
 	if cfg.Logger == nil {
-		lb := new(headTail)
+		lb := &fleettest.LogKeeper{Head: 40, Tail: 40}
 		cfg.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		e.serveLogs = append(e.serveLogs, lb)
 	}
@@ -191,7 +191,7 @@ func (e *simEnv) dump() {
 		}
 	}
 	for i, lb := range e.serveLogs {
-		e.t.Logf("fleet serve %d's log, its first and last records:\n%s", i, strings.Join(lb.lines(), "\n"))
+		e.t.Logf("fleet serve %d's log, its first and last records:\n%s", i, strings.Join(lb.Lines(), "\n"))
 	}
 	if l := e.broker.Log(); l != "" {
 		e.t.Logf("the broker's log, its end:\n%s", l[max(0, len(l)-4000):])
@@ -583,42 +583,4 @@ func (p *proxy) cut() {
 	p.cs = nil
 	p.mu.Unlock()
 	p.wg.Wait()
-}
-
-// headTail keeps the first and the latest records of a log: a fleet serve
-// instance's subscriptions are made at its start, and what it did last is
-// at its end (a stalled test prints both).
-type headTail struct {
-	mu         sync.Mutex
-	head, tail []string
-	next       int
-}
-
-const headTailLen = 40
-
-func (h *headTail) Write(p []byte) (int, error) {
-	s := strings.TrimSuffix(string(p), "\n")
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch {
-	case len(h.head) < headTailLen:
-		h.head = append(h.head, s)
-	case len(h.tail) < headTailLen:
-		h.tail = append(h.tail, s)
-	default:
-		h.tail[h.next] = s
-		h.next = (h.next + 1) % headTailLen
-	}
-	return len(p), nil
-}
-
-func (h *headTail) lines() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := slices.Clone(h.head)
-	if len(h.tail) == headTailLen {
-		out = append(out, "...")
-	}
-	out = append(out, h.tail[h.next:]...)
-	return append(out, h.tail[:h.next]...)
 }

@@ -66,7 +66,7 @@ type Device struct {
 	idx int
 
 	dev *device.Device
-	log ringLog
+	log LogKeeper
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -76,7 +76,7 @@ type Device struct {
 
 // Start starts device i named id.
 func Start(ctx context.Context, opt Options, i int, id string) (*Device, error) {
-	d := &Device{ID: id, dir: filepath.Join(opt.Dir, id), opt: opt, idx: i}
+	d := &Device{ID: id, dir: filepath.Join(opt.Dir, id), opt: opt, idx: i, log: LogKeeper{Tail: deviceLogLen}}
 	if err := os.MkdirAll(d.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func (d *Device) Status(ctx context.Context) (update.Status, error) {
 
 // Log returns the device's latest log records (Info and above, at most
 // 8, oldest first): what a test prints when the fleet stalls.
-func (d *Device) Log() []string { return d.log.recent() }
+func (d *Device) Log() []string { return d.log.Lines() }
 
 // BytesFetched is the chunk payload the device downloaded.
 func (d *Device) BytesFetched() int64 { return d.dev.Updates().BytesFetched() }

@@ -5,38 +5,48 @@ import (
 	"sync"
 )
 
-// ringLog keeps a simulated device's latest log records, so a test that
-// times out can say what each device last reported: the devices' loggers
-// would otherwise print thousands of lines a run, and discarding them hid
-// why a rollout stalled. It is the io.Writer of a slog.TextHandler, which
-// writes each record in one call.
-type ringLog struct {
-	mu    sync.Mutex
-	lines []string
-	next  int
+// LogKeeper keeps the first Head and the latest Tail records of a log, so
+// a test that times out can say what a simulated device (the latest 8) or
+// a fleet serve instance (its start, where it subscribes, and its end)
+// last reported: their loggers would otherwise print thousands of lines a
+// run, and discarding them hid why a rollout stalled. It is the io.Writer
+// of a slog.TextHandler, which writes each record in one call.
+type LogKeeper struct {
+	Head, Tail int
+
+	mu         sync.Mutex
+	head, tail []string
+	next       int
 }
 
-// ringLen is how many records a device keeps.
-const ringLen = 8
+// deviceLogLen is how many records a device keeps.
+const deviceLogLen = 8
 
-func (r *ringLog) Write(p []byte) (int, error) {
+func (k *LogKeeper) Write(p []byte) (int, error) {
 	s := strings.TrimSuffix(string(p), "\n")
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.lines) < ringLen {
-		r.lines = append(r.lines, s)
-	} else {
-		r.lines[r.next] = s
-		r.next = (r.next + 1) % ringLen
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case len(k.head) < k.Head:
+		k.head = append(k.head, s)
+	case len(k.tail) < k.Tail:
+		k.tail = append(k.tail, s)
+	case k.Tail > 0:
+		k.tail[k.next] = s
+		k.next = (k.next + 1) % k.Tail
 	}
 	return len(p), nil
 }
 
-// recent returns the kept records, oldest first.
-func (r *ringLog) recent() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.lines))
-	out = append(out, r.lines[r.next:]...)
-	return append(out, r.lines[:r.next]...)
+// Lines returns the kept records in the order they came, with "..." where
+// records between the head and the tail were dropped.
+func (k *LogKeeper) Lines() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := append([]string(nil), k.head...)
+	if k.Head > 0 && len(k.tail) == k.Tail && k.Tail > 0 {
+		out = append(out, "...")
+	}
+	out = append(out, k.tail[k.next:]...)
+	return append(out, k.tail[:k.next]...)
 }

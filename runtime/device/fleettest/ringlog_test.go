@@ -8,16 +8,16 @@ import (
 	"testing"
 )
 
-func TestRingLogKeepsTheLatest(t *testing.T) {
-	var r ringLog
+func TestLogKeeperKeepsTheLatest(t *testing.T) {
+	r := LogKeeper{Tail: deviceLogLen}
 	log := slog.New(slog.NewTextHandler(&r, nil)).With("device", "dev-1")
 	log.Debug("not kept")
-	for i := range ringLen + 3 {
+	for i := range deviceLogLen + 3 {
 		log.Info("check", "n", i)
 	}
-	got := r.recent()
-	if len(got) != ringLen {
-		t.Fatalf("kept %d records, want %d: %q", len(got), ringLen, got)
+	got := r.Lines()
+	if len(got) != deviceLogLen {
+		t.Fatalf("kept %d records, want %d: %q", len(got), deviceLogLen, got)
 	}
 	var ns []int
 	for _, l := range got {
@@ -29,5 +29,22 @@ func TestRingLogKeepsTheLatest(t *testing.T) {
 	}
 	if want := []int{3, 4, 5, 6, 7, 8, 9, 10}; !slices.Equal(ns, want) {
 		t.Fatalf("kept records %v, want the latest oldest first %v", ns, want)
+	}
+}
+
+func TestLogKeeperHeadAndTail(t *testing.T) {
+	k := LogKeeper{Head: 2, Tail: 3}
+	for i := range 9 {
+		k.Write([]byte(strconv.Itoa(i) + "\n"))
+	}
+	if got, want := k.Lines(), []string{"0", "1", "...", "6", "7", "8"}; !slices.Equal(got, want) {
+		t.Fatalf("kept %q, want %q", got, want)
+	}
+	short := LogKeeper{Head: 2, Tail: 3}
+	for i := range 4 {
+		short.Write([]byte(strconv.Itoa(i) + "\n"))
+	}
+	if got, want := short.Lines(), []string{"0", "1", "2", "3"}; !slices.Equal(got, want) {
+		t.Fatalf("kept %q, want %q", got, want)
 	}
 }
