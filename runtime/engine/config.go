@@ -138,11 +138,14 @@ type KVOptions struct {
 }
 
 // PrefixPersistConfig keeps decoders' prefix caches across restarts and
-// swaps of other models: each decoder's hottest prompt prefixes (their KV
-// blocks, tokens and chain hashes) are saved in Dir/<name>.kv when the
-// device goes idle, at most every EverySeconds while it is busy, and at a
-// clean stop; the next start reads the file's index and restores a block
-// the first time a prompt asks for it. A file written for another version
+// swaps of other models: each decoder's prompt prefixes (their KV blocks,
+// tokens and chain hashes) are saved in Dir/<name>.kv — while serving, the
+// prefixes later prompts reused (a system prompt, a conversation's earlier
+// turns) when the device goes idle and at most every EverySeconds while it
+// is busy; at a clean stop, the hottest of all — and the next start reads
+// the file's index and restores a block the first time a prompt asks for
+// it. Prompts that never repeat are so never copied or written while
+// serving, however long the device runs. A file written for another version
 // of the model (a swap) or another KV format is ignored and replaced; a
 // torn or damaged one is detected and never served.
 type PrefixPersistConfig struct {

@@ -3,7 +3,9 @@
 # with its HTTP API, link, outbox and telemetry, the tiny model (examples/tinylm) rolled out to it,
 # `edgeinfer bench --target` driving 4 closed-loop chat clients against the agent's API for the whole
 # run, and a second release rolled out to the device while it serves. Every minute the script samples
-# the agent's resident set (/proc/PID/status) and its Go heap (the API's /metrics); at the end it prints
+# the agent's resident set (/proc/PID/status), its Go heap (the API's /metrics) and the bytes it had
+# the kernel write to storage in that minute (/proc/PID/io write_bytes: the store, the outbox, the
+# prefix cache's file, the release taken in); at the end it prints
 # every window and the growth over the last hour: (mean RSS of its last 5 windows − mean of its first 5)
 # ÷ the latter. It fails above 1 %, when the device did not take the update, or when a request failed
 # (the bench's failure_rate threshold of 0).
@@ -47,7 +49,9 @@ cat > $W/spec.json <<JSON
  "phases": [{"name": "soak", "kind": "custom", "duration": "${minutes}m", "arrival": {"mode": "closed", "concurrency": 4}}]}
 JSON
 $E bench --target http://127.0.0.1:$HP --model tiny --spec $W/spec.json --out $W/bench > $W/bench.log 2>&1 & BE=$!
-echo "minute  agent RSS MiB  Go heap MiB  (agent pid $AG; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
+echo "minute  agent RSS MiB  Go heap MiB  written MB  (agent pid $AG; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
+written() { awk '/^write_bytes/ {print $2}' /proc/$AG/io; }
+w0=$(written); wprev=$w0
 start=$(date +%s)
 for m in $(seq 1 $minutes); do
   sleep $(( start + 60*m - $(date +%s) ))
@@ -60,8 +64,11 @@ for m in $(seq 1 $minutes); do
   fi
   rss=$(awk '/^VmRSS/ {printf "%.1f", $2/1024}' /proc/$AG/status)
   heap=$(curl -sf http://127.0.0.1:$HP/metrics | awk '/^go_memstats_heap_inuse_bytes / {printf "%.1f", $2/1048576}')
-  printf '%6d  %12s  %11s\n' $m "$rss" "${heap:-null}" | tee -a $W/rss.txt
+  w=$(written)
+  printf '%6d  %12s  %11s  %11.1f\n' $m "$rss" "${heap:-null}" $(( w - wprev ))e-6 | tee -a $W/rss.txt
+  wprev=$w
 done
+echo "the agent wrote $(( (wprev - w0) / 1000000 )) MB to storage over the $minutes minutes (write_bytes)"
 wait $BE; rc=$?
 active 2 || { echo "the device did not activate tiny@2 during the soak: $(grep -i tiny $W/agent.log | tail -3)"; exit 1; }
 echo "device active on 2; bench exit $rc: $(grep -iE 'requests|failed' $W/bench.log | head -3 | tr '\n' ' ')"

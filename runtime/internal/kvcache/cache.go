@@ -32,6 +32,8 @@ type Cache struct {
 	// prefixVersion counts blocks entered into the prefix index.
 	persisted     *Persisted
 	prefixVersion uint64
+	// reusedVersion counts blocks reused for the first time (markReused).
+	reusedVersion uint64
 
 	stats counters
 }

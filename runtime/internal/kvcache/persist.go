@@ -60,7 +60,6 @@ type Snapshot struct {
 	parents []uint64
 	tokens  []int32 // BlockSize per block
 	data    []byte  // blockBytes per block, or nil when read from live
-	version uint64  // the cache's PrefixVersion when taken
 
 	// live and ids: a snapshot taken in place (SnapshotInPlace) reads the
 	// blocks from the pools as it writes them.
@@ -77,13 +76,15 @@ type Snapshot struct {
 // Blocks is how many blocks the snapshot holds.
 func (s *Snapshot) Blocks() int { return len(s.hashes) + len(s.carry) }
 
-// Version is the cache's PrefixVersion when the snapshot was taken.
-func (s *Snapshot) Version() uint64 { return s.version }
-
 // PrefixVersion counts the blocks entered into the prefix cache: a saver
 // compares it with its last Snapshot's to skip a save that would write the
 // same file again.
 func (c *Cache) PrefixVersion() uint64 { return c.prefixVersion }
+
+// ReusedVersion counts the blocks a later sequence took from the prefix
+// cache (or from the persisted file) for the first time: what
+// SnapshotReused would take has changed only when it has.
+func (c *Cache) ReusedVersion() uint64 { return c.reusedVersion }
 
 // persistedBytes is what one block takes in the file.
 func (c Config) persistedBytes() int64 {
@@ -96,7 +97,21 @@ func (c Config) persistedBytes() int64 {
 // block is only found through its ancestors). It must be called on the
 // owner goroutine; it costs a copy of the blocks it takes.
 func (c *Cache) Snapshot(maxBytes int64) *Snapshot {
-	s := c.choose(maxBytes)
+	return c.copyOut(c.choose(maxBytes, false))
+}
+
+// SnapshotReused is Snapshot of the chains a later sequence has reused
+// (a system prompt, a conversation's earlier turns): what a save while
+// serving keeps. A prompt computed once and never asked for again is left
+// to the save at a clean stop, so a device whose prompts do not repeat
+// neither copies nor rewrites up to maxBytes at every save (the soak in
+// update/testdata/soak.sh measures the agent's heap and writes).
+func (c *Cache) SnapshotReused(maxBytes int64) *Snapshot {
+	return c.copyOut(c.choose(maxBytes, true))
+}
+
+// copyOut copies the blocks s chose out of the pools.
+func (c *Cache) copyOut(s *Snapshot) *Snapshot {
 	rec := int(c.cfg.BlockBytes())
 	s.data = make([]byte, len(s.ids)*rec)
 	for i, b := range s.ids {
@@ -111,14 +126,16 @@ func (c *Cache) Snapshot(maxBytes int64) *Snapshot {
 // cache changes again (a decoder's last save at Close, which then holds no
 // second copy of up to maxBytes in memory).
 func (c *Cache) SnapshotInPlace(maxBytes int64) *Snapshot {
-	s := c.choose(maxBytes)
+	s := c.choose(maxBytes, false)
 	s.live = c
 	return s
 }
 
-// choose picks Snapshot's blocks (ids) and the file blocks to carry.
-func (c *Cache) choose(maxBytes int64) *Snapshot {
-	s := &Snapshot{cfg: c.cfg, version: c.prefixVersion, from: c.persisted}
+// choose picks Snapshot's blocks (ids), only reused ones if reusedOnly,
+// and the file blocks to carry. (A reused block's ancestors are reused
+// too: a sequence takes a prompt's cached blocks from the root.)
+func (c *Cache) choose(maxBytes int64, reusedOnly bool) *Snapshot {
+	s := &Snapshot{cfg: c.cfg, from: c.persisted}
 	if c.closed || c.cfg.DisablePrefixCache {
 		return s
 	}
@@ -126,6 +143,9 @@ func (c *Cache) choose(maxBytes int64) *Snapshot {
 	chosen := map[uint64]bool{}
 	var order []int32
 	take := func(b int32) {
+		if reusedOnly && !c.prefix.reused[b] {
+			return
+		}
 		var chain []int32
 		for x := b; ; {
 			if chosen[c.prefix.hash[x]] {

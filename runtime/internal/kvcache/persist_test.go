@@ -356,3 +356,49 @@ func TestPrefaultRestore(t *testing.T) {
 		t.Error("block 200 resident: PrefaultRestore(8) committed more than it needs")
 	}
 }
+
+// TestSnapshotReused: a computed prompt is in Snapshot but not in
+// SnapshotReused until a later sequence takes its blocks, from the pools or
+// from the file; ReusedVersion counts each block's first reuse only, and an
+// evicted block's reuse goes with it.
+func TestSnapshotReused(t *testing.T) {
+	c, prompt := persistCache(t, Float32, 16, 21) // 5 full blocks of 4
+	if all, reused := c.Snapshot(1<<20).Blocks(), c.SnapshotReused(1<<20).Blocks(); all != 5 || reused != 0 || c.ReusedVersion() != 0 {
+		t.Fatalf("computed once: %d blocks in Snapshot, %d in SnapshotReused, ReusedVersion %d; want 5, 0, 0", all, reused, c.ReusedVersion())
+	}
+	s, err := c.NewSequence(prompt[:13]) // its first 3 blocks
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Free()
+	if got := c.SnapshotReused(1 << 20).Blocks(); got != 3 || c.ReusedVersion() != 3 {
+		t.Errorf("after a prompt took 3 blocks: %d reused blocks snapshotted, ReusedVersion %d; want 3, 3", got, c.ReusedVersion())
+	}
+	s, _ = c.NewSequence(prompt)
+	s.Free()
+	if got := c.SnapshotReused(1 << 20).Blocks(); got != 5 || c.ReusedVersion() != 5 {
+		t.Errorf("after the whole prompt again: %d, ReusedVersion %d; want 5, 5", got, c.ReusedVersion())
+	}
+
+	path := filepath.Join(t.TempDir(), "m.kv")
+	if _, err := c.Snapshot(1<<20).WriteFile(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := restoredSequence(t, c, path, nil, prompt)
+	if got := d.SnapshotReused(1 << 20).Blocks(); got != 5 || d.ReusedVersion() != 5 {
+		t.Errorf("restored from the file: %d reused blocks, ReusedVersion %d; want 5, 5", got, d.ReusedVersion())
+	}
+
+	// Evicted: a prompt that needs every block takes the cached ones, and
+	// their reuse leaves with them: its own blocks, computed once, are not
+	// reused.
+	other, err := c.NewSequence(seqTokens(16*4, 5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSteps(t, c, other, 16*4, 1)
+	other.Free()
+	if all, reused := c.Snapshot(1<<20).Blocks(), c.SnapshotReused(1<<20).Blocks(); all != 16 || reused != 0 {
+		t.Errorf("after eviction by a prompt computed once: %d blocks cached, %d of them reused; want 16, 0", all, reused)
+	}
+}

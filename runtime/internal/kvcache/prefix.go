@@ -11,6 +11,7 @@ type prefixIndex struct {
 	bs     int
 	byHash map[uint64]int32
 	hashed []bool
+	reused []bool // a later sequence found the block here (or it was restored for one)
 	hash   []uint64
 	parent []uint64
 	tokens []int32 // bs per block
@@ -20,6 +21,7 @@ func (p *prefixIndex) init(n, bs int) {
 	p.bs = bs
 	p.byHash = make(map[uint64]int32)
 	p.hashed = make([]bool, n)
+	p.reused = make([]bool, n)
 	p.hash = make([]uint64, n)
 	p.parent = make([]uint64, n)
 	p.tokens = make([]int32, n*bs)
@@ -52,6 +54,7 @@ func (p *prefixIndex) add(b int32, parent, h uint64, toks []int32) {
 	}
 	p.byHash[h] = b
 	p.hashed[b] = true
+	p.reused[b] = false
 	p.hash[b] = h
 	p.parent[b] = parent
 	copy(p.blockTokens(b), toks)
@@ -63,6 +66,7 @@ func (p *prefixIndex) drop(b int32) {
 	}
 	delete(p.byHash, p.hash[b])
 	p.hashed[b] = false
+	p.reused[b] = false
 }
 
 // addPrefix enters block b in the prefix index and counts the change for
@@ -72,6 +76,16 @@ func (c *Cache) addPrefix(b int32, parent, h uint64, toks []int32) {
 		c.prefixVersion++
 	}
 	c.prefix.add(b, parent, h, toks)
+}
+
+// markReused records that a sequence took block b from the prefix cache
+// (or from the persisted file) and counts a block's first reuse for
+// savers (ReusedVersion).
+func (c *Cache) markReused(b int32) {
+	if !c.prefix.reused[b] {
+		c.prefix.reused[b] = true
+		c.reusedVersion++
+	}
 }
 
 // rootHash is the parent of a sequence's first block.

@@ -75,6 +75,7 @@ func (s *Sequence) attach() {
 			} else if b, ok = c.restore(parent, s.hashAt(i), toks); !ok {
 				break // in neither memory nor the persisted file
 			}
+			c.markReused(b)
 			s.blocks = append(s.blocks, b)
 		}
 	}

@@ -10,10 +10,10 @@ import (
 )
 
 // PersistOptions keep a decoder's prefix cache across restarts
-// (kvcache.Snapshot): the hottest prefix chains are saved to Path when the
-// device loop goes idle or, while it is busy, at most every Every, and at
-// Close; the next Load reads the file's index and restores blocks as
-// prompts ask for them.
+// (kvcache.Snapshot): while serving, the prefix chains later prompts have
+// reused are saved to Path when the device loop goes idle or, while it is
+// busy, at most every Every; at Close, the hottest chains of all; the next
+// Load reads the file's index and restores blocks as prompts ask for them.
 type PersistOptions struct {
 	// Path is the file; "" turns persistence off.
 	Path string `json:"path,omitempty"`
@@ -39,7 +39,8 @@ const (
 // except done, which the writer goroutine signals.
 type persister struct {
 	opts    PersistOptions
-	saved   uint64 // the cache's PrefixVersion at the last save taken
+	saved   uint64 // the cache's PrefixVersion at the last save of every chain (Close's)
+	reused  uint64 // the cache's ReusedVersion at the last save while serving
 	last    time.Time
 	writing bool
 	done    chan error  // the writer's result, buffered 1
@@ -73,10 +74,14 @@ func (m *Model) openPersisted() {
 	m.opts.Logger.Info("persisted prefix cache found", "model", m.name, "path", o.Path, "blocks", p.Blocks())
 }
 
-// Maintain implements sched.Maintainer: it saves the prefix cache when it
-// changed since the last save and Every has passed, copying the blocks
-// here (the loop owns the pools) and writing them from a goroutine of its
-// own, one at a time.
+// Maintain implements sched.Maintainer: it saves the reused chains of the
+// prefix cache when they changed since the last save and Every has
+// passed, copying the blocks here (the loop owns the pools) and writing
+// them from a goroutine of its own, one at a time. Prompts that never
+// repeat change nothing it saves: saving every computed prompt would copy
+// and rewrite up to MaxBytes at every Every under steady load (a device's
+// heap and its flash, for blocks no prompt asks for again); a clean stop
+// still saves them (closePersist).
 func (m *Model) Maintain(now time.Time) {
 	ps := &m.persist
 	if ps.opts.Path == "" || m.closed || ps.skip.Load() {
@@ -93,11 +98,15 @@ func (m *Model) Maintain(now time.Time) {
 			return
 		}
 	}
-	if m.cache.PrefixVersion() == ps.saved || now.Sub(ps.last) < ps.opts.Every {
+	if m.cache.ReusedVersion() == ps.reused || now.Sub(ps.last) < ps.opts.Every {
 		return
 	}
-	snap := m.cache.Snapshot(ps.opts.MaxBytes)
-	ps.saved, ps.last, ps.writing = snap.Version(), now, true
+	snap := m.cache.SnapshotReused(ps.opts.MaxBytes)
+	ps.reused, ps.last = m.cache.ReusedVersion(), now
+	if snap.Blocks() == 0 {
+		return // the reused chains were evicted since: nothing to replace the file with
+	}
+	ps.writing = true
 	go func() {
 		_, err := snap.WriteFile(ps.opts.Path, ps.opts.Key)
 		ps.done <- err
