@@ -39,7 +39,6 @@ const (
 // except done, which the writer goroutine signals.
 type persister struct {
 	opts    PersistOptions
-	saved   uint64 // the cache's PrefixVersion at the last save of every chain (Close's)
 	reused  uint64 // the cache's ReusedVersion at the last save while serving
 	last    time.Time
 	writing bool
@@ -118,8 +117,9 @@ func (m *Model) Maintain(now time.Time) {
 // Safe from any goroutine.
 func (m *Model) SkipPersist() { m.persist.skip.Store(true) }
 
-// closePersist waits for a save in flight and, unless skipped, saves what
-// changed since: a clean stop keeps everything the run computed.
+// closePersist waits for a save in flight and, unless skipped or nothing
+// entered the cache this run, saves every chain that fits: a clean stop
+// keeps what the run computed, reused or not.
 func (m *Model) closePersist() error {
 	ps := &m.persist
 	if ps.opts.Path == "" {
@@ -130,7 +130,7 @@ func (m *Model) closePersist() error {
 		err = <-ps.done
 		ps.writing = false
 	}
-	if ps.skip.Load() || m.cache == nil || m.cache.PrefixVersion() == ps.saved {
+	if ps.skip.Load() || m.cache == nil || m.cache.PrefixVersion() == 0 { // nothing entered the cache this run
 		return err
 	}
 	// In place: nothing else touches the cache now, and a model unloaded
