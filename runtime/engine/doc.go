@@ -113,9 +113,10 @@
 // # Warm after a restart
 //
 // Config.PrefixPersist keeps each decoder's prefix cache across restarts,
-// swaps of other models and unloads: the hottest prompt prefixes' KV
-// blocks are saved (when the device goes idle, at most every 30 s while it
-// is busy, at Close and when a model is unloaded) beside the store, and
+// swaps of other models and unloads: prompt prefixes' KV blocks are saved
+// beside the store (those a later prompt reused when the device goes idle
+// and at most every 30 s while it is busy; the most recent of all at Close
+// and when a model is unloaded), and
 // after a start a prompt that begins with a saved prefix restores those
 // blocks instead of computing them (Summary.CachedTokens counts them). A
 // file is keyed by the model version's digest and the KV format and

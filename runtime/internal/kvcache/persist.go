@@ -19,7 +19,9 @@ import (
 // Persisting the prefix cache. A device restarts (power cuts, updates,
 // watchdogs), and a kiosk's long system prompt would be prefilled again
 // after every one. Snapshot copies the prefix cache's hottest chains (full,
-// computed blocks with their tokens and chain hashes) out of the pools;
+// computed blocks with their tokens and chain hashes) out of the pools,
+// SnapshotReused only those a later sequence reused (what saves while
+// serving keep);
 // WriteFile stores them in one file, atomically; OpenPersisted reads the
 // file's index at the next start, and UsePersisted lets a new sequence
 // restore a block from the file the first time a prompt asks for it, so a
