@@ -39,7 +39,7 @@ func TestChatPathFiles(t *testing.T) {
 		first   = map[string]string{} // the first sample each file was in, for the log
 		revisit []string
 		samples int
-		example [2]string // one sample's two stacks, for the log
+		example string // one sample's stacks, for the log
 	)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -55,53 +55,23 @@ func TestChatPathFiles(t *testing.T) {
 			default:
 			}
 			n := runtime.Stack(buf, true)
-			var run []string
-			var raw0, handler, stream string
-			streams := map[string]string{} // by the goroutine that pulls it
-			for _, g := range bytes.Split(buf[:n], []byte("\n\n")) {
-				s := string(g)
-				switch {
-				case strings.Contains(s, "onnxruntime_go._Cfunc_Run"):
-					// inside ONNX Runtime's run: a short call made on the way
-					// (a check, an accessor) is not on the path into it
-					run = stackFiles(s, root)
-					raw0 = s
-				case strings.Contains(s, mine):
-					handler = s
-				case strings.Contains(s, "runtime/engine.(*Stream)."):
-					// the stream's iterator, pulled by the handler (iter.Pull2)
-					// on a coroutine of its own
-					if _, by, ok := strings.Cut(s, "created by iter.Pull2[...] in goroutine "); ok {
-						streams[strings.Fields(by)[0]] = s
-					}
-				}
-			}
-			// Only a sample where this request's handler waits for its
-			// stream and the stream waits for the scheduler's token shows
-			// the chain: between tokens the handler writes the chunk and
-			// the stream detokenizes while the scheduler already runs the
-			// next step, and that work is beside the chain, not on it.
-			if handler != "" && strings.HasPrefix(firstFrame(handler), "iter.Pull2") {
-				stream = streams[goroutineID(handler)]
-			}
-			waiting := stream != "" && innermostFile(stream, root) == "runtime/internal/sched/stream.go"
-			var hand []string
-			if waiting {
-				hand = append(stackFiles(handler, root), stackFiles(stream, root)...)
-			}
-			raw := [2]string{raw0, handler + "\n\n" + stream}
-			if run != nil && hand != nil && waiting {
+			if run, hand, raw, ok := chainSample(buf[:n], root, mine); ok {
 				mu.Lock()
 				samples++
 				example = raw
-				for _, f := range slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(run), hand...)))) {
+				in := map[string]bool{}
+				for _, f := range append(run, hand...) {
+					if in[f] {
+						continue
+					}
+					in[f] = true
 					if seen[f]++; seen[f] == 1 {
-						first[f] = raw[0] + "\n\n" + raw[1]
+						first[f] = raw
 					}
 				}
 				for _, st := range [][]string{run, hand} {
 					if p := returnsInto(st); p != "" {
-						revisit = append(revisit, p+" in\n"+raw[0]+"\n\n"+raw[1])
+						revisit = append(revisit, p+" in\n"+raw)
 					}
 				}
 				mu.Unlock()
@@ -132,7 +102,7 @@ func TestChatPathFiles(t *testing.T) {
 		}
 	}
 	if testing.Verbose() {
-		t.Logf("one sample: the goroutine in ONNX Runtime:\n%s\nthe handler's:\n%s", example[0], example[1])
+		t.Logf("one sample: the goroutine in ONNX Runtime, the handler's and its stream's:\n%s", example)
 	}
 	if len(files) > 10 {
 		t.Errorf("a chat request's call chain from the handler into ONNX Runtime passes %d files; the goal is at most 10; the file in fewest samples, %s, was first in:\n%s", len(files), rarest, first[rarest])
@@ -140,6 +110,45 @@ func TestChatPathFiles(t *testing.T) {
 	if len(revisit) > 0 {
 		t.Errorf("the path returns into a package it has left (%d samples), the first: %s", len(revisit), revisit[0])
 	}
+}
+
+// chainSample reads one dump of every goroutine's stack: the files of the
+// goroutine inside ONNX Runtime's run (run) and of the handler of the
+// server named by mine and its stream (hand), and the three stacks (raw).
+// It reports a sample only when that handler waits for its stream and the
+// stream waits for the scheduler's token: between tokens the handler
+// writes the chunk and the stream detokenizes while the scheduler already
+// runs the next step, and that work is beside the chain, not on it; and
+// another request's or another server's goroutines are not this one's.
+func chainSample(dump []byte, root, mine string) (run, hand []string, raw string, ok bool) {
+	var native, handler string
+	streams := map[string]string{} // by the goroutine that pulls it
+	for _, g := range bytes.Split(dump, []byte("\n\n")) {
+		s := string(g)
+		switch {
+		case strings.Contains(s, "onnxruntime_go._Cfunc_Run"):
+			// inside ONNX Runtime's run: a short call made on the way
+			// (a check, an accessor) is not on the path into it
+			native = s
+		case strings.Contains(s, mine):
+			handler = s
+		case strings.Contains(s, "runtime/engine.(*Stream)."):
+			// the stream's iterator, pulled by the handler (iter.Pull2)
+			// on a coroutine of its own
+			if _, by, found := strings.Cut(s, "created by iter.Pull2[...] in goroutine "); found {
+				streams[strings.Fields(by)[0]] = s
+			}
+		}
+	}
+	if native == "" || !strings.HasPrefix(firstFrame(handler), "iter.Pull2") {
+		return nil, nil, "", false
+	}
+	stream := streams[goroutineID(handler)]
+	if innermostFile(stream, root) != "runtime/internal/sched/stream.go" {
+		return nil, nil, "", false
+	}
+	hand = append(stackFiles(handler, root), stackFiles(stream, root)...)
+	return stackFiles(native, root), hand, native + "\n\n" + handler + "\n\n" + stream, true
 }
 
 // stackFiles returns the files of root on one goroutine's stack, from the

@@ -35,7 +35,7 @@ type simEnv struct {
 	fleet            *fleettest.Fleet
 	op               *fleet.Client
 	servers          []*fleet.Server
-	serveLogs        []*fleettest.LogKeeper // each server's first and latest log records, in the order of servers
+	serveLogs        []*fleettest.LogKeeper // the first and latest log records of each server started without a Logger of its own
 	published        map[string]*update.Release
 	sysMu            sync.Mutex
 	sysRecv, sysSent uint64

@@ -1,6 +1,7 @@
 package fleettest
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 )
@@ -17,6 +18,7 @@ type LogKeeper struct {
 	mu         sync.Mutex
 	head, tail []string
 	next       int
+	dropped    int // records neither kept in head nor still in tail
 }
 
 // deviceLogLen is how many records a device keeps.
@@ -34,18 +36,21 @@ func (k *LogKeeper) Write(p []byte) (int, error) {
 	case k.Tail > 0:
 		k.tail[k.next] = s
 		k.next = (k.next + 1) % k.Tail
+		k.dropped++
+	default:
+		k.dropped++
 	}
 	return len(p), nil
 }
 
-// Lines returns the kept records in the order they came, with "..." where
-// records between the head and the tail were dropped.
+// Lines returns the kept records in the order they came, with a line
+// saying how many were dropped between the head and the tail.
 func (k *LogKeeper) Lines() []string {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := append([]string(nil), k.head...)
-	if k.Head > 0 && len(k.tail) == k.Tail && k.Tail > 0 {
-		out = append(out, "...")
+	if k.Head > 0 && k.dropped > 0 {
+		out = append(out, fmt.Sprintf("... %d records dropped", k.dropped))
 	}
 	out = append(out, k.tail[k.next:]...)
 	return append(out, k.tail[:k.next]...)

@@ -37,14 +37,14 @@ func TestLogKeeperHeadAndTail(t *testing.T) {
 	for i := range 9 {
 		k.Write([]byte(strconv.Itoa(i) + "\n"))
 	}
-	if got, want := k.Lines(), []string{"0", "1", "...", "6", "7", "8"}; !slices.Equal(got, want) {
+	if got, want := k.Lines(), []string{"0", "1", "... 4 records dropped", "6", "7", "8"}; !slices.Equal(got, want) {
 		t.Fatalf("kept %q, want %q", got, want)
 	}
-	short := LogKeeper{Head: 2, Tail: 3}
-	for i := range 4 {
+	short := LogKeeper{Head: 2, Tail: 3} // exactly head and tail: nothing dropped
+	for i := range 5 {
 		short.Write([]byte(strconv.Itoa(i) + "\n"))
 	}
-	if got, want := short.Lines(), []string{"0", "1", "2", "3"}; !slices.Equal(got, want) {
+	if got, want := short.Lines(), []string{"0", "1", "2", "3", "4"}; !slices.Equal(got, want) {
 		t.Fatalf("kept %q, want %q", got, want)
 	}
 }

@@ -78,9 +78,8 @@ type Snapshot struct {
 // Blocks is how many blocks the snapshot holds.
 func (s *Snapshot) Blocks() int { return len(s.hashes) + len(s.carry) }
 
-// PrefixVersion counts the blocks entered into the prefix cache: a saver
-// compares it with its last Snapshot's to skip a save that would write the
-// same file again.
+// PrefixVersion counts the blocks entered into the prefix cache: 0 means
+// there is nothing a save at Close could add.
 func (c *Cache) PrefixVersion() uint64 { return c.prefixVersion }
 
 // ReusedVersion counts the blocks a later sequence took from the prefix

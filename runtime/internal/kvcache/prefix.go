@@ -11,7 +11,7 @@ type prefixIndex struct {
 	bs     int
 	byHash map[uint64]int32
 	hashed []bool
-	reused []bool // a later sequence found the block here (or it was restored for one)
+	reused []bool // a later sequence found the block here (or it was restored for one); drop clears it
 	hash   []uint64
 	parent []uint64
 	tokens []int32 // bs per block
@@ -54,7 +54,6 @@ func (p *prefixIndex) add(b int32, parent, h uint64, toks []int32) {
 	}
 	p.byHash[h] = b
 	p.hashed[b] = true
-	p.reused[b] = false
 	p.hash[b] = h
 	p.parent[b] = parent
 	copy(p.blockTokens(b), toks)
