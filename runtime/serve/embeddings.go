@@ -132,6 +132,7 @@ func (s *Server) embeddings(w *responseWriter, r *http.Request) {
 		}
 	}
 	w.generated, w.promptTokens = true, usage.PromptTokens
+	release()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list", "data": data, "model": m.Name,
 		"usage": map[string]int{"prompt_tokens": usage.PromptTokens, "total_tokens": usage.PromptTokens},

@@ -112,6 +112,7 @@ func (s *Server) infer(w *responseWriter, r *http.Request) {
 		}
 		res[name] = jt
 	}
+	release()
 	writeJSON(w, http.StatusOK, map[string]any{"model": m.Name, "outputs": res})
 }
 

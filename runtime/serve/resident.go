@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
@@ -70,16 +71,20 @@ func keepAliveError(s string) error {
 
 // hold makes the named model resident for the request (loading it when
 // it is not) and checks its kind when kind is set. The caller calls
-// release when the request is over; loadTime is the load it waited for,
-// sent back as the X-Edgeinfer-Load-Ms header.
+// release when the request is over, before it writes the answer's last
+// bytes: a client that has its answer and lists the models sees this one
+// idle, with its keep-alive's expiry (TestKeepAliveField). release may be
+// called again (a deferred call on every other path). loadTime is the
+// load it waited for, sent back as the X-Edgeinfer-Load-Ms header.
 func (s *Server) hold(ctx context.Context, w *responseWriter, name, kind string, keep *time.Duration) (*engine.ModelInfo, func(), *apiError) {
-	m, loadTime, release, err := s.e.Hold(ctx, name, keep)
+	m, loadTime, held, err := s.e.Hold(ctx, name, keep)
 	if err != nil {
 		if errors.Is(err, engine.ErrUnknownModel) {
 			return nil, nil, s.notServed(ctx, name)
 		}
 		return nil, nil, errorOf(err)
 	}
+	release := sync.OnceFunc(held)
 	if kind != "" && m.Kind != kind {
 		release()
 		return nil, nil, withCode(badRequest("model", "%q is a %s model: use %s", name, m.Kind, map[string]string{

@@ -86,7 +86,7 @@ func (s *Server) text(w *responseWriter, r *http.Request, chat bool) {
 		st = s.e.Generate(r.Context(), m.Name, v.prompt, opts)
 	}
 	resp := &responder{s: s, w: w, chat: chat, id: id, model: m.Name, created: now().Unix(), v: v,
-		ids: !m.Tokenizer, plugins: len(m.Plugins) > 0}
+		ids: !m.Tokenizer, plugins: len(m.Plugins) > 0, release: release}
 	if v.stream {
 		resp.stream(st)
 	} else {
@@ -115,6 +115,9 @@ type responder struct {
 	// plugins: the bundle's post plugin's result goes with the answer
 	// (the "edgeinfer" extension).
 	plugins bool
+	// release ends the request's hold on the model (Server.hold): called
+	// once the generation has ended, before the answer's last bytes.
+	release func()
 }
 
 // pluginResult is the answer's "edgeinfer" extension for a model with
@@ -298,6 +301,7 @@ func (a *responder) whole(st *engine.Stream) {
 		}
 	}
 	sum := st.Summary()
+	a.release()
 	a.counted(sum)
 	if failed(sum) {
 		writeError(a.w, a.summaryError(sum))
@@ -476,6 +480,7 @@ func (a *responder) stream(st *engine.Stream) {
 	}
 	stop()
 	sum := st.Summary()
+	a.release()
 	a.counted(sum)
 	if failed(sum) {
 		if sum.Finish != engine.FinishCancelled {

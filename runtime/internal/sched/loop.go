@@ -507,8 +507,11 @@ func (s *Scheduler[P]) finishGen(g *genReq, now time.Time, o Outcome, err error)
 	s.changedLocked()
 	s.mu.Unlock()
 	s.log.Debug("sched: finished", "seq", g.id, "outcome", o, "tokens", len(g.tl.TokenTimes))
-	g.stream.finish(g.tl, err)
+	// OnFinish before the stream ends: a caller that has seen its stream
+	// end finds what OnFinish released already released (the engine's
+	// hold on the model, whose keep-alive a listing then shows).
 	if g.req.OnFinish != nil {
 		g.req.OnFinish()
 	}
+	g.stream.finish(g.tl, err)
 }

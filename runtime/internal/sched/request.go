@@ -92,7 +92,8 @@ type Request struct {
 	// through untouched with every admission, a resumed one included.
 	Attach any `json:"-"`
 	// OnFinish, if set, is called once when an accepted request leaves the
-	// scheduler (any outcome), on the device loop: it must not block.
+	// scheduler (any outcome), on the device loop, before its stream ends
+	// (Done is closed): it must not block.
 	OnFinish func() `json:"-"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -123,6 +124,40 @@ func TestStopToken(t *testing.T) {
 		wg.Wait()
 		if r.err != nil || !slices.Equal(r.tokens, reference(prompt(5, 1), 3)) || r.tl.Outcome != OutcomeCompleted {
 			t.Fatalf("got %v %v %v", r.tokens, r.err, r.tl.Outcome)
+		}
+	})
+}
+
+// TestOnFinishBeforeTheStreamEnds: whatever the outcome, a request's
+// OnFinish has run when its caller sees the stream end, so what it
+// releases (the engine's hold on the model) is released for a caller that
+// acts on the end (serve's TestKeepAliveField lists the model then).
+func TestOnFinishBeforeTheStreamEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(testBlocks, testBlockSize)
+		s := newTest(t, f, testBlocks, Config{})
+		for _, c := range []struct {
+			name   string
+			max    int
+			cancel bool
+		}{{"completed", 5, false}, {"cancelled", 1000, true}} {
+			var finished atomic.Bool
+			ctx, cancel := context.WithCancel(t.Context())
+			st := submit(t, s, ctx, Request{Model: "m", Prompt: prompt(8, 1), MaxTokens: c.max, OnFinish: func() { finished.Store(true) }})
+			n := 0
+			for _, err := range st.Tokens() {
+				if n++; c.cancel && n == 2 {
+					cancel()
+				}
+				if err != nil {
+					break
+				}
+			}
+			if !finished.Load() {
+				t.Errorf("%s: the token loop ended before OnFinish ran", c.name)
+			}
+			<-st.Done()
+			cancel()
 		}
 	})
 }
