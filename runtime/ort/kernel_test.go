@@ -3,6 +3,7 @@ package ort
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -166,5 +167,44 @@ func TestKernelMatMulQ4VNNIEmulated(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "avxvnni") {
 		t.Fatalf("no case ran")
+	}
+}
+
+// BenchmarkGEMVShare is the share of the read bandwidth the int4 kernel
+// reaches when its weights come from memory: testdata/gemv_share.c, built
+// with the flags cgo builds matmul_q4.c with, runs one decode step's
+// products of synthetic-1b (584 MB) on two threads beside a read loop over
+// the same bytes, alternated, for every variant this CPU runs at 1 and 8
+// activation rows, and prints the medians. Each line is logged; the
+// metric is the current variant's batch-1 share.
+func BenchmarkGEMVShare(b *testing.B) {
+	if goruntime.GOARCH != "amd64" {
+		b.Skip("the program's read loop is x86-64 code")
+	}
+	cc := cmp.Or(os.Getenv("CC"), "gcc")
+	if _, err := exec.LookPath(cc); err != nil {
+		b.Skipf("no C compiler %q: %v", cc, err)
+	}
+	bin := filepath.Join(b.TempDir(), "gemv_share")
+	if out, err := exec.Command(cc, "-O3", "-Wall", "-Wextra", "-Werror", "-o", bin,
+		filepath.Join("testdata", "gemv_share.c"), "matmul_q4.c", "-lm", "-lpthread").CombinedOutput(); err != nil {
+		b.Fatalf("%s: %v\n%s", cc, err, out)
+	}
+	for b.Loop() {
+		out, err := exec.Command(bin, "9").CombinedOutput()
+		if err != nil {
+			b.Fatalf("%v\n%s", err, out)
+		}
+		for line := range strings.Lines(string(out)) {
+			b.Log(strings.TrimSpace(line))
+			if v, rest, ok := strings.Cut(line, " rows 1: "); ok && v == q4Variant() {
+				if _, after, ok := strings.Cut(rest, "share "); ok {
+					var share float64
+					if _, err := fmt.Sscanf(after, "%g", &share); err == nil {
+						b.ReportMetric(share, "share-b1")
+					}
+				}
+			}
+		}
 	}
 }

@@ -306,6 +306,7 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, 
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EI_Q4_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define EI_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -336,25 +337,33 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
 
 // ahead prefetches the weights a distance past a block's codes, bytes of
 // them (a block's share of its pair, rounded up to lines), when the
-// product is a decode step's (M ≤ 8): then the kernel streams each weight
-// once from memory, and two threads' hardware prefetchers alone left the
-// bus idle between blocks (a single-thread GEMV of 37 MB of weights took
-// 1.3–1.5× longer without). A prefill chunk reads each weight chunk from
-// the cache many times and gains nothing from it. The distance:
-// EI_Q4_AHEAD for one row, EI_Q4_AHEAD_ROWS for two to eight, whose
-// longer arithmetic per block lets more lines be in flight (measured with
-// BenchmarkDecodeRate on a Xeon with AVX-512, alternated rounds: batch 8
-// 1.06–1.18× faster at 4096 than at 2048, batch 1 of synthetic-1b, from
-// memory, 0.96×).
+// product is a decode step's (M ≤ 8) and the CPU gains from it: then the
+// kernel streams each weight once from memory. The distance: ahead1 for
+// one row, EI_Q4_AHEAD_ROWS for two to eight, whose longer arithmetic per
+// block lets more lines be in flight. A prefill chunk reads each weight
+// chunk from the cache many times and gains nothing from it.
+//
+// ahead1 is chosen per microarchitecture at load (ei_q4_init; reported by
+// ei_q4_gemv). On the Xeon the kernel was first tuned on, 2 KiB ahead made
+// a single-thread GEMV of 37 MB 1.3–1.5× faster (its hardware prefetchers
+// alone left the bus idle between blocks), and batch 8 was 1.06–1.18×
+// faster at 4 KiB than 2 KiB. On Zen 5 (family 26) a batch-1 product that
+// reads one stream is as fast or faster with none: the L2 stream
+// prefetcher runs further ahead than software prefetches into L1, whose
+// fill buffers they hold (BenchmarkGEMVShare, alternated). CPUs not
+// measured keep the Xeon's.
 #ifndef EI_Q4_AHEAD
 #define EI_Q4_AHEAD 2048
 #endif
 #ifndef EI_Q4_AHEAD_ROWS
 #define EI_Q4_AHEAD_ROWS 4096
 #endif
+static int ahead1 = EI_Q4_AHEAD;
 EI_AVX2 EI_INLINE void ahead(const ei_q4_job* j, const uint8_t* wb, const int bits) {
   if (j->M > 8) return;
-  const uint8_t* p = wb + (j->M == 1 ? EI_Q4_AHEAD : EI_Q4_AHEAD_ROWS);
+  const int d = j->M == 1 ? ahead1 : EI_Q4_AHEAD_ROWS;
+  if (d == 0) return;
+  const uint8_t* p = wb + d;
   const size_t bytes = (code_bytes(bits) + scale_bytes(j->f16) + 63) & ~(size_t)63;
   for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char*)p + o, _MM_HINT_T0);
 }
@@ -535,6 +544,11 @@ EI_BY_ROWS(evex_q8, evex_tile, EI_EVEX, 8)
 // a prefill chunk unpacks each block's codes once per eight rows, not
 // four. For swiglu the pair is a gate group and its up group, the halves
 // store8 already pairs. A chunk's odd last group runs on the 256-bit tile.
+// So does a product of one activation row (the variant's gemv4/gemv8):
+// there the weights come from memory once and the arithmetic is light,
+// and reading two groups at once is two streams a group apart, which the
+// prefetchers served at about 0.55 of the read bandwidth on Zen 5 where
+// the 256-bit tile's one stream reached about 0.75 (BenchmarkGEMVShare).
 #define EI_512 EI_EVEX
 EI_512 EI_INLINE __m512i load2(const uint8_t* p0, const uint8_t* p1) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i*)p0)),
@@ -736,21 +750,24 @@ typedef struct {
   quantize_fn quantize;
   int (*runs)(void);
   int rows;  // the most activation rows a tile takes
+  // gemv4 and gemv8, when set, take a product of one activation row (a
+  // batch-1 decode step) in place of q4 and q8.
+  tile_fn gemv4, gemv8;
 } variant;
 
 static int always(void) { return 1; }
 
 static const variant variants[] = {
-    {"generic", tile_generic, tile_generic, quantize_generic, always, 4},
+    {"generic", tile_generic, tile_generic, quantize_generic, always, 4, NULL, NULL},
 #ifdef EI_Q4_X86
-    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4},
-    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4},
+    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4, NULL, NULL},
+    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4, NULL, NULL},
 #endif
 #ifdef EI_Q4_512
-    {"avx512vnni", avx512_q4, avx512_q8, quantize_avx2, has_avx512, 8},
+    {"avx512vnni", avx512_q4, avx512_q8, quantize_avx2, has_avx512, 8, evex_q4, evex_q8},
 #endif
 #ifdef EI_Q4_DOTPROD
-    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4},
+    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, NULL, NULL},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -758,9 +775,29 @@ static const variant variants[] = {
 static const variant* current = &variants[0];
 static char supported[256], compiled[256];
 
+// gemv says how a batch-1 product streams its weights here (ei_q4_gemv).
+static char gemv[64] = "no software prefetch";
+
+// amd_family is CPUID's display family (base plus extended) of an AMD
+// CPU, 0 for any other: the key ahead1 is chosen by.
+#ifdef EI_Q4_X86
+static unsigned amd_family(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d) || b != 0x68747541 /* "Auth" */) return 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  unsigned base = (a >> 8) & 0xF;
+  return base == 0xF ? base + ((a >> 20) & 0xFF) : base;
+}
+#endif
+
 void ei_q4_init(void) {
 #ifdef EI_Q4_X86
   __builtin_cpu_init();
+  // Zen 5 (family 26): one stream, the hardware prefetchers alone (see
+  // ahead); every other x86 CPU the Xeon's distance.
+  if (amd_family() == 26) ahead1 = 0;
+  if (ahead1 > 0) snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead", ahead1);
+  else snprintf(gemv, sizeof gemv, "hardware prefetch only (AMD family 26)");
 #endif
   size_t n = 0, c = 0;
   for (size_t i = 0; i < N_VARIANTS; i++) {
@@ -772,6 +809,7 @@ void ei_q4_init(void) {
 }
 
 const char* ei_q4_variants(void) { return supported; }
+const char* ei_q4_gemv(void) { return gemv; }
 const char* ei_q4_compiled(void) { return compiled; }
 const char* ei_q4_current(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE)->name; }
 
@@ -812,5 +850,7 @@ void ei_q4_work(void* p, size_t i) {
   int64_t c = (int64_t)i / j->row_tiles, t = (int64_t)i % j->row_tiles;
   int64_t m0 = t * v->rows, R = j->M - m0 < v->rows ? j->M - m0 : v->rows;
   int64_t g0 = c * j->chunk, g1 = g0 + j->chunk < j->groups ? g0 + j->chunk : j->groups;
-  (j->bits == 8 ? v->q8 : v->q4)(j, m0, R, g0, g1);
+  tile_fn f = j->bits == 8 ? v->q8 : v->q4;
+  if (j->M == 1 && v->gemv4 != NULL) f = j->bits == 8 ? v->gemv8 : v->gemv4;
+  f(j, m0, R, g0, g1);
 }

@@ -68,6 +68,9 @@ void ei_q4_init(void);
 const char* ei_q4_variants(void);
 const char* ei_q4_compiled(void);
 const char* ei_q4_current(void);
+// ei_q4_gemv says how a batch-1 product streams its weights on this CPU
+// (the software prefetch distance chosen at ei_q4_init).
+const char* ei_q4_gemv(void);
 int ei_q4_use(const char* name);
 
 #endif

@@ -1,0 +1,173 @@
+// BenchmarkGEMVShare's program: the int4 kernel's products over one decode
+// step's weights of synthetic-1b (16 layers of q/k/v, o, gate/up and down
+// projections, and lm_head: 584 MB packed, far above any L3 a board has),
+// on two threads, against a read loop over the same bytes on the same
+// threads, alternated round by round. Prints, per variant this CPU runs
+// and for rows = 1 (a batch-1 decode step) and 8, the medians of the
+// kernel's and the read loop's GB/s and of their per-round ratio (the
+// share of the read bandwidth the kernel reached). Weights are in 2 MiB
+// pages where the kernel allows (the engine's sessions are: hugepages.go).
+//
+//   gemv_share [rounds]
+#define _GNU_SOURCE
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "../matmul_q4.h"
+
+#define THREADS 2
+#define MATS 65
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static ei_q4_job jobs[MATS];
+static size_t bytes[MATS];
+static int reading;  // this round times the read loop, not the kernel
+static int cur;
+static atomic_int phase, done;
+static atomic_long next_batch;
+static volatile long sink;
+
+// readloop sums 128 bytes a step in four independent lanes.
+__attribute__((target("avx2"))) static void readloop(const uint8_t* p, size_t n) {
+  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+  for (size_t o = 0; o + 128 <= n; o += 128) {
+    s0 = _mm256_add_epi64(s0, _mm256_load_si256((const __m256i*)(p + o)));
+    s1 = _mm256_add_epi64(s1, _mm256_load_si256((const __m256i*)(p + o + 32)));
+    s2 = _mm256_add_epi64(s2, _mm256_load_si256((const __m256i*)(p + o + 64)));
+    s3 = _mm256_add_epi64(s3, _mm256_load_si256((const __m256i*)(p + o + 96)));
+  }
+  s0 = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
+  sink += _mm256_extract_epi64(s0, 0);
+}
+
+// share runs thread tid's part of matrix cur: the read loop's half of its
+// bytes, or the kernel's items in 16 batches taken in turn, as ONNX
+// Runtime's ParallelFor hands the operator's out (ops.c).
+static void share(int tid) {
+  ei_q4_job* j = &jobs[cur];
+  if (reading) {
+    size_t lines = bytes[cur] / 64, lo = lines * (size_t)tid / THREADS * 64, hi = lines * (size_t)(tid + 1) / THREADS * 64;
+    readloop(j->w + lo, hi - lo);
+    return;
+  }
+  size_t n = ei_q4_items(j), batches = n < 16 ? n : 16;
+  for (long b; (b = atomic_fetch_add(&next_batch, 1)) < (long)batches;)
+    for (size_t i = n * (size_t)b / batches; i < n * (size_t)(b + 1) / batches; i++) ei_q4_work(j, i);
+}
+
+static void* worker(void* arg) {
+  int tid = (int)(intptr_t)arg, seen = 0;
+  for (;;) {
+    int ph;
+    while ((ph = atomic_load(&phase)) == seen) _mm_pause();
+    if (ph < 0) return NULL;
+    seen = ph;
+    share(tid);
+    atomic_fetch_add(&done, 1);
+  }
+}
+
+// step times every matrix once, the threads meeting after each as a
+// graph's nodes do.
+static double step(void) {
+  double t0 = now();
+  for (cur = 0; cur < MATS; cur++) {
+    atomic_store(&next_batch, 0), atomic_store(&done, 0);
+    atomic_fetch_add(&phase, 1);
+    share(0);
+    while (atomic_load(&done) < THREADS - 1) _mm_pause();
+  }
+  return now() - t0;
+}
+
+static int by_value(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+static uint64_t state = 88172645463325252ull;
+static uint32_t rnd(void) {
+  state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+  return (uint32_t)(state >> 32);
+}
+
+int main(int argc, char** argv) {
+  int rounds = argc > 1 ? atoi(argv[1]) : 9;
+  if (rounds < 1 || rounds > 100) rounds = 9;
+  ei_q4_init();
+  const int64_t H = 2048, I = 8192, V = 32000, KV = 1024;
+  int64_t shapes[MATS][2];
+  for (int l = 0; l < 16; l++) {
+    int64_t s[4][2] = {{H + KV, H}, {H, H}, {2 * I, H}, {H, I}};
+    memcpy(shapes[4 * l], s, sizeof s);
+  }
+  shapes[MATS - 1][0] = V, shapes[MATS - 1][1] = H;
+  size_t total = 0;
+  float* a = malloc(8 * I * sizeof(float));
+  for (int64_t i = 0; i < 8 * I; i++) a[i] = (float)rnd() / 4294967296.0f - 0.5f;
+  for (int m = 0; m < MATS; m++) {
+    int64_t N = shapes[m][0], K = shapes[m][1], nb = K / 32;
+    uint8_t* b = malloc((size_t)(N * nb * 16));
+    float* sc = malloc((size_t)(N * nb) * sizeof(float));
+    for (int64_t k = 0; k < N * nb * 16; k++) b[k] = (uint8_t)rnd();
+    for (int64_t k = 0; k < N * nb; k++) sc[k] = 1.0f / 64;
+    bytes[m] = ei_q4_packed_size(4, 1, N, nb);
+    size_t mapped = (bytes[m] + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+    uint8_t* w = NULL;
+    if (posix_memalign((void**)&w, 2u << 20, mapped) != 0) return 2;
+    madvise(w, mapped, MADV_HUGEPAGE);
+    ei_q4_pack(4, 1, 0, b, sc, N, nb, w);
+    free(b), free(sc);
+    ei_q4_job j = {0};
+    j.bits = 4, j.f16 = 1, j.N = N, j.K = K, j.nb = nb, j.a = a, j.w = w;
+    j.y = malloc((size_t)(8 * N) * sizeof(float));
+    void* scratch = malloc(ei_q4_scratch(8, nb));
+    ei_q4_bind(&j, scratch);
+    jobs[m] = j;
+    total += bytes[m];
+  }
+  pthread_t th[THREADS];
+  for (int t = 1; t < THREADS; t++) pthread_create(&th[t], NULL, worker, (void*)(intptr_t)t);
+  printf("weights %.1f MB, %d threads, %d rounds; gemv: %s\n", (double)total / 1e6, THREADS, rounds, ei_q4_gemv());
+  char list[256];
+  snprintf(list, sizeof list, "%s", ei_q4_variants());
+  for (char* v = strtok(list, ","); v != NULL; v = strtok(NULL, ",")) {
+    if (strcmp(v, "generic") == 0) continue;
+    ei_q4_use(v);
+    for (int rows = 1; rows <= 8; rows += 7) {
+      for (int m = 0; m < MATS; m++) {
+        jobs[m].M = rows;
+        for (int64_t i = 0; i < rows; i++) ei_q4_quantize(&jobs[m], (size_t)i);
+      }
+      double kern[100], rd[100], ratio[100];
+      step(), reading = 1, step(), reading = 0;  // warm
+      for (int r = 0; r < rounds; r++) {
+        reading = 1;
+        double tr = step();
+        reading = 0;
+        double tk = step();
+        rd[r] = (double)total / tr / 1e9, kern[r] = (double)total / tk / 1e9, ratio[r] = tr / tk;
+      }
+      qsort(kern, (size_t)rounds, sizeof(double), by_value);
+      qsort(rd, (size_t)rounds, sizeof(double), by_value);
+      qsort(ratio, (size_t)rounds, sizeof(double), by_value);
+      printf("%s rows %d: kernel %.1f GB/s, read %.1f GB/s, share %.3f (range %.3f-%.3f)\n", v, rows, kern[rounds / 2],
+             rd[rounds / 2], ratio[rounds / 2], ratio[0], ratio[rounds - 1]);
+    }
+  }
+  atomic_store(&phase, -1);
+  for (int t = 1; t < THREADS; t++) pthread_join(th[t], NULL);
+  return 0;
+}
