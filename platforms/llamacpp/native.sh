@@ -97,6 +97,13 @@ compare)
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
   med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
   r1=(); r8=(); rp1=(); rp5=(); shares=()
+  # the machine beside every figure: CPU model, family/model, caches as
+  # the kernel reports them (a VM may report none, or its host's)
+  cpu="$(awk -F': ' '/^model name/ { m = $2 } /^cpu family/ { f = $2 } /^model\t/ { d = $2 } END { printf "%s (family %s model %s)", m, f, d; exit }' /proc/cpuinfo 2>/dev/null || uname -m)"
+  caches="$(for c in /sys/devices/system/cpu/cpu0/cache/index*; do
+    if [[ -r $c/size ]]; then printf 'L%s %s %s, ' "$(cat "$c/level")" "$(cat "$c/type")" "$(cat "$c/size")"; fi
+  done)"
+  echo "cpu: $cpu; caches: ${caches:-not reported by the kernel}; read bandwidth: per engine round below"
   echo "anchor $BIN ${rtr[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME on $([[ ${PORTABLE:-0} == 1 ]] && echo com.microsoft || echo ai.edgeinfer).MatMulNBits vs $QTYPE (tok/s)"
   for r in $(seq "$ROUNDS"); do
     read -r t1 t8 tp1 tp5 < <(theirs)
