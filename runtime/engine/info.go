@@ -70,6 +70,9 @@ type ModelInfo struct {
 	// metadata: bundle.AttentionKernel or bundle.AttentionPortable; empty
 	// for other models.
 	Attention string `json:"attention,omitempty"`
+	// Kernels are the variants of edgeinfer's own operators this CPU runs
+	// (ort.Kernels): two hosts sold under one CPU name may differ.
+	Kernels string `json:"kernels,omitempty"`
 	// Plugins are the bundle's sandboxed plugins by stage ("pre", "post"):
 	// module, digest, wazero version, compile and start-up. A decoder's pre
 	// plugin works on the prompt text, so it takes Generate and Chat, not
@@ -122,4 +125,5 @@ func (i *ModelInfo) setSession(s *ort.Session) {
 	i.ORTVersion = ort.Version()
 	i.WeightHugePageBytes = s.HugePageBytes()
 	i.Attention = s.Info().Metadata[bundle.MetadataAttention]
+	i.Kernels = ort.Kernels()
 }

@@ -173,6 +173,14 @@ func q4Variants() []string { return strings.Split(C.GoString(C.ei_q4_variants())
 func q4Compiled() []string { return strings.Split(C.GoString(C.ei_q4_compiled()), ",") }
 func q4Variant() string    { return C.GoString(C.ei_q4_current()) }
 
+// Kernels names the variants edgeinfer's operators run on this CPU, for a
+// report's version matrix: the int4/int8 matrix kernel's, how its batch-1
+// product streams the weights (the prefetch distance chosen for this CPU
+// at load), and the paged attention kernel's.
+func Kernels() string {
+	return fmt.Sprintf("matmul %s (batch 1: %s), attention %s", q4Variant(), C.GoString(C.ei_q4_gemv()), attentionVariant())
+}
+
 func useQ4Variant(name string) error {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))

@@ -208,3 +208,14 @@ func BenchmarkGEMVShare(b *testing.B) {
 		}
 	}
 }
+
+// TestKernelsNamed: the version matrix's account of the kernels names the
+// variants in use and the batch-1 product's prefetch choice.
+func TestKernelsNamed(t *testing.T) {
+	k := Kernels()
+	t.Log(k)
+	if !strings.Contains(k, "matmul "+q4Variant()+" (batch 1: ") || !strings.Contains(k, "attention "+attentionVariant()) ||
+		!strings.Contains(k, "prefetch") {
+		t.Fatalf("Kernels() = %q: want the matmul and attention variants and the batch-1 prefetch choice", k)
+	}
+}
