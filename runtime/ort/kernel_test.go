@@ -151,15 +151,7 @@ func TestKernelMatMulQ4VNNIEmulated(t *testing.T) {
 	if goruntime.GOARCH != "amd64" {
 		t.Skip("the VNNI paths are x86-64 code")
 	}
-	cc := cmp.Or(os.Getenv("CC"), "gcc")
-	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("no C compiler %q: %v", cc, err)
-	}
-	bin := filepath.Join(t.TempDir(), "emulated")
-	if out, err := exec.Command(cc, "-O2", "-Wall", "-Wextra", "-Werror", "-DEI_Q4_EMULATE_VNNI", "-o", bin,
-		filepath.Join("testdata", "matmul_emulated.c"), "matmul_q4.c", "-lm").CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", cc, err, out)
-	}
+	bin := buildKernelProgram(t, "matmul_emulated", "-O2", "-DEI_Q4_EMULATE_VNNI")
 	out, err := exec.Command(bin).CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil {
@@ -181,15 +173,7 @@ func BenchmarkGEMVShare(b *testing.B) {
 	if goruntime.GOARCH != "amd64" {
 		b.Skip("the program's read loop is x86-64 code")
 	}
-	cc := cmp.Or(os.Getenv("CC"), "gcc")
-	if _, err := exec.LookPath(cc); err != nil {
-		b.Skipf("no C compiler %q: %v", cc, err)
-	}
-	bin := filepath.Join(b.TempDir(), "gemv_share")
-	if out, err := exec.Command(cc, "-O3", "-Wall", "-Wextra", "-Werror", "-o", bin,
-		filepath.Join("testdata", "gemv_share.c"), "matmul_q4.c", "-lm", "-lpthread").CombinedOutput(); err != nil {
-		b.Fatalf("%s: %v\n%s", cc, err, out)
-	}
+	bin := buildKernelProgram(b, "gemv_share", "-O3") // cgo's optimisation (customops.go)
 	for b.Loop() {
 		out, err := exec.Command(bin, "9").CombinedOutput()
 		if err != nil {
@@ -218,4 +202,22 @@ func TestKernelsNamed(t *testing.T) {
 		!strings.Contains(k, "prefetch") {
 		t.Fatalf("Kernels() = %q: want the matmul and attention variants and the batch-1 prefetch choice", k)
 	}
+}
+
+// buildKernelProgram compiles testdata/NAME.c with the int4 kernel
+// (matmul_q4.c) and flags into a program in a temporary directory,
+// warnings as errors; without a C compiler the test is skipped.
+func buildKernelProgram(tb testing.TB, name string, flags ...string) string {
+	tb.Helper()
+	cc := cmp.Or(os.Getenv("CC"), "gcc")
+	if _, err := exec.LookPath(cc); err != nil {
+		tb.Skipf("no C compiler %q: %v", cc, err)
+	}
+	bin := filepath.Join(tb.TempDir(), name)
+	args := append(slices.Clone(flags), "-Wall", "-Wextra", "-Werror", "-o", bin,
+		filepath.Join("testdata", name+".c"), "matmul_q4.c", "-lm", "-lpthread")
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		tb.Fatalf("%s: %v\n%s", cc, err, out)
+	}
+	return bin
 }
