@@ -775,8 +775,9 @@ static const variant variants[] = {
 static const variant* current = &variants[0];
 static char supported[256], compiled[256];
 
-// gemv says how a batch-1 product streams its weights here (ei_q4_gemv).
-static char gemv[64] = "no software prefetch";
+// gemv says how a batch-1 product streams its weights here (ei_q4_gemv);
+// only the x86 tiles prefetch.
+static char gemv[64] = "hardware prefetch only";
 
 // amd_family is CPUID's display family (base plus extended) of an AMD
 // CPU, 0 for any other: the key ahead1 is chosen by.
@@ -795,9 +796,10 @@ void ei_q4_init(void) {
   __builtin_cpu_init();
   // Zen 5 (family 26): one stream, the hardware prefetchers alone (see
   // ahead); every other x86 CPU the Xeon's distance.
-  if (amd_family() == 26) ahead1 = 0;
+  const char* why = "";
+  if (amd_family() == 26) ahead1 = 0, why = " (AMD family 26)";
   if (ahead1 > 0) snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead", ahead1);
-  else snprintf(gemv, sizeof gemv, "hardware prefetch only (AMD family 26)");
+  else snprintf(gemv, sizeof gemv, "hardware prefetch only%s", why);
 #endif
   size_t n = 0, c = 0;
   for (size_t i = 0; i < N_VARIANTS; i++) {
