@@ -17,15 +17,27 @@ import (
 // and keeps its response; take copies that response into the guest.
 const HostModule = "edgeinfer_host"
 
-// hostCall is one guest call's pending primitive response. The context of
-// each call into an instance carries one (a guest is single-threaded, so a
-// call has at most one pending response).
-type hostCall struct{ pending []byte }
+// hostCall is one guest call's pending primitive response and the inputs
+// the host holds for it (handle i+1 is held[i]). The context of each call
+// into an instance carries one (a guest is single-threaded, so a call has
+// at most one pending response).
+type hostCall struct {
+	pending []byte
+	held    [][]byte
+}
 
 type hostCallKey struct{}
 
-func withHostCall(ctx context.Context) context.Context {
-	return context.WithValue(ctx, hostCallKey{}, &hostCall{})
+func withHostCall(ctx context.Context, held [][]byte) context.Context {
+	return context.WithValue(ctx, hostCallKey{}, &hostCall{held: held})
+}
+
+// data is the input held under handle h.
+func (hc *hostCall) data(h uint32) ([]byte, bool) {
+	if h == 0 || uint64(h) > uint64(len(hc.held)) {
+		return nil, false
+	}
+	return hc.held[h-1], true
 }
 
 // guestTrap is what a host function panics with when the guest broke the
@@ -50,6 +62,10 @@ func (p *Plugin) instantiateHost(ctx context.Context, rt wazero.Runtime) error {
 		s[0] = uint64(hostTake(ctx, m, uint32(s[0]), uint32(s[1])))
 	}), []api.ValueType{i32, i32}, []api.ValueType{i32}).
 		WithParameterNames("dst_ptr", "dst_len").Export("take").
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, m api.Module, s []uint64) {
+		s[0] = uint64(hostRead(ctx, m, uint32(s[0]), uint32(s[1]), uint32(s[2])))
+	}), []api.ValueType{i32, i32, i32}, []api.ValueType{i32}).
+		WithParameterNames("handle", "dst_ptr", "dst_len").Export("read").
 		Instantiate(ctx)
 	return err
 }
@@ -81,7 +97,7 @@ func (p *Plugin) hostCall(ctx context.Context, m api.Module, namePtr, nameLen, r
 	var in []abi.Tensor
 	var err error
 	if abi.IsRefs(req) {
-		in, err = abi.DecodeRefs(req, mem.Read)
+		in, err = abi.DecodeRefs(req, mem.Read, hc.data)
 	} else {
 		in, err = abi.Decode(req)
 	}
@@ -121,4 +137,25 @@ func hostTake(ctx context.Context, m api.Module, dst, dstLen uint32) int32 {
 	n := int32(len(hc.pending))
 	hc.pending = nil
 	return n
+}
+
+// hostRead copies the input held under handle to [dst, +dstLen) and
+// returns its length, or -1 when dstLen is too small. A handle this
+// request does not have, or memory out of range, traps.
+func hostRead(ctx context.Context, m api.Module, handle, dst, dstLen uint32) int32 {
+	hc, _ := ctx.Value(hostCallKey{}).(*hostCall)
+	if hc == nil {
+		panic(guestTrap{"read outside a request"})
+	}
+	b, ok := hc.data(handle)
+	if !ok {
+		panic(guestTrap{fmt.Sprintf("read: handle %d is not one this request holds (it has %d)", handle, len(hc.held))})
+	}
+	if uint64(dstLen) < uint64(len(b)) || len(b) > math.MaxInt32 {
+		return -1
+	}
+	if !m.Memory().Write(dst, b) {
+		panic(guestTrap{fmt.Sprintf("read: %d bytes at %d are outside the module's %d bytes of memory", len(b), dst, m.Memory().Size())})
+	}
+	return int32(len(b))
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,7 @@ type Plugin struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	modCfg   wazero.ModuleConfig
+	holds    bool           // the module asked for held inputs (features bit 0)
 	slots    chan struct{}  // one token per running call
 	idle     chan *instance // instances ready for a call
 	done     chan struct{}  // closed by Close
@@ -57,7 +59,19 @@ type Info struct {
 	Instantiate time.Duration `json:"instantiate_ns"`
 	// InstanceMemory is a fresh instance's linear memory in bytes.
 	InstanceMemory uint64 `json:"instance_memory_bytes"`
+	// HeldInputs: the module asked for inputs of HeldMin bytes or more to
+	// stay on the host (ABI.md, "Held tensors").
+	HeldInputs bool `json:"held_inputs"`
 }
+
+// HeldMin is the size from which a plugin that asks for held inputs gets
+// an input as a handle rather than copied into its memory: below it the
+// copy costs less than a primitive call's overhead (BenchmarkCallOverhead).
+const HeldMin = 64 << 10
+
+// FeatureHeld is the edgeinfer_features bit by which a module asks for
+// held inputs.
+const FeatureHeld = 1
 
 // instance is one instantiated module with its exports resolved.
 type instance struct {
@@ -176,6 +190,17 @@ func Load(ctx context.Context, name string, wasm []byte, cfg Config) (*Plugin, e
 		return nil, errors.Join(fmt.Errorf("plugin %s: %w", name, err), p.rt.Close(ctx))
 	}
 	p.info.InstanceMemory = uint64(in.mem.Size())
+	if f := in.mod.ExportedFunction("edgeinfer_features"); f != nil {
+		v, err := f.Call(withHostCall(ctx, nil))
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("plugin %s: %w", name, p.classify(ctx, in.stderr, fmt.Errorf("edgeinfer_features: %w", err))), p.rt.Close(ctx))
+		}
+		if unknown := uint32(v[0]) &^ FeatureHeld; unknown != 0 {
+			return nil, errors.Join(fmt.Errorf("%w: %s asks for features %#x this host does not have (it has %#x)", ErrABI, name, unknown, FeatureHeld), p.rt.Close(ctx))
+		}
+		p.holds = uint32(v[0])&FeatureHeld != 0
+		p.info.HeldInputs = p.holds
+	}
 	p.idle <- in
 	return p, nil
 }
@@ -217,6 +242,9 @@ func checkExports(m wazero.CompiledModule) error {
 			return fmt.Errorf("%w: %s has signature %v -> %v, want %v -> %v", ErrABI, name, f.ParamTypes(), f.ResultTypes(), sig[0], sig[1])
 		}
 	}
+	if f, ok := fns["edgeinfer_features"]; ok && (len(f.ParamTypes()) != 0 || !sameTypes(f.ResultTypes(), []api.ValueType{api.ValueTypeI32})) {
+		return fmt.Errorf("%w: edgeinfer_features has signature %v -> %v, want [] -> [i32]", ErrABI, f.ParamTypes(), f.ResultTypes())
+	}
 	if _, ok := fns["_start"]; ok {
 		return fmt.Errorf("%w: it is a command module (exports _start); build a reactor: go build -buildmode=c-shared", ErrABI)
 	}
@@ -245,7 +273,7 @@ func (p *Plugin) instantiate(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, p.cfg.startTimeout(),
 		&limitError{what: "its start (_initialize)", limit: "start limit", d: p.cfg.startTimeout()})
 	defer cancel()
-	ctx = withHostCall(ctx)
+	ctx = withHostCall(ctx, nil)
 	t := &tail{}
 	mod, err := p.rt.InstantiateModule(ctx, p.compiled, p.modCfg.WithStderr(t))
 	if err != nil {
@@ -276,22 +304,49 @@ func (p *Plugin) Call(ctx context.Context, in []abi.Tensor) ([]abi.Tensor, error
 	if err := abi.Validate(in); err != nil {
 		return nil, fmt.Errorf("plugin %s: input: %w", p.name, err)
 	}
-	// Encoded straight into the module's memory: a camera frame or a
-	// recogniser's output is megabytes, and encoding it into a buffer of
-	// the host's first, then copying that in, cost a second pass over it
-	// and an allocation of its size (BenchmarkCTC and BenchmarkDB time
-	// this path, alternated against native Go).
-	return p.send(ctx, abi.EncodedSize(in), func(dst []byte) []byte { return abi.Encode(dst[:0], in) })
+	// A module that asked for held inputs gets each large one as a handle
+	// it passes to the host's primitives: a recogniser's 2 MB output never
+	// enters the sandbox (BenchmarkCTC, BenchmarkDB). The rest is encoded
+	// straight into the module's memory: encoding into a buffer of the
+	// host's first, then copying that in, cost a second pass and an
+	// allocation of the request's size.
+	in, held := p.hold(in)
+	return p.send(ctx, abi.EncodedSize(in), held, func(dst []byte) []byte { return abi.Encode(dst[:0], in) })
 }
 
-// CallRaw is Call on an already encoded request.
+// hold replaces the inputs of HeldMin bytes or more with handles when the
+// module asked for it, and returns their data by handle (handle i+1 is
+// held[i]). The caller's tensors are not changed.
+func (p *Plugin) hold(in []abi.Tensor) ([]abi.Tensor, [][]byte) {
+	if !p.holds {
+		return in, nil
+	}
+	var out []abi.Tensor
+	var held [][]byte
+	for i, t := range in {
+		if len(t.Data) < HeldMin {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(in)
+		}
+		held = append(held, t.Data)
+		out[i].Data, out[i].Handle = nil, uint32(len(held))
+	}
+	if out == nil {
+		return in, nil
+	}
+	return out, held
+}
+
+// CallRaw is Call on an already encoded request (nothing held).
 func (p *Plugin) CallRaw(ctx context.Context, req []byte) ([]abi.Tensor, error) {
-	return p.send(ctx, len(req), func(dst []byte) []byte { return dst[:copy(dst, req)] })
+	return p.send(ctx, len(req), nil, func(dst []byte) []byte { return dst[:copy(dst, req)] })
 }
 
 // send runs a request of size bytes, which fill writes into the buffer
-// the module allocated for it (and returns).
-func (p *Plugin) send(ctx context.Context, size int, fill func(dst []byte) []byte) ([]abi.Tensor, error) {
+// the module allocated for it (and returns), with the inputs held for it.
+func (p *Plugin) send(ctx context.Context, size int, held [][]byte, fill func(dst []byte) []byte) ([]abi.Tensor, error) {
 	if size > 1<<31-1 {
 		return nil, fmt.Errorf("plugin %s: request of %d bytes is over 2 GiB", p.name, size)
 	}
@@ -321,7 +376,7 @@ func (p *Plugin) send(ctx context.Context, size int, fill func(dst []byte) []byt
 	cctx, cancel := context.WithTimeoutCause(ctx, p.cfg.callTimeout(),
 		&limitError{what: "the call", limit: "per-call limit", d: p.cfg.callTimeout()})
 	defer cancel()
-	out, keep, err := p.call(cctx, in, size, fill)
+	out, keep, err := p.call(cctx, in, size, held, fill)
 	if keep {
 		select {
 		case p.idle <- in:
@@ -339,9 +394,9 @@ func (p *Plugin) send(ctx context.Context, size int, fill func(dst []byte) []byt
 
 // call runs one request of size bytes, written by fill, in in; keep
 // reports whether in may serve again.
-func (p *Plugin) call(ctx context.Context, in *instance, size int, fill func(dst []byte) []byte) (_ []abi.Tensor, keep bool, _ error) {
+func (p *Plugin) call(ctx context.Context, in *instance, size int, held [][]byte, fill func(dst []byte) []byte) (_ []abi.Tensor, keep bool, _ error) {
 	in.stderr.reset()
-	ctx = withHostCall(ctx)
+	ctx = withHostCall(ctx, held)
 	s := in.stack[:]
 	s[0] = uint64(size)
 	if err := in.alloc.CallWithStack(ctx, s); err != nil {
@@ -379,6 +434,11 @@ func (p *Plugin) call(ctx context.Context, in *instance, size int, fill func(dst
 		return nil, true, fmt.Errorf("%w: %s", ErrGuest, ge.Msg)
 	case err != nil:
 		return nil, false, fmt.Errorf("%w: %w", ErrResult, err)
+	}
+	for _, t := range out {
+		if t.Held() {
+			return nil, false, fmt.Errorf("%w: output %q names held data (handle %d): a response carries its data", ErrResult, t.Name, t.Handle)
+		}
 	}
 	return out, true, nil
 }

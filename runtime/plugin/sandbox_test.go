@@ -398,12 +398,46 @@ func TestStartLimit(t *testing.T) {
 	}
 }
 
+// TestHeldInputs: a plugin that asked for held inputs (guest.HoldLarge)
+// gets an input of HeldMin bytes or more as a handle and one below inline,
+// and reads the held one in with guest.Read: the same sum either way.
+func TestHeldInputs(t *testing.T) {
+	p := hostile(t, Config{})
+	if !p.Info().HeldInputs {
+		t.Fatal("Info().HeldInputs is false for a plugin built with guest.HoldLarge")
+	}
+	for _, n := range []int{HeldMin/4 - 1, HeldMin / 4, 1 << 20} {
+		v := make([]float32, n)
+		want := 0.0
+		for i := range v {
+			v[i] = float32(i % 7)
+			want += float64(v[i])
+		}
+		x := abi.F32("x", []int64{int64(n)}, v)
+		out, err := p.Call(context.Background(), mode("held-sum", x))
+		if err != nil {
+			t.Fatalf("%d floats: %v", n, err)
+		}
+		s, _ := abi.Find(out, "sum")
+		h, _ := abi.Find(out, "held")
+		sum, _ := s.Float64s()
+		held, _ := h.Int64s()
+		if len(sum) != 1 || sum[0] != want || len(held) != 1 || (held[0] == 1) != (4*n >= HeldMin) {
+			t.Errorf("%d floats (%d bytes): sum %v held %v, want %v held %v", n, 4*n, sum, held, want, 4*n >= HeldMin)
+		}
+		if len(x.Data) != 4*n || x.Handle != 0 {
+			t.Error("Call changed the caller's tensor")
+		}
+	}
+}
+
 // TestHostileHostCalls: a plugin that abuses the host primitives is
 // stopped as one that misbehaves in its own code would be, and the plugin
 // serves the next request. Quadratic work handed to the host stops at the
 // per-call limit; an image too large for the memory cap is refused from
-// its header; a name the host does not have, and a pointer outside the
-// module's memory, fail that call alone.
+// its header; a name the host does not have, a pointer outside the
+// module's memory, and handles to held data the request does not have
+// (read, passed to a primitive, or answered with) fail that call alone.
 func TestHostileHostCalls(t *testing.T) {
 	const limit = 400 * time.Millisecond
 	p := hostile(t, Config{MemoryMB: 64, MaxInstances: 1, CallTimeout: limit})
@@ -416,6 +450,9 @@ func TestHostileHostCalls(t *testing.T) {
 		{"host-image", ErrGuest, "30000x30000"},
 		{"host-unknown", ErrGuest, `unknown "fs.read"`},
 		{"host-pointer", ErrTrap, "outside the module's"},
+		{"held-read", ErrTrap, "handle 5 is not one this request holds"},
+		{"held-ref", ErrGuest, "handle 5 of 16 bytes is not one the host holds"},
+		{"held-out", ErrResult, `output "x" names held data`},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			start := time.Now()

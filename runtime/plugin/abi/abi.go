@@ -9,11 +9,13 @@
 //
 //	"EIT1" u32 count, then count entries:
 //	  u32 name length, name (UTF-8, at most MaxName bytes)
-//	  u8 dtype, u8 rank (at most MaxRank), u16 zero
+//	  u8 dtype, u8 rank (at most MaxRank), u8 flags, u8 zero
 //	  rank x i64 dimensions (each >= 0)
 //	  u64 data length (= product of dimensions x element size)
 //	  zero padding to a multiple of 8 bytes from the message start
 //	  data, then zero padding to a multiple of 8
+//	  (flags bit 0, FlagHeld: the host holds the data; in its place
+//	  come u32 handle, u32 zero: see Tensor.Handle)
 //
 // or, for an error the plugin reports: "EIER" u32 length, UTF-8 message.
 //
@@ -108,6 +110,25 @@ type Tensor struct {
 	DType DType
 	Shape []int64
 	Data  []byte
+	// Handle, when not 0, says the host holds the data and Data is empty:
+	// a plugin that asked for it (ABI.md, "Held tensors") gets a large
+	// input as a handle it passes to the host's primitives without the
+	// megabytes ever being copied into the sandbox, and reads it only if
+	// it must (guest.Read). Handles are valid for the request they came
+	// with.
+	Handle uint32
+}
+
+// FlagHeld marks an entry whose data the host holds (Tensor.Handle).
+const FlagHeld = 1
+
+// Held reports whether the host holds t's data (Tensor.Handle).
+func (t Tensor) Held() bool { return t.Handle != 0 }
+
+// ByteLen is the length of t's data, held or not.
+func (t Tensor) ByteLen() uint64 {
+	n, _ := elements(t.Shape, t.DType.Size())
+	return n
 }
 
 // Elements is the product of the shape (1 for a scalar).
@@ -174,6 +195,9 @@ func put64i(b []byte, v int64)   { binary.LittleEndian.PutUint64(b, uint64(v)) }
 func put32i(b []byte, v int32)   { binary.LittleEndian.PutUint32(b, uint32(v)) }
 
 func (t Tensor) check(d DType) error {
+	if t.Handle != 0 {
+		return fmt.Errorf("abi: tensor %q is held by the host (handle %d): pass it to a host primitive, or read it first (guest.Read)", t.Name, t.Handle)
+	}
 	if t.DType != d {
 		return fmt.Errorf("abi: tensor %q is %s, want %s", t.Name, t.DType, d)
 	}
@@ -259,6 +283,10 @@ func EncodedSize(ts []Tensor) int {
 	for _, t := range ts {
 		n += 4 + len(t.Name)
 		n += 4 + 8*len(t.Shape) + 8
+		if t.Handle != 0 {
+			n += pad8(n) + 8
+			continue
+		}
 		n += pad8(n) + len(t.Data)
 		n += pad8(n)
 	}
@@ -282,6 +310,12 @@ func Validate(ts []Tensor) error {
 			return fmt.Errorf("abi: tensor %q has rank %d (at most %d)", t.Name, len(t.Shape), MaxRank)
 		}
 		n, ok := elements(t.Shape, t.DType.Size())
+		if t.Handle != 0 {
+			if !ok || len(t.Data) != 0 {
+				return fmt.Errorf("abi: tensor %q held by the host (handle %d) has a shape %v of %s that overflows or %d bytes of data besides", t.Name, t.Handle, t.Shape, t.DType, len(t.Data))
+			}
+			continue
+		}
 		if !ok || n != uint64(len(t.Data)) {
 			return fmt.Errorf("abi: tensor %q: shape %v of %s needs %d bytes, has %d", t.Name, t.Shape, t.DType, n, len(t.Data))
 		}
@@ -317,6 +351,13 @@ func Encode(dst []byte, ts []Tensor) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(ts)))
 	for _, t := range ts {
 		dst = appendHead(dst, t)
+		if t.Handle != 0 {
+			dst = binary.LittleEndian.AppendUint64(dst, t.ByteLen())
+			dst = append(dst, make([]byte, pad8(len(dst)-base))...)
+			dst = binary.LittleEndian.AppendUint32(dst, t.Handle)
+			dst = binary.LittleEndian.AppendUint32(dst, 0)
+			continue
+		}
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(len(t.Data)))
 		dst = append(dst, make([]byte, pad8(len(dst)-base))...)
 		dst = append(dst, t.Data...)
@@ -365,7 +406,7 @@ func Decode(b []byte) ([]Tensor, error) {
 	off := 8
 	need := func(n uint64) bool { return n <= uint64(len(b)-off) }
 	for i := range int(count) {
-		name, dt, shape, next, err := entryHead(b, off, i, 8)
+		name, dt, shape, flags, next, err := entryHead(b, off, i, 8)
 		if err != nil {
 			return nil, err
 		}
@@ -377,6 +418,18 @@ func Decode(b []byte) ([]Tensor, error) {
 			return nil, malformed(off-8, "tensor %q: shape %v of %s needs %d bytes, says %d", name, shape, dt, want, size)
 		}
 		off += pad8(off)
+		if flags == FlagHeld {
+			if off > len(b) || !need(8) {
+				return nil, malformed(off, "tensor %q: held, truncated handle", name)
+			}
+			h, zero := binary.LittleEndian.Uint32(b[off:]), binary.LittleEndian.Uint32(b[off+4:])
+			if h == 0 || zero != 0 {
+				return nil, malformed(off, "tensor %q: held with handle %d and reserved %d (want a handle > 0 and 0)", name, h, zero)
+			}
+			off += 8
+			ts = append(ts, Tensor{Name: name, DType: dt, Shape: shape, Data: []byte{}, Handle: h})
+			continue
+		}
 		if off > len(b) || !need(size) {
 			return nil, malformed(off, "tensor %q: %d data bytes, %d left", name, size, max(len(b)-off, 0))
 		}
@@ -396,7 +449,11 @@ func Decode(b []byte) ([]Tensor, error) {
 func appendHead(dst []byte, t Tensor) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(t.Name)))
 	dst = append(dst, t.Name...)
-	dst = append(dst, byte(t.DType), byte(len(t.Shape)), 0, 0)
+	var flags byte
+	if t.Handle != 0 {
+		flags = FlagHeld
+	}
+	dst = append(dst, byte(t.DType), byte(len(t.Shape)), flags, 0)
 	for _, d := range t.Shape {
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(d))
 	}
@@ -409,39 +466,39 @@ func malformed(off int, format string, args ...any) error {
 }
 
 // entryHead parses the part of entry i at off that both message forms
-// share (name, type, rank, shape), checks that tail more bytes follow it,
-// and returns the offset after the shape.
-func entryHead(b []byte, off, i, tail int) (name string, dt DType, shape []int64, next int, err error) {
+// share (name, type, rank, flags, shape), checks that tail more bytes
+// follow it, and returns the offset after the shape.
+func entryHead(b []byte, off, i, tail int) (name string, dt DType, shape []int64, flags byte, next int, err error) {
 	need := func(n uint64) bool { return n <= uint64(len(b)-off) }
 	if !need(4) {
-		return "", 0, nil, 0, malformed(off, "tensor %d: truncated name length", i)
+		return "", 0, nil, 0, 0, malformed(off, "tensor %d: truncated name length", i)
 	}
 	nl := binary.LittleEndian.Uint32(b[off:])
 	off += 4
 	if nl > MaxName || !need(uint64(nl)+4) {
-		return "", 0, nil, 0, malformed(off, "tensor %d: name length %d", i, nl)
+		return "", 0, nil, 0, 0, malformed(off, "tensor %d: name length %d", i, nl)
 	}
 	nb := b[off : off+int(nl)]
 	if !utf8.Valid(nb) {
-		return "", 0, nil, 0, malformed(off, "tensor %d: name is not UTF-8", i)
+		return "", 0, nil, 0, 0, malformed(off, "tensor %d: name is not UTF-8", i)
 	}
 	name = string(nb)
 	off += int(nl)
-	dt, rank := DType(b[off]), int(b[off+1])
+	dt, rank, flags := DType(b[off]), int(b[off+1]), b[off+2]
 	if dt.Size() == 0 {
-		return "", 0, nil, 0, malformed(off, "tensor %q: unknown %s", name, dt)
+		return "", 0, nil, 0, 0, malformed(off, "tensor %q: unknown %s", name, dt)
 	}
-	if rank > MaxRank || b[off+2] != 0 || b[off+3] != 0 {
-		return "", 0, nil, 0, malformed(off, "tensor %q: rank %d (at most %d), reserved bytes %d %d", name, rank, MaxRank, b[off+2], b[off+3])
+	if rank > MaxRank || flags&^FlagHeld != 0 || b[off+3] != 0 {
+		return "", 0, nil, 0, 0, malformed(off, "tensor %q: rank %d (at most %d), flags %d (only %d is defined), reserved byte %d", name, rank, MaxRank, flags, FlagHeld, b[off+3])
 	}
 	off += 4
 	if !need(uint64(8*rank) + uint64(tail)) {
-		return "", 0, nil, 0, malformed(off, "tensor %q: truncated shape", name)
+		return "", 0, nil, 0, 0, malformed(off, "tensor %q: truncated shape", name)
 	}
 	shape = make([]int64, rank)
 	for d := range shape {
 		shape[d] = int64(binary.LittleEndian.Uint64(b[off:]))
 		off += 8
 	}
-	return name, dt, shape, off, nil
+	return name, dt, shape, flags, off, nil
 }

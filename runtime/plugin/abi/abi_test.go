@@ -89,6 +89,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(nil, []Tensor{F32("x", []int64{2}, []float32{1, 2}), Str("s", "ok")}))
 	f.Add(EncodeError(nil, "nope"))
 	f.Add([]byte("EIT1\x01\x00\x00\x00"))
+	f.Add(Encode(nil, []Tensor{{Name: "p", DType: Float32, Shape: []int64{2, 3}, Handle: 7}, Str("s", "ok")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ts, err := Decode(b)
 		if err != nil {
@@ -125,7 +126,7 @@ func TestRefsRoundTrip(t *testing.T) {
 		return a
 	}
 	msg := EncodeRefs(nil, in, addr)
-	out, err := DecodeRefs(msg, mem.read)
+	out, err := DecodeRefs(msg, mem.read, noHeld)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestRefsRoundTrip(t *testing.T) {
 	}
 	// An address past the memory is refused, naming the tensor.
 	bad := EncodeRefs(nil, in[:1], func([]byte) uint32 { return 4090 })
-	if _, err := DecodeRefs(bad, mem.read); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), `"x"`) {
+	if _, err := DecodeRefs(bad, mem.read, noHeld); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), `"x"`) {
 		t.Errorf("data outside memory: %v", err)
 	}
 }
@@ -149,8 +150,10 @@ func FuzzDecodeRefs(f *testing.F) {
 	mem := make(memory, 4096)
 	f.Add(EncodeRefs(nil, []Tensor{F32("x", []int64{2}, []float32{1, 2}), Str("s", "ok")}, func([]byte) uint32 { return 8 }))
 	f.Add([]byte("EIR1\x01\x00\x00\x00"))
+	f.Add(EncodeRefs(nil, []Tensor{{Name: "p", DType: Float32, Shape: []int64{2, 3}, Handle: 1}}, nil))
+	held := heldData{make([]byte, 24)}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ts, err := DecodeRefs(b, mem.read)
+		ts, err := DecodeRefs(b, mem.read, held.get)
 		if err != nil {
 			return
 		}
@@ -158,4 +161,68 @@ func FuzzDecodeRefs(f *testing.F) {
 			t.Fatalf("decoded tensors fail Validate: %v", err)
 		}
 	})
+}
+
+func noHeld(uint32) ([]byte, bool) { return nil, false }
+
+// heldData is what a host holds for a request: handle i+1 is d[i].
+type heldData [][]byte
+
+func (d heldData) get(h uint32) ([]byte, bool) {
+	if h == 0 || int(h) > len(d) {
+		return nil, false
+	}
+	return d[h-1], true
+}
+
+// A held tensor travels as its shape and a handle: Encode and Decode keep
+// it so (no data, its byte length from the shape), the element accessors
+// refuse it naming what to do, and a by-reference request resolves the
+// handle through the host's table, checking its size.
+func TestHeld(t *testing.T) {
+	p := Tensor{Name: "p", DType: Float32, Shape: []int64{2, 3}, Handle: 1}
+	in := []Tensor{Str("a", "x"), p, F32("q", []int64{1}, []float32{5})}
+	msg := Encode(nil, in)
+	if len(msg) != EncodedSize(in) {
+		t.Fatalf("encoded %d bytes, EncodedSize says %d", len(msg), EncodedSize(in))
+	}
+	out, err := Decode(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out[1].Held() || out[1].Handle != 1 || len(out[1].Data) != 0 || out[1].ByteLen() != 24 {
+		t.Errorf("held tensor decoded as %+v", out[1])
+	}
+	if v, _ := out[2].Float32s(); len(v) != 1 || v[0] != 5 {
+		t.Errorf("the tensor after the held one: %v", v)
+	}
+	if _, err := out[1].Float32s(); err == nil || !strings.Contains(err.Error(), "held by the host") {
+		t.Errorf("Float32s of a held tensor: %v", err)
+	}
+	// A held tensor with data besides is refused.
+	if err := Validate([]Tensor{{Name: "p", DType: Float32, Shape: []int64{1}, Handle: 1, Data: make([]byte, 4)}}); err == nil {
+		t.Error("Validate accepted a held tensor with data")
+	}
+	// Handle 0 on the wire, or an unknown flag, is malformed.
+	zero := Encode(nil, []Tensor{p})
+	zero[len(zero)-8] = 0
+	if _, err := Decode(zero); !errors.Is(err, ErrMalformed) {
+		t.Errorf("handle 0: %v", err)
+	}
+	flag := Encode(nil, []Tensor{p})
+	flag[8+4+1+2] = 2 // count, name length, name, dtype, rank: the flags byte
+	if _, err := Decode(flag); !errors.Is(err, ErrMalformed) {
+		t.Errorf("flags 2: %v", err)
+	}
+
+	refs := EncodeRefs(nil, []Tensor{p}, nil)
+	got, err := DecodeRefs(refs, memory(nil).read, heldData{make([]byte, 24)}.get)
+	if err != nil || len(got) != 1 || got[0].Held() || len(got[0].Data) != 24 {
+		t.Fatalf("by reference: %+v, %v", got, err)
+	}
+	for name, h := range map[string]heldData{"no such handle": nil, "another size": {make([]byte, 20)}} {
+		if _, err := DecodeRefs(refs, memory(nil).read, h.get); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "handle 1") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

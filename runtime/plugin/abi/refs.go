@@ -11,9 +11,10 @@ import (
 //
 //	"EIR1" u32 count, then count entries:
 //	  u32 name length, name (UTF-8, at most MaxName bytes)
-//	  u8 dtype, u8 rank (at most MaxRank), u16 zero
+//	  u8 dtype, u8 rank (at most MaxRank), u8 flags, u8 zero
 //	  rank x i64 dimensions (each >= 0)
-//	  u32 data address in the guest's memory, u32 zero
+//	  u32 data address in the guest's memory (flags FlagHeld: the
+//	  handle of data the host holds), u32 zero
 //	  u64 data length (= product of dimensions x element size)
 var magicRefs = [4]byte{'E', 'I', 'R', '1'}
 
@@ -32,21 +33,25 @@ func EncodeRefs(dst []byte, ts []Tensor, addr func([]byte) uint32) []byte {
 	for _, t := range ts {
 		dst = appendHead(dst, t)
 		var a uint32
-		if len(t.Data) > 0 {
+		switch {
+		case t.Handle != 0:
+			a = t.Handle
+		case len(t.Data) > 0:
 			a = addr(t.Data)
 		}
 		dst = binary.LittleEndian.AppendUint32(dst, a)
 		dst = binary.LittleEndian.AppendUint32(dst, 0)
-		dst = binary.LittleEndian.AppendUint64(dst, uint64(len(t.Data)))
+		dst = binary.LittleEndian.AppendUint64(dst, t.ByteLen())
 	}
 	return dst
 }
 
 // DecodeRefs parses a by-reference message; read returns the n bytes at a
-// guest address (false when they are outside its memory), which the
-// tensors alias. It never panics and allocates only in proportion to
-// len(b).
-func DecodeRefs(b []byte, read func(addr uint32, n uint32) ([]byte, bool)) ([]Tensor, error) {
+// guest address (false when they are outside its memory), held the data
+// the host holds under a handle (false for a handle it does not have),
+// which the tensors alias. It never panics and allocates only in
+// proportion to len(b).
+func DecodeRefs(b []byte, read func(addr uint32, n uint32) ([]byte, bool), held func(handle uint32) ([]byte, bool)) ([]Tensor, error) {
 	if len(b) < 8 || !IsRefs(b) {
 		return nil, malformed(0, "not a by-reference message (%d bytes)", len(b))
 	}
@@ -58,7 +63,7 @@ func DecodeRefs(b []byte, read func(addr uint32, n uint32) ([]byte, bool)) ([]Te
 	ts := make([]Tensor, 0, count)
 	off := 8
 	for i := range int(count) {
-		name, dt, shape, next, err := entryHead(b, off, i, 16)
+		name, dt, shape, flags, next, err := entryHead(b, off, i, 16)
 		if err != nil {
 			return nil, err
 		}
@@ -71,7 +76,11 @@ func DecodeRefs(b []byte, read func(addr uint32, n uint32) ([]byte, bool)) ([]Te
 			return nil, malformed(off-16, "tensor %q: shape %v of %s needs %d bytes, says %d", name, shape, dt, want, size)
 		}
 		var data []byte
-		if size > 0 {
+		if flags == FlagHeld {
+			if data, ok = held(addr); !ok || uint64(len(data)) != size {
+				return nil, malformed(off-16, "tensor %q: handle %d of %d bytes is not one the host holds for this request", name, addr, size)
+			}
+		} else if size > 0 {
 			if data, ok = read(addr, uint32(size)); !ok {
 				return nil, malformed(off-16, "tensor %q: %d bytes at address %d are outside the guest's memory", name, size, addr)
 			}

@@ -17,6 +17,12 @@ var inBuf, outBuf []byte
 //go:wasmexport edgeinfer_abi_version
 func abiVersion() int32 { return abi.Version }
 
+// featureBits tells the host what Handle's options asked for (ABI.md,
+// "Held tensors").
+//
+//go:wasmexport edgeinfer_features
+func featureBits() int32 { return features }
+
 // alloc returns the address of a buffer of size bytes for the request (0
 // when size is negative). The buffer is reused across calls.
 //

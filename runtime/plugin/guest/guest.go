@@ -37,10 +37,31 @@ import (
 // Handler processes one request.
 type Handler func(in []abi.Tensor) ([]abi.Tensor, error)
 
-var handler Handler
+var (
+	handler  Handler
+	features int32 // edgeinfer_features: what the plugin asked the host for
+)
+
+// Option changes what the kit asks of the host for the handler.
+type Option func()
+
+// HoldLarge asks the host to keep each input of 64 KiB or more
+// (plugin.HeldMin) on its side: the handler gets it as a held tensor
+// (abi.Tensor.Held; shape and type, no data), which Host passes to a
+// primitive without the bytes ever entering the sandbox, and which Read
+// copies in when the handler must look at its elements. For plugins that
+// hand their large inputs to primitives (a recogniser's output to
+// argmax.rows, a detector's map to db.boxes): the copy into the module
+// was a fifth of the CTC plugin's time (BenchmarkCTC).
+func HoldLarge() Option { return func() { features |= 1 } }
 
 // Handle registers the plugin's handler; call it from an init function.
-func Handle(h Handler) { handler = h }
+func Handle(h Handler, opts ...Option) {
+	handler, features = h, 0
+	for _, o := range opts {
+		o()
+	}
+}
 
 // Call runs the registered handler on an encoded request and returns the
 // encoded response (tensors or an error message), as the exported

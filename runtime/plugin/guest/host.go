@@ -29,3 +29,18 @@ func Host(name string, in []abi.Tensor) ([]abi.Tensor, error) {
 	}
 	return out, nil
 }
+
+// Read returns t with its data: a held tensor (HoldLarge) is copied into
+// the module, once per call of Read, into a buffer valid until the request
+// ends; any other tensor is returned as it is.
+func Read(t abi.Tensor) (abi.Tensor, error) {
+	if !t.Held() {
+		return t, nil
+	}
+	b, err := readHeld(t)
+	if err != nil {
+		return abi.Tensor{}, err
+	}
+	t.Data, t.Handle = b, 0
+	return t, nil
+}

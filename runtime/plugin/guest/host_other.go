@@ -4,6 +4,7 @@ package guest
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/primitive"
@@ -20,3 +21,8 @@ func hostCall(name string, in []abi.Tensor) []byte {
 }
 
 func resetHost() {}
+
+// readHeld: outside the sandbox no host holds anything.
+func readHeld(t abi.Tensor) ([]byte, error) {
+	return nil, fmt.Errorf("held tensor %v: held data exists only inside the sandbox", t)
+}

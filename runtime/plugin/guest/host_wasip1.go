@@ -3,6 +3,7 @@
 package guest
 
 import (
+	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -14,6 +15,9 @@ func importCall(namePtr, nameLen, reqPtr, reqLen uint32) int32
 
 //go:wasmimport edgeinfer_host take
 func importTake(dstPtr, dstLen uint32) int32
+
+//go:wasmimport edgeinfer_host read
+func importRead(handle, dstPtr, dstLen uint32) int32
 
 func addr(b []byte) uint32 { return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
 
@@ -61,3 +65,17 @@ func respBuffer(n int) []byte {
 }
 
 func resetHost() { respUsed = 0 }
+
+// readHeld copies the held tensor's data into a buffer of its own for the
+// rest of the request.
+func readHeld(t abi.Tensor) ([]byte, error) {
+	n := t.ByteLen()
+	if n > 1<<31-1 {
+		return nil, fmt.Errorf("held tensor %v: %d bytes is over 2 GiB", t, n)
+	}
+	b := respBuffer(int(n))
+	if got := importRead(t.Handle, addr(b[:cap(b)]), uint32(n)); got != int32(n) {
+		return nil, fmt.Errorf("held tensor %v: the host read %d bytes, want %d", t, got, n)
+	}
+	return b, nil
+}

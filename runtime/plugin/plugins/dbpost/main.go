@@ -11,7 +11,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/prepost"
 )
 
-func init() { guest.Handle(run) }
+func init() { guest.Handle(run, guest.HoldLarge()) }
 
 func main() {}
 

@@ -14,7 +14,9 @@ import (
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/guest"
 )
 
-func init() { guest.Handle(run) }
+// It asks for held inputs (guest.HoldLarge), so that the host's handles
+// can be abused and the kit's Read tested.
+func init() { guest.Handle(run, guest.HoldLarge()) }
 
 func main() {}
 
@@ -85,6 +87,33 @@ func run(in []abi.Tensor) ([]abi.Tensor, error) {
 	case "host-pointer": // a request pointer outside memory
 		rawHostCall(0xfffffff0, 64)
 		return nil, nil
+	case "held-sum": // read a held input in and sum it
+		x, _ := abi.Find(in, "x")
+		held := x.Held()
+		x, err := guest.Read(x)
+		if err != nil {
+			return nil, err
+		}
+		v, err := x.Float32s()
+		if err != nil {
+			return nil, err
+		}
+		var sum float64
+		for _, f := range v {
+			sum += float64(f)
+		}
+		h := int64(0)
+		if held {
+			h = 1
+		}
+		return []abi.Tensor{abi.F64("sum", nil, []float64{sum}), abi.I64("held", nil, []int64{h})}, nil
+	case "held-read": // read data under a handle this request does not hold
+		rawRead(5)
+		return nil, nil
+	case "held-ref": // name such a handle to a primitive
+		return guest.Host("argmax.rows", []abi.Tensor{{Name: "x", DType: abi.Float32, Shape: []int64{1, 4}, Handle: 5}})
+	case "held-out": // answer with a handle instead of data
+		return []abi.Tensor{{Name: "x", DType: abi.Float32, Shape: []int64{4}, Handle: 1}}, nil
 	case "clock":
 		return []abi.Tensor{abi.I64("unix_nano", nil, []int64{time.Now().UnixNano()})}, nil
 	case "random":
