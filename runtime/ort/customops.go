@@ -174,11 +174,11 @@ func q4Compiled() []string { return strings.Split(C.GoString(C.ei_q4_compiled())
 func q4Variant() string    { return C.GoString(C.ei_q4_current()) }
 
 // Kernels names the variants edgeinfer's operators run on this CPU, for a
-// report's version matrix: the int4/int8 matrix kernel's, how its batch-1
-// product streams the weights (the prefetch distance chosen for this CPU
-// at load), and the paged attention kernel's.
+// report's version matrix: the int4/int8 matrix kernel's, the code its
+// batch-1 product runs on and how that streams the weights (the prefetch
+// distance chosen for this CPU at load), and the paged attention kernel's.
 func Kernels() string {
-	return fmt.Sprintf("matmul %s (batch 1: %s), attention %s", q4Variant(), C.GoString(C.ei_q4_gemv()), attentionVariant())
+	return fmt.Sprintf("matmul %s (batch 1: %s, %s), attention %s", q4Variant(), C.GoString(C.ei_q4_gemv_tile()), C.GoString(C.ei_q4_gemv()), attentionVariant())
 }
 
 func useQ4Variant(name string) error {

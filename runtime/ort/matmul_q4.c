@@ -544,11 +544,10 @@ EI_BY_ROWS(evex_q8, evex_tile, EI_EVEX, 8)
 // a prefill chunk unpacks each block's codes once per eight rows, not
 // four. For swiglu the pair is a gate group and its up group, the halves
 // store8 already pairs. A chunk's odd last group runs on the 256-bit tile.
-// So does a product of one activation row (the variant's gemv4/gemv8):
-// there the weights come from memory once and the arithmetic is light,
-// and reading two groups at once is two streams a group apart, which the
-// prefetchers served at about 0.55 of the read bandwidth on Zen 5 where
-// the 256-bit tile's one stream reached about 0.75 (BenchmarkGEMVShare).
+// A product of one activation row does not (the variant's gemv4/gemv8,
+// gemv_pair below): there the weights come from memory once, and reading
+// two groups at once is two streams a group apart, which the prefetchers
+// served worse than one on Zen 5 (BenchmarkGEMVShare).
 #define EI_512 EI_EVEX
 EI_512 EI_INLINE __m512i load2(const uint8_t* p0, const uint8_t* p1) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i*)p0)),
@@ -613,6 +612,71 @@ EI_512 EI_INLINE void avx512_tile(const ei_q4_job* j, int64_t m0, const int R, i
   for (int64_t t = 0; g < g1 && t < R; t += 4)  // the odd last group, four rows at a time
     (bits == 4 ? evex_q4 : evex_q8)(j, m0 + t, R - t < 4 ? R - t : 4, g, g1);
 }
+
+// gemv_pair: one activation row (a batch-1 decode step), a group's two
+// blocks of a pair (adjacent in the packing) in one 512-bit register: block
+// 2p in the low half, 2p+1 in the high. Each instruction does twice the
+// 256-bit tile's work while the weights are still read as one stream. Why
+// it matters: on Zen 5 the 256-bit tile over weights already in the cache
+// ran at about the speed DRAM delivers them, so a decode step was bound by
+// its arithmetic as much as by memory; this one does the same work in
+// about two thirds of the instructions (BenchmarkGEMVShare: the kernel's
+// share of the read bandwidth, alternated with the read loop). The
+// activation codes of both blocks are one 64-byte load; each k's pair of
+// dwords is spread over its half by a permute (precomputing the spread
+// copies per product measured slower).
+EI_512 EI_INLINE void gemv_pair(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1, const int bits) {
+  (void)R;
+  const int64_t nb = j->nb, pairs = nb / 2;
+  const size_t gb = group_bytes(bits, j->f16, nb), cb = code_bytes(bits);
+  __m512i idx[8];
+  for (int k = 0; k < 8; k++)
+    idx[k] = _mm512_setr_epi32(k, k, k, k, k, k, k, k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k, 8 + k);
+  const __m512i idx2 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const int8_t* xa = j->qa + m0 * nb * EI_Q4_BLOCK;
+  const float* sa = j->sa + m0 * nb;
+  const int32_t* za = j->za + m0 * nb;
+  __m256 pend = _mm256_setzero_ps();
+  for (int64_t g = g0; g < g1; g++) {
+    const uint8_t* wg = j->w + (size_t)g * gb;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t p = 0; p < pairs; p++) {
+      const uint8_t* wb = wg + code_at(bits, j->f16, 2 * p);
+      ahead(j, wb, bits);
+      const __m512i x = _mm512_loadu_si512((const void*)(xa + 2 * p * EI_Q4_BLOCK));
+      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+      for (int v = 0; v < bits; v++) {
+        const __m512i raw = load2(wb + 32 * v, wb + cb + 32 * v);
+        if (bits == 8) {
+          const __m512i c = _mm512_xor_si512(raw, _mm512_set1_epi8((char)0x80));
+          if (v & 1) s1 = _mm512_dpbusd_epi32(s1, c, _mm512_permutexvar_epi32(idx[v], x));
+          else s0 = _mm512_dpbusd_epi32(s0, c, _mm512_permutexvar_epi32(idx[v], x));
+        } else {
+          const __m512i lo = _mm512_and_si512(raw, _mm512_set1_epi8(0x0F));
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), _mm512_set1_epi8(0x0F));
+          s0 = _mm512_dpbusd_epi32(s0, lo, _mm512_permutexvar_epi32(idx[2 * v], x));
+          s1 = _mm512_dpbusd_epi32(s1, hi, _mm512_permutexvar_epi32(idx[2 * v + 1], x));
+        }
+      }
+      const __m512i z = _mm512_permutexvar_epi32(idx2, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i*)(za + 2 * p))));
+      const __m512 a = _mm512_permutexvar_ps(idx2, _mm512_castps128_ps512(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i*)(sa + 2 * p)))));
+      const uint8_t* sp = wg + scale_at(bits, j->f16, 2 * p);
+      const __m512 sw = j->f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)sp)) : _mm512_loadu_ps((const float*)sp);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(s0, s1), z)), _mm512_mul_ps(sw, a), acc);
+    }
+    __m256 r = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    if (nb & 1) {  // the odd last block, on the 256-bit tile's arithmetic
+      const int64_t blk = nb - 1;
+      __m256i c[8];
+      unpack8(bits, wg + code_at(bits, j->f16, blk), c);
+      const __m256i d = _mm256_sub_epi32(dot_evex(c, xa + blk * EI_Q4_BLOCK), _mm256_set1_epi32(za[blk]));
+      r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(scales8(j->f16, wg + scale_at(bits, j->f16, blk)), _mm256_set1_ps(sa[blk])), r);
+    }
+    store8(j, m0, g, r, &pend);
+  }
+}
+EI_512 static void gemv_pair_q4(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) { gemv_pair(j, m0, (int)R, g0, g1, 4); }
+EI_512 static void gemv_pair_q8(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) { gemv_pair(j, m0, (int)R, g0, g1, 8); }
 
 EI_BY_ROWS8(avx512_q4, avx512_tile, EI_512, 4)
 EI_BY_ROWS8(avx512_q8, avx512_tile, EI_512, 8)
@@ -753,21 +817,22 @@ typedef struct {
   // gemv4 and gemv8, when set, take a product of one activation row (a
   // batch-1 decode step) in place of q4 and q8.
   tile_fn gemv4, gemv8;
+  const char* gemv_tile;  // what takes a batch-1 product (ei_q4_gemv_tile)
 } variant;
 
 static int always(void) { return 1; }
 
 static const variant variants[] = {
-    {"generic", tile_generic, tile_generic, quantize_generic, always, 4, NULL, NULL},
+    {"generic", tile_generic, tile_generic, quantize_generic, always, 4, NULL, NULL, "the variant's tile"},
 #ifdef EI_Q4_X86
-    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4, NULL, NULL},
-    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4, NULL, NULL},
+    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4, NULL, NULL, "the variant's tile"},
+    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4, NULL, NULL, "the variant's tile"},
 #endif
 #ifdef EI_Q4_512
-    {"avx512vnni", avx512_q4, avx512_q8, quantize_avx2, has_avx512, 8, evex_q4, evex_q8},
+    {"avx512vnni", avx512_q4, avx512_q8, quantize_avx2, has_avx512, 8, gemv_pair_q4, gemv_pair_q8, "512-bit block pairs"},
 #endif
 #ifdef EI_Q4_DOTPROD
-    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, NULL, NULL},
+    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, NULL, NULL, "the variant's tile"},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -812,6 +877,7 @@ void ei_q4_init(void) {
 
 const char* ei_q4_variants(void) { return supported; }
 const char* ei_q4_gemv(void) { return gemv; }
+const char* ei_q4_gemv_tile(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE)->gemv_tile; }
 const char* ei_q4_compiled(void) { return compiled; }
 const char* ei_q4_current(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE)->name; }
 

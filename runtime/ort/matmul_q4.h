@@ -71,6 +71,9 @@ const char* ei_q4_current(void);
 // ei_q4_gemv says how a batch-1 product streams its weights on this CPU
 // (the software prefetch distance chosen at ei_q4_init).
 const char* ei_q4_gemv(void);
+// ei_q4_gemv_tile names the code the current variant runs a batch-1
+// product on.
+const char* ei_q4_gemv_tile(void);
 int ei_q4_use(const char* name);
 
 #endif
