@@ -40,7 +40,11 @@ func TestImagePrep(t *testing.T) {
 			b := readFile(t, modelFile(t, tc.file))
 			out := call(t, p, abi.Bytes("image", b), abi.Str("arg.spec", tc.spec), abi.Str("arg.output", "x"))
 			got := get(t, out, "x")
-			want, w, h := prepost.Preprocess(decode(t, b), tc.want)
+			pp, err := prepost.PrepareImage(context.Background(), b, 1<<40, image.Rectangle{}, tc.want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, w, h := pp.Data, pp.Width, pp.Height
 			if d := maxDiff(f32(t, got), want); d > tol {
 				t.Errorf("plugin vs native: max difference %g", d)
 			}

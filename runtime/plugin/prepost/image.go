@@ -111,17 +111,31 @@ func (s ImageSpec) OutputSize(w, h int) (int, int) {
 func Preprocess(img image.Image, s ImageSpec) ([]float32, int, int) {
 	b := img.Bounds()
 	ow, oh := s.OutputSize(b.Dx(), b.Dy())
+	return resample(img, s, ow, oh), ow, oh
+}
+
+// resample is Preprocess to an output of ow x oh.
+func resample(img image.Image, s ImageSpec, ow, oh int) []float32 {
+	b := img.Bounds()
+	return resampleFrom(img, s, ow, oh, 0, 0, float64(b.Dx()), float64(b.Dy()))
+}
+
+// resampleFrom is resample of the part of img that starts at (x0, y0) and
+// is w x h of its pixels, in fractions of a pixel where a crop does not
+// fall on the pixels of a reduced decode (PrepareImage).
+func resampleFrom(img image.Image, s ImageSpec, ow, oh int, x0, y0, w, h float64) []float32 {
+	b := img.Bounds()
 	dst := make([]float32, 3*ow*oh)
 	src := newSampler(img)
-	sx := float64(b.Dx()) / float64(ow)
-	sy := float64(b.Dy()) / float64(oh)
+	sx := w / float64(ow)
+	sy := h / float64(oh)
 	scale, shift := s.normaliser()
 	xs := make([]struct {
 		x0, x1 int
 		w      float64
 	}, ow)
 	for x := range ow {
-		fx := (float64(x)+0.5)*sx - 0.5
+		fx := x0 + (float64(x)+0.5)*sx - 0.5
 		x0 := int(math.Floor(fx))
 		xs[x].w = fx - float64(x0)
 		xs[x].x0 = min(max(x0, 0), b.Dx()-1)
@@ -129,11 +143,11 @@ func Preprocess(img image.Image, s ImageSpec) ([]float32, int, int) {
 	}
 	plane := ow * oh
 	for y := range oh {
-		fy := (float64(y)+0.5)*sy - 0.5
-		y0 := int(math.Floor(fy))
-		wy := fy - float64(y0)
-		r0 := min(max(y0, 0), b.Dy()-1)
-		r1 := min(max(y0+1, 0), b.Dy()-1)
+		fy := y0 + (float64(y)+0.5)*sy - 0.5
+		iy := int(math.Floor(fy))
+		wy := fy - float64(iy)
+		r0 := min(max(iy, 0), b.Dy()-1)
+		r1 := min(max(iy+1, 0), b.Dy()-1)
 		for x := range ow {
 			c := xs[x]
 			p00, p10, p01, p11 := src.at(c.x0, r0), src.at(c.x1, r0), src.at(c.x0, r1), src.at(c.x1, r1)
@@ -144,7 +158,7 @@ func Preprocess(img image.Image, s ImageSpec) ([]float32, int, int) {
 			}
 		}
 	}
-	return dst, ow, oh
+	return dst
 }
 
 // normaliser is the spec's per-channel 1/std and mean (a zero std is 1).

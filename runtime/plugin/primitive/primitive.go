@@ -39,6 +39,7 @@
 package primitive
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -179,7 +180,17 @@ func imagePrepare(ctx context.Context, in []abi.Tensor, lim Limits) ([]abi.Tenso
 	if err != nil {
 		return nil, err
 	}
-	var img image.Image
+	var crop image.Rectangle
+	if c, ok := abi.Find(in, "crop"); ok {
+		v, err := c.Int64s()
+		if err != nil || len(v) != 4 {
+			return nil, fmt.Errorf("input crop is %v, want int64 [4] (x, y, w, h)", c)
+		}
+		if crop = image.Rect(int(v[0]), int(v[1]), int(v[0]+v[2]), int(v[1]+v[3])); crop.Empty() {
+			return nil, fmt.Errorf("input crop %v is empty", v)
+		}
+	}
+	var p prepost.Prepared
 	if t, ok := abi.Find(in, "rgb"); ok {
 		if t.DType != abi.Uint8 || len(t.Shape) != 3 || t.Shape[2] != 3 {
 			return nil, fmt.Errorf("input rgb is %v, want uint8 [H,W,3]", t)
@@ -187,7 +198,21 @@ func imagePrepare(ctx context.Context, in []abi.Tensor, lim Limits) ([]abi.Tenso
 		if err := lim.allow("the rgb image as RGBA", 4*t.Shape[0]*t.Shape[1]); err != nil {
 			return nil, err
 		}
-		img, err = prepost.RGB(t.Data, int(t.Shape[1]), int(t.Shape[0]))
+		img, err := prepost.RGB(t.Data, int(t.Shape[1]), int(t.Shape[0]))
+		if err != nil {
+			return nil, err
+		}
+		if crop != (image.Rectangle{}) {
+			if img, err = prepost.Crop(img, crop); err != nil {
+				return nil, err
+			}
+		}
+		b := img.Bounds()
+		if err := outputFits(spec, b.Size(), lim); err != nil {
+			return nil, err
+		}
+		p.Data, p.Width, p.Height = prepost.Preprocess(img, spec)
+		p.Source = b.Size()
 	} else if t, ok := abi.Find(in, "image"); ok && t.DType == abi.Uint8 {
 		// Decoded pixels take at most 4 bytes each (RGBA; JPEG's YCbCr
 		// takes 1.5–3).
@@ -195,37 +220,38 @@ func imagePrepare(ctx context.Context, in []abi.Tensor, lim Limits) ([]abi.Tenso
 		if lim.MaxBytes > 0 {
 			maxPixels = lim.MaxBytes / 4
 		}
-		img, err = prepost.DecodeImageLimit(ctx, t.Data, maxPixels)
+		if cfg, _, err := image.DecodeConfig(bytes.NewReader(t.Data)); err == nil {
+			size := image.Pt(cfg.Width, cfg.Height)
+			if crop != (image.Rectangle{}) {
+				size = crop.Intersect(image.Rect(0, 0, cfg.Width, cfg.Height)).Size()
+			}
+			if err := outputFits(spec, size, lim); err != nil {
+				return nil, err
+			}
+		}
+		p, err = prepost.PrepareImage(ctx, t.Data, maxPixels, crop, spec)
 		if errors.Is(err, prepost.ErrTooLarge) {
 			err = fmt.Errorf("%w: %w (4 bytes a pixel; raise the plugin's memory_mb)", ErrLimit, err)
+		}
+		if err != nil {
+			return nil, err
 		}
 	} else {
 		return nil, errors.New("no input image (uint8 encoded JPEG/PNG) or rgb (uint8 [H,W,3])")
 	}
-	if err != nil {
-		return nil, err
-	}
-	if c, ok := abi.Find(in, "crop"); ok {
-		v, err := c.Int64s()
-		if err != nil || len(v) != 4 {
-			return nil, fmt.Errorf("input crop is %v, want int64 [4] (x, y, w, h)", c)
-		}
-		if img, err = prepost.Crop(img, image.Rect(int(v[0]), int(v[1]), int(v[0]+v[2]), int(v[1]+v[3]))); err != nil {
-			return nil, err
-		}
-	}
-	b := img.Bounds()
-	ow, oh := spec.OutputSize(b.Dx(), b.Dy())
-	if err := lim.allow(fmt.Sprintf("a %dx%d float32 output", ow, oh), 12*int64(ow)*int64(oh)); err != nil {
-		return nil, err
-	}
-	data, w, h := prepost.Preprocess(img, spec)
-	shape := []int64{1, int64(h), int64(w), 3}
+	shape := []int64{1, int64(p.Height), int64(p.Width), 3}
 	if spec.NCHW {
-		shape = []int64{1, 3, int64(h), int64(w)}
+		shape = []int64{1, 3, int64(p.Height), int64(p.Width)}
 	}
 	return []abi.Tensor{
-		abi.F32("pixels", shape, data),
-		abi.I64("src_size", []int64{2}, []int64{int64(b.Dy()), int64(b.Dx())}),
+		abi.F32("pixels", shape, p.Data),
+		abi.I64("src_size", []int64{2}, []int64{int64(p.Source.Y), int64(p.Source.X)}),
 	}, nil
+}
+
+// outputFits checks that the float32 output for an image of size fits the
+// cap.
+func outputFits(spec prepost.ImageSpec, size image.Point, lim Limits) error {
+	ow, oh := spec.OutputSize(size.X, size.Y)
+	return lim.allow(fmt.Sprintf("a %dx%d float32 output", ow, oh), 12*int64(ow)*int64(oh))
 }
