@@ -435,10 +435,19 @@ func (p *Plugin) call(ctx context.Context, in *instance, size int, held [][]byte
 	case err != nil:
 		return nil, false, fmt.Errorf("%w: %w", ErrResult, err)
 	}
-	for _, t := range out {
-		if t.Held() {
-			return nil, false, fmt.Errorf("%w: output %q names held data (handle %d): a response carries its data", ErrResult, t.Name, t.Handle)
+	// An output may name a held input: that input returned unchanged (a
+	// pre plugin passing the image on to post), copied here as the rest of
+	// the response is.
+	hc := &hostCall{held: held}
+	for i, t := range out {
+		if !t.Held() {
+			continue
 		}
+		b, ok := hc.data(t.Handle)
+		if !ok || uint64(len(b)) != t.ByteLen() {
+			return nil, false, fmt.Errorf("%w: output %q names held data (handle %d of %d bytes) this request does not hold", ErrResult, t.Name, t.Handle, t.ByteLen())
+		}
+		out[i].Data, out[i].Handle = append([]byte(nil), b...), 0
 	}
 	return out, true, nil
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -400,7 +401,8 @@ func TestStartLimit(t *testing.T) {
 
 // TestHeldInputs: a plugin that asked for held inputs (guest.HoldLarge)
 // gets an input of HeldMin bytes or more as a handle and one below inline,
-// and reads the held one in with guest.Read: the same sum either way.
+// and reads the held one in with guest.Read: the same sum either way; an
+// input it returns unchanged comes back whole.
 func TestHeldInputs(t *testing.T) {
 	p := hostile(t, Config{})
 	if !p.Info().HeldInputs {
@@ -428,6 +430,15 @@ func TestHeldInputs(t *testing.T) {
 		if len(x.Data) != 4*n || x.Handle != 0 {
 			t.Error("Call changed the caller's tensor")
 		}
+		// Returned as it came (held or not), the input comes back whole.
+		out, err = p.Call(context.Background(), mode("echo", x))
+		if err != nil {
+			t.Fatalf("%d floats, echoed: %v", n, err)
+		}
+		back, _ := abi.Find(out, "x")
+		if got, _ := back.Float32s(); !slices.Equal(got, v) || back.Held() {
+			t.Errorf("%d floats, echoed: %d floats back, held %v", n, len(got), back.Held())
+		}
 	}
 }
 
@@ -452,7 +463,7 @@ func TestHostileHostCalls(t *testing.T) {
 		{"host-pointer", ErrTrap, "outside the module's"},
 		{"held-read", ErrTrap, "handle 5 is not one this request holds"},
 		{"held-ref", ErrGuest, "handle 5 of 16 bytes is not one the host holds"},
-		{"held-out", ErrResult, `output "x" names held data`},
+		{"held-out", ErrResult, `output "x" names held data (handle 1 of 16 bytes) this request does not hold`},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			start := time.Now()

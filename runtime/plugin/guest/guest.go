@@ -49,7 +49,9 @@ type Option func()
 // (plugin.HeldMin) on its side: the handler gets it as a held tensor
 // (abi.Tensor.Held; shape and type, no data), which Host passes to a
 // primitive without the bytes ever entering the sandbox, and which Read
-// copies in when the handler must look at its elements. For plugins that
+// copies in when the handler must look at its elements; returned as an
+// output, it is that input unchanged (the host fills in the data). For
+// plugins that
 // hand their large inputs to primitives (a recogniser's output to
 // argmax.rows, a detector's map to db.boxes): the copy into the module
 // was a fifth of the CTC plugin's time (BenchmarkCTC).
