@@ -51,10 +51,9 @@ type Option func()
 // primitive without the bytes ever entering the sandbox, and which Read
 // copies in when the handler must look at its elements; returned as an
 // output, it is that input unchanged (the host fills in the data). For
-// plugins that
-// hand their large inputs to primitives (a recogniser's output to
-// argmax.rows, a detector's map to db.boxes): the copy into the module
-// was a fifth of the CTC plugin's time (BenchmarkCTC).
+// plugins that hand their large inputs to primitives (a recogniser's
+// output to argmax.rows, a detector's map to db.boxes): the copy into the
+// module was a fifth of the CTC plugin's time (BenchmarkCTC).
 func HoldLarge() Option { return func() { features |= 1 } }
 
 // Handle registers the plugin's handler; call it from an init function.
