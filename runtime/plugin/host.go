@@ -40,6 +40,21 @@ func (hc *hostCall) data(h uint32) ([]byte, bool) {
 	return hc.held[h-1], true
 }
 
+// resolve fills in the data of the held inputs ts names by handle.
+func (hc *hostCall) resolve(ts []abi.Tensor) error {
+	for i, t := range ts {
+		if !t.Held() {
+			continue
+		}
+		b, ok := hc.data(t.Handle)
+		if !ok || uint64(len(b)) != t.ByteLen() {
+			return fmt.Errorf("%w: tensor %q names held data (handle %d of %d bytes) this request does not hold", abi.ErrMalformed, t.Name, t.Handle, t.ByteLen())
+		}
+		ts[i].Data, ts[i].Handle = b, 0
+	}
+	return nil
+}
+
 // guestTrap is what a host function panics with when the guest broke the
 // import's contract (memory out of range): wazero turns the panic into the
 // call's error, and the instance is discarded like any trapped one.
@@ -98,8 +113,8 @@ func (p *Plugin) hostCall(ctx context.Context, m api.Module, namePtr, nameLen, r
 	var err error
 	if abi.IsRefs(req) {
 		in, err = abi.DecodeRefs(req, mem.Read, hc.data)
-	} else {
-		in, err = abi.Decode(req)
+	} else if in, err = abi.Decode(req); err == nil {
+		err = hc.resolve(in)
 	}
 	var out []abi.Tensor
 	if err == nil {

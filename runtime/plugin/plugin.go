@@ -438,16 +438,13 @@ func (p *Plugin) call(ctx context.Context, in *instance, size int, held [][]byte
 	// An output may name a held input: that input returned unchanged (a
 	// pre plugin passing the image on to post), copied here as the rest of
 	// the response is.
-	hc := &hostCall{held: held}
-	for i, t := range out {
-		if !t.Held() {
-			continue
+	if err := (&hostCall{held: held}).resolve(out); err != nil {
+		return nil, false, fmt.Errorf("%w: output %w", ErrResult, err)
+	}
+	for i, t := range out { // the caller owns its outputs: not its inputs' bytes
+		if len(held) > 0 && len(t.Data) > 0 && slices.ContainsFunc(held, func(b []byte) bool { return &b[0] == &t.Data[0] }) {
+			out[i].Data = slices.Clone(t.Data)
 		}
-		b, ok := hc.data(t.Handle)
-		if !ok || uint64(len(b)) != t.ByteLen() {
-			return nil, false, fmt.Errorf("%w: output %q names held data (handle %d of %d bytes) this request does not hold", ErrResult, t.Name, t.Handle, t.ByteLen())
-		}
-		out[i].Data, out[i].Handle = append([]byte(nil), b...), 0
 	}
 	return out, true, nil
 }

@@ -463,7 +463,7 @@ func TestHostileHostCalls(t *testing.T) {
 		{"host-pointer", ErrTrap, "outside the module's"},
 		{"held-read", ErrTrap, "handle 5 is not one this request holds"},
 		{"held-ref", ErrGuest, "handle 5 of 16 bytes is not one the host holds"},
-		{"held-out", ErrResult, `output "x" names held data (handle 1 of 16 bytes) this request does not hold`},
+		{"held-out", ErrResult, `tensor "x" names held data (handle 1 of 16 bytes) this request does not hold`},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			start := time.Now()
@@ -482,5 +482,25 @@ func TestHostileHostCalls(t *testing.T) {
 			t.Logf("%s: %v after %v", tc.mode, err, took)
 			echoOK(t, p)
 		})
+	}
+}
+
+// TestResolveHeld: a request or response that names held data by handle
+// gets the data the call holds under it, at the size its shape says; any
+// other handle is malformed, naming the tensor.
+func TestResolveHeld(t *testing.T) {
+	data := make([]byte, 16)
+	hc := &hostCall{held: [][]byte{data}}
+	ts := []abi.Tensor{abi.Str("s", "ok"), {Name: "x", DType: abi.Float32, Shape: []int64{4}, Handle: 1}}
+	if err := hc.resolve(ts); err != nil || ts[1].Held() || len(ts[1].Data) != 16 || &ts[1].Data[0] != &data[0] {
+		t.Fatalf("resolve: %+v, %v", ts[1], err)
+	}
+	for _, bad := range []abi.Tensor{
+		{Name: "x", DType: abi.Float32, Shape: []int64{4}, Handle: 2},
+		{Name: "x", DType: abi.Float32, Shape: []int64{5}, Handle: 1},
+	} {
+		if err := hc.resolve([]abi.Tensor{bad}); !errors.Is(err, abi.ErrMalformed) || !strings.Contains(err.Error(), `"x"`) {
+			t.Errorf("handle %d, shape %v: %v", bad.Handle, bad.Shape, err)
+		}
 	}
 }
