@@ -34,7 +34,10 @@
 // a guest orchestrates, the host computes, bounded by the plugin's memory
 // cap and deadline (TestHostileHostCalls). The plugins shipped with the SDK
 // use them; BenchmarkNMS and its siblings in runtime/plugin/plugins compare
-// each with native Go.
+// each with native Go. A plugin that only hands its large inputs on may ask
+// for them to stay on the host (held inputs, ABI.md; guest.HoldLarge): it
+// gets each input of HeldMin bytes or more as a handle, which the
+// primitives read where the host keeps it (TestHeldInputs).
 //
 // # Engine and start-up
 //
