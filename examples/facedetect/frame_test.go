@@ -64,7 +64,7 @@ func BenchmarkFrame(b *testing.B) {
 		stages = [3]time.Duration{t1.Sub(t0), t2.Sub(t1), time.Since(t2)}
 	}
 	native := func() {
-		p, err := prepost.PrepareImage(ctx, jpg, 1<<40, image.Rectangle{}, prepost.BlazeFace)
+		p, err := prepost.PrepareImage(ctx, jpg, 1<<40, 0, image.Rectangle{}, prepost.BlazeFace)
 		if err != nil {
 			b.Fatal(err)
 		}

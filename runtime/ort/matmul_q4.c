@@ -335,8 +335,9 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
 }
 #endif
 
-// ahead prefetches the weights a distance past a block's codes, bytes of
-// them (a block's share of its pair, rounded up to lines), when the
+// ahead prefetches the weights a distance past a block's codes, the
+// bytes of blocks blocks (a block's share of its pair each, rounded up to
+// lines: gemv_pair takes a pair at a time), when the
 // product is a decode step's (M ≤ 8) and the CPU gains from it: then the
 // kernel streams each weight once from memory. The distance: ahead1 for
 // one row, EI_Q4_AHEAD_ROWS for two to eight, whose longer arithmetic per
@@ -359,12 +360,12 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
 #define EI_Q4_AHEAD_ROWS 4096
 #endif
 static int ahead1 = EI_Q4_AHEAD;
-EI_AVX2 EI_INLINE void ahead(const ei_q4_job* j, const uint8_t* wb, const int bits) {
+EI_AVX2 EI_INLINE void ahead(const ei_q4_job* j, const uint8_t* wb, const int bits, const int blocks) {
   if (j->M > 8) return;
   const int d = j->M == 1 ? ahead1 : EI_Q4_AHEAD_ROWS;
   if (d == 0) return;
   const uint8_t* p = wb + d;
-  const size_t bytes = (code_bytes(bits) + scale_bytes(j->f16) + 63) & ~(size_t)63;
+  const size_t bytes = ((size_t)blocks * (code_bytes(bits) + scale_bytes(j->f16)) + 63) & ~(size_t)63;
   for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char*)p + o, _MM_HINT_T0);
 }
 
@@ -453,7 +454,7 @@ EI_AVX2 EI_INLINE void unpack8(const int bits, const uint8_t* wb, __m256i* c) {
       const uint8_t* wg = j->w + (size_t)g * group_bytes(bits, j->f16, nb);                             \
       for (int64_t blk = 0; blk < nb; blk++) {                                                          \
         const uint8_t* wb = wg + code_at(bits, j->f16, blk);                                            \
-        ahead(j, wb, bits);                                                                             \
+        ahead(j, wb, bits, 1);                                                                          \
         __m256i c[8];                                                                                   \
         unpack8(bits, wb, c);                                                                           \
         const __m256 sw = scales8(j->f16, wg + scale_at(bits, j->f16, blk));                            \
@@ -493,7 +494,7 @@ EI_AVX2 EI_INLINE void avx2_q8_tile(const ei_q4_job* j, int64_t m0, const int R,
     const uint8_t* wg = j->w + (size_t)g * group_bytes(bits, j->f16, nb);
     for (int64_t blk = 0; blk < nb; blk++) {
       const uint8_t* wb = wg + code_at(bits, j->f16, blk);
-      ahead(j, wb, bits);
+      ahead(j, wb, bits, 1);
       __m256i s[4];
       for (int v = 0; v < 8; v++) {
         __m256i w = _mm256_load_si256((const __m256i*)(wb + 32 * v)), aw = _mm256_abs_epi8(w);
@@ -592,7 +593,7 @@ EI_512 EI_INLINE void avx512_tile(const ei_q4_job* j, int64_t m0, const int R, i
     const uint8_t *w0 = j->w + (size_t)g * gb, *w1 = w0 + gb;
     for (int64_t blk = 0; blk < nb; blk++) {
       const uint8_t *b0 = w0 + code_at(bits, j->f16, blk), *b1 = w1 + code_at(bits, j->f16, blk);
-      ahead(j, b0, bits), ahead(j, b1, bits);
+      ahead(j, b0, bits, 1), ahead(j, b1, bits, 1);
       __m512i c[8];
       unpack16(bits, b0, b1, c);
       const __m512 sw = scales16(j->f16, w0 + scale_at(bits, j->f16, blk), w1 + scale_at(bits, j->f16, blk));
@@ -646,7 +647,7 @@ EI_512 EI_INLINE void gemv_pair(const ei_q4_job* j, int64_t m0, const int R, int
     __m512 acc = _mm512_setzero_ps();
     for (int64_t p = 0; p < pairs; p++) {
       const uint8_t* wb = wg + code_at(bits, j->f16, 2 * p);
-      ahead(j, wb, bits);
+      ahead(j, wb, bits, 2);  // the whole pair
       const __m512i x = _mm512_loadu_si512((const void*)(xa + 2 * p * EI_Q4_BLOCK));
       __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
       for (int v = 0; v < bits; v++) {
@@ -820,22 +821,22 @@ typedef struct {
   // gemv4 and gemv8, when set, take a product of one activation row (a
   // batch-1 decode step) in place of q4 and q8.
   tile_fn gemv4, gemv8;
-  const char* gemv_tile;  // what takes a batch-1 product (ei_q4_gemv_tile)
+  const char* gemv_tile;  // gemv4/gemv8's name, when set (ei_q4_gemv_tile)
 } variant;
 
 static int always(void) { return 1; }
 
 static const variant variants[] = {
-    {"generic", tile_generic, tile_generic, quantize_generic, always, 4, NULL, NULL, "the variant's tile"},
+    {"generic", tile_generic, tile_generic, quantize_generic, always, 4, NULL, NULL, NULL},
 #ifdef EI_Q4_X86
-    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4, NULL, NULL, "the variant's tile"},
-    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4, NULL, NULL, "the variant's tile"},
+    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4, NULL, NULL, NULL},
+    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4, NULL, NULL, NULL},
 #endif
 #ifdef EI_Q4_512
     {"avx512vnni", avx512_q4, avx512_q8, quantize_avx2, has_avx512, 8, gemv_pair_q4, gemv_pair_q8, "512-bit block pairs"},
 #endif
 #ifdef EI_Q4_DOTPROD
-    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, NULL, NULL, "the variant's tile"},
+    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, NULL, NULL, NULL},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -880,7 +881,10 @@ void ei_q4_init(void) {
 
 const char* ei_q4_variants(void) { return supported; }
 const char* ei_q4_gemv(void) { return gemv; }
-const char* ei_q4_gemv_tile(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE)->gemv_tile; }
+const char* ei_q4_gemv_tile(void) {
+  const variant* v = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+  return v->gemv_tile != NULL ? v->gemv_tile : "the variant's tile";
+}
 const char* ei_q4_compiled(void) { return compiled; }
 const char* ei_q4_current(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE)->name; }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/edgeinfer/edgeinfer/runtime/plugin/abi"
@@ -40,8 +41,9 @@ func (hc *hostCall) data(h uint32) ([]byte, bool) {
 	return hc.held[h-1], true
 }
 
-// resolve fills in the data of the held inputs ts names by handle.
-func (hc *hostCall) resolve(ts []abi.Tensor) error {
+// resolve fills in the data of the held inputs ts names by handle, the
+// host's own bytes or, with clone, a copy of them.
+func (hc *hostCall) resolve(ts []abi.Tensor, clone bool) error {
 	for i, t := range ts {
 		if !t.Held() {
 			continue
@@ -49,6 +51,9 @@ func (hc *hostCall) resolve(ts []abi.Tensor) error {
 		b, ok := hc.data(t.Handle)
 		if !ok || uint64(len(b)) != t.ByteLen() {
 			return fmt.Errorf("%w: tensor %q names held data (handle %d of %d bytes) this request does not hold", abi.ErrMalformed, t.Name, t.Handle, t.ByteLen())
+		}
+		if clone {
+			b = slices.Clone(b)
 		}
 		ts[i].Data, ts[i].Handle = b, 0
 	}
@@ -114,7 +119,7 @@ func (p *Plugin) hostCall(ctx context.Context, m api.Module, namePtr, nameLen, r
 	if abi.IsRefs(req) {
 		in, err = abi.DecodeRefs(req, mem.Read, hc.data)
 	} else if in, err = abi.Decode(req); err == nil {
-		err = hc.resolve(in)
+		err = hc.resolve(in, false)
 	}
 	var out []abi.Tensor
 	if err == nil {

@@ -436,15 +436,10 @@ func (p *Plugin) call(ctx context.Context, in *instance, size int, held [][]byte
 		return nil, false, fmt.Errorf("%w: %w", ErrResult, err)
 	}
 	// An output may name a held input: that input returned unchanged (a
-	// pre plugin passing the image on to post), copied here as the rest of
-	// the response is.
-	if err := (&hostCall{held: held}).resolve(out); err != nil {
+	// pre plugin passing the image on to post), copied as the rest of the
+	// response is (the caller owns its outputs, not its inputs' bytes).
+	if err := (&hostCall{held: held}).resolve(out, true); err != nil {
 		return nil, false, fmt.Errorf("%w: output %w", ErrResult, err)
-	}
-	for i, t := range out { // the caller owns its outputs: not its inputs' bytes
-		if len(held) > 0 && len(t.Data) > 0 && slices.ContainsFunc(held, func(b []byte) bool { return &b[0] == &t.Data[0] }) {
-			out[i].Data = slices.Clone(t.Data)
-		}
 	}
 	return out, true, nil
 }

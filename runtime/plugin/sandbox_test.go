@@ -492,14 +492,14 @@ func TestResolveHeld(t *testing.T) {
 	data := make([]byte, 16)
 	hc := &hostCall{held: [][]byte{data}}
 	ts := []abi.Tensor{abi.Str("s", "ok"), {Name: "x", DType: abi.Float32, Shape: []int64{4}, Handle: 1}}
-	if err := hc.resolve(ts); err != nil || ts[1].Held() || len(ts[1].Data) != 16 || &ts[1].Data[0] != &data[0] {
+	if err := hc.resolve(ts, false); err != nil || ts[1].Held() || len(ts[1].Data) != 16 || &ts[1].Data[0] != &data[0] {
 		t.Fatalf("resolve: %+v, %v", ts[1], err)
 	}
 	for _, bad := range []abi.Tensor{
 		{Name: "x", DType: abi.Float32, Shape: []int64{4}, Handle: 2},
 		{Name: "x", DType: abi.Float32, Shape: []int64{5}, Handle: 1},
 	} {
-		if err := hc.resolve([]abi.Tensor{bad}); !errors.Is(err, abi.ErrMalformed) || !strings.Contains(err.Error(), `"x"`) {
+		if err := hc.resolve([]abi.Tensor{bad}, false); !errors.Is(err, abi.ErrMalformed) || !strings.Contains(err.Error(), `"x"`) {
 			t.Errorf("handle %d, shape %v: %v", bad.Handle, bad.Shape, err)
 		}
 	}

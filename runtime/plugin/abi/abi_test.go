@@ -18,14 +18,7 @@ func TestRoundTrip(t *testing.T) {
 		Str("text", "héllo"),
 		F32("empty", []int64{0, 5}, nil),
 	}
-	msg := Encode(nil, in)
-	if len(msg) != EncodedSize(in) {
-		t.Fatalf("encoded %d bytes, EncodedSize says %d", len(msg), EncodedSize(in))
-	}
-	out, err := Decode(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	msg, out := roundTrip(t, in)
 	if len(out) != len(in) {
 		t.Fatalf("%d tensors back, want %d", len(out), len(in))
 	}
@@ -181,15 +174,7 @@ func (d heldData) get(h uint32) ([]byte, bool) {
 // handle through the host's table, checking its size.
 func TestHeld(t *testing.T) {
 	p := Tensor{Name: "p", DType: Float32, Shape: []int64{2, 3}, Handle: 1}
-	in := []Tensor{Str("a", "x"), p, F32("q", []int64{1}, []float32{5})}
-	msg := Encode(nil, in)
-	if len(msg) != EncodedSize(in) {
-		t.Fatalf("encoded %d bytes, EncodedSize says %d", len(msg), EncodedSize(in))
-	}
-	out, err := Decode(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, out := roundTrip(t, []Tensor{Str("a", "x"), p, F32("q", []int64{1}, []float32{5})})
 	if !out[1].Held() || out[1].Handle != 1 || len(out[1].Data) != 0 || out[1].ByteLen() != 24 {
 		t.Errorf("held tensor decoded as %+v", out[1])
 	}
@@ -225,4 +210,18 @@ func TestHeld(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+}
+
+// roundTrip encodes in, checks EncodedSize against it, and decodes it.
+func roundTrip(t *testing.T, in []Tensor) ([]byte, []Tensor) {
+	t.Helper()
+	msg := Encode(nil, in)
+	if len(msg) != EncodedSize(in) {
+		t.Fatalf("encoded %d bytes, EncodedSize says %d", len(msg), EncodedSize(in))
+	}
+	out, err := Decode(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg, out
 }

@@ -155,7 +155,7 @@ func BenchmarkResize(b *testing.B) {
 func BenchmarkDecodeResize(b *testing.B) {
 	jpg := readFile(b, modelFile(b, "images/locomotion-nude-male.jpg"))
 	pair(b, func() {
-		if _, err := prepost.PrepareImage(context.Background(), jpg, 1<<40, image.Rectangle{}, prepost.BlazeFace); err != nil {
+		if _, err := prepost.PrepareImage(context.Background(), jpg, 1<<40, 0, image.Rectangle{}, prepost.BlazeFace); err != nil {
 			b.Fatal(err)
 		}
 	}, "imageprep", plugin.Config{}, []abi.Tensor{abi.Bytes("image", jpg)})

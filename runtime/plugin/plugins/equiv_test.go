@@ -40,7 +40,7 @@ func TestImagePrep(t *testing.T) {
 			b := readFile(t, modelFile(t, tc.file))
 			out := call(t, p, abi.Bytes("image", b), abi.Str("arg.spec", tc.spec), abi.Str("arg.output", "x"))
 			got := get(t, out, "x")
-			pp, err := prepost.PrepareImage(context.Background(), b, 1<<40, image.Rectangle{}, tc.want)
+			pp, err := prepost.PrepareImage(context.Background(), b, 1<<40, 0, image.Rectangle{}, tc.want)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -39,10 +39,11 @@ type Prepared struct {
 // 9x the model's time, nearly all of it the full decode (BenchmarkFrame in
 // examples/facedetect, BenchmarkPrepareImage here).
 //
-// The pixel limit is checked against the file's header before anything is
-// decoded; ctx stops the decode (ErrTooLarge and ctx's cause, as
-// DecodeImageLimit).
-func PrepareImage(ctx context.Context, b []byte, maxPixels int64, crop image.Rectangle, spec ImageSpec) (Prepared, error) {
+// The limits are checked against the file's header before anything is
+// decoded: maxPixels the file's pixels, maxOutput the input's bytes (0: no
+// limit), either one over is ErrTooLarge; ctx stops the decode (its cause,
+// as DecodeImageLimit).
+func PrepareImage(ctx context.Context, b []byte, maxPixels, maxOutput int64, crop image.Rectangle, spec ImageSpec) (Prepared, error) {
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
 	if err != nil {
 		return Prepared{}, decodeError(b, err)
@@ -58,6 +59,9 @@ func PrepareImage(ctx context.Context, b []byte, maxPixels int64, crop image.Rec
 		}
 	}
 	ow, oh := spec.OutputSize(r.Dx(), r.Dy())
+	if n := 12 * int64(ow) * int64(oh); maxOutput > 0 && n > maxOutput {
+		return Prepared{}, fmt.Errorf("%w: a %dx%d float32 input is %d bytes, the limit is %d", ErrTooLarge, ow, oh, n, maxOutput)
+	}
 	p := Prepared{Width: ow, Height: oh, Source: r.Size(), Reduced: 1}
 	var img image.Image
 	if s := reduction(r.Size(), ow, oh); s > 1 && format == "jpeg" {

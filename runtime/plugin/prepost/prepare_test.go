@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -126,7 +127,7 @@ func TestPrepareImageReduces(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := PrepareImage(ctx, b, 1<<30, tc.crop, tc.spec)
+			p, err := PrepareImage(ctx, b, 1<<30, 0, tc.crop, tc.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +174,7 @@ func TestPrepareImageReduces(t *testing.T) {
 	if err := png.Encode(&pngBuf, src); err != nil {
 		t.Fatal(err)
 	}
-	p, err := PrepareImage(ctx, pngBuf.Bytes(), 1<<30, image.Rectangle{}, BlazeFace)
+	p, err := PrepareImage(ctx, pngBuf.Bytes(), 1<<30, 0, image.Rectangle{}, BlazeFace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestPrepareImageReduces(t *testing.T) {
 		t.Fatal(err)
 	}
 	small := ImageSpec{Width: pimg.Bounds().Dx() / 8, Height: pimg.Bounds().Dy() / 8}
-	p, err = PrepareImage(ctx, prog, 1<<30, image.Rectangle{}, small)
+	p, err = PrepareImage(ctx, prog, 1<<30, 0, image.Rectangle{}, small)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,32 +200,36 @@ func TestPrepareImageReduces(t *testing.T) {
 	}
 }
 
-// TestPrepareImageRefuses: the pixel limit from the header, a cancelled
+// TestPrepareImageRefuses: the pixel and output limits from the header, a cancelled
 // context, a crop outside the image and bytes that are no image.
 func TestPrepareImageRefuses(t *testing.T) {
 	jpg := encodeJPEG(t, photo(256, 256))
-	if _, err := PrepareImage(context.Background(), jpg, 256*256-1, image.Rectangle{}, BlazeFace); !errors.Is(err, ErrTooLarge) {
+	if _, err := PrepareImage(context.Background(), jpg, 256*256-1, 0, image.Rectangle{}, BlazeFace); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("over the pixel limit: %v", err)
+	}
+	if _, err := PrepareImage(context.Background(), jpg, 1<<30, 12*128*128-1, image.Rectangle{}, BlazeFace); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "128x128") {
+		t.Errorf("an input over the output limit: %v", err)
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	stop := errors.New("stopped")
 	cancel(stop)
 	for _, spec := range []ImageSpec{{Width: 32, Height: 32}, {Width: 200, Height: 200}} { // reduced, full
-		if _, err := PrepareImage(ctx, jpg, 1<<30, image.Rectangle{}, spec); !errors.Is(err, stop) {
+		if _, err := PrepareImage(ctx, jpg, 1<<30, 0, image.Rectangle{}, spec); !errors.Is(err, stop) {
 			t.Errorf("cancelled, %dx%d: %v", spec.Width, spec.Height, err)
 		}
 	}
-	if _, err := PrepareImage(context.Background(), jpg, 1<<30, image.Rect(300, 300, 400, 400), BlazeFace); err == nil {
+	if _, err := PrepareImage(context.Background(), jpg, 1<<30, 0, image.Rect(300, 300, 400, 400), BlazeFace); err == nil {
 		t.Error("a crop outside the image was accepted")
 	}
-	if _, err := PrepareImage(context.Background(), []byte("not an image"), 1<<30, image.Rectangle{}, BlazeFace); err == nil {
+	if _, err := PrepareImage(context.Background(), []byte("not an image"), 1<<30, 0, image.Rectangle{}, BlazeFace); err == nil {
 		t.Error("bytes that are no image were accepted")
 	}
 }
 
 // BenchmarkPrepareImage: the camera photo (1024x708, baseline 4:4:4) made
 // into BlazeFace's input by the full decode and Preprocess, and by
-// PrepareImage (its 1/8 decode), alternated round by round.
+// PrepareImage (its 1/4 decode: the photo is 708 high), alternated round
+// by round.
 func BenchmarkPrepareImage(b *testing.B) {
 	base, _ := os.UserCacheDir()
 	jpg, err := os.ReadFile(filepath.Join(base, "edgeinfer", "models", "images", "locomotion-nude-male.jpg"))
@@ -239,7 +244,7 @@ func BenchmarkPrepareImage(b *testing.B) {
 		Preprocess(img, BlazeFace)
 	}
 	reduced := func() {
-		if _, err := PrepareImage(context.Background(), jpg, 1<<30, image.Rectangle{}, BlazeFace); err != nil {
+		if _, err := PrepareImage(context.Background(), jpg, 1<<30, 0, image.Rectangle{}, BlazeFace); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -39,7 +39,6 @@
 package primitive
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -208,7 +207,8 @@ func imagePrepare(ctx context.Context, in []abi.Tensor, lim Limits) ([]abi.Tenso
 			}
 		}
 		b := img.Bounds()
-		if err := outputFits(spec, b.Size(), lim); err != nil {
+		ow, oh := spec.OutputSize(b.Dx(), b.Dy())
+		if err := lim.allow(fmt.Sprintf("a %dx%d float32 output", ow, oh), 12*int64(ow)*int64(oh)); err != nil {
 			return nil, err
 		}
 		p.Data, p.Width, p.Height = prepost.Preprocess(img, spec)
@@ -220,18 +220,9 @@ func imagePrepare(ctx context.Context, in []abi.Tensor, lim Limits) ([]abi.Tenso
 		if lim.MaxBytes > 0 {
 			maxPixels = lim.MaxBytes / 4
 		}
-		if cfg, _, err := image.DecodeConfig(bytes.NewReader(t.Data)); err == nil {
-			size := image.Pt(cfg.Width, cfg.Height)
-			if crop != (image.Rectangle{}) {
-				size = crop.Intersect(image.Rect(0, 0, cfg.Width, cfg.Height)).Size()
-			}
-			if err := outputFits(spec, size, lim); err != nil {
-				return nil, err
-			}
-		}
-		p, err = prepost.PrepareImage(ctx, t.Data, maxPixels, crop, spec)
+		p, err = prepost.PrepareImage(ctx, t.Data, maxPixels, lim.MaxBytes, crop, spec)
 		if errors.Is(err, prepost.ErrTooLarge) {
-			err = fmt.Errorf("%w: %w (4 bytes a pixel; raise the plugin's memory_mb)", ErrLimit, err)
+			err = fmt.Errorf("%w: %w (decoding takes 4 bytes a pixel; raise the plugin's memory_mb)", ErrLimit, err)
 		}
 		if err != nil {
 			return nil, err
@@ -247,11 +238,4 @@ func imagePrepare(ctx context.Context, in []abi.Tensor, lim Limits) ([]abi.Tenso
 		abi.F32("pixels", shape, p.Data),
 		abi.I64("src_size", []int64{2}, []int64{int64(p.Source.Y), int64(p.Source.X)}),
 	}, nil
-}
-
-// outputFits checks that the float32 output for an image of size fits the
-// cap.
-func outputFits(spec prepost.ImageSpec, size image.Point, lim Limits) error {
-	ow, oh := spec.OutputSize(size.X, size.Y)
-	return lim.allow(fmt.Sprintf("a %dx%d float32 output", ow, oh), 12*int64(ow)*int64(oh))
 }

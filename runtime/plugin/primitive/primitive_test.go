@@ -59,8 +59,8 @@ func TestImagePrepareEqualsNative(t *testing.T) {
 	}
 }
 
-// TestImageOverCap: the pixel count is checked from the header, against
-// the memory cap, before anything is decoded.
+// TestImageOverCap: the pixel count and the output's size are checked
+// from the header, against the memory cap, before anything is decoded.
 func TestImageOverCap(t *testing.T) {
 	var buf bytes.Buffer
 	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, 1000, 1000))); err != nil {
@@ -73,6 +73,11 @@ func TestImageOverCap(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), "image.prepare", in, Limits{MaxBytes: 8 << 20}); err != nil {
 		t.Fatalf("under an 8 MiB cap: %v", err)
+	}
+	// The output too: a 2000x2000 float32 input (48 MB) of a small image.
+	big := []abi.Tensor{abi.Bytes("image", buf.Bytes()), abi.I64("width", nil, []int64{2000}), abi.I64("height", nil, []int64{2000})}
+	if _, err := Run(context.Background(), "image.prepare", big, Limits{MaxBytes: 8 << 20}); !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "2000x2000") {
+		t.Fatalf("an output over the cap: %v, want ErrLimit naming its size", err)
 	}
 }
 

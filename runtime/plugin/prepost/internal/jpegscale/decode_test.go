@@ -298,19 +298,7 @@ func TestQuarters(t *testing.T) {
 		var sums [4]float64
 		for y := range 8 {
 			for x := range 8 {
-				s := 0.0
-				for v := range 8 {
-					for u := range 8 {
-						cu, cv := 1.0, 1.0
-						if u == 0 {
-							cu = 1 / math.Sqrt2
-						}
-						if v == 0 {
-							cv = 1 / math.Sqrt2
-						}
-						s += cu * cv / 4 * coef[v*8+u] * math.Cos(float64(2*x+1)*float64(u)*math.Pi/16) * math.Cos(float64(2*y+1)*float64(v)*math.Pi/16)
-					}
-				}
+				s := idctAt(func(i int) float64 { return coef[i] }, x, y)
 				sums[y/4*2+x/4] += s + 128
 			}
 		}
@@ -339,19 +327,7 @@ func TestAverageBox(t *testing.T) {
 		var pix [8][8]float64
 		for y := range 8 {
 			for x := range 8 {
-				s := 0.0
-				for v := range 8 {
-					for u := range 8 {
-						cu, cv := 1.0, 1.0
-						if u == 0 {
-							cu = 1 / math.Sqrt2
-						}
-						if v == 0 {
-							cv = 1 / math.Sqrt2
-						}
-						s += cu * cv / 4 * float64(blk[v*8+u]) * math.Cos(float64(2*x+1)*float64(u)*math.Pi/16) * math.Cos(float64(2*y+1)*float64(v)*math.Pi/16)
-					}
-				}
+				s := idctAt(func(i int) float64 { return float64(blk[i]) }, x, y)
 				pix[y][x] = s + 128
 			}
 		}
@@ -479,4 +455,24 @@ func (c *laterCtx) Err() error {
 		return nil
 	}
 	return context.Canceled
+}
+
+// idctAt is the floating-point inverse DCT of an 8x8 block of dequantised
+// coefficients (natural order, coef(v*8+u)) at pixel (x, y), without the
+// level shift (ITU T.81 A.3.3).
+func idctAt(coef func(int) float64, x, y int) float64 {
+	s := 0.0
+	for v := range 8 {
+		for u := range 8 {
+			cu, cv := 1.0, 1.0
+			if u == 0 {
+				cu = 1 / math.Sqrt2
+			}
+			if v == 0 {
+				cv = 1 / math.Sqrt2
+			}
+			s += cu * cv / 4 * coef(v*8+u) * math.Cos(float64(2*x+1)*float64(u)*math.Pi/16) * math.Cos(float64(2*y+1)*float64(v)*math.Pi/16)
+		}
+	}
+	return s
 }
