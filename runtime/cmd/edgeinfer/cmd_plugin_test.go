@@ -79,13 +79,13 @@ func TestRunBundle(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := runRun(context.Background(), &out, []string{dir, "--input", pngPath, "--threads", "1"}); err != nil {
+	if err := runRun(context.Background(), &out, []string{dir, "--input", pngPath, "--threads", "1", "--runs", "5", "--warmup", "1"}); err != nil {
 		if strings.Contains(err.Error(), "library not found") && os.Getenv("CI") != "true" {
 			t.Skip(err)
 		}
 		t.Fatal(err)
 	}
-	for _, w := range []string{"pre plugin:", "post plugin:", "time: pre", "model", "post", "result faces: float32[1 5]"} {
+	for _, w := range []string{"pre plugin:", "post plugin:", "first request: pre", "time over 5 runs (after 1 warm-up), p50 (p90): pre", "model", "post", "result faces: float32[1 5]"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("output lacks %q:\n%s", w, out.String())
 		}

@@ -60,7 +60,7 @@ func runRun(ctx context.Context, w io.Writer, args []string) error {
 		}
 	}
 	if pluginBundle(pos[0]) { // pre -> model -> post: cmd_run_bundle.go
-		return runBundle(ctx, w, pos[0], inputs, opts)
+		return runBundle(ctx, w, pos[0], inputs, opts, *warmup, *runs)
 	}
 	dimSizes := map[string]int64{}
 	for _, d := range dims {
@@ -159,11 +159,7 @@ func runRun(ctx context.Context, w io.Writer, args []string) error {
 			lat = append(lat, time.Since(start))
 		}
 	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		i := int(math.Ceil(p/100*float64(len(lat)))) - 1
-		return float64(lat[min(max(i, 0), len(lat)-1)]) / 1e6
-	}
+	pct := percentiles(lat)
 	fmt.Fprintf(w, "latency over %d runs (after %d warm-up): p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms\n",
 		len(lat), *warmup, pct(50), pct(90), pct(99), pct(100))
 	for _, v := range s.Outputs() {
@@ -360,4 +356,13 @@ func loadTensorProto(path string) (*ort.Tensor, error) {
 		}
 	}
 	return ort.CopyBytes(dt, tp.GetDims(), raw)
+}
+
+// percentiles sorts d and returns its nearest-rank percentile in ms.
+func percentiles(d []time.Duration) func(p float64) float64 {
+	slices.Sort(d)
+	return func(p float64) float64 {
+		i := int(math.Ceil(p/100*float64(len(d)))) - 1
+		return float64(d[min(max(i, 0), len(d)-1)]) / 1e6
+	}
 }

@@ -32,7 +32,7 @@ func pluginBundle(path string) bool {
 // runBundle runs a one-shot bundle's pipeline on one input file (an
 // image for a vision bundle) through the engine, as an application would
 // (engine.InferTensors), and prints each stage's time and the result.
-func runBundle(ctx context.Context, w io.Writer, dir string, inputs []string, opts ort.Options) (err error) {
+func runBundle(ctx context.Context, w io.Writer, dir string, inputs []string, opts ort.Options, warmup, runs int) (err error) {
 	if len(inputs) != 1 {
 		return fmt.Errorf("%w: run BUNDLE --input FILE (one file, given to the pre plugin as uint8 tensor \"image\", or NAME=FILE)", errUsage)
 	}
@@ -61,16 +61,29 @@ func runBundle(ctx context.Context, w io.Writer, dir string, inputs []string, op
 	fmt.Fprintf(w, "model: %s %s, provider %s\n", info.Name, info.Version, info.Provider)
 	records := make(chan *engine.Record, 1)
 	defer e.Observe(recordChan(records))()
-	result, err := e.InferTensors(ctx, info.Name, []abi.Tensor{abi.Bytes(name, data)}, engine.InferOptions{})
-	if err != nil {
-		return err
+	// The first request apart (instances start, buffers grow), then the
+	// stages' percentiles over the timed runs after the warm-up.
+	var result []abi.Tensor
+	var pre, model, post []time.Duration
+	for i := range 1 + warmup + runs {
+		if result, err = e.InferTensors(ctx, info.Name, []abi.Tensor{abi.Bytes(name, data)}, engine.InferOptions{}); err != nil {
+			return err
+		}
+		var r *engine.Record
+		select {
+		case r = <-records:
+		case <-time.After(5 * time.Second):
+			return errors.New("run: the request's record never came")
+		}
+		if i == 0 {
+			fmt.Fprintf(w, "first request: pre %.2f ms  model %.2f ms  post %.2f ms\n", ms(r.Pre), ms(r.Finished.Sub(r.Arrived)), ms(r.Post))
+		} else if i > warmup {
+			pre, model, post = append(pre, r.Pre), append(model, r.Finished.Sub(r.Arrived)), append(post, r.Post)
+		}
 	}
-	select {
-	case r := <-records:
-		fmt.Fprintf(w, "time: pre %.2f ms  model %.2f ms  post %.2f ms\n", ms(r.Pre), ms(r.Finished.Sub(r.Arrived)), ms(r.Post))
-	case <-time.After(5 * time.Second):
-		return errors.New("run: the request's record never came")
-	}
+	p, m, q := percentiles(pre), percentiles(model), percentiles(post)
+	fmt.Fprintf(w, "time over %d runs (after %d warm-up), p50 (p90): pre %.2f (%.2f) ms  model %.2f (%.2f) ms  post %.2f (%.2f) ms\n",
+		runs, warmup, p(50), p(90), m(50), m(90), q(50), q(90))
 	printTensors(w, "result", result)
 	return nil
 }
