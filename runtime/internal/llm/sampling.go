@@ -268,17 +268,16 @@ func (s *Sampler) applyPenalties(logits []float32) {
 	}
 }
 
-// argmax returns the first index of the largest value (ties go to the lower
-// id, as torch.argmax does).
+// argmaxGeneric is argmax in Go: the first index of the largest value.
 //
 // It runs once per row per step over the whole vocabulary, so it is
 // written for speed: the maximum first, in eight independent lanes (a
 // single running maximum is one long dependency chain), then the first
 // index holding it. The eight lanes are written out: the same loop over
 // the lanes (for k, v := range x[i:i+8]) is slower, the compiler not
-// unrolling it (BenchmarkGreedy32k measures a 32k row). NaNs are never the maximum;
-// with no number above −Inf it returns 0.
-func argmax(x []float32) int32 {
+// unrolling it (BenchmarkArgmax measures a 32k row). NaNs are never the
+// maximum; with no number above −Inf it returns 0.
+func argmaxGeneric(x []float32) int32 {
 	inf := float32(math.Inf(-1))
 	m := [8]float32{inf, inf, inf, inf, inf, inf, inf, inf}
 	i := 0
