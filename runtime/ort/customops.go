@@ -173,12 +173,17 @@ func q4Variants() []string { return strings.Split(C.GoString(C.ei_q4_variants())
 func q4Compiled() []string { return strings.Split(C.GoString(C.ei_q4_compiled()), ",") }
 func q4Variant() string    { return C.GoString(C.ei_q4_current()) }
 
+// q4BatchAt is where the kernel lays batch b of n for a pool of t threads
+// (ei_q4_batch_at), for its test.
+func q4BatchAt(b, n, t int) int { return int(C.ei_q4_batch_at(C.size_t(b), C.size_t(n), C.int(t))) }
+
 // Kernels names the variants edgeinfer's operators run on this CPU, for a
 // report's version matrix: the int4/int8 matrix kernel's, the code its
 // batch-1 product runs on and how that streams the weights (the prefetch
-// distance chosen for this CPU at load), and the paged attention kernel's.
+// distance chosen for this CPU at load; a decode step's batches laid out
+// one stream a thread, ei_q4_plan), and the paged attention kernel's.
 func Kernels() string {
-	return fmt.Sprintf("matmul %s (batch 1: %s, %s), attention %s", q4Variant(), C.GoString(C.ei_q4_gemv_tile()), C.GoString(C.ei_q4_gemv()), attentionVariant())
+	return fmt.Sprintf("matmul %s (batch 1: %s, %s, one stream a thread), attention %s", q4Variant(), C.GoString(C.ei_q4_gemv_tile()), C.GoString(C.ei_q4_gemv()), attentionVariant())
 }
 
 func useQ4Variant(name string) error {

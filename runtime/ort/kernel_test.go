@@ -167,8 +167,10 @@ func TestKernelMatMulQ4VNNIEmulated(t *testing.T) {
 // with the flags cgo builds matmul_q4.c with, runs one decode step's
 // products of synthetic-1b (584 MB) on two threads beside a read loop over
 // the same bytes, alternated, for every variant this CPU runs at 1 and 8
-// activation rows, and prints the medians. Each line is logged; the
-// metric is the current variant's batch-1 share.
+// activation rows, its batches in order and laid out for the threads
+// (ei_q4_plan), and prints the medians. Each line is logged; the metrics
+// are the current variant's batch-1 shares, laid out (as the engine runs
+// it) and in order.
 func BenchmarkGEMVShare(b *testing.B) {
 	if goruntime.GOARCH != "amd64" {
 		b.Skip("the program's read loop is x86-64 code")
@@ -181,11 +183,13 @@ func BenchmarkGEMVShare(b *testing.B) {
 		}
 		for line := range strings.Lines(string(out)) {
 			b.Log(strings.TrimSpace(line))
-			if v, rest, ok := strings.Cut(line, " rows 1: "); ok && v == q4Variant() {
-				if _, after, ok := strings.Cut(rest, "share "); ok {
-					var share float64
-					if _, err := fmt.Sscanf(after, "%g", &share); err == nil {
-						b.ReportMetric(share, "share-b1")
+			for layout, metric := range map[string]string{"laid out": "share-b1", "in order": "share-b1-in-order"} {
+				if v, rest, ok := strings.Cut(line, " rows 1 "+layout+": "); ok && v == q4Variant() {
+					if _, after, ok := strings.Cut(rest, "share "); ok {
+						var share float64
+						if _, err := fmt.Sscanf(after, "%g", &share); err == nil {
+							b.ReportMetric(share, metric)
+						}
 					}
 				}
 			}

@@ -917,6 +917,50 @@ size_t ei_q4_items(ei_q4_job* j) {
   return (size_t)(j->row_tiles * j->col_chunks);
 }
 
+// Batches. A thread pool hands batches out in order, each to the first
+// thread free, so with its threads alike they take them in turn: thread 0
+// batches 0, T, 2T..., thread 1 batches 1, T+1, ... Laid out in order, a
+// thread's batches lie T apart, and a decode step's product (the weights
+// read once, from memory) became 16/T streams a thread, each restarting
+// the prefetchers. ei_q4_batch_at lays batch b at (b mod T)·n/T + b/T: a
+// thread's batches in turn are one stream through its T-th of the matrix,
+// while a thread that falls behind still leaves its batches to the
+// others (BenchmarkGEMVShare: the batch-1 share at 16 batches in order
+// and laid out so). A pool whose threads take batches otherwise only
+// loses what the layout would have won.
+enum { EI_Q4_BATCHES = 16 };
+
+size_t ei_q4_batch_at(size_t b, size_t n, int t) {
+  if (t <= 1 || n % (size_t)t != 0) return b;
+  return (b % (size_t)t) * (n / (size_t)t) + b / (size_t)t;
+}
+
+// A decode step's product (M ≤ 8) is laid out for the pool's threads; a
+// prefill chunk's (its weights read from the cache many times) in order.
+size_t ei_q4_plan(ei_q4_job* j, int threads) {
+  j->items = ei_q4_items(j);
+  size_t n = EI_Q4_BATCHES;
+  if (j->M > 8 || threads < 2) threads = 0;
+  if (threads > 1) n = (size_t)threads * (EI_Q4_BATCHES / threads > 0 ? EI_Q4_BATCHES / threads : 1);
+  if (n > j->items) n = j->items;
+  j->batches = n, j->threads = threads, j->seen = 0;
+  return n;
+}
+
+static _Thread_local int thread_id = -1;
+static int thread_ids;
+
+void ei_q4_batch(void* p, size_t b) {
+  ei_q4_job* j = p;
+  if (thread_id < 0) thread_id = __atomic_fetch_add(&thread_ids, 1, __ATOMIC_RELAXED);
+  const uint64_t bit = 1ull << (thread_id & 63);
+  if (!(__atomic_load_n(&j->seen, __ATOMIC_RELAXED) & bit)) __atomic_fetch_or(&j->seen, bit, __ATOMIC_RELAXED);
+  const size_t at = ei_q4_batch_at(b, j->batches, j->threads);
+  for (size_t i = j->items * at / j->batches, hi = j->items * (at + 1) / j->batches; i < hi; i++) ei_q4_work(j, i);
+}
+
+int ei_q4_threads_seen(const ei_q4_job* j) { return __builtin_popcountll(__atomic_load_n(&j->seen, __ATOMIC_RELAXED)); }
+
 // Item i: column chunk i / row_tiles, row tile i % row_tiles, so that the
 // consecutive items a thread takes share their weights.
 void ei_q4_work(void* p, size_t i) {

@@ -42,6 +42,12 @@ typedef struct {
   // the split is for (its rows per tile).
   int64_t row_tiles, col_chunks, chunk;
   const void* impl;
+  // Batches handed to the thread pool (ei_q4_plan sets them): items, the
+  // batch count, the pool's threads the batches are laid out for (0 or 1:
+  // in order), and the threads seen running them (a bit each).
+  size_t items, batches;
+  int threads;
+  uint64_t seen;
 } ei_q4_job;
 
 // ei_q4_packed_size is the bytes ei_q4_pack writes for N weight rows of nb
@@ -62,6 +68,15 @@ void ei_q4_quantize(void* j, size_t i);
 // Second pass: ei_q4_items work items of the product.
 size_t ei_q4_items(ei_q4_job* j);
 void ei_q4_work(void* j, size_t i);
+// Or the second pass in batches of work items: ei_q4_plan lays them out
+// for a pool of `threads` threads (0: not known) and returns how many;
+// ei_q4_batch(j, b) runs batch b (a pool's ParallelFor over the batches,
+// one each); ei_q4_threads_seen counts the threads that ran them.
+size_t ei_q4_plan(ei_q4_job* j, int threads);
+void ei_q4_batch(void* j, size_t b);
+int ei_q4_threads_seen(const ei_q4_job* j);
+// ei_q4_batch_at is where batch b of n lies for a pool of t threads.
+size_t ei_q4_batch_at(size_t b, size_t n, int t);
 
 // Variants, as the attention kernel's (paged_attention.h).
 void ei_q4_init(void);

@@ -201,6 +201,32 @@ func runOutputs(t testing.TB, s *Session, feeds map[string]*Tensor) map[string][
 // Both weight widths run on every shape, with scales that are float16
 // numbers and scales that are not: int4 and int8, and the float16 and
 // float32 packing of the scales, take different code paths in each variant.
+// TestQ4BatchLayout: the kernel's batches, laid out for a pool's threads,
+// are every position once, and the batches one thread takes in turn (b,
+// b+t, b+2t, ... when the pool hands them out in order) are one run of
+// consecutive positions; a count the threads do not divide stays in order.
+func TestQ4BatchLayout(t *testing.T) {
+	for n := 1; n <= 40; n++ {
+		for threads := 0; threads <= 8; threads++ {
+			seen := make([]bool, n)
+			for b := range n {
+				at := q4BatchAt(b, n, threads)
+				if at < 0 || at >= n || seen[at] {
+					t.Fatalf("%d batches, %d threads: batch %d at %d (out of range or taken twice)", n, threads, b, at)
+				}
+				seen[at] = true
+				if threads < 2 || n%threads != 0 {
+					if at != b {
+						t.Fatalf("%d batches, %d threads: batch %d at %d, want in order", n, threads, b, at)
+					}
+				} else if b >= threads && at != q4BatchAt(b-threads, n, threads)+1 {
+					t.Fatalf("%d batches, %d threads: batch %d at %d, not after batch %d's %d", n, threads, b, at, b-threads, q4BatchAt(b-threads, n, threads))
+				}
+			}
+		}
+	}
+}
+
 func TestKernelMatMulQ4Variants(t *testing.T) {
 	needLib(t)
 	type shape struct {

@@ -237,11 +237,12 @@ typedef struct {
   float eps;   // the norm's epsilon (input 4 given)
   int f16;     // w's scales are float16
   uint8_t* w;  // packed, or NULL: pack the inputs at each run
+  int threads; // the most threads a run of the node was seen on
 } q4_node;
 
 static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   static const char* op = "MatMulNBits";
-  const q4_node* kn = node;
+  q4_node* kn = node;
   tensor in[6];
   for (size_t i = 0; i < 6; i++) TRY(input(op, ctx, i, &in[i]));
   if (in[3].v != NULL)
@@ -294,18 +295,24 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
     return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for quantised activations");
   }
   ei_q4_bind(&j, scratch);
-  // At most EI_Q4_BATCHES batches of consecutive items: a prefill chunk
-  // has hundreds of small items, and one task each cost more in the thread
-  // pool than their arithmetic (TinyLM's 256x256 by 768, two threads).
-  enum { EI_Q4_BATCHES = 16 };
   // Quantising a is ~1/N of the product's work: on this thread unless a is
   // large, sparing the pool one hand-over (a wake-up) per run.
   OrtStatus* st = NULL;
   if (j.M * j.K <= 1 << 18)
     for (int64_t i = 0; i < j.M; i++) ei_q4_quantize(&j, (size_t)i);
   else
-    st = api->KernelContext_ParallelFor(ctx, ei_q4_quantize, (size_t)j.M, EI_Q4_BATCHES, &j);
-  if (st == NULL) st = api->KernelContext_ParallelFor(ctx, ei_q4_work, ei_q4_items(&j), EI_Q4_BATCHES, &j);
+    st = api->KernelContext_ParallelFor(ctx, ei_q4_quantize, (size_t)j.M, 16, &j);
+  // The product in batches of consecutive items (a prefill chunk has
+  // hundreds of small items, and one task each cost more in the thread
+  // pool than their arithmetic: TinyLM's 256x256 by 768, two threads),
+  // laid out for the threads the node's last runs were seen on (the pool's
+  // size is not in the custom-op API; the first run lays them in order).
+  if (st == NULL) {
+    const size_t batches = ei_q4_plan(&j, __atomic_load_n(&kn->threads, __ATOMIC_RELAXED));
+    st = api->KernelContext_ParallelFor(ctx, ei_q4_batch, batches, batches, &j);
+    const int seen = ei_q4_threads_seen(&j);
+    if (seen > __atomic_load_n(&kn->threads, __ATOMIC_RELAXED)) __atomic_store_n(&kn->threads, seen, __ATOMIC_RELAXED);
+  }
   free(scratch);
   free(packed);
   return st;

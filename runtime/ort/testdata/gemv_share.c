@@ -5,7 +5,9 @@
 // threads, alternated round by round. Prints, per variant this CPU runs
 // and for rows = 1 (a batch-1 decode step) and 8, the medians of the
 // kernel's and the read loop's GB/s and of their per-round ratio (the
-// share of the read bandwidth the kernel reached). Weights are in 2 MiB
+// share of the read bandwidth the kernel reached), with the kernel's
+// batches handed out in order and laid out for the threads (ei_q4_plan),
+// both in each round. Weights are in 2 MiB
 // pages where the kernel allows (the engine's sessions are: hugepages.go).
 //
 //   gemv_share [rounds]
@@ -53,8 +55,10 @@ __attribute__((target("avx2"))) static void readloop(const uint8_t* p, size_t n)
 }
 
 // share runs thread tid's part of matrix cur: the read loop's half of its
-// bytes, or the kernel's items in 16 batches taken in turn, as ONNX
-// Runtime's ParallelFor hands the operator's out (ops.c).
+// bytes, or the kernel's batches (ei_q4_plan's, for `layout` threads)
+// taken in turn, as ONNX Runtime's ParallelFor hands the operator's out
+// (ops.c).
+static int layout;
 static void share(int tid) {
   ei_q4_job* j = &jobs[cur];
   if (reading) {
@@ -62,9 +66,7 @@ static void share(int tid) {
     readloop(j->w + lo, hi - lo);
     return;
   }
-  size_t n = ei_q4_items(j), batches = n < 16 ? n : 16;
-  for (long b; (b = atomic_fetch_add(&next_batch, 1)) < (long)batches;)
-    for (size_t i = n * (size_t)b / batches; i < n * (size_t)(b + 1) / batches; i++) ei_q4_work(j, i);
+  for (long b; (b = atomic_fetch_add(&next_batch, 1)) < (long)j->batches;) ei_q4_batch(j, (size_t)b);
 }
 
 static void* worker(void* arg) {
@@ -84,6 +86,7 @@ static void* worker(void* arg) {
 static double step(void) {
   double t0 = now();
   for (cur = 0; cur < MATS; cur++) {
+    if (!reading) ei_q4_plan(&jobs[cur], layout);
     atomic_store(&next_batch, 0), atomic_store(&done, 0);
     atomic_fetch_add(&phase, 1);
     share(0);
@@ -151,20 +154,30 @@ int main(int argc, char** argv) {
         jobs[m].M = rows;
         for (int64_t i = 0; i < rows; i++) ei_q4_quantize(&jobs[m], (size_t)i);
       }
-      double kern[100], rd[100], ratio[100];
+      // each round: the read loop, then the kernel's batches in order and
+      // laid out for the threads, in turns
+      double kern[2][100], rd[100], ratio[2][100];
       step(), reading = 1, step(), reading = 0;  // warm
       for (int r = 0; r < rounds; r++) {
         reading = 1;
         double tr = step();
         reading = 0;
-        double tk = step();
-        rd[r] = (double)total / tr / 1e9, kern[r] = (double)total / tk / 1e9, ratio[r] = tr / tk;
+        rd[r] = (double)total / tr / 1e9;
+        for (int k = 0; k < 2; k++) {
+          const int l = (k + r) % 2;
+          layout = l ? THREADS : 0;
+          double tk = step();
+          kern[l][r] = (double)total / tk / 1e9, ratio[l][r] = tr / tk;
+        }
       }
-      qsort(kern, (size_t)rounds, sizeof(double), by_value);
       qsort(rd, (size_t)rounds, sizeof(double), by_value);
-      qsort(ratio, (size_t)rounds, sizeof(double), by_value);
-      printf("%s rows %d: kernel %.1f GB/s, read %.1f GB/s, share %.3f (range %.3f-%.3f)\n", v, rows, kern[rounds / 2],
-             rd[rounds / 2], ratio[rounds / 2], ratio[0], ratio[rounds - 1]);
+      for (int l = 0; l < 2; l++) {
+        qsort(kern[l], (size_t)rounds, sizeof(double), by_value);
+        qsort(ratio[l], (size_t)rounds, sizeof(double), by_value);
+        printf("%s rows %d %s: kernel %.1f GB/s, read %.1f GB/s, share %.3f (range %.3f-%.3f)\n", v, rows,
+               l ? "laid out" : "in order", kern[l][rounds / 2], rd[rounds / 2], ratio[l][rounds / 2], ratio[l][0],
+               ratio[l][rounds - 1]);
+      }
     }
   }
   atomic_store(&phase, -1);
