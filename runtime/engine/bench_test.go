@@ -59,15 +59,31 @@ func benchModel(b *testing.B) *bundle.Bundle {
 	// EDGEINFER_BENCH_SCHEME=fp32 (or int8) measures the other precisions,
 	// EDGEINFER_BENCH_PORTABLE=1 the same weights on com.microsoft.MatMulNBits
 	// (the graph `model build --portable-matmul` makes) instead of the
-	// default ai.edgeinfer.MatMulNBits.
+	// default ai.edgeinfer.MatMulNBits, and EDGEINFER_BENCH_KV=int8 the
+	// int8 KV cache (llama.Options.KVInt8) instead of float32.
 	scheme := cmp.Or(os.Getenv("EDGEINFER_BENCH_SCHEME"), "int4-b32")
-	return benchBundle(b, preset, scheme, os.Getenv("EDGEINFER_BENCH_PORTABLE") != "1")
+	var kv string
+	switch v := os.Getenv("EDGEINFER_BENCH_KV"); v {
+	case "", "fp32", "float32":
+	case "int8":
+		kv = "int8"
+	default:
+		b.Fatalf("EDGEINFER_BENCH_KV=%q: want int8 or fp32", v)
+	}
+	return benchBundleKV(b, preset, scheme, os.Getenv("EDGEINFER_BENCH_PORTABLE") != "1", kv)
 }
 
 // benchBundle is preset's bundle in scheme, its quantised projections on
 // edgeinfer's MatMulNBits kernel or not (llama.Options.PortableMatMul), built
 // once into the user cache.
 func benchBundle(b *testing.B, preset, scheme string, kernel bool) *bundle.Bundle {
+	b.Helper()
+	return benchBundleKV(b, preset, scheme, kernel, "")
+}
+
+// benchBundleKV is benchBundle with the KV cache's element type: "" float32,
+// "int8" the int8 pages.
+func benchBundleKV(b *testing.B, preset, scheme string, kernel bool, kv string) *bundle.Bundle {
 	b.Helper()
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -76,6 +92,9 @@ func benchBundle(b *testing.B, preset, scheme string, kernel bool) *bundle.Bundl
 	form := ""
 	if kernel {
 		form = "-kernel"
+	}
+	if kv != "" {
+		form += "-kv" + kv
 	}
 	dir := filepath.Join(cache, "edgeinfer", "bench", fmt.Sprintf("%s-%s%s-g%d", preset, scheme, form, llama.GraphRevision))
 	if bd, err := bundle.Load(dir); err == nil {
@@ -89,7 +108,7 @@ func benchBundle(b *testing.B, preset, scheme string, kernel bool) *bundle.Bundl
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := llama.Options{PortableMatMul: !kernel}
+	opts := llama.Options{PortableMatMul: !kernel, KVInt8: kv == "int8"}
 	if scheme != "fp32" {
 		em, err := quant.NewEmitter(scheme)
 		if err != nil {

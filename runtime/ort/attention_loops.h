@@ -115,6 +115,11 @@ static void EI_FN(value_i8)(float* const* o, int64_t rows, const void* v, int64_
       EI_FN(axpy_i8)(o[r], w * s[r * stride + col0 + i], (const int8_t*)v + i * step, D);
 }
 
+// widen_i8 is n int8 codes as floats (vectorised: sign-extend, convert).
+static inline void EI_FN(widen_i8)(const int8_t* restrict x, float* restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = (float)x[i];
+}
+
 // attend computes one work item: row b, KV head h, tokens [t0, t1), i.e.
 // the G query heads of h for each of those tokens. s holds one score row
 // of max_keys floats per query row. fast_score and fast_value, where not
@@ -134,6 +139,13 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   value_fn pool_value = j->int8 ? EI_FN(value_i8) : value;
   const size_t elem = j->int8 ? 1 : sizeof(float);
   const int64_t* table = j->bt + b * j->M;
+  // An int8 pool's block is widened to floats once, into wide, and read
+  // by the fast float loops: the int8 loops convert each key once per query
+  // row and keep no tile in registers, and made an int8 cache slower than a
+  // float one at every context though it reads a quarter of the bytes
+  // (quant's BenchmarkDecodeKVInt8; BenchmarkPagedAttentionDecode int8).
+  float wide[EI_WIDE_MAX];
+  const int widen = j->int8 && fast && bs * D <= EI_WIDE_MAX;
 
   // Scores against the cached slots, block by block through the table,
   // then against this step's keys: token t sees t' ≤ t, so the keys before
@@ -143,8 +155,14 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   // chunk spent twice as long in attention: TestProfileDecodeAndPrefill.)
   for (int64_t m = 0; m * bs < ctx; m++) {
     int64_t blk = h * j->N + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
-    pool_score(q, rows, (const char*)j->kc + blk * bs * D * elem, D, n, D,
-               j->int8 ? j->scale * j->ks[blk] : j->scale, s, stride, m * bs);
+    const void* kb = (const char*)j->kc + blk * bs * D * elem;
+    const float sc = j->int8 ? j->scale * j->ks[blk] : j->scale;
+    if (widen) {
+      EI_FN(widen_i8)(kb, wide, n * D);
+      score(q, rows, wide, D, n, D, sc, s, stride, m * bs);
+    } else {
+      pool_score(q, rows, kb, D, n, D, sc, s, stride, m * bs);
+    }
   }
   const int64_t kstep = j->Hkv * D;
   const float *keys = j->k + (b * j->T * j->Hkv + h) * D, *values = j->v + (b * j->T * j->Hkv + h) * D;
@@ -164,8 +182,14 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   // Weighted values: cached slots, then this step's.
   for (int64_t m = 0; m * bs < ctx; m++) {
     int64_t blk = h * j->N + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
-    pool_value(o, rows, (const char*)j->vc + blk * bs * D * elem, D, n, D, j->int8 ? j->vs[blk] : 1.0f, s, stride,
-               m * bs);
+    const void* vb = (const char*)j->vc + blk * bs * D * elem;
+    const float w = j->int8 ? j->vs[blk] : 1.0f;
+    if (widen) {
+      EI_FN(widen_i8)(vb, wide, n * D);
+      value(o, rows, wide, D, n, D, w, s, stride, m * bs);
+    } else {
+      pool_value(o, rows, vb, D, n, D, w, s, stride, m * bs);
+    }
   }
   if (t0 > 0) value(o, rows, values, kstep, t0, D, 1.0f, s, stride, ctx);
   for (int64_t tk = t0; tk < t1; tk++) {

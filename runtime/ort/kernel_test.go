@@ -61,6 +61,8 @@ func TestKernelAttentionVariants(t *testing.T) {
 			ctx: []int64{0, 0}, table: []int64{0, 1}},
 		"int8 pools, D 64": {B: 2, T: 3, Hq: 6, Hkv: 2, D: 64, N: 10, bs: 8, M: 3, int8: true,
 			ctx: []int64{21, 9}, table: []int64{4, 8, 1, 7, 0, 0}},
+		"int8 pools, decode, blocks of 16, 3 heads per KV head": {B: 2, T: 1, Hq: 12, Hkv: 4, D: 64, N: 12, bs: 16, M: 3, int8: true,
+			ctx: []int64{37, 16}, table: []int64{7, 2, 10, 5, 0, 0}},
 		"int8 pools, D 24": {B: 1, T: 2, Hq: 2, Hkv: 1, D: 24, N: 4, bs: 4, M: 3, int8: true,
 			ctx: []int64{10}, table: []int64{3, 1, 2}},
 		// the prefill path (T ≥ 8): gathered keys, rows of different pasts

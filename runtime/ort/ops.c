@@ -305,8 +305,9 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   // The product in batches of consecutive items (a prefill chunk has
   // hundreds of small items, and one task each cost more in the thread
   // pool than their arithmetic: TinyLM's 256x256 by 768, two threads),
-  // laid out for the threads the node's last runs were seen on (the pool's
-  // size is not in the custom-op API; the first run lays them in order).
+  // laid out for the most threads a run of the node was seen on (the
+  // pool's size is not in the custom-op API; the first run lays them in
+  // order).
   if (st == NULL) {
     const size_t batches = ei_q4_plan(&j, __atomic_load_n(&kn->threads, __ATOMIC_RELAXED));
     st = api->KernelContext_ParallelFor(ctx, ei_q4_batch, batches, batches, &j);

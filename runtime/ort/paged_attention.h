@@ -13,6 +13,9 @@
 #define EI_TOKEN_BLOCK 4
 // Query heads per KV head the kernel handles (checked when a node loads).
 #define EI_MAX_GROUP 64
+// EI_WIDE_MAX bounds an int8 block widened to floats for the fast loops
+// (block size × head size; larger blocks take the int8 loops).
+#define EI_WIDE_MAX 4096
 
 typedef struct {
   const float *q, *k, *v;

@@ -306,18 +306,27 @@ func TestPagedAttentionBadInput(t *testing.T) {
 
 // BenchmarkPagedAttentionDecode times the kernel alone on one layer of a
 // synthetic-110m decode step (12 query heads, 4 KV heads, head size 64):
-// batch 8 at context 192 and batch 1 at context 128, each row's blocks in
-// order, pools small enough to stay in the last-level cache: the kernel's
-// arithmetic and its hand-over to the thread pool, not the memory's speed.
+// batch 8 at context 192 and batch 1 at contexts 128 and 2048, each row's
+// blocks in order, with float pools and with int8 pools (per-block scales):
+// the kernel's arithmetic and its hand-over to the thread pool more than
+// the memory's speed (the pools stay in the last-level cache, but for
+// float ones at 2048).
 func BenchmarkPagedAttentionDecode(b *testing.B) {
-	b.Run("b8-ctx192", func(b *testing.B) { benchPagedDecode(b, 8, 192) })
-	b.Run("b1-ctx128", func(b *testing.B) { benchPagedDecode(b, 1, 128) })
+	for _, int8 := range []bool{false, true} {
+		suffix := ""
+		if int8 {
+			suffix = "-int8"
+		}
+		b.Run("b8-ctx192"+suffix, func(b *testing.B) { benchPagedDecode(b, 8, 192, int8) })
+		b.Run("b1-ctx128"+suffix, func(b *testing.B) { benchPagedDecode(b, 1, 128, int8) })
+		b.Run("b1-ctx2048"+suffix, func(b *testing.B) { benchPagedDecode(b, 1, 2048, int8) })
+	}
 }
 
-func benchPagedDecode(b *testing.B, B, ctxLen int) {
+func benchPagedDecode(b *testing.B, B, ctxLen int, int8 bool) {
 	needLib(b)
 	M := ctxLen/16 + 1
-	c := pagedCase{B: B, T: 1, Hq: 12, Hkv: 4, D: 64, N: B * M, bs: 16, M: M}
+	c := pagedCase{B: B, T: 1, Hq: 12, Hkv: 4, D: 64, N: B * M, bs: 16, M: M, int8: int8}
 	for i := range B {
 		c.ctx = append(c.ctx, int64(ctxLen))
 		for m := range M {
