@@ -24,8 +24,10 @@
 # into the cache ($WORK/<name>/bin: `native.sh fetch NAME && native.sh build
 # NAME`), this runs native.sh compare against each of them instead, for
 # synthetic-110m and synthetic-1b (b1, b8, prefill of 128 and 512 tokens,
-# and the batch-1 share of the read bandwidth); NPM=1 forces the npm
-# libraries.
+# b1 after a 2048-token prompt (LONG=0 leaves it out), and the batch-1
+# share of the read bandwidth); KV=int8 compares the engine's int8 KV
+# pages with the anchor's q8_0 cache (default: float32 against its f16);
+# NPM=1 forces the npm libraries.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -40,7 +42,7 @@ if [[ ${NPM:-0} != 1 ]]; then
     rtr=0; [[ $name == ik_llama.cpp ]] && rtr=1
     for preset in synthetic-110m synthetic-1b; do
       echo "== $name, $preset"
-      BIN="$bin" RTR=$rtr PRESET=$preset ROUNDS="$ROUNDS" bash "$HERE/native.sh" compare
+      BIN="$bin" RTR=$rtr PRESET=$preset ROUNDS="$ROUNDS" LONG="${LONG:-2048}" bash "$HERE/native.sh" compare
     done
   done
   ((native)) && exit 0

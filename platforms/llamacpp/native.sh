@@ -16,7 +16,10 @@
 #
 # SCHEME=int8 QTYPE=Q8_0 compares the int8 bundle with Q8_0 (defaults:
 # int4-b32 and Q4_0); PRESET=synthetic-1b the 1B shape (default
-# synthetic-110m). Each engine round also measures the read bandwidth on
+# synthetic-110m). LONG=2048 adds batch-1 decode after a 2048-token prompt
+# (128 generated), where the KV cache is read as much as the weights. KV
+# caches: the engine's float32 against the anchor's default f16; KV=int8
+# the engine's int8 pages against the anchor's q8_0 (-ctk q8_0 -ctv q8_0). Each engine round also measures the read bandwidth on
 # the same threads just before its batch-1 run and prints the share of it
 # the batch-1 weight stream reached.
 #
@@ -40,6 +43,8 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 WORK="${WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/llamacpp}"
 ROUNDS="${ROUNDS:-3}"
 SCHEME="${SCHEME:-int4-b32}"
+LONG="${LONG:-0}"
+KV="${KV:-}"
 QTYPE="${QTYPE:-Q4_0}"
 PRESET="${PRESET:-synthetic-110m}"
 THREADS=2 # the engine benchmark's benchThreads (runtime/engine/bench_test.go)
@@ -76,27 +81,39 @@ compare)
   PY="${PY:-$(command -v /usr/bin/python3 || command -v python3)}" # Debian python3-numpy
   [[ -f $f32 ]] || "$PY" "$HERE/gen_gguf.py" "$f32" "$PRESET" >/dev/null
   [[ -f $q4 ]] || "$BIN/llama-quantize" "$f32" "$q4" "$QTYPE" "$THREADS" >/dev/null 2>&1
-  rtr=(); [[ ${RTR:-0} == 1 ]] && rtr=(-rtr)
+  flags=(); [[ ${RTR:-0} == 1 ]] && flags=(-rtr)
+  case "$KV" in
+  "") kvs="engine float32, anchor f16 (its default)" ;;
+  int8) flags+=(-ctk q8_0 -ctv q8_0); kvs="engine int8 pages, anchor q8_0" ;;
+  *) echo "native.sh: KV=$KV: want int8 (or unset: float32 against f16)" >&2; exit 2 ;;
+  esac
   go test -c -o "$WORK/engine.test" "$ROOT/runtime/engine"
   # llama-batched-bench's table: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | ...
   # from the cache: ik's tools write llama.log into the working directory
   theirs() {
     cd "$WORK"
-    "$BIN/llama-batched-bench" -m "$q4" -c 2048 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,8 -t "$THREADS" "${rtr[@]}" 2>&1 |
+    "$BIN/llama-batched-bench" -m "$q4" -c 2048 -b 2048 -ub 512 -npp 128 -ntg 128 -npl 1,8 -t "$THREADS" "${flags[@]}" 2>&1 |
       awk -F'|' '/^\|/ && $2+0==128 && $3+0==128 { gsub(/ /,"",$4); gsub(/ /,"",$9); gsub(/ /,"",$7); tg[$4]=$9; pp[$4]=$7 } END { printf "%s %s %s ", tg["1"], tg["8"], pp["1"] }'
-    "$BIN/llama-batched-bench" -m "$q4" -c 2048 -b 2048 -ub 512 -npp 512 -ntg 4 -npl 1 -t "$THREADS" "${rtr[@]}" 2>&1 |
-      awk -F'|' '/^\|/ && $2+0==512 { gsub(/ /,"",$7); pp=$7 } END { print pp }'
+    "$BIN/llama-batched-bench" -m "$q4" -c 2048 -b 2048 -ub 512 -npp 512 -ntg 4 -npl 1 -t "$THREADS" "${flags[@]}" 2>&1 |
+      awk -F'|' '/^\|/ && $2+0==512 { gsub(/ /,"",$7); pp=$7 } END { printf "%s ", pp }'
+    if ((LONG > 0)); then
+      "$BIN/llama-batched-bench" -m "$q4" -c $((LONG + 256)) -b 2048 -ub 512 -npp "$LONG" -ntg 128 -npl 1 -t "$THREADS" "${flags[@]}" 2>&1 |
+        awk -F'|' -v n="$LONG" '/^\|/ && $2+0==n { gsub(/ /,"",$9); tg=$9 } END { print tg }'
+    else
+      echo 0
+    fi
   }
   ours() {
-    (cd "$ROOT/runtime/engine" && EDGEINFER_BENCH_PORTABLE="${PORTABLE:-0}" EDGEINFER_BENCH_SCHEME="$SCHEME" EDGEINFER_BENCH_PRESET="$PRESET" "$WORK/engine.test" \
-      -test.run '^$' -test.bench '^BenchmarkDecodeRate$' -test.benchtime 1x 2>&1) |
-      awk '/b1-tok\/s/ { for (i = 1; i <= NF; i++) { if ($(i+1) == "b1-tok/s") b1 = $i; if ($(i+1) == "b8-tok/s") b8 = $i;
-        if ($(i+1) == "pp128-tok/s") p1 = $i; if ($(i+1) == "pp512-tok/s") p5 = $i;
-        if ($(i+1) == "b1-bandwidth-share") bs = $i; if ($(i+1) == "read-GB/s") bw = $i } } END { print b1, b8, p1, p5, bs, bw }'
+    (cd "$ROOT/runtime/engine" && EDGEINFER_BENCH_PORTABLE="${PORTABLE:-0}" EDGEINFER_BENCH_SCHEME="$SCHEME" EDGEINFER_BENCH_PRESET="$PRESET" \
+      EDGEINFER_BENCH_KV="$KV" EDGEINFER_BENCH_LONG="$LONG" "$WORK/engine.test" \
+      -test.run '^$' -test.bench '^BenchmarkDecodeRate$' -test.benchtime 1x -test.timeout 60m 2>&1) |
+      awk '/b1-tok\/s/ { lg = 0; for (i = 1; i <= NF; i++) { if ($(i+1) == "b1-tok/s") b1 = $i; if ($(i+1) == "b8-tok/s") b8 = $i;
+        if ($(i+1) == "pp128-tok/s") p1 = $i; if ($(i+1) == "pp512-tok/s") p5 = $i; if ($(i+1) == "b1-long-tok/s") lg = $i;
+        if ($(i+1) == "b1-bandwidth-share") bs = $i; if ($(i+1) == "read-GB/s") bw = $i } } END { print b1, b8, p1, p5, bs, bw, lg }'
   }
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
   med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-  r1=(); r8=(); rp1=(); rp5=(); shares=()
+  r1=(); r8=(); rp1=(); rp5=(); rl=(); shares=()
   # the machine beside every figure: CPU model, family/model, caches as
   # the kernel reports them (a VM may report none, or its host's)
   cpu="$(awk -F': ' '/^model name/ { m = $2 } /^cpu family/ { f = $2 } /^model\t/ { d = $2 } END { printf "%s (family %s model %s)", m, f, d; exit }' /proc/cpuinfo 2>/dev/null || uname -m)"
@@ -104,19 +121,26 @@ compare)
     if [[ -r $c/size ]]; then printf 'L%s %s %s, ' "$(cat "$c/level")" "$(cat "$c/type")" "$(cat "$c/size")"; fi
   done)"
   echo "cpu: $cpu; caches: ${caches:-not reported by the kernel}; read bandwidth: per engine round below"
-  echo "anchor $BIN ${rtr[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME on $([[ ${PORTABLE:-0} == 1 ]] && echo com.microsoft || echo ai.edgeinfer).MatMulNBits vs $QTYPE (tok/s)"
+  echo "anchor $BIN ${flags[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME on $([[ ${PORTABLE:-0} == 1 ]] && echo com.microsoft || echo ai.edgeinfer).MatMulNBits vs $QTYPE (tok/s); KV caches: $kvs"
   for r in $(seq "$ROUNDS"); do
-    read -r t1 t8 tp1 tp5 < <(theirs)
-    read -r o1 o8 op1 op5 share bw < <(ours)
+    read -r t1 t8 tp1 tp5 tl < <(theirs)
+    read -r o1 o8 op1 op5 share bw ol < <(ours)
     shares+=("$share")
     r1+=("$(ratio "$o1" "$t1")"); r8+=("$(ratio "$o8" "$t8")"); rp1+=("$(ratio "$op1" "$tp1")"); rp5+=("$(ratio "$op5" "$tp5")")
+    long=""
+    if ((LONG > 0)); then
+      rl+=("$(ratio "$ol" "$tl")")
+      long=" | b1 after $LONG: anchor $tl engine $ol ratio ${rl[-1]}"
+    fi
     echo "round $r: anchor b1 $t1 b8 $t8 pp128 $tp1 pp512 $tp5 | engine b1 $o1 b8 $o8 pp128 $op1 pp512 $op5 |" \
-      "ratios b1 ${r1[-1]} b8 ${r8[-1]} pp128 ${rp1[-1]} pp512 ${rp5[-1]} | engine b1 read $share of $bw GB/s"
+      "ratios b1 ${r1[-1]} b8 ${r8[-1]} pp128 ${rp1[-1]} pp512 ${rp5[-1]} | engine b1 read $share of $bw GB/s$long"
   done
-  echo "median engine/anchor: b1 $(med "${r1[@]}")  b8 $(med "${r8[@]}")  pp128 $(med "${rp1[@]}")  pp512 $(med "${rp5[@]}")  (engine b1 bandwidth share $(med "${shares[@]}"))"
+  long=""
+  ((LONG > 0)) && long="  b1 after $LONG $(med "${rl[@]}")"
+  echo "median engine/anchor: b1 $(med "${r1[@]}")  b8 $(med "${r8[@]}")  pp128 $(med "${rp1[@]}")  pp512 $(med "${rp5[@]}")$long  (engine b1 bandwidth share $(med "${shares[@]}"))"
   ;;
 *)
-  echo "usage: native.sh fetch NAME | build NAME (or SRC=checkout) | compare (BIN=bin folder, RTR=1 for ik, ROUNDS=n, PRESET, SCHEME/QTYPE, PORTABLE=1)" >&2
+  echo "usage: native.sh fetch NAME | build NAME (or SRC=checkout) | compare (BIN=bin folder, RTR=1 for ik, ROUNDS=n, PRESET, SCHEME/QTYPE, PORTABLE=1, LONG=2048, KV=int8)" >&2
   exit 2
   ;;
 esac

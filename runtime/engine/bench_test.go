@@ -627,18 +627,22 @@ func BenchmarkBatchScaling(b *testing.B) {
 // aggregate at batch 8, shaped like llama.cpp's figures: 128-token prompts
 // (not timed), 128 generated tokens per stream, timed from the last first
 // token to the first last token; the median of EDGEINFER_BENCH_REPS (3)
-// repetitions after a warm-up. EDGEINFER_BENCH_SCHEME picks the precision.
+// repetitions after a warm-up. EDGEINFER_BENCH_SCHEME picks the precision;
+// EDGEINFER_BENCH_LONG=N adds batch-1 decode after an N-token prompt (128
+// generated), where the KV cache is read as much as the weights
+// (b1-long-tok/s).
 func BenchmarkDecodeRate(b *testing.B) {
 	bd := benchModel(b)
 	logPrecision(b, bd)
 	vocab := bd.Manifest.Geometry.Vocab
 	reps := envInt("EDGEINFER_BENCH_REPS", 3)
+	long := envInt("EDGEINFER_BENCH_LONG", 0)
 	streamed := streamedBytes(b, bd)
 	for b.Loop() {
 		e := openBench(b, bd, SchedulerConfig{MaxBatch: 8, ChunkSize: 256})
 		decodeRateLen(b, e, 1, vocab, 1, 128, 16) // warm-up: binds the shapes
 		decodeRateLen(b, e, 8, vocab, 1, 128, 16)
-		var ones, eights, pp128, pp512, bws, shares []float64
+		var ones, eights, pp128, pp512, bws, shares, longs []float64
 		for i := range reps {
 			// the read bandwidth just before each batch-1 run, on as many
 			// threads: batch 1 streams every projection's weights once a token
@@ -648,8 +652,15 @@ func BenchmarkDecodeRate(b *testing.B) {
 			eights = append(eights, decodeRateLen(b, e, 8, vocab, uint64(20+i), 128, 128))
 			pp128 = append(pp128, prefillRate(b, e, vocab, uint64(30+i), 128))
 			pp512 = append(pp512, prefillRate(b, e, vocab, uint64(40+i), 512))
+			if long > 0 {
+				longs = append(longs, decodeRateLen(b, e, 1, vocab, uint64(50+i), long, 128))
+			}
 		}
 		closeBench(b, e)
+		if long > 0 {
+			b.Logf("RESULT engine=%s batch=1 prompt=%d gen_tok_s_median=%.2f reps=%.1f", cmp.Or(bd.Manifest.Quantization, "fp32"), long, median(longs), longs)
+			b.ReportMetric(median(longs), "b1-long-tok/s")
+		}
 		b.Logf("RESULT engine=%s prefill128_tok_s_median=%.1f prefill512_tok_s_median=%.1f", cmp.Or(bd.Manifest.Quantization, "fp32"), median(pp128), median(pp512))
 		b.ReportMetric(median(pp128), "pp128-tok/s")
 		b.ReportMetric(median(pp512), "pp512-tok/s")
