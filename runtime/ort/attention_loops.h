@@ -143,7 +143,7 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   // by the fast float loops: the int8 loops convert each key once per query
   // row and keep no tile in registers, and made an int8 cache slower than a
   // float one at every context though it reads a quarter of the bytes
-  // (quant's BenchmarkDecodeKVInt8; BenchmarkPagedAttentionDecode int8).
+  // (BenchmarkDecodeKVInt8 in runtime/internal/llm; BenchmarkPagedAttentionDecode int8).
   float wide[EI_WIDE_MAX];
   const int widen = j->int8 && fast && bs * D <= EI_WIDE_MAX;
 
