@@ -6,11 +6,11 @@ import (
 )
 
 // sharedLeaves are the one copy of a codec or helper that every layer uses
-// (float16, .npy, image resize, a context-aware sleep). They import
+// (float16, .npy, image resize, a context-aware sleep, a row's argmax). They import
 // nothing of the module: an import there would pull its layer into
 // everything that converts a half or reads a sample, and tempt the next
 // copy.
-var sharedLeaves = []string{module + "/pkg/f16", module + "/pkg/npy", module + "/pkg/resize", module + "/pkg/clock"}
+var sharedLeaves = []string{module + "/pkg/f16", module + "/pkg/npy", module + "/pkg/resize", module + "/pkg/clock", module + "/pkg/vec"}
 
 func TestSharedLeaves(t *testing.T) {
 	seen := 0

@@ -928,7 +928,6 @@ size_t ei_q4_items(ei_q4_job* j) {
 // others (BenchmarkGEMVShare: the batch-1 share at 16 batches in order
 // and laid out so). A pool whose threads take batches otherwise only
 // loses what the layout would have won.
-enum { EI_Q4_BATCHES = 16 };
 
 size_t ei_q4_batch_at(size_t b, size_t n, int t) {
   if (t <= 1 || n % (size_t)t != 0) return b;
@@ -939,9 +938,11 @@ size_t ei_q4_batch_at(size_t b, size_t n, int t) {
 // prefill chunk's (its weights read from the cache many times) in order.
 size_t ei_q4_plan(ei_q4_job* j, int threads) {
   j->items = ei_q4_items(j);
-  size_t n = EI_Q4_BATCHES;
-  if (j->M > 8 || threads < 2) threads = 0;
-  if (threads > 1) n = (size_t)threads * (EI_Q4_BATCHES / threads > 0 ? EI_Q4_BATCHES / threads : 1);
+  size_t n = EI_Q4_BATCHES;  // in order
+  if (j->M > 8 || threads < 2)
+    threads = 0;
+  else  // a multiple of the threads, so that each lays its own part
+    n = (size_t)threads * (EI_Q4_BATCHES >= threads ? EI_Q4_BATCHES / threads : 1);
   if (n > j->items) n = j->items;
   j->batches = n, j->threads = threads, j->seen = 0;
   return n;

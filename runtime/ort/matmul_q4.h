@@ -13,6 +13,10 @@
 // EI_Q4_GROUP weight rows (matmul_q4.c describes the layout).
 #define EI_Q4_BLOCK 32
 #define EI_Q4_GROUP 8
+// EI_Q4_BATCHES is how many batches a pass is handed to the thread pool in:
+// a prefill chunk has hundreds of small items, and one task each cost more
+// in the pool than their arithmetic (TinyLM's 256x256 by 768, two threads).
+#define EI_Q4_BATCHES 16
 #define EI_Q4_Y(j) ((j)->swiglu ? (j)->N / 2 : (j)->N)  // y's row length
 
 typedef struct {
@@ -68,7 +72,8 @@ void ei_q4_quantize(void* j, size_t i);
 // Second pass: ei_q4_items work items of the product.
 size_t ei_q4_items(ei_q4_job* j);
 void ei_q4_work(void* j, size_t i);
-// Or the second pass in batches of work items: ei_q4_plan lays them out
+// Or the second pass in batches of work items (EI_Q4_BATCHES, or a
+// multiple of the threads near it): ei_q4_plan lays them out
 // for a pool of `threads` threads (0: not known) and returns how many;
 // ei_q4_batch(j, b) runs batch b (a pool's ParallelFor over the batches,
 // one each); ei_q4_threads_seen counts the threads that ran them.

@@ -243,17 +243,12 @@ typedef struct {
 static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   static const char* op = "MatMulNBits";
   q4_node* kn = node;
-  tensor in[6];
+  tensor in[6] = {0};
   // B and scales packed when the node loaded (their sizes checked then) are
   // not read again: a shape query an input, ~0.2 µs each, in a node whose
   // decode-step product at 110m takes ~30 µs.
-  for (size_t i = 0; i < 6; i++) {
-    if ((i == 1 || i == 2) && kn->w != NULL) {
-      memset(&in[i], 0, sizeof in[i]);
-      continue;
-    }
-    TRY(input(op, ctx, i, &in[i]));
-  }
+  for (size_t i = 0; i < 6; i++)
+    if (!((i == 1 || i == 2) && kn->w != NULL)) TRY(input(op, ctx, i, &in[i]));
   if (in[3].v != NULL)
     return fail("%s: zero_points are not supported (symmetric weights only); build the bundle's weights "
                 "without -asym, or use com.microsoft.MatMulNBits", op);
@@ -312,13 +307,12 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   if (j.M * j.K <= 1 << 18)
     for (int64_t i = 0; i < j.M; i++) ei_q4_quantize(&j, (size_t)i);
   else
-    st = api->KernelContext_ParallelFor(ctx, ei_q4_quantize, (size_t)j.M, 16, &j);
-  // The product in batches of consecutive items (a prefill chunk has
-  // hundreds of small items, and one task each cost more in the thread
-  // pool than their arithmetic: TinyLM's 256x256 by 768, two threads),
-  // laid out for the most threads a run of the node was seen on (the
-  // pool's size is not in the custom-op API; the first run lays them in
-  // order).
+    st = api->KernelContext_ParallelFor(ctx, ei_q4_quantize, (size_t)j.M, EI_Q4_BATCHES, &j);
+  // The product in batches of consecutive items (EI_Q4_BATCHES), laid out
+  // for the most threads a run of the node was seen on (the pool's size is
+  // not in the custom-op API; the first run lays them in order).
+  // Concurrent runs may race on the count: a lower one stored last only
+  // costs the layout until the next run raises it again.
   if (st == NULL) {
     const size_t batches = ei_q4_plan(&j, __atomic_load_n(&kn->threads, __ATOMIC_RELAXED));
     st = api->KernelContext_ParallelFor(ctx, ei_q4_batch, batches, batches, &j);

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
+	"github.com/edgeinfer/edgeinfer/pkg/vec"
 	"github.com/edgeinfer/edgeinfer/quant"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
@@ -223,7 +224,7 @@ func decoderQuality(ctx context.Context, ref, qb *bundle.Bundle, textFile string
 		r, q := refLP[p], qLP[p]
 		nllR -= float64(r[toks[p+1]])
 		nllQ -= float64(q[toks[p+1]])
-		if argmax(r) == argmax(q) {
+		if vec.Argmax(r) == vec.Argmax(q) {
 			agree++
 		}
 		for i, lr := range r {
@@ -307,14 +308,4 @@ func positionLogProbs(ctx context.Context, b *bundle.Bundle, toks []int32, threa
 		out = append(out, m.LogProbs())
 	}
 	return out, m.Close()
-}
-
-func argmax(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/pkg/vec"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
@@ -70,7 +71,7 @@ func decodeArgmax(t *testing.T, m *Model, prompt, forced []int32, steps int) []i
 		if p < len(prompt)-1 {
 			continue
 		}
-		a := argmax(m.Logits(0))
+		a := int32(vec.Argmax(m.Logits(0)))
 		preds = append(preds, a)
 		if len(preds) == steps {
 			return preds

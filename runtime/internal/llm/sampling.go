@@ -3,11 +3,13 @@ package llm
 import (
 	"cmp"
 	"fmt"
-	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 	"math"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/edgeinfer/edgeinfer/pkg/vec"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 )
 
 // SamplingParams are the scheduler's sampling parameters (the one
@@ -130,7 +132,7 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 			return best.id
 		}
 	} else if s.p.Temperature == 0 {
-		t := argmax(logits)
+		t := int32(vec.Argmax(logits))
 		if mask != nil && !allowed(mask, t) { // every allowed logit is −Inf
 			t = firstAllowed(mask)
 		}
@@ -266,65 +268,6 @@ func (s *Sampler) applyPenalties(logits []float32) {
 			}
 		}
 	}
-}
-
-// argmaxGeneric is argmax in Go: the first index of the largest value.
-//
-// It runs once per row per step over the whole vocabulary, so it is
-// written for speed: the maximum first, in eight independent lanes (a
-// single running maximum is one long dependency chain), then the first
-// index holding it. The eight lanes are written out: the same loop over
-// the lanes (for k, v := range x[i:i+8]) is slower, the compiler not
-// unrolling it (BenchmarkArgmax measures a 32k row). NaNs are never the
-// maximum; with no number above −Inf it returns 0.
-func argmaxGeneric(x []float32) int32 {
-	inf := float32(math.Inf(-1))
-	m := [8]float32{inf, inf, inf, inf, inf, inf, inf, inf}
-	i := 0
-	for ; i+8 <= len(x); i += 8 {
-		v := x[i : i+8 : i+8]
-		if v[0] > m[0] {
-			m[0] = v[0]
-		}
-		if v[1] > m[1] {
-			m[1] = v[1]
-		}
-		if v[2] > m[2] {
-			m[2] = v[2]
-		}
-		if v[3] > m[3] {
-			m[3] = v[3]
-		}
-		if v[4] > m[4] {
-			m[4] = v[4]
-		}
-		if v[5] > m[5] {
-			m[5] = v[5]
-		}
-		if v[6] > m[6] {
-			m[6] = v[6]
-		}
-		if v[7] > m[7] {
-			m[7] = v[7]
-		}
-	}
-	best := inf
-	for _, v := range m {
-		if v > best {
-			best = v
-		}
-	}
-	for _, v := range x[i:] {
-		if v > best {
-			best = v
-		}
-	}
-	for j, v := range x {
-		if v == best {
-			return int32(j)
-		}
-	}
-	return 0
 }
 
 // topK appends the k largest logits to dst using a small min-heap, O(V log k).

@@ -1,0 +1,5 @@
+//go:build !amd64
+
+package vec
+
+func argmax(x []float32) int { return argmaxGeneric(x) }
