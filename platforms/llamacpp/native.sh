@@ -120,6 +120,17 @@ compare)
   caches="$(for c in /sys/devices/system/cpu/cpu0/cache/index*; do
     if [[ -r $c/size ]]; then printf 'L%s %s %s, ' "$(cat "$c/level")" "$(cat "$c/type")" "$(cat "$c/size")"; fi
   done)"
+  if [[ -z $caches && $(uname -m) == x86_64 ]]; then
+    # a VM may leave /sys without cache sizes: ask CPUID (AMD's extended
+    # leaves; the L3 figure is what the CPU reports, the whole socket's on
+    # some hosts, not what one core reaches)
+    printf '%s\n' '#include <cpuid.h>' '#include <stdio.h>' \
+      'int main(void) { unsigned a, b, c, d; __cpuid(0x80000000, a, b, c, d); if (a < 0x80000006) return 1;' \
+      '  __cpuid(0x80000005, a, b, c, d); if (c >> 24) printf("L1d %u KiB, ", c >> 24);' \
+      '  __cpuid(0x80000006, a, b, c, d); printf("L2 %u KiB", c >> 16); if (d >> 18) printf(", L3 %u KiB", (d >> 18) * 512);' \
+      '  printf(" (CPUID)"); return 0; }' >"$WORK/cpuid.c"
+    gcc -O1 -o "$WORK/cpuid" "$WORK/cpuid.c" 2>/dev/null && caches="$("$WORK/cpuid" 2>/dev/null)"
+  fi
   echo "cpu: $cpu; caches: ${caches:-not reported by the kernel}; read bandwidth: per engine round below"
   echo "anchor $BIN ${flags[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME on $([[ ${PORTABLE:-0} == 1 ]] && echo com.microsoft || echo ai.edgeinfer).MatMulNBits vs $QTYPE (tok/s); KV caches: $kvs"
   for r in $(seq "$ROUNDS"); do
