@@ -348,11 +348,13 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
 // ei_q4_gemv). On the Xeon the kernel was first tuned on, 2 KiB ahead made
 // a single-thread GEMV of 37 MB 1.3–1.5× faster (its hardware prefetchers
 // alone left the bus idle between blocks), and batch 8 was 1.06–1.18×
-// faster at 4 KiB than 2 KiB. On Zen 5 (family 26) a batch-1 product that
-// reads one stream is as fast or faster with none: the L2 stream
-// prefetcher runs further ahead than software prefetches into L1, whose
-// fill buffers they hold (BenchmarkGEMVShare, alternated). CPUs not
-// measured keep the Xeon's.
+// faster at 4 KiB than 2 KiB. On Zen 5 (family 26) the 256-bit tile that
+// batch-1 products first ran on was as fast or faster with none, but
+// gemv_pair, whose arithmetic per byte is a third shorter, leaves the
+// hardware prefetchers alone well short of the read loop and takes 8 KiB
+// ahead: 4 KiB was as good where the bus gave ~50 GB/s and behind it at
+// ~77 (BenchmarkGEMVShare's program, distances alternated in one run). CPUs
+// not measured keep the Xeon's.
 #ifndef EI_Q4_AHEAD
 #define EI_Q4_AHEAD 2048
 #endif
@@ -863,12 +865,12 @@ static unsigned amd_family(void) {
 void ei_q4_init(void) {
 #ifdef EI_Q4_X86
   __builtin_cpu_init();
-  // Zen 5 (family 26): one stream, the hardware prefetchers alone (see
-  // ahead); every other x86 CPU the Xeon's distance.
+  // Zen 5 (family 26): 8 KiB ahead (see ahead); every other x86 CPU the
+  // Xeon's distance.
   const char* why = "";
-  if (amd_family() == 26) ahead1 = 0, why = " (AMD family 26)";
-  if (ahead1 > 0) snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead", ahead1);
-  else snprintf(gemv, sizeof gemv, "hardware prefetch only%s", why);
+  if (amd_family() == 26) ahead1 = 8192, why = " (AMD family 26)";
+  if (ahead1 > 0) snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead%s", ahead1, why);
+  else snprintf(gemv, sizeof gemv, "hardware prefetch only");
 #endif
   size_t n = 0, c = 0;
   for (size_t i = 0; i < N_VARIANTS; i++) {
