@@ -867,10 +867,9 @@ void ei_q4_init(void) {
   __builtin_cpu_init();
   // Zen 5 (family 26): 8 KiB ahead (see ahead); every other x86 CPU the
   // Xeon's distance.
-  const char* why = "";
-  if (amd_family() == 26) ahead1 = 8192, why = " (AMD family 26)";
-  if (ahead1 > 0) snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead%s", ahead1, why);
-  else snprintf(gemv, sizeof gemv, "hardware prefetch only");
+  const int zen5 = amd_family() == 26;
+  if (zen5) ahead1 = 8192;
+  if (ahead1 > 0) snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead%s", ahead1, zen5 ? " (AMD family 26)" : "");
 #endif
   size_t n = 0, c = 0;
   for (size_t i = 0; i < N_VARIANTS; i++) {

@@ -186,21 +186,6 @@ func runOutputs(t testing.TB, s *Session, feeds map[string]*Tensor) map[string][
 	return got
 }
 
-// TestKernelMatMulQ4Variants: each int4 variant against the float64
-// references and ONNX Runtime's own MatMulNBits on the same weights, and
-// against the first variant: decode rows and prefill tiles (M not a
-// multiple of the 4-row tile), K not a multiple of 32 or of 256, N not a
-// multiple of a work item's columns.
-//
-// Bounds: against the reference that quantises a as the kernel does,
-// float32 rounding (1e-5 of Σ|a·w|); against the exact product, half a
-// quantisation step per activation (bound, computed per output) — and
-// MatMulNBits at accuracy_level 4, which also quantises a per block of 32,
-// must meet the same bound, so the two agree within twice it.
-//
-// Both weight widths run on every shape, with scales that are float16
-// numbers and scales that are not: int4 and int8, and the float16 and
-// float32 packing of the scales, take different code paths in each variant.
 // TestQ4BatchLayout: the kernel's batches, laid out for a pool's threads,
 // are every position once, and the batches one thread takes in turn (b,
 // b+t, b+2t, ... when the pool hands them out in order) are one run of
@@ -227,6 +212,21 @@ func TestQ4BatchLayout(t *testing.T) {
 	}
 }
 
+// TestKernelMatMulQ4Variants: each int4 variant against the float64
+// references and ONNX Runtime's own MatMulNBits on the same weights, and
+// against the first variant: decode rows and prefill tiles (M not a
+// multiple of the 4-row tile), K not a multiple of 32 or of 256, N not a
+// multiple of a work item's columns.
+//
+// Bounds: against the reference that quantises a as the kernel does,
+// float32 rounding (1e-5 of Σ|a·w|); against the exact product, half a
+// quantisation step per activation (bound, computed per output) — and
+// MatMulNBits at accuracy_level 4, which also quantises a per block of 32,
+// must meet the same bound, so the two agree within twice it.
+//
+// Both weight widths run on every shape, with scales that are float16
+// numbers and scales that are not: int4 and int8, and the float16 and
+// float32 packing of the scales, take different code paths in each variant.
 func TestKernelMatMulQ4Variants(t *testing.T) {
 	needLib(t)
 	type shape struct {

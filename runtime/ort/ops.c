@@ -247,8 +247,10 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   // B and scales packed when the node loaded (their sizes checked then) are
   // not read again: a shape query an input, ~0.2 µs each, in a node whose
   // decode-step product at 110m takes ~30 µs.
-  for (size_t i = 0; i < 6; i++)
-    if (!((i == 1 || i == 2) && kn->w != NULL)) TRY(input(op, ctx, i, &in[i]));
+  for (size_t i = 0; i < 6; i++) {
+    if (kn->w != NULL && (i == 1 || i == 2)) continue;
+    TRY(input(op, ctx, i, &in[i]));
+  }
   if (in[3].v != NULL)
     return fail("%s: zero_points are not supported (symmetric weights only); build the bundle's weights "
                 "without -asym, or use com.microsoft.MatMulNBits", op);
