@@ -2,6 +2,7 @@ package ort
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -160,6 +161,48 @@ func TestKernelMatMulQ4NormRefuses(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tc.want)
 			}
+		})
+	}
+}
+
+// BenchmarkMatMulQ4NormRow times a decode row's fused norm: one node with
+// the norm and skip in front of a product of eight outputs (the product
+// a small part), K 768 and 2048 (synthetic-110m's and -1b's width), one
+// intra-op thread, from the cache.
+func BenchmarkMatMulQ4NormRow(b *testing.B) {
+	needLib(b)
+	for _, K := range []int{768, 2048} {
+		b.Run(fmt.Sprintf("K%d", K), func(b *testing.B) {
+			c := newNBitsCase(4, 1, 8, K, rand.New(rand.NewPCG(3, uint64(K))))
+			gamma := make([]float32, K)
+			for i := range gamma {
+				gamma[i] = 1
+			}
+			m := tModel{
+				opsets: map[string]int64{"": 18, OpDomain: 1},
+				inputs: []tValue{{name: "a", dtype: Float32, dims: []any{1, K}}, {name: "s", dtype: Float32, dims: []any{1, K}}},
+				inits: []tInit{{name: "b", dims: []int64{int64(c.N), int64(c.nb()), 16}, u8: c.b},
+					{name: "scales", dims: []int64{int64(c.N) * int64(c.nb())}, f32: c.scales}, {name: "gamma", dims: []int64{int64(K)}, f32: gamma}},
+				outs: []tValue{{name: "y", dtype: Float32, dims: []any{1, c.N}}, {name: "sum", dtype: Float32, dims: []any{1, K}}},
+				nodes: []tNode{{op: "MatMulNBits", domain: OpDomain, in: []string{"a", "b", "scales", "", "gamma", "s"}, out: []string{"y", "sum"},
+					attrs: [][]byte{attrInt("K", int64(K)), attrInt("N", int64(c.N)), attrInt("bits", 4), attrInt("block_size", 32), attrFloat("epsilon", 1e-5)}}},
+			}
+			s, err := NewSession(context.Background(), m.encode(), Options{IntraOpThreads: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			in := map[string]*Tensor{"a": mustCopy(b, []int64{1, int64(K)}, c.a), "s": mustCopy(b, []int64{1, int64(K)}, c.a)}
+			out := map[string]*Tensor{}
+			for name, n := range map[string]int{"y": c.N, "sum": K} {
+				t, err := NewEmptyTensor(Float32, []int64{1, int64(n)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer t.Close()
+				out[name] = t
+			}
+			runBound(b, s, in, out)
 		})
 	}
 }

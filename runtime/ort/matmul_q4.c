@@ -157,21 +157,25 @@ static inline int zero_point(int bits) { return bits == 8 ? 128 : 8; }
 // given (the sum stored in j->sum), is scaled by gamma over its root mean
 // square, as SimplifiedLayerNormalization and SkipSimplifiedLayerNormalization
 // do. row_norm makes the first pass (the sum, and the mean of its
-// squares, summed in double); it returns 1/rms.
+// squares, summed in double); it returns 1/rms. The squares go to eight
+// partial sums: one sum was a chain of K dependent additions, each
+// waiting for the last, which cost a decode row more than its quantising
+// (BenchmarkMatMulQ4NormRow).
 static float row_norm(const ei_q4_job* j, size_t i) {
   const int64_t K = j->K;
-  const float* a = j->a + (int64_t)i * K;
-  double ss = 0;
+  const float* x = j->a + (int64_t)i * K;
   if (j->skip != NULL) {
     const float* b = j->skip + (int64_t)i * K;
     float* s = j->sum + (int64_t)i * K;
-    for (int64_t k = 0; k < K; k++) {
-      s[k] = a[k] + b[k];
-      ss += (double)s[k] * s[k];
-    }
-  } else {
-    for (int64_t k = 0; k < K; k++) ss += (double)a[k] * a[k];
+    for (int64_t k = 0; k < K; k++) s[k] = x[k] + b[k];
+    x = s;
   }
+  double part[8] = {0};
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8)
+    for (int e = 0; e < 8; e++) part[e] += (double)x[k + e] * x[k + e];
+  for (; k < K; k++) part[k % 8] += (double)x[k] * x[k];
+  const double ss = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
   return (float)(1.0 / sqrt(ss / (double)K + (double)j->eps));
 }
 
@@ -187,7 +191,12 @@ static inline const float* block_of(const ei_q4_job* j, size_t i, int64_t blk, f
     return pad;
   }
   const float* x = (j->skip != NULL ? j->sum : j->a) + (int64_t)i * K + k0;
-  for (int64_t e = 0; e < EI_Q4_BLOCK; e++) pad[e] = e < n ? x[e] * inv * j->gamma[k0 + e] : 0.0f;
+  const float* g = j->gamma + k0;
+  if (n == EI_Q4_BLOCK) {  // a whole block: one vectorised loop, without the tail's test
+    for (int64_t e = 0; e < EI_Q4_BLOCK; e++) pad[e] = x[e] * inv * g[e];
+    return pad;
+  }
+  for (int64_t e = 0; e < EI_Q4_BLOCK; e++) pad[e] = e < n ? x[e] * inv * g[e] : 0.0f;
   return pad;
 }
 
