@@ -120,6 +120,11 @@ static inline void EI_FN(widen_i8)(const int8_t* restrict x, float* restrict y, 
   for (int64_t i = 0; i < n; i++) y[i] = (float)x[i];
 }
 
+// fetch asks for n bytes from p into the cache ahead of their use.
+static inline void EI_FN(fetch)(const char* p, size_t n) {
+  for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
 // attend computes one work item: row b, KV head h, tokens [t0, t1), i.e.
 // the G query heads of h for each of those tokens. s holds one score row
 // of max_keys floats per query row. fast_score and fast_value, where not
@@ -153,10 +158,23 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   // in key), and new key tk ≥ t0 is scored by the rows of tokens tk.. — a
   // suffix of the rows. (One key at a time throughout, a 256-token prefill
   // chunk spent twice as long in attention: TestProfileDecodeAndPrefill.)
+  //
+  // While block m's keys are scored, block m+1's keys and block m's values
+  // are fetched: in a decode step the pools come from memory (the step's
+  // weights, streamed since this layer last ran, pushed them out of the
+  // cache), and an item's blocks are too short a run for the hardware
+  // prefetchers to ramp up (BenchmarkPagedAttentionCold, with and without).
+  const size_t block_bytes = (size_t)(bs * D) * elem;
+  const int prefetch = ei_attention_prefetch_on;
+  if (prefetch && ctx > 0) EI_FN(fetch)((const char*)j->kc + (h * j->N + table[0]) * block_bytes, block_bytes);
   for (int64_t m = 0; m * bs < ctx; m++) {
     int64_t blk = h * j->N + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
-    const void* kb = (const char*)j->kc + blk * bs * D * elem;
+    const void* kb = (const char*)j->kc + blk * block_bytes;
     const float sc = j->int8 ? j->scale * j->ks[blk] : j->scale;
+    if (prefetch) {
+      if ((m + 1) * bs < ctx) EI_FN(fetch)((const char*)j->kc + (h * j->N + table[m + 1]) * block_bytes, block_bytes);
+      EI_FN(fetch)((const char*)j->vc + blk * block_bytes, (size_t)n * (size_t)D * elem);
+    }
     if (widen) {
       EI_FN(widen_i8)(kb, wide, n * D);
       score(q, rows, wide, D, n, D, sc, s, stride, m * bs);
@@ -182,7 +200,7 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   // Weighted values: cached slots, then this step's.
   for (int64_t m = 0; m * bs < ctx; m++) {
     int64_t blk = h * j->N + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
-    const void* vb = (const char*)j->vc + blk * bs * D * elem;
+    const void* vb = (const char*)j->vc + blk * block_bytes;
     const float w = j->int8 ? j->vs[blk] : 1.0f;
     if (widen) {
       EI_FN(widen_i8)(vb, wide, n * D);

@@ -167,6 +167,16 @@ func useAttentionVariant(name string) error {
 	return nil
 }
 
+// setAttentionPrefetch turns the decode items' prefetch of their key and
+// value blocks on or off, for the benchmark that measures it: no session
+// may be running.
+func setAttentionPrefetch(on bool) {
+	C.ei_attention_prefetch_on = 0
+	if on {
+		C.ei_attention_prefetch_on = 1
+	}
+}
+
 // q4Variants, q4Compiled, q4Variant and useQ4Variant are the same for the
 // int4/int8 matrix kernel (matmul_q4.c).
 func q4Variants() []string { return strings.Split(C.GoString(C.ei_q4_variants()), ",") }

@@ -368,6 +368,7 @@ static const variant variants[] = {
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 
 static const variant* current = &variants[0];
+int ei_attention_prefetch_on = 1;
 static char supported[256], compiled[256];
 
 void ei_attention_init(void) {
