@@ -95,42 +95,11 @@ func TestProfileDecodeAndPrefill(t *testing.T) {
 			// large part of a profiled decode step: the same runs are timed
 			// without it first, so the table's per-node times can be read
 			// against the step's real length.
-			plain, err := ort.NewSessionFromFile(ctx, filepath.Join(dir, llama.ModelFile), ort.Options{IntraOpThreads: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var unprofiled []float64
-			for i := range phase.runs + 1 {
-				start := time.Now()
-				out, err := plain.Run(ctx, in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if i > 0 {
-					unprofiled = append(unprofiled, float64(time.Since(start).Microseconds()))
-				}
-				ort.CloseAll(out)
-			}
-			if err := plain.Close(); err != nil {
-				t.Fatal(err)
-			}
+			unprofiled := runSession(t, filepath.Join(dir, llama.ModelFile), ort.Options{IntraOpThreads: 2}, in, phase.runs)
 			slices.Sort(unprofiled)
 			prefix := filepath.Join(t.TempDir(), "prof")
-			s, err := ort.NewSessionFromFile(ctx, filepath.Join(dir, llama.ModelFile), ort.Options{IntraOpThreads: 2, ProfilePrefix: prefix})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for range phase.runs + 1 { // the first run (shape binding) is dropped below
-				out, err := s.Run(ctx, in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ort.CloseAll(out)
-			}
+			runSession(t, filepath.Join(dir, llama.ModelFile), ort.Options{IntraOpThreads: 2, ProfilePrefix: prefix}, in, phase.runs)
 			ort.CloseAll(in)
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
 			files, _ := filepath.Glob(prefix + "*.json")
 			if len(files) != 1 {
 				t.Fatalf("profile files %v", files)
@@ -139,6 +108,33 @@ func TestProfileDecodeAndPrefill(t *testing.T) {
 				name, phase.what, bw/1e9, unprofiled[len(unprofiled)/2], len(unprofiled), profileTable(t, files[0], phase.runs, phase.T, weights, map[bool]float64{false: 20, true: 18}[kernel]/32, bw))
 		}
 	}
+}
+
+// runSession opens the model with opts and runs in runs+1 times, the first
+// (shape binding) untimed, and returns the timed runs' wall µs; the
+// session is closed before it returns (a profile is written then).
+func runSession(t *testing.T, model string, opts ort.Options, in map[string]*ort.Tensor, runs int) []float64 {
+	t.Helper()
+	s, err := ort.NewSessionFromFile(context.Background(), model, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var us []float64
+	for i := range runs + 1 {
+		start := time.Now()
+		out, err := s.Run(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			us = append(us, float64(time.Since(start).Microseconds()))
+		}
+		ort.CloseAll(out)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return us
 }
 
 // pagedInputs is one step of the paged contract for one row: T tokens after

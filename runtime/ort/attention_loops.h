@@ -159,22 +159,21 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   // suffix of the rows. (One key at a time throughout, a 256-token prefill
   // chunk spent twice as long in attention: TestProfileDecodeAndPrefill.)
   //
-  // While block m's keys are scored, block m+1's keys and block m's values
-  // are fetched: in a decode step the pools come from memory (the step's
-  // weights, streamed since this layer last ran, pushed them out of the
-  // cache), and an item's blocks are too short a run for the hardware
-  // prefetchers to ramp up (BenchmarkPagedAttentionCold, with and without).
+  // Each pass over the table fetches its next block while it reads one: in
+  // a decode step the pools come from memory (the step's weights, streamed
+  // since this layer last ran, pushed them out of the cache), and an item's
+  // blocks are too short a run for the hardware prefetchers to ramp up.
+  // The values are fetched by their own pass, not beside the keys: at long
+  // contexts values fetched that early left the cache before their use
+  // (BenchmarkPagedAttentionCold, with and without, contexts 128 and 2048).
   const size_t block_bytes = (size_t)(bs * D) * elem;
-  const int prefetch = ei_attention_prefetch_on;
-  if (prefetch && ctx > 0) EI_FN(fetch)((const char*)j->kc + (h * j->N + table[0]) * block_bytes, block_bytes);
+  const int prefetch = ei_attention_prefetch_on && ctx > 0;
+  if (prefetch) EI_FN(fetch)((const char*)j->kc + (h * j->N + table[0]) * block_bytes, block_bytes);
   for (int64_t m = 0; m * bs < ctx; m++) {
     int64_t blk = h * j->N + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
     const void* kb = (const char*)j->kc + blk * block_bytes;
     const float sc = j->int8 ? j->scale * j->ks[blk] : j->scale;
-    if (prefetch) {
-      if ((m + 1) * bs < ctx) EI_FN(fetch)((const char*)j->kc + (h * j->N + table[m + 1]) * block_bytes, block_bytes);
-      EI_FN(fetch)((const char*)j->vc + blk * block_bytes, (size_t)n * (size_t)D * elem);
-    }
+    if (prefetch && (m + 1) * bs < ctx) EI_FN(fetch)((const char*)j->kc + (h * j->N + table[m + 1]) * block_bytes, block_bytes);
     if (widen) {
       EI_FN(widen_i8)(kb, wide, n * D);
       score(q, rows, wide, D, n, D, sc, s, stride, m * bs);
@@ -198,9 +197,11 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   }
 
   // Weighted values: cached slots, then this step's.
+  if (prefetch) EI_FN(fetch)((const char*)j->vc + (h * j->N + table[0]) * block_bytes, block_bytes);
   for (int64_t m = 0; m * bs < ctx; m++) {
     int64_t blk = h * j->N + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
     const void* vb = (const char*)j->vc + blk * block_bytes;
+    if (prefetch && (m + 1) * bs < ctx) EI_FN(fetch)((const char*)j->vc + (h * j->N + table[m + 1]) * block_bytes, block_bytes);
     const float w = j->int8 ? j->vs[blk] : 1.0f;
     if (widen) {
       EI_FN(widen_i8)(vb, wide, n * D);

@@ -345,65 +345,69 @@ func benchPagedDecode(b *testing.B, B, ctxLen int, int8 bool) {
 }
 
 // BenchmarkPagedAttentionCold times a batch-1 decode step's attention node
-// on synthetic-110m's shape (context 128) with its pools out of the cache,
-// as a decode step finds them (the step's weights stream through the cache
-// between one layer's attention and the next step's), with and without the
-// decode items' prefetch of their blocks, in alternated rounds. Between
-// runs a 256 MiB buffer is read to push the pools out; a CPU whose
-// last-level cache holds that buffer measures the warm case. Reports the
-// medians and the per-round ratio (with ÷ without).
+// on synthetic-110m's shape, contexts 128 and 2048, with its pools out of
+// the cache, as a decode step finds them (the step's weights stream
+// through the cache between one layer's attention and the next step's),
+// with and without the decode items' prefetch of their blocks, in
+// alternated rounds, one intra-op thread (a woken pool thread would time
+// its wake-up). Between runs a 256 MiB buffer is read to push the pools
+// out; a CPU whose last-level cache holds that buffer measures the warm
+// case. Reports the medians and the per-round ratio (with ÷ without).
 func BenchmarkPagedAttentionCold(b *testing.B) {
 	needLib(b)
-	const ctxLen, runs, rounds = 128, 100, 7
-	M := ctxLen/16 + 1
-	c := pagedCase{B: 1, T: 1, Hq: 12, Hkv: 4, D: 64, N: M, bs: 16, M: M, ctx: []int64{ctxLen}}
-	for m := range M {
-		c.table = append(c.table, int64(m))
-	}
-	s, err := NewSession(context.Background(), pagedModel(c), Options{IntraOpThreads: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	d := newPagedData(c, rand.New(rand.NewPCG(1, 2)))
-	bind, err := s.Bind(c.tensors(b, d, true), map[string]*Tensor{"o": c.output(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
 	evict := make([]uint64, 256<<20/8)
 	for i := range evict { // written, so that it is memory and not the zero page
 		evict[i] = uint64(i)
 	}
 	var sink uint64
-	timed := func(prefetch bool) float64 {
-		setAttentionPrefetch(prefetch)
-		var total time.Duration
-		for range runs {
-			for i := 0; i < len(evict); i += 8 {
-				sink += evict[i]
+	defer setAttentionPrefetch(true)
+	for _, ctxLen := range []int{128, 2048} {
+		b.Run(fmt.Sprintf("ctx%d", ctxLen), func(b *testing.B) {
+			const runs, rounds = 100, 7
+			M := ctxLen/16 + 1
+			c := pagedCase{B: 1, T: 1, Hq: 12, Hkv: 4, D: 64, N: M, bs: 16, M: M, ctx: []int64{int64(ctxLen)}}
+			for m := range M {
+				c.table = append(c.table, int64(m))
 			}
-			start := time.Now()
-			if err := bind.Run(context.Background()); err != nil {
+			s, err := NewSession(context.Background(), pagedModel(c), Options{IntraOpThreads: 1})
+			if err != nil {
 				b.Fatal(err)
 			}
-			total += time.Since(start)
-		}
-		return float64(total.Nanoseconds()) / 1e3 / runs
+			defer s.Close()
+			d := newPagedData(c, rand.New(rand.NewPCG(1, 2)))
+			bind, err := s.Bind(c.tensors(b, d, true), map[string]*Tensor{"o": c.output(b)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			timed := func(prefetch bool) float64 {
+				setAttentionPrefetch(prefetch)
+				var total time.Duration
+				for range runs {
+					for i := 0; i < len(evict); i += 8 {
+						sink += evict[i]
+					}
+					start := time.Now()
+					if err := bind.Run(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+					total += time.Since(start)
+				}
+				return float64(total.Nanoseconds()) / 1e3 / runs
+			}
+			for b.Loop() {
+				var with, without, ratios []float64
+				for range rounds {
+					w, o := timed(true), timed(false)
+					with, without, ratios = append(with, w), append(without, o), append(ratios, w/o)
+				}
+				b.Logf("cold pools, b1 context %d: with prefetch %.1f µs, without %.1f µs (medians of %d rounds of %d); with ÷ without %.3f (rounds %.3f)",
+					ctxLen, median(with), median(without), rounds, runs, median(ratios), ratios)
+				b.ReportMetric(median(with), "with-µs")
+				b.ReportMetric(median(without), "without-µs")
+				b.ReportMetric(median(ratios), "with/without")
+			}
+		})
 	}
-	defer setAttentionPrefetch(true)
-	for b.Loop() {
-		var with, without, ratios []float64
-		for range rounds {
-			w, o := timed(true), timed(false)
-			with, without, ratios = append(with, w), append(without, o), append(ratios, w/o)
-		}
-		b.Logf("cold pools, b1 context %d: with prefetch %.1f µs, without %.1f µs (medians of %d rounds of %d); with ÷ without %.3f (rounds %.3f)",
-			ctxLen, median(with), median(without), rounds, runs, median(ratios), ratios)
-		b.ReportMetric(median(with), "with-µs")
-		b.ReportMetric(median(without), "without-µs")
-		b.ReportMetric(median(ratios), "with/without")
-	}
-	_ = sink
 }
 
 // BenchmarkPagedAttentionLayout times twelve kernel nodes — a batch-8
