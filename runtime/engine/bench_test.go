@@ -802,3 +802,14 @@ func median(x []float64) float64 {
 	slices.Sort(y)
 	return y[len(y)/2]
 }
+
+// BenchmarkReadBandwidth is the read loop alone on the benchmarks'
+// threads (orttest.ReadBandwidth): platforms/llamacpp/native.sh runs it
+// just before the anchor's round, as BenchmarkDecodeRate measures it just
+// before its own batch-1 runs, so that each round prints the bandwidth
+// both sides met.
+func BenchmarkReadBandwidth(b *testing.B) {
+	for b.Loop() {
+		b.ReportMetric(orttest.ReadBandwidth(benchThreads)/1e9, "read-GB/s")
+	}
+}

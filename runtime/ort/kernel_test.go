@@ -177,38 +177,42 @@ func TestKernelMatMulQ4VNNIEmulated(t *testing.T) {
 	}
 }
 
-// BenchmarkGEMVShare is the share of the read bandwidth the int4 kernel
+// BenchmarkGEMVShare is the share of the read bandwidth the kernel
 // reaches when its weights come from memory: testdata/gemv_share.c, built
 // with the flags cgo builds matmul_q4.c with, runs one decode step's
-// products of synthetic-1b (584 MB) on two threads beside a read loop over
-// the same bytes, alternated, for every variant this CPU runs at 1 and 8
-// activation rows, its batches in order and laid out for the threads
-// (ei_q4_plan), and prints the medians. Each line is logged; the metrics
-// are the current variant's batch-1 shares, laid out (as the engine runs
-// it) and in order.
+// products of synthetic-1b (584 MB in int4, 1,104 MB in int8) on two
+// threads beside a read loop over the same bytes, alternated, for every
+// variant this CPU runs at 1 and 8 activation rows, its batches in order
+// and laid out for the threads (ei_q4_plan), and prints the medians. Each
+// line is logged; the metrics are the current variant's batch-1 shares,
+// laid out (as the engine runs it) and in order, per precision.
 func BenchmarkGEMVShare(b *testing.B) {
 	if goruntime.GOARCH != "amd64" {
 		b.Skip("the program's read loop is x86-64 code")
 	}
 	bin := buildKernelProgram(b, "gemv_share", "-O3") // cgo's optimisation (customops.go)
-	for b.Loop() {
-		out, err := exec.Command(bin, "9").CombinedOutput()
-		if err != nil {
-			b.Fatalf("%v\n%s", err, out)
-		}
-		for line := range strings.Lines(string(out)) {
-			b.Log(strings.TrimSpace(line))
-			for layout, metric := range map[string]string{"laid out": "share-b1", "in order": "share-b1-in-order"} {
-				if v, rest, ok := strings.Cut(line, " rows 1 "+layout+": "); ok && v == q4Variant() {
-					if _, after, ok := strings.Cut(rest, "share "); ok {
-						var share float64
-						if _, err := fmt.Sscanf(after, "%g", &share); err == nil {
-							b.ReportMetric(share, metric)
+	for _, bits := range []string{"4", "8"} {
+		b.Run("int"+bits, func(b *testing.B) {
+			for b.Loop() {
+				out, err := exec.Command(bin, "9", bits).CombinedOutput()
+				if err != nil {
+					b.Fatalf("%v\n%s", err, out)
+				}
+				for line := range strings.Lines(string(out)) {
+					b.Log(strings.TrimSpace(line))
+					for layout, metric := range map[string]string{"laid out": "share-b1", "in order": "share-b1-in-order"} {
+						if v, rest, ok := strings.Cut(line, " rows 1 "+layout+": "); ok && v == q4Variant() {
+							if _, after, ok := strings.Cut(rest, "share "); ok {
+								var share float64
+								if _, err := fmt.Sscanf(after, "%g", &share); err == nil {
+									b.ReportMetric(share, metric)
+								}
+							}
 						}
 					}
 				}
 			}
-		}
+		})
 	}
 }
 

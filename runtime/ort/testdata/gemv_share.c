@@ -1,6 +1,7 @@
-// BenchmarkGEMVShare's program: the int4 kernel's products over one decode
+// BenchmarkGEMVShare's program: the kernel's products over one decode
 // step's weights of synthetic-1b (16 layers of q/k/v, o, gate/up and down
-// projections, and lm_head: 584 MB packed, far above any L3 a board has),
+// projections, and lm_head: 584 MB packed in int4, 1,104 MB in int8, far
+// above any L3 a board has),
 // on two threads, against a read loop over the same bytes on the same
 // threads, alternated round by round. Prints, per variant this CPU runs
 // and for rows = 1 (a batch-1 decode step) and 8, the medians of the
@@ -10,7 +11,7 @@
 // both in each round. Weights are in 2 MiB
 // pages where the kernel allows (the engine's sessions are: hugepages.go).
 //
-//   gemv_share [rounds]
+//   gemv_share [rounds [bits]]    (bits 4, the default, or 8)
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <pthread.h>
@@ -109,6 +110,7 @@ static uint32_t rnd(void) {
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 9;
   if (rounds < 1 || rounds > 100) rounds = 9;
+  const int bits = argc > 2 && atoi(argv[2]) == 8 ? 8 : 4;
   ei_q4_init();
   const int64_t H = 2048, I = 8192, V = 32000, KV = 1024;
   int64_t shapes[MATS][2];
@@ -122,19 +124,19 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < 8 * I; i++) a[i] = (float)rnd() / 4294967296.0f - 0.5f;
   for (int m = 0; m < MATS; m++) {
     int64_t N = shapes[m][0], K = shapes[m][1], nb = K / 32;
-    uint8_t* b = malloc((size_t)(N * nb * 16));
+    uint8_t* b = malloc((size_t)(N * nb * 4 * bits));
     float* sc = malloc((size_t)(N * nb) * sizeof(float));
-    for (int64_t k = 0; k < N * nb * 16; k++) b[k] = (uint8_t)rnd();
+    for (int64_t k = 0; k < N * nb * 4 * bits; k++) b[k] = (uint8_t)rnd();
     for (int64_t k = 0; k < N * nb; k++) sc[k] = 1.0f / 64;
-    bytes[m] = ei_q4_packed_size(4, 1, N, nb);
+    bytes[m] = ei_q4_packed_size(bits, 1, N, nb);
     size_t mapped = (bytes[m] + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
     uint8_t* w = NULL;
     if (posix_memalign((void**)&w, 2u << 20, mapped) != 0) return 2;
     madvise(w, mapped, MADV_HUGEPAGE);
-    ei_q4_pack(4, 1, 0, b, sc, N, nb, w);
+    ei_q4_pack(bits, 1, 0, b, sc, N, nb, w);
     free(b), free(sc);
     ei_q4_job j = {0};
-    j.bits = 4, j.f16 = 1, j.N = N, j.K = K, j.nb = nb, j.a = a, j.w = w;
+    j.bits = bits, j.f16 = 1, j.N = N, j.K = K, j.nb = nb, j.a = a, j.w = w;
     j.y = malloc((size_t)(8 * N) * sizeof(float));
     void* scratch = malloc(ei_q4_scratch(8, nb));
     ei_q4_bind(&j, scratch);
@@ -143,7 +145,7 @@ int main(int argc, char** argv) {
   }
   pthread_t th[THREADS];
   for (int t = 1; t < THREADS; t++) pthread_create(&th[t], NULL, worker, (void*)(intptr_t)t);
-  printf("weights %.1f MB, %d threads, %d rounds; gemv: %s\n", (double)total / 1e6, THREADS, rounds, ei_q4_gemv());
+  printf("int%d weights %.1f MB, %d threads, %d rounds; gemv: %s\n", bits, (double)total / 1e6, THREADS, rounds, ei_q4_gemv());
   char list[256];
   snprintf(list, sizeof list, "%s", ei_q4_variants());
   for (char* v = strtok(list, ","); v != NULL; v = strtok(NULL, ",")) {
