@@ -22,11 +22,11 @@
 # the engine's int8 pages against the anchor's q8_0 (-ctk q8_0 -ctv q8_0).
 # Each round measures the read bandwidth on the same threads just before
 # and after the anchor's decode runs and just before the engine's batch-1
-# run, prints them
-# and the share of the engine's the batch-1 weight stream reached, and the
-# end adds the batch-1 median over the rounds whose two sides met
-# bandwidths within 15 % (a shared host's bus can change by half within a
-# round, and such a round compares the bus as much as the programs).
+# run, prints the three and the share of the last the engine's batch-1
+# weight stream reached, and the end adds the batch-1 median over the
+# rounds whose three readings lie within 15 % of each other (a shared
+# host's bus can change by half within a round, and such a round compares
+# the bus as much as the programs).
 #
 # The engine's bundle runs its int4/int8 projections on edgeinfer's own
 # operator (ai.edgeinfer.MatMulNBits, the default of `model build`);
@@ -100,8 +100,11 @@ compare)
   # sides met
   bandwidth() {
     (cd "$ROOT/runtime/engine" && "$WORK/engine.test" -test.run '^$' -test.bench '^BenchmarkReadBandwidth$' -test.benchtime 1x 2>&1) |
-      awk '/read-GB\/s/ { for (i = 1; i <= NF; i++) if ($(i+1) == "read-GB/s") bw = $i } END { printf "%s ", bw }'
+      awk '/read-GB\/s/ { for (i = 1; i <= NF; i++) if ($(i+1) == "read-GB/s") bw = $i } END { printf "%s ", bw == "" ? 0 : bw }'
   }
+  # within15 succeeds when its readings (GB/s, 0 for none) lie within 15 %
+  within15() { awk 'BEGIN { lo = hi = ARGV[1] + 0; for (i = 2; i < ARGC; i++) { v = ARGV[i] + 0; if (v < lo) lo = v; if (v > hi) hi = v }
+    exit !(lo > 0 && hi / lo < 1.15) }' "$@"; }
   theirs() {
     bandwidth
     cd "$WORK"
@@ -159,10 +162,9 @@ compare)
     fi
     echo "round $r: anchor b1 $t1 b8 $t8 pp128 $tp1 pp512 $tp5 | engine b1 $o1 b8 $o8 pp128 $op1 pp512 $op5 |" \
       "ratios b1 ${r1[-1]} b8 ${r8[-1]} pp128 ${rp1[-1]} pp512 ${rp5[-1]} | read bandwidth before and after the anchor's decode $tbw, $tbw2 GB/s, before the engine's b1 $bw GB/s (engine b1 read $share of it)$long"
-    # a round whose two sides met bandwidths more than 15 % apart compares
-    # the bus as much as the programs: kept, and also counted apart
-    if awk -v a="$tbw" -v c="$tbw2" -v b="$bw" 'BEGIN { lo = a; hi = a; if (c < lo) lo = c; if (c > hi) hi = c; if (b < lo) lo = b; if (b > hi) hi = b
-      exit !(lo > 0 && hi / lo < 1.15) }'; then same1+=("${r1[-1]}"); fi
+    # a round whose readings lie more than 15 % apart compares the bus as
+    # much as the programs: kept, and the others also counted apart
+    if within15 "$tbw" "$tbw2" "$bw"; then same1+=("${r1[-1]}"); fi
   done
   long=""
   ((LONG > 0)) && long="  b1 after $LONG $(med "${rl[@]}")"

@@ -120,8 +120,10 @@ static inline void EI_FN(widen_i8)(const int8_t* restrict x, float* restrict y, 
   for (int64_t i = 0; i < n; i++) y[i] = (float)x[i];
 }
 
-// fetch asks for n bytes from p into the cache ahead of their use.
-static inline void EI_FN(fetch)(const char* p, size_t n) {
+// fetch asks for block blk of a pool (blocks of n bytes) to be brought
+// into the cache ahead of its use.
+static inline void EI_FN(fetch)(const void* pool, int64_t blk, size_t n) {
+  const char* p = (const char*)pool + blk * n;
   for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
 
@@ -162,18 +164,21 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   // Each pass over the table fetches its next block while it reads one: in
   // a decode step the pools come from memory (the step's weights, streamed
   // since this layer last ran, pushed them out of the cache), and an item's
-  // blocks are too short a run for the hardware prefetchers to ramp up.
+  // blocks are too short a run for the hardware prefetchers to ramp up. (A
+  // prefill chunk after cached tokens fetches the same way: one prefetch a
+  // line, against the chunk's rows of arithmetic per block.)
   // The values are fetched by their own pass, not beside the keys: at long
   // contexts values fetched that early left the cache before their use
   // (BenchmarkPagedAttentionCold, with and without, contexts 128 and 2048).
   const size_t block_bytes = (size_t)(bs * D) * elem;
+  const int64_t head = h * j->N;  // this KV head's blocks in the pools
   const int prefetch = ei_attention_prefetch_on && ctx > 0;
-  if (prefetch) EI_FN(fetch)((const char*)j->kc + (h * j->N + table[0]) * block_bytes, block_bytes);
+  if (prefetch) EI_FN(fetch)(j->kc, head + table[0], block_bytes);
   for (int64_t m = 0; m * bs < ctx; m++) {
-    int64_t blk = h * j->N + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
+    int64_t blk = head + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
     const void* kb = (const char*)j->kc + blk * block_bytes;
     const float sc = j->int8 ? j->scale * j->ks[blk] : j->scale;
-    if (prefetch && (m + 1) * bs < ctx) EI_FN(fetch)((const char*)j->kc + (h * j->N + table[m + 1]) * block_bytes, block_bytes);
+    if (prefetch && (m + 1) * bs < ctx) EI_FN(fetch)(j->kc, head + table[m + 1], block_bytes);
     if (widen) {
       EI_FN(widen_i8)(kb, wide, n * D);
       score(q, rows, wide, D, n, D, sc, s, stride, m * bs);
@@ -197,11 +202,11 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   }
 
   // Weighted values: cached slots, then this step's.
-  if (prefetch) EI_FN(fetch)((const char*)j->vc + (h * j->N + table[0]) * block_bytes, block_bytes);
+  if (prefetch) EI_FN(fetch)(j->vc, head + table[0], block_bytes);
   for (int64_t m = 0; m * bs < ctx; m++) {
-    int64_t blk = h * j->N + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
+    int64_t blk = head + table[m], n = ctx - m * bs < bs ? ctx - m * bs : bs;
     const void* vb = (const char*)j->vc + blk * block_bytes;
-    if (prefetch && (m + 1) * bs < ctx) EI_FN(fetch)((const char*)j->vc + (h * j->N + table[m + 1]) * block_bytes, block_bytes);
+    if (prefetch && (m + 1) * bs < ctx) EI_FN(fetch)(j->vc, head + table[m + 1], block_bytes);
     const float w = j->int8 ? j->vs[blk] : 1.0f;
     if (widen) {
       EI_FN(widen_i8)(vb, wide, n * D);

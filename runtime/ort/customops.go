@@ -167,8 +167,8 @@ func useAttentionVariant(name string) error {
 	return nil
 }
 
-// setAttentionPrefetch turns the decode items' prefetch of their next key
-// and value blocks on or off, for the benchmark that measures it: no session
+// setAttentionPrefetch turns the attention items' prefetch of their next
+// key and value blocks on or off, for the benchmark that measures it: no session
 // may be running.
 func setAttentionPrefetch(on bool) {
 	C.ei_attention_prefetch_on = 0

@@ -201,19 +201,30 @@ func BenchmarkGEMVShare(b *testing.B) {
 				for line := range strings.Lines(string(out)) {
 					b.Log(strings.TrimSpace(line))
 					for layout, metric := range map[string]string{"laid out": "share-b1", "in order": "share-b1-in-order"} {
-						if v, rest, ok := strings.Cut(line, " rows 1 "+layout+": "); ok && v == q4Variant() {
-							if _, after, ok := strings.Cut(rest, "share "); ok {
-								var share float64
-								if _, err := fmt.Sscanf(after, "%g", &share); err == nil {
-									b.ReportMetric(share, metric)
-								}
-							}
+						if share, ok := batch1Share(line, layout); ok {
+							b.ReportMetric(share, metric)
 						}
 					}
 				}
 			}
 		})
 	}
+}
+
+// batch1Share reads the share from a gemv_share line of the current
+// variant at one activation row with its batches in the given layout
+// ("<variant> rows 1 <layout>: kernel … share <x> (range …)").
+func batch1Share(line, layout string) (float64, bool) {
+	v, rest, ok := strings.Cut(line, " rows 1 "+layout+": ")
+	if !ok || v != q4Variant() {
+		return 0, false
+	}
+	_, after, ok := strings.Cut(rest, "share ")
+	var share float64
+	if _, err := fmt.Sscanf(after, "%g", &share); !ok || err != nil {
+		return 0, false
+	}
+	return share, true
 }
 
 // TestKernelsNamed: the version matrix's account of the kernels names the

@@ -67,9 +67,9 @@ const char* ei_attention_compiled(void);
 const char* ei_attention_current(void);
 int ei_attention_use(const char* name);
 
-// ei_attention_prefetch_on (1 unless a benchmark turns it off): a decode
-// item fetches its next key block, and then its next value block, ahead of
-// their use.
+// ei_attention_prefetch_on (1 unless a benchmark turns it off): an item
+// with cached tokens fetches its next key block, and then its next value
+// block, ahead of their use.
 extern int ei_attention_prefetch_on;
 
 #endif

@@ -349,7 +349,7 @@ func benchPagedDecode(b *testing.B, B, ctxLen int, int8 bool) {
 // the cache, as a decode step finds them (the step's weights stream
 // through the cache between one layer's attention and the next step's),
 // with and without the decode items' prefetch of their blocks, in
-// alternated rounds, one intra-op thread (a woken pool thread would time
+// alternated rounds (each side first in every other), one intra-op thread (a woken pool thread would time
 // its wake-up). Between runs a 256 MiB buffer is read to push the pools
 // out; a CPU whose last-level cache holds that buffer measures the warm
 // case. Reports the medians and the per-round ratio (with ÷ without).
@@ -396,8 +396,13 @@ func BenchmarkPagedAttentionCold(b *testing.B) {
 			}
 			for b.Loop() {
 				var with, without, ratios []float64
-				for range rounds {
-					w, o := timed(true), timed(false)
+				for r := range rounds {
+					var w, o float64
+					if r%2 == 0 { // each side first in every other round
+						w, o = timed(true), timed(false)
+					} else {
+						o, w = timed(false), timed(true)
+					}
 					with, without, ratios = append(with, w), append(without, o), append(ratios, w/o)
 				}
 				b.Logf("cold pools, b1 context %d: with prefetch %.1f µs, without %.1f µs (medians of %d rounds of %d); with ÷ without %.3f (rounds %.3f)",

@@ -110,7 +110,11 @@ static uint32_t rnd(void) {
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 9;
   if (rounds < 1 || rounds > 100) rounds = 9;
-  const int bits = argc > 2 && atoi(argv[2]) == 8 ? 8 : 4;
+  const int bits = argc > 2 ? atoi(argv[2]) : 4;
+  if (bits != 4 && bits != 8) {
+    fprintf(stderr, "gemv_share: bits %s: want 4 or 8\n", argv[2]);
+    return 2;
+  }
   ei_q4_init();
   const int64_t H = 2048, I = 8192, V = 32000, KV = 1024;
   int64_t shapes[MATS][2];
