@@ -56,10 +56,11 @@ type Options struct {
 	// NoSpinning stops the intra- and inter-op threads from busy-waiting
 	// between operators. Set it whenever two sessions run alternately in
 	// one process (prefill and decode graphs): each spinning its own pool,
-	// one session's threads hold the cores the other's need (no benchmark
-	// here measures it; alternating two sessions step by step with and
-	// without NoSpinning would). It costs a little latency per run for a
-	// session that runs alone.
+	// one session's threads hold the cores the other's need. After its
+	// last run a pool kept one core busy for ~30 ms, and a session run
+	// right after another's 96 batch-1 steps ran ~0.82× its rate
+	// (runtime/engine's paired benchmarks, EDGEINFER_BENCH_SETTLE=0). It
+	// costs a little latency per run for a session that runs alone.
 	NoSpinning bool `json:"no_spinning,omitempty" yaml:"no_spinning,omitempty"`
 	// DisableHugePages leaves the memory ONNX Runtime allocates for the model in
 	// base pages. By default, after the session is created, the anonymous
