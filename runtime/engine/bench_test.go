@@ -598,20 +598,9 @@ func BenchmarkBatchScaling(b *testing.B) {
 		// The engine's window runs from context ~128+3 to ~128+96, ~84
 		// steps: the bare loop sits at its middle for 88.
 		bare8 := newBareLoop(b, bd, 8, scalePrompt+scaleOutput/2)
-		var eights, bares, ratios []float64
-		for round := range 9 {
-			var e, r float64
-			if round%2 == 0 {
-				e = decodeRate(b, e8, 8, vocab, uint64(3+round))
-				settle()
-				r = bare8.rate(b, 88)
-			} else {
-				r = bare8.rate(b, 88)
-				settle()
-				e = decodeRate(b, e8, 8, vocab, uint64(3+round))
-			}
-			eights, bares, ratios = append(eights, e), append(bares, r), append(ratios, e/r)
-		}
+		eights, bares, ratios := pairedRounds(9,
+			func(round int) float64 { return decodeRate(b, e8, 8, vocab, uint64(3+round)) },
+			func() float64 { return bare8.rate(b, 88) })
 		bare8.close()
 		closeBench(b, e8)
 		bare1 := newBareLoop(b, bd, 1, scalePrompt+scaleOutput/2)
@@ -645,6 +634,26 @@ func settle() {
 	}
 }
 
+// pairedRounds runs n rounds of the engine's side and the bare loop's,
+// each side first in every other round and settle between them, and
+// returns both sides' rates and the per-round ratios, engine ÷ bare.
+func pairedRounds(n int, engine func(round int) float64, bare func() float64) (es, bs, ratios []float64) {
+	for round := range n {
+		var e, r float64
+		if round%2 == 0 {
+			e = engine(round)
+			settle()
+			r = bare()
+		} else {
+			r = bare()
+			settle()
+			e = engine(round)
+		}
+		es, bs, ratios = append(es, e), append(bs, r), append(ratios, e/r)
+	}
+	return es, bs, ratios
+}
+
 // BenchmarkBatch1VsBare is the engine's own cost at batch 1: one stream's
 // decode rate through the engine against a bare ONNX Runtime loop of
 // batch-1 steps on the same bundle at the middle of the engine's window
@@ -662,20 +671,9 @@ func BenchmarkBatch1VsBare(b *testing.B) {
 		decodeRate(b, e, 1, vocab, 1) // warm-up: binds the step shapes
 		bare := newBareLoop(b, bd, 1, scalePrompt+scaleOutput/2)
 		s0 := e.Stats().Scheduler
-		var ones, bares, ratios []float64
-		for round := range 9 {
-			var o, r float64
-			if round%2 == 0 {
-				o = decodeRate(b, e, 1, vocab, uint64(3+round))
-				settle()
-				r = bare.rate(b, scaleOutput)
-			} else {
-				r = bare.rate(b, scaleOutput)
-				settle()
-				o = decodeRate(b, e, 1, vocab, uint64(3+round))
-			}
-			ones, bares, ratios = append(ones, o), append(bares, r), append(ratios, o/r)
-		}
+		ones, bares, ratios := pairedRounds(9,
+			func(round int) float64 { return decodeRate(b, e, 1, vocab, uint64(3+round)) },
+			func() float64 { return bare.rate(b, scaleOutput) })
 		s1 := e.Stats().Scheduler
 		bare.close()
 		closeBench(b, e)
