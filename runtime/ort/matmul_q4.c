@@ -192,11 +192,9 @@ static inline const float* block_of(const ei_q4_job* j, size_t i, int64_t blk, f
   }
   const float* x = (j->skip != NULL ? j->sum : j->a) + (int64_t)i * K + k0;
   const float* g = j->gamma + k0;
-  if (n == EI_Q4_BLOCK) {  // a whole block: one vectorised loop, without the tail's test
-    for (int64_t e = 0; e < EI_Q4_BLOCK; e++) pad[e] = x[e] * inv * g[e];
-    return pad;
-  }
-  for (int64_t e = 0; e < EI_Q4_BLOCK; e++) pad[e] = e < n ? x[e] * inv * g[e] : 0.0f;
+  int64_t e = 0;  // the block's elements, then zeros past K (two loops: no test per element)
+  for (; e < n; e++) pad[e] = x[e] * inv * g[e];
+  for (; e < EI_Q4_BLOCK; e++) pad[e] = 0.0f;
   return pad;
 }
 

@@ -349,8 +349,9 @@ func benchPagedDecode(b *testing.B, B, ctxLen int, int8 bool) {
 // the cache, as a decode step finds them (the step's weights stream
 // through the cache between one layer's attention and the next step's),
 // with and without the decode items' prefetch of their blocks, in
-// alternated rounds (each side first in every other), one intra-op thread (a woken pool thread would time
-// its wake-up). Between runs a 256 MiB buffer is read to push the pools
+// alternated rounds (each side first in every other), one intra-op thread
+// (a woken pool thread would time its wake-up). Between runs a 256 MiB
+// buffer is read to push the pools
 // out; a CPU whose last-level cache holds that buffer measures the warm
 // case. Reports the medians and the per-round ratio (with ÷ without).
 func BenchmarkPagedAttentionCold(b *testing.B) {
@@ -359,7 +360,8 @@ func BenchmarkPagedAttentionCold(b *testing.B) {
 	for i := range evict { // written, so that it is memory and not the zero page
 		evict[i] = uint64(i)
 	}
-	var sink uint64
+	var sink uint64 // the eviction reads' sum, logged so that they are not dropped
+	defer func() { b.Logf("eviction sum %d", sink) }()
 	defer setAttentionPrefetch(true)
 	for _, ctxLen := range []int{128, 2048} {
 		b.Run(fmt.Sprintf("ctx%d", ctxLen), func(b *testing.B) {
