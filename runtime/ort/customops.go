@@ -31,8 +31,10 @@ import (
 // registered with every session (ops.c binds them). PagedAttention is
 // attention over the paged KV cache read in place (paged_attention.c has
 // its contract); the SDK's paged decoder graphs use it unless built for
-// portability (pkg/onnx/llama Options.PortableAttention), RotaryQKV
-// before it (rotary_qkv.c). MatMulNBits is
+// portability (pkg/onnx/llama Options.PortableAttention), in the fused
+// form that splits and rotates the stacked q/k/v projection itself
+// (RotaryQKV, rotary_qkv.c, is that step alone, for bundles built before
+// graph revision 10). MatMulNBits is
 // int4 and int8 block-32 MatMulNBits (matmul_q4.c), used by graphs built with
 // pkg/onnx/llama by default (Options.PortableMatMul: not), with the RMSNorm
 // in front of a projection folded in where the graph has one (norm.go there).

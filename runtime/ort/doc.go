@@ -20,8 +20,9 @@
 // "ai.edgeinfer"), C kernels with per-instruction-set variants picked at
 // load (ops.c binds them): PagedAttention, attention over the paged KV cache
 // read in place through the block table (paged_attention.c), which the
-// SDK's paged decoder graphs use, with RotaryQKV before it (the q/k/v
-// split and rotary embedding, rotary_qkv.c); and MatMulNBits,
+// SDK's paged decoder graphs use in its fused form, which also splits the
+// stacked q/k/v projection and applies the rotary embedding (rotary_qkv.c;
+// RotaryQKV is that step as a node of its own, for older bundles); and MatMulNBits,
 // com.microsoft.MatMulNBits' contract for int4 and int8 block-32 weights
 // with integer dot products (matmul_q4.c), which graphs built with
 // pkg/onnx/llama use unless built with Options.PortableMatMul.

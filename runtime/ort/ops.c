@@ -92,26 +92,89 @@ typedef struct {
 } attention_node;
 
 static const char* attention_inputs[] = {"query",        "key",          "value",     "key_cache",  "value_cache",
-                                         "block_tables", "context_lens", "key_scale", "value_scale"};
+                                         "block_tables", "context_lens", "key_scale", "value_scale",
+                                         "position_ids", "cos_cache",    "sin_cache"};
+#define ATTENTION_INPUTS 12
 
-static OrtStatus* attention_compute(void* node, OrtKernelContext* ctx) {
+// rotary_prepare runs RotaryQKV's arithmetic inside PagedAttention (the
+// fused form: query is the stacked projection qkv and position_ids,
+// cos_cache and sin_cache are present): q, k and v into *scratch (the
+// caller frees it), new_keys and new_values into outputs 1 and 2. One node
+// a layer instead of two: at batch 1 RotaryQKV's dispatch and its five
+// output allocations cost ONNX Runtime more than its arithmetic
+// (quant's TestProfileDecodeAndPrefill lists the nodes).
+static OrtStatus* rotary_prepare(const char* op, OrtKernelContext* ctx, const tensor* in, ei_attention_job* a,
+                                 float** scratch) {
+  ei_rotary_job j = {0};
+  j.Hq = a->Hq, j.Hkv = a->Hkv;
+  const int64_t parts = j.Hq + 2 * j.Hkv;
+  if (in[0].rank != 3 || in[0].dims[2] % parts != 0 || (in[0].dims[2] / parts) % 2 != 0)
+    return fail("%s: with position_ids, query is the stacked projection: rank %zu, last dimension %lld; want "
+                "[batch, seq, (num_heads + 2·kv_num_heads)·head_dim] = [·, ·, %lld·D] with D even",
+                op, in[0].rank, in[0].rank ? (long long)in[0].dims[in[0].rank - 1] : -1LL, (long long)parts);
+  j.B = in[0].dims[0], j.T = in[0].dims[1], j.D = in[0].dims[2] / parts;
+  TRY(check_shape(op, "position_ids", &in[9], 2, (int64_t[]){j.B, j.T}));
+  TRY(check_shape(op, "cos_cache", &in[10], 2, (int64_t[]){-1, j.D / 2}));
+  j.P = in[10].dims[0];
+  TRY(check_shape(op, "sin_cache", &in[11], 2, (int64_t[]){j.P, j.D / 2}));
+  if (in[9].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) return fail("%s: position_ids must be int64", op);
+  j.qkv = in[0].data, j.pos = in[9].data, j.cos = in[10].data, j.sin = in[11].data;
+  TRY(output(ctx, 1, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.kh));
+  TRY(output(ctx, 2, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.vh));
+  const int64_t n = j.B * j.T;
+  const size_t floats = (size_t)(n * parts * j.D);
+  if (floats > 0 && posix_memalign((void**)scratch, 64, floats * sizeof(float)) != 0)
+    return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory for a step's rotated queries and keys");
+  j.q = *scratch, j.k = j.q + n * j.Hq * j.D, j.v = j.k + n * j.Hkv * j.D;
+  // a decode step's few tokens: on this thread, sparing the pool a hand-over
+  if (n <= 16)
+    for (int64_t i = 0; i < n; i++) ei_rotary_work(&j, (size_t)i);
+  else
+    TRY(api->KernelContext_ParallelFor(ctx, ei_rotary_work, (size_t)n, 0, &j));
+  if (j.bad != 0)
+    return fail("%s: position_ids[%lld] is %lld, outside the rotary caches' %lld positions", op,
+                (long long)(j.bad - 1), (long long)j.pos[j.bad - 1], (long long)j.P);
+  a->B = j.B, a->T = j.T, a->D = j.D;
+  a->q = j.q, a->k = j.k, a->v = j.v;
+  return NULL;
+}
+
+// attention_run is PagedAttention's compute; the fused form's scratch is
+// the caller's to free, on every path.
+static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx, float** scratch) {
   static const char* op = "PagedAttention";
   const char** names = attention_inputs;
-  const attention_node* kn = node;
-  tensor in[9];
-  for (size_t i = 0; i < 9; i++) TRY(input(op, ctx, i, &in[i]));
-  for (size_t i = 0; i < 7; i++)
-    if (in[i].v == NULL) return fail("%s: input %s is missing", op, names[i]);
+  tensor in[ATTENTION_INPUTS];
+  for (size_t i = 0; i < ATTENTION_INPUTS; i++) TRY(input(op, ctx, i, &in[i]));
+  const int fused = in[9].v != NULL || in[10].v != NULL || in[11].v != NULL;
+  for (size_t i = 0; i < (fused ? ATTENTION_INPUTS : 7); i++) {
+    if (fused && (i == 1 || i == 2 || i == 7 || i == 8)) continue;
+    if (in[i].v == NULL)
+      return fail("%s: input %s is missing%s", op, names[i],
+                  fused ? " (position_ids, cos_cache and sin_cache come together)" : "");
+  }
+  if (fused && (in[1].v != NULL || in[2].v != NULL))
+    return fail("%s: with position_ids, key and value come from query (the stacked projection): leave them empty", op);
+  size_t outs = 0;
+  TRY(api->KernelContext_GetOutputCount(ctx, &outs));
+  if (fused != (outs == 3))
+    return fail("%s: %zu outputs; the fused form (with position_ids) has three (output, new_keys, new_values), "
+                "the plain form one", op, outs);
 
-  if (in[0].rank != 3) return fail("%s: query has rank %zu, want 3 [B, T, Hq*D]", op, in[0].rank);
   ei_attention_job j = {0};
-  j.B = in[0].dims[0], j.T = in[0].dims[1], j.Hq = kn->num_heads, j.Hkv = kn->kv_heads;
-  j.G = j.Hq / j.Hkv, j.D = in[0].dims[2] / j.Hq;
-  if (j.D * j.Hq != in[0].dims[2])
-    return fail("%s: query width %lld is not num_heads (%lld) times a head size", op, (long long)in[0].dims[2],
-                (long long)j.Hq);
-  TRY(check_shape(op, names[1], &in[1], 3, (int64_t[]){j.B, j.T, j.Hkv * j.D}));
-  TRY(check_shape(op, names[2], &in[2], 3, (int64_t[]){j.B, j.T, j.Hkv * j.D}));
+  j.Hq = kn->num_heads, j.Hkv = kn->kv_heads, j.G = j.Hq / j.Hkv;
+  if (fused) {
+    TRY(rotary_prepare(op, ctx, in, &j, scratch));
+  } else {
+    if (in[0].rank != 3) return fail("%s: query has rank %zu, want 3 [B, T, Hq*D]", op, in[0].rank);
+    j.B = in[0].dims[0], j.T = in[0].dims[1], j.D = in[0].dims[2] / j.Hq;
+    if (j.D * j.Hq != in[0].dims[2])
+      return fail("%s: query width %lld is not num_heads (%lld) times a head size", op, (long long)in[0].dims[2],
+                  (long long)j.Hq);
+    TRY(check_shape(op, names[1], &in[1], 3, (int64_t[]){j.B, j.T, j.Hkv * j.D}));
+    TRY(check_shape(op, names[2], &in[2], 3, (int64_t[]){j.B, j.T, j.Hkv * j.D}));
+    j.q = in[0].data, j.k = in[1].data, j.v = in[2].data;
+  }
   TRY(check_shape(op, names[3], &in[3], 4, (int64_t[]){j.Hkv, -1, -1, j.D}));
   j.N = in[3].dims[1], j.bs = in[3].dims[2];
   TRY(check_shape(op, names[4], &in[4], 4, in[3].dims));
@@ -137,7 +200,6 @@ static OrtStatus* attention_compute(void* node, OrtKernelContext* ctx) {
     default:
       return fail("%s: pools must be float or int8 (element type %d)", op, (int)in[3].type);
   }
-  j.q = in[0].data, j.k = in[1].data, j.v = in[2].data;
   j.kc = in[3].data, j.vc = in[4].data, j.bt = in[5].data, j.cl = in[6].data;
   j.scale = kn->scale > 0 ? kn->scale : 1.0f / sqrtf((float)j.D);
 
@@ -186,6 +248,13 @@ static OrtStatus* attention_compute(void* node, OrtKernelContext* ctx) {
   return NULL;
 }
 
+static OrtStatus* attention_compute(void* node, OrtKernelContext* ctx) {
+  float* scratch = NULL;
+  OrtStatus* st = attention_run(node, ctx, &scratch);
+  free(scratch);
+  return st;
+}
+
 static OrtStatus* attention_create(const OrtKernelInfo* info, void** out) {
   attention_node* k = calloc(1, sizeof *k);
   if (k == NULL) return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory");
@@ -211,7 +280,7 @@ static OrtStatus* attention_create(const OrtKernelInfo* info, void** out) {
 static ONNXTensorElementDataType attention_input_type(size_t i) {
   switch (i) {
     case 3: case 4: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // float or int8, checked in compute
-    case 5: case 6: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+    case 5: case 6: case 9: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
     default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
   }
 }
@@ -512,7 +581,11 @@ static OrtStatus* create_kernel(const OrtCustomOp* op, const OrtApi* a, const Or
 static void free_node(void* node) { free(node); }
 
 static opdef ops[] = {
-    {.name = "PagedAttention", .inputs = 9, .required = 7, .input_type = attention_input_type,
+    // Inputs past the query are checked in compute: the plain form needs
+    // 1–6, the fused one 3–6 and 9–11 (a run of required ones cannot say
+    // both).
+    {.name = "PagedAttention", .inputs = ATTENTION_INPUTS, .required = 1, .outputs = 3, .outputs_required = 1,
+     .input_type = attention_input_type,
      .create = attention_create, .compute = attention_compute, .destroy = free_node},
     {.name = "MatMulNBits", .inputs = 6, .required = 3, .outputs = 2, .outputs_required = 1,
      .input_type = q4_input_type, .create = q4_create, .compute = q4_compute, .destroy = q4_destroy},

@@ -22,6 +22,20 @@
 //   7 key_scale    float [Hkv, N]      (int8 pools only: one scale per block)
 //   8 value_scale  float [Hkv, N]
 // Output: float [B, T, Hq·D].
+//
+// The fused form (what pkg/onnx/llama emits) takes the layer's stacked
+// q/k/v projection as input 0, [B, T, (Hq + 2·Hkv)·D], leaves inputs 1 and 2
+// empty, and adds RotaryQKV's position inputs (rotary_qkv.c has the
+// arithmetic):
+//   9 position_ids int64 [B, T]
+//  10 cos_cache    float [P, D/2]
+//  11 sin_cache    float [P, D/2]
+// It rotates q and k itself and has two more outputs, the step's keys
+// (rotated) and values head-major, new_keys and new_values [B, Hkv, T, D],
+// which the caller scatters into the pools. One node a layer instead of
+// RotaryQKV and PagedAttention: a decode step's rotation is a few thousand
+// multiply-adds, less than ONNX Runtime's dispatch of a node and its five
+// outputs (quant's TestProfileDecodeAndPrefill).
 // Attributes: num_heads, kv_num_heads (int), scale (float, default 1/sqrt(D)).
 //
 // Token t of row b (position context_lens[b] + t) sees the row's cached

@@ -517,3 +517,136 @@ func runBound(b *testing.B, s *Session, in, out map[string]*Tensor) {
 		}
 	}
 }
+
+// TestPagedAttentionFused: the fused form (the stacked projection and the
+// rotary inputs in, new_keys and new_values out) gives exactly what
+// RotaryQKV feeding the plain form gives, for decode and prefill, float and
+// int8 pools; it refuses a position outside the caches, and either form
+// refuses the other's outputs.
+func TestPagedAttentionFused(t *testing.T) {
+	needLib(t)
+	cases := map[string]pagedCase{
+		"decode ragged batch": {B: 3, T: 1, Hq: 12, Hkv: 4, D: 64, N: 16, bs: 4, M: 5,
+			ctx: []int64{17, 0, 5}, table: []int64{9, 3, 14, 0, 7, 2, 2, 2, 2, 2, 11, 6, 6, 6, 6}},
+		"prefill over a past, 24 tokens": {B: 1, T: 24, Hq: 4, Hkv: 2, D: 20, N: 16, bs: 4, M: 9,
+			ctx: []int64{10}, table: []int64{5, 1, 6, 2, 3, 4, 7, 8, 9}},
+		"int8 pools": {B: 2, T: 3, Hq: 6, Hkv: 2, D: 32, N: 10, bs: 8, M: 3, int8: true,
+			ctx: []int64{21, 9}, table: []int64{4, 8, 1, 7, 0, 0}},
+	}
+	const P = 64
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(9, uint64(len(name))))
+			d := newPagedData(c, r)
+			width := (c.Hq + 2*c.Hkv) * c.D
+			qkv := make([]float32, c.B*c.T*width)
+			for i := range qkv {
+				qkv[i] = r.Float32()*2 - 1
+			}
+			pos := make([]int64, c.B*c.T)
+			for b := range c.B {
+				for tt := range c.T {
+					pos[b*c.T+tt] = c.ctx[b] + int64(tt)
+				}
+			}
+			cos, sin := make([]float32, P*c.D/2), make([]float32, P*c.D/2)
+			for p := range P {
+				for j := range c.D / 2 {
+					a := float64(p) / math.Pow(10000, float64(2*j)/float64(c.D))
+					cos[p*c.D/2+j], sin[p*c.D/2+j] = float32(math.Cos(a)), float32(math.Sin(a))
+				}
+			}
+			pool := Float32
+			if c.int8 {
+				pool = Int8
+			}
+			inputs := []tValue{
+				{name: "qkv", dtype: Float32, dims: []any{"B", "T", width}}, {name: "pos", dtype: Int64, dims: []any{"B", "T"}},
+				{name: "kc", dtype: pool, dims: []any{c.Hkv, "N", c.bs, c.D}}, {name: "vc", dtype: pool, dims: []any{c.Hkv, "N", c.bs, c.D}},
+				{name: "bt", dtype: Int64, dims: []any{"B", "M"}}, {name: "cl", dtype: Int64, dims: []any{"B"}},
+			}
+			scales := []string{"", ""}
+			if c.int8 {
+				inputs = append(inputs, tValue{name: "ks", dtype: Float32, dims: []any{c.Hkv, "N"}}, tValue{name: "vs", dtype: Float32, dims: []any{c.Hkv, "N"}})
+				scales = []string{"ks", "vs"}
+			}
+			heads := [][]byte{attrInt("num_heads", int64(c.Hq)), attrInt("kv_num_heads", int64(c.Hkv))}
+			plainIn := append([]string{"q", "k", "v", "kc", "vc", "bt", "cl"}, scales...)
+			fusedIn := append(append([]string{"qkv", "", "", "kc", "vc", "bt", "cl"}, scales...), "pos", "cos", "sin")
+			if !c.int8 {
+				plainIn = plainIn[:7]
+			}
+			kvDims := []any{"B", c.Hkv, "T", c.D}
+			m := tModel{
+				opsets: map[string]int64{"": 17, OpDomain: 1},
+				inputs: inputs,
+				inits:  []tInit{{name: "cos", dims: []int64{P, int64(c.D / 2)}, f32: cos}, {name: "sin", dims: []int64{P, int64(c.D / 2)}, f32: sin}},
+				nodes: []tNode{
+					{op: "RotaryQKV", domain: OpDomain, in: []string{"qkv", "pos", "cos", "sin"}, out: []string{"q", "k", "v", "kh", "vh"}, attrs: heads},
+					{op: "PagedAttention", domain: OpDomain, in: plainIn, out: []string{"o"}, attrs: heads},
+					{op: "PagedAttention", domain: OpDomain, in: fusedIn, out: []string{"fo", "fkh", "fvh"}, attrs: heads},
+				},
+				outs: []tValue{{name: "o", dtype: Float32, dims: []any{"B", "T", c.Hq * c.D}}, {name: "fo", dtype: Float32, dims: []any{"B", "T", c.Hq * c.D}},
+					{name: "kh", dtype: Float32, dims: kvDims}, {name: "vh", dtype: Float32, dims: kvDims},
+					{name: "fkh", dtype: Float32, dims: kvDims}, {name: "fvh", dtype: Float32, dims: kvDims}},
+			}
+			s, err := NewSession(context.Background(), m.encode(), Options{IntraOpThreads: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			in := c.tensors(t, d, true)
+			delete(in, "q")
+			delete(in, "k")
+			delete(in, "v")
+			in["qkv"] = mustCopy(t, []int64{int64(c.B), int64(c.T), int64(width)}, qkv)
+			in["pos"] = mustCopy(t, []int64{int64(c.B), int64(c.T)}, pos)
+			out, err := s.Run(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer CloseAll(out)
+			for _, pair := range [][2]string{{"o", "fo"}, {"kh", "fkh"}, {"vh", "fvh"}} {
+				a, err := Data[float32](out[pair[0]])
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := Data[float32](out[pair[1]])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := maxAbsDiff(a, f); d != 0 || len(a) != len(f) || len(a) == 0 {
+					t.Errorf("fused %s differs from RotaryQKV + PagedAttention's %s by %g (%d against %d values)", pair[1], pair[0], d, len(f), len(a))
+				}
+			}
+			bad := append([]int64(nil), pos...)
+			bad[len(bad)-1] = P
+			in["pos"] = mustCopy(t, []int64{int64(c.B), int64(c.T)}, bad)
+			_, err = s.Run(context.Background(), in)
+			if err == nil || !strings.Contains(err.Error(), "outside the rotary caches") {
+				t.Errorf("a position past the caches: err = %v, want one naming it", err)
+			}
+		})
+	}
+	t.Run("outputs of the other form", func(t *testing.T) {
+		c := pagedCase{B: 1, T: 1, Hq: 2, Hkv: 1, D: 8, N: 4, bs: 4, M: 2, ctx: []int64{3}, table: []int64{0, 1}}
+		m := tModel{
+			opsets: map[string]int64{"": 17, OpDomain: 1},
+			inputs: []tValue{{name: "q", dtype: Float32, dims: []any{1, 1, 16}}, {name: "k", dtype: Float32, dims: []any{1, 1, 8}},
+				{name: "v", dtype: Float32, dims: []any{1, 1, 8}}, {name: "kc", dtype: Float32, dims: []any{1, 4, 4, 8}},
+				{name: "vc", dtype: Float32, dims: []any{1, 4, 4, 8}}, {name: "bt", dtype: Int64, dims: []any{1, 2}}, {name: "cl", dtype: Int64, dims: []any{1}}},
+			nodes: []tNode{{op: "PagedAttention", domain: OpDomain, in: []string{"q", "k", "v", "kc", "vc", "bt", "cl"}, out: []string{"o", "nk", "nv"},
+				attrs: [][]byte{attrInt("num_heads", 2), attrInt("kv_num_heads", 1)}}},
+			outs: []tValue{{name: "o", dtype: Float32, dims: []any{1, 1, 16}}, {name: "nk", dtype: Float32, dims: []any{1, 1, 1, 8}}, {name: "nv", dtype: Float32, dims: []any{1, 1, 1, 8}}},
+		}
+		s, err := NewSession(context.Background(), m.encode(), Options{IntraOpThreads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		_, err = s.Run(context.Background(), c.tensors(t, newPagedData(c, rand.New(rand.NewPCG(1, 1))), true))
+		if err == nil || !strings.Contains(err.Error(), "the fused form (with position_ids) has three") {
+			t.Errorf("the plain form with three outputs: err = %v, want one saying which form has them", err)
+		}
+	})
+}

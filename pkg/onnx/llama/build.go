@@ -347,8 +347,9 @@ func (d *decoder) weights(name string, out, in int, hasBias bool) (Tensor, []flo
 // MatMulNBits kernel, gate/up and the SwiGLU activation as one node. 7:
 // with PagedAttention, the q/k/v split and rotary by ai.edgeinfer.RotaryQKV.
 // 8: quant's int4/int8 block scales rounded to float16. 9: on the kernel,
-// each RMSNorm in the MatMulNBits node it feeds.
-const GraphRevision = 9
+// each RMSNorm in the MatMulNBits node it feeds. 10: RotaryQKV inside
+// PagedAttention (its fused form), one node a layer.
+const GraphRevision = 10
 
 // linears emits the projections parts of one input x as one: their
 // weights (and biases) stacked along the output axis into name, one

@@ -65,26 +65,25 @@ func (d *decoder) pagedInputs() string {
 // fusedAttention emits attention over the pooled cache and the step's own
 // tokens from the stacked q/k/v projection qkv, returning [B,T,Hq·D], and
 // the outputs new_keys.i / new_values.i. By default (not
-// PortableAttention) that is two nodes: ai.edgeinfer.RotaryQKV splits qkv,
-// rotates q and k and writes the step's keys and values head-major, in place
-// of Split, two RotaryEmbedding, two Reshape and two Transpose; then
-// ai.edgeinfer.PagedAttention reads the pool through the block table in
-// place (runtime/ort/paged_attention.c).
+// PortableAttention) that is one node, ai.edgeinfer.PagedAttention's fused
+// form: it splits qkv, rotates q and k, writes the step's keys and values
+// head-major (new_keys, new_values), and reads the pool through the block
+// table in place (runtime/ort/paged_attention.c) — in place of Split, two
+// RotaryEmbedding, two Reshape, two Transpose and the attention subgraph.
 func (d *decoder) fusedAttention(i int, qkv, pos string) string {
 	b, c := d.b, d.c
 	hkv, hd := int64(c.NumKeyValueHeads), int64(c.HeadDim)
 	li := strconv.Itoa(i)
 	heads := []*onnx.AttributeProto{onnx.AttrInt("num_heads", int64(c.NumAttentionHeads)), onnx.AttrInt("kv_num_heads", hkv)}
-	out := b.Node(onnx.DomainEdgeInfer, "RotaryQKV", []string{qkv, pos, d.cos, d.sin},
-		[]string{"", "", "", "new_keys." + li, "new_values." + li}, heads...)
+	scaleK, scaleV := "", "" // absent for float32 pools
+	if d.opts.KVInt8 {
+		scaleK, scaleV = "key_scale."+li, "value_scale."+li
+	}
+	in := []string{qkv, "", "", "key_cache." + li, "value_cache." + li, d.blockTables, d.contextLens, scaleK, scaleV, pos, d.cos, d.sin}
 	for _, name := range []string{"new_keys.", "new_values."} {
 		b.Output(name+li, onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(hkv), onnx.Sym("seq"), onnx.Fixed(hd))
 	}
-	in := []string{out[0], out[1], out[2], "key_cache." + li, "value_cache." + li, d.blockTables, d.contextLens}
-	if d.opts.KVInt8 {
-		in = append(in, "key_scale."+li, "value_scale."+li)
-	}
-	return b.Node(onnx.DomainEdgeInfer, "PagedAttention", in, []string{""}, heads...)[0]
+	return b.Node(onnx.DomainEdgeInfer, "PagedAttention", in, []string{"", "new_keys." + li, "new_values." + li}, heads...)[0]
 }
 
 // pagedAttention is the paged contract from standard and com.microsoft
