@@ -124,16 +124,21 @@ type Geometry struct {
 	// row, logits [B, vocab]) or "all" (logits [B, T, vocab]).
 	Logits string `json:"logits"`
 	// KVDType is the paged graph's KV pool element type: "" or "float32",
-	// or "int8" (pools int8 with key_scale.{i}/value_scale.{i} inputs).
+	// "float16", or "int8" (pools int8 with key_scale.{i}/value_scale.{i}
+	// inputs).
 	KVDType string `json:"kv_dtype,omitempty"`
 }
 
 // KVInt8 reports whether the decoder reads int8 KV pages.
 func (g Geometry) KVInt8() bool { return g.KVDType == KVDTypeInt8 }
 
+// KVFloat16 reports whether the decoder reads float16 KV pools.
+func (g Geometry) KVFloat16() bool { return g.KVDType == KVDTypeFloat16 }
+
 // KV pool element types of Geometry.KVDType.
 const (
 	KVDTypeFloat32 = "float32"
+	KVDTypeFloat16 = "float16"
 	KVDTypeInt8    = "int8"
 )
 
@@ -251,12 +256,12 @@ func (m *Manifest) Validate() error {
 		}
 		switch g.KVDType {
 		case "", KVDTypeFloat32:
-		case KVDTypeInt8:
+		case KVDTypeInt8, KVDTypeFloat16:
 			if m.Contract != ContractPaged {
-				return bad("int8 KV pages need the paged contract")
+				return bad("%s KV pools need the paged contract", g.KVDType)
 			}
 		default:
-			return bad("geometry kv_dtype %q (want float32 or int8)", g.KVDType)
+			return bad("geometry kv_dtype %q (want float32, float16 or int8)", g.KVDType)
 		}
 		if g.Logits != "last" && g.Logits != "all" {
 			return bad("geometry logits %q (want last or all)", g.Logits)

@@ -25,8 +25,9 @@
 # NAME`), this runs native.sh compare against each of them instead, for
 # synthetic-110m and synthetic-1b (b1, b8, prefill of 128 and 512 tokens,
 # b1 after a 2048-token prompt (LONG=0 leaves it out), and the batch-1
-# share of the read bandwidth); KV=int8 compares the engine's int8 KV
-# pages with the anchor's q8_0 cache (default: float32 against its f16);
+# share of the read bandwidth); KV caches float16 on both sides by
+# default, KV=fp32 the engine's float32 against the anchor's f16, KV=int8
+# the engine's int8 KV pages against the anchor's q8_0 cache;
 # NPM=1 forces the npm libraries.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"

@@ -18,8 +18,10 @@
 # int4-b32 and Q4_0); PRESET=synthetic-1b the 1B shape (default
 # synthetic-110m). LONG=2048 adds batch-1 decode after a 2048-token prompt
 # (128 generated), where the KV cache is read as much as the weights. KV
-# caches: the engine's float32 against the anchor's default f16; KV=int8
-# the engine's int8 pages against the anchor's q8_0 (-ctk q8_0 -ctv q8_0).
+# caches: KV=f16 (the default) the engine's float16 pools against the
+# anchor's default f16 — like for like; KV=fp32 the engine's float32 pools
+# against the same; KV=int8 the engine's int8 pages against the anchor's
+# q8_0 (-ctk q8_0 -ctv q8_0).
 # Each round measures the read bandwidth on the same threads just before
 # and after the anchor's decode runs and just before the engine's batch-1
 # run, prints the three and the share of the last the engine's batch-1
@@ -49,7 +51,7 @@ WORK="${WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/llamacpp}"
 ROUNDS="${ROUNDS:-3}"
 SCHEME="${SCHEME:-int4-b32}"
 LONG="${LONG:-0}"
-KV="${KV:-}"
+KV="${KV:-f16}"
 QTYPE="${QTYPE:-Q4_0}"
 PRESET="${PRESET:-synthetic-110m}"
 THREADS=2 # the engine benchmark's benchThreads (runtime/engine/bench_test.go)
@@ -88,9 +90,10 @@ compare)
   [[ -f $q4 ]] || "$BIN/llama-quantize" "$f32" "$q4" "$QTYPE" "$THREADS" >/dev/null 2>&1
   flags=(); [[ ${RTR:-0} == 1 ]] && flags=(-rtr)
   case "$KV" in
-  "") kvs="engine float32, anchor f16 (its default)" ;;
+  f16) kvs="engine float16, anchor f16 (its default)" ;;
+  fp32) kvs="engine float32, anchor f16 (its default)" ;;
   int8) flags+=(-ctk q8_0 -ctv q8_0); kvs="engine int8 pages, anchor q8_0" ;;
-  *) echo "native.sh: KV=$KV: want int8 (or unset: float32 against f16)" >&2; exit 2 ;;
+  *) echo "native.sh: KV=$KV: want f16 (the default), fp32 or int8" >&2; exit 2 ;;
   esac
   go test -c -o "$WORK/engine.test" "$ROOT/runtime/engine"
   # llama-batched-bench's table: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | ...
@@ -176,7 +179,7 @@ compare)
   fi
   ;;
 *)
-  echo "usage: native.sh fetch NAME | build NAME (or SRC=checkout) | compare (BIN=bin folder, RTR=1 for ik, ROUNDS=n, PRESET, SCHEME/QTYPE, PORTABLE=1, LONG=2048, KV=int8)" >&2
+  echo "usage: native.sh fetch NAME | build NAME (or SRC=checkout) | compare (BIN=bin folder, RTR=1 for ik, ROUNDS=n, PRESET, SCHEME/QTYPE, PORTABLE=1, LONG=2048, KV=f16|fp32|int8)" >&2
   exit 2
   ;;
 esac

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -59,16 +60,19 @@ func benchModel(b *testing.B) *bundle.Bundle {
 	// EDGEINFER_BENCH_SCHEME=fp32 (or int8) measures the other precisions,
 	// EDGEINFER_BENCH_PORTABLE=1 the same weights on com.microsoft.MatMulNBits
 	// (the graph `model build --portable-matmul` makes) instead of the
-	// default ai.edgeinfer.MatMulNBits, and EDGEINFER_BENCH_KV=int8 the
-	// int8 KV cache (llama.Options.KVInt8) instead of float32.
+	// default ai.edgeinfer.MatMulNBits, and EDGEINFER_BENCH_KV=int8 or f16
+	// the int8 or float16 KV cache (llama.Options.KVInt8, KVFloat16)
+	// instead of float32.
 	scheme := cmp.Or(os.Getenv("EDGEINFER_BENCH_SCHEME"), "int4-b32")
 	var kv string
 	switch v := os.Getenv("EDGEINFER_BENCH_KV"); v {
 	case "", "fp32", "float32":
 	case "int8":
 		kv = "int8"
+	case "f16", "fp16", "float16":
+		kv = "f16"
 	default:
-		b.Fatalf("EDGEINFER_BENCH_KV=%q: want int8 or fp32", v)
+		b.Fatalf("EDGEINFER_BENCH_KV=%q: want int8, f16 or fp32", v)
 	}
 	return benchBundleKV(b, preset, scheme, os.Getenv("EDGEINFER_BENCH_PORTABLE") != "1", kv)
 }
@@ -108,7 +112,7 @@ func benchBundleKV(b *testing.B, preset, scheme string, kernel bool, kv string) 
 	if err != nil {
 		b.Fatal(err)
 	}
-	opts := llama.Options{PortableMatMul: !kernel, KVInt8: kv == "int8"}
+	opts := llama.Options{PortableMatMul: !kernel, KVInt8: kv == "int8", KVFloat16: kv == "f16"}
 	if scheme != "fp32" {
 		em, err := quant.NewEmitter(scheme)
 		if err != nil {
@@ -520,6 +524,12 @@ func newBareLoop(b *testing.B, bd *bundle.Bundle, B, ctxLen int) *bareLoop {
 	// The pools are a kvcache.Cache's, mapped as the engine's are; the
 	// loop uses their memory, not the cache's block bookkeeping.
 	cfg := kvcache.Config{Layers: g.Layers, KVHeads: g.KVHeads, HeadDim: g.HeadDim, BlockSize: bs, Options: kvcache.Options{DisablePrefixCache: true}}
+	switch {
+	case g.KVFloat16():
+		cfg.DType = kvcache.Float16
+	case g.KVInt8():
+		b.Fatal("the bare loop runs float32 and float16 pools, not int8 pages")
+	}
 	cfg.BudgetBytes = int64(nb) * cfg.BlockBytes()
 	if bl.cache, err = kvcache.New(cfg); err != nil {
 		b.Fatal(err)
@@ -527,13 +537,22 @@ func newBareLoop(b *testing.B, bd *bundle.Bundle, B, ctxLen int) *bareLoop {
 	r := rand.New(rand.NewPCG(1, 1))
 	for l := range g.Layers {
 		li := strconv.Itoa(l)
-		pools := [][]float32{bl.cache.KeyPool(l), bl.cache.ValuePool(l)}
 		for i, name := range []string{"key_cache.", "value_cache."} {
-			pool := pools[i]
-			for i := range pool {
-				pool[i] = r.Float32() - 0.5
+			var t *ort.Tensor
+			if cfg.DType == kvcache.Float16 {
+				pool := [][]uint16{bl.cache.KeyPoolFloat16(l), bl.cache.ValuePoolFloat16(l)}[i]
+				h := unsafe.Slice((*ort.Float16Bits)(unsafe.Pointer(unsafe.SliceData(pool))), len(pool))
+				for i := range h {
+					h[i] = ort.Float16FromFloat32(r.Float32() - 0.5)
+				}
+				t, err = ort.NewTensor(bl.cache.PoolShape(), h)
+			} else {
+				pool := [][]float32{bl.cache.KeyPool(l), bl.cache.ValuePool(l)}[i]
+				for i := range pool {
+					pool[i] = r.Float32() - 0.5
+				}
+				t, err = ort.NewTensor(bl.cache.PoolShape(), pool)
 			}
-			t, err := ort.NewTensor(bl.cache.PoolShape(), pool)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -29,6 +29,35 @@ static inline float EI_FN(dot_i8)(const float* restrict a, const int8_t* restric
   return s;
 }
 
+// h2f widens IEEE float16 bits exactly, branch-free so that a loop of it
+// vectorises on every target without F16C or NEON's fp16 conversions: the
+// exponent and mantissa shifted into float32 place and scaled by 2^112
+// (which also turns a float16 subnormal into its float32 value), then
+// infinities and NaNs given float32's all-ones exponent, then the sign.
+static inline float EI_FN(h2f)(uint16_t h) {
+  union { uint32_t u; float f; } v;
+  const uint32_t em = h & 0x7fffu;
+  v.u = em << 13;
+  v.f *= 0x1p112f;
+  v.u |= em >= 0x7c00u ? 0x7f800000u : 0u;
+  v.u |= (uint32_t)(h & 0x8000u) << 16;
+  return v.f;
+}
+
+static inline float EI_FN(dot_f16)(const float* restrict a, const uint16_t* restrict b, int64_t n) {
+  float acc[8] = {0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; l++) acc[l] += a[i + l] * EI_FN(h2f)(b[i + l]);
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; i++) s += a[i] * EI_FN(h2f)(b[i]);
+  return s;
+}
+
+static inline void EI_FN(axpy_f16)(float* restrict y, float w, const uint16_t* restrict x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] += w * EI_FN(h2f)(x[i]);
+}
+
 static inline void EI_FN(axpy_f32)(float* restrict y, float w, const float* restrict x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] += w * x[i];
 }
@@ -115,6 +144,35 @@ static void EI_FN(value_i8)(float* const* o, int64_t rows, const void* v, int64_
       EI_FN(axpy_i8)(o[r], w * s[r * stride + col0 + i], (const int8_t*)v + i * step, D);
 }
 
+static void EI_FN(score_f16)(const float* const* q, int64_t rows, const void* k, int64_t step, int64_t n, int64_t D,
+                             float scale, float* s, int64_t stride, int64_t col0) {
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t r = 0; r < rows; r++)
+      s[r * stride + col0 + i] = scale * EI_FN(dot_f16)(q[r], (const uint16_t*)k + i * step, D);
+}
+
+static void EI_FN(value_f16)(float* const* o, int64_t rows, const void* v, int64_t step, int64_t n, int64_t D,
+                             float w, const float* s, int64_t stride, int64_t col0) {
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t r = 0; r < rows; r++)
+      EI_FN(axpy_f16)(o[r], w * s[r * stride + col0 + i], (const uint16_t*)v + i * step, D);
+}
+
+// widen_f16 is n float16 values as floats: eight at a time by the
+// conversion instructions where the copy's target has them (F16C in
+// x86-64-v3 and v4, NEON's fcvtl on arm64), h2f for the rest. (h2f alone,
+// though it vectorises, made float16 pools twice as slow as float ones:
+// BenchmarkPagedAttentionDecode -f16.)
+static inline void EI_FN(widen_f16)(const uint16_t* restrict x, float* restrict y, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(x + i))));
+#elif defined(__aarch64__)
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i))));
+#endif
+  for (; i < n; i++) y[i] = EI_FN(h2f)(x[i]);
+}
+
 // widen_i8 is n int8 codes as floats (vectorised: sign-extend, convert).
 static inline void EI_FN(widen_i8)(const int8_t* restrict x, float* restrict y, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = (float)x[i];
@@ -129,30 +187,34 @@ static inline void EI_FN(fetch)(const void* pool, int64_t blk, size_t n) {
 
 // attend computes one work item: row b, KV head h, tokens [t0, t1), i.e.
 // the G query heads of h for each of those tokens. s holds one score row
-// of max_keys floats per query row. fast_score and fast_value, where not
-// NULL, replace the float loops for head sizes that are a multiple of 16.
+// of max_keys floats per query row. fast's loops, where not NULL, replace
+// the float loops (fast->score[0], value[0]) and a float16 pool's (the [1]s)
+// for head sizes that are a multiple of 16.
 static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64_t t0, int64_t t1, float* s,
-                          score_fn fast_score, value_fn fast_value) {
+                          const fast_loops* fl) {
   const int64_t G = j->G, D = j->D, bs = j->bs, ctx = j->cl[b];
   const int64_t rows = (t1 - t0) * G, stride = j->max_keys;
   const float* q[EI_TOKEN_BLOCK * EI_MAX_GROUP];
   float* o[EI_TOKEN_BLOCK * EI_MAX_GROUP];
   item_rows(j, b, h, t0, t1, q, o);
 
-  int fast = D % 16 == 0 && fast_score != NULL;
-  score_fn score = fast ? fast_score : EI_FN(score_f32);
-  value_fn value = fast ? fast_value : EI_FN(value_f32);
-  score_fn pool_score = j->int8 ? EI_FN(score_i8) : score;
-  value_fn pool_value = j->int8 ? EI_FN(value_i8) : value;
-  const size_t elem = j->int8 ? 1 : sizeof(float);
+  int fast = D % 16 == 0 && fl->score[0] != NULL;
+  score_fn score = fast ? fl->score[0] : EI_FN(score_f32);
+  value_fn value = fast ? fl->value[0] : EI_FN(value_f32);
+  const int fast16 = j->f16 && fast && fl->score[1] != NULL;  // float16 read by hand-written loops directly
+  score_fn pool_score = j->int8 ? EI_FN(score_i8) : fast16 ? fl->score[1] : j->f16 ? EI_FN(score_f16) : score;
+  value_fn pool_value = j->int8 ? EI_FN(value_i8) : fast16 ? fl->value[1] : j->f16 ? EI_FN(value_f16) : value;
+  const size_t elem = j->int8 ? 1 : j->f16 ? 2 : sizeof(float);
   const int64_t* table = j->bt + b * j->M;
   // An int8 pool's block is widened to floats once, into wide, and read
   // by the fast float loops: the int8 loops convert each key once per query
   // row and keep no tile in registers, and made an int8 cache slower than a
   // float one at every context though it reads a quarter of the bytes
   // (BenchmarkDecodeKVInt8 in runtime/internal/llm; BenchmarkPagedAttentionDecode int8).
+  // A float16 pool's the same way where no hand-written loop reads float16
+  // itself (those widen as they load, with no pass of their own).
   float wide[EI_WIDE_MAX];
-  const int widen = j->int8 && fast && bs * D <= EI_WIDE_MAX;
+  const int widen = (j->int8 || (j->f16 && !fast16)) && fast && bs * D <= EI_WIDE_MAX;
 
   // Scores against the cached slots, block by block through the table,
   // then against this step's keys: token t sees t' ≤ t, so the keys before
@@ -180,7 +242,10 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
     const float sc = j->int8 ? j->scale * j->ks[blk] : j->scale;
     if (prefetch && (m + 1) * bs < ctx) EI_FN(fetch)(j->kc, head + table[m + 1], block_bytes);
     if (widen) {
-      EI_FN(widen_i8)(kb, wide, n * D);
+      if (j->f16)
+        EI_FN(widen_f16)(kb, wide, n * D);
+      else
+        EI_FN(widen_i8)(kb, wide, n * D);
       score(q, rows, wide, D, n, D, sc, s, stride, m * bs);
     } else {
       pool_score(q, rows, kb, D, n, D, sc, s, stride, m * bs);
@@ -209,7 +274,10 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
     if (prefetch && (m + 1) * bs < ctx) EI_FN(fetch)(j->vc, head + table[m + 1], block_bytes);
     const float w = j->int8 ? j->vs[blk] : 1.0f;
     if (widen) {
-      EI_FN(widen_i8)(vb, wide, n * D);
+      if (j->f16)
+        EI_FN(widen_f16)(vb, wide, n * D);
+      else
+        EI_FN(widen_i8)(vb, wide, n * D);
       value(o, rows, wide, D, n, D, w, s, stride, m * bs);
     } else {
       pool_value(o, rows, vb, D, n, D, w, s, stride, m * bs);

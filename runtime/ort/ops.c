@@ -188,6 +188,9 @@ static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx,
   switch (in[3].type) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
       break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
+      j.f16 = 1;
+      break;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
       j.int8 = 1;
       for (size_t i = 7; i < 9; i++) {
@@ -198,7 +201,7 @@ static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx,
       j.ks = in[7].data, j.vs = in[8].data;
       break;
     default:
-      return fail("%s: pools must be float or int8 (element type %d)", op, (int)in[3].type);
+      return fail("%s: pools must be float, float16 or int8 (element type %d)", op, (int)in[3].type);
   }
   j.kc = in[3].data, j.vc = in[4].data, j.bt = in[5].data, j.cl = in[6].data;
   j.scale = kn->scale > 0 ? kn->scale : 1.0f / sqrtf((float)j.D);
@@ -279,7 +282,7 @@ static OrtStatus* attention_create(const OrtKernelInfo* info, void** out) {
 
 static ONNXTensorElementDataType attention_input_type(size_t i) {
   switch (i) {
-    case 3: case 4: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // float or int8, checked in compute
+    case 3: case 4: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // float, float16 or int8, checked in compute
     case 5: case 6: case 9: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
     default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
   }

@@ -15,7 +15,7 @@
 //   0 query        float [B, T, Hq·D]   (rotated)
 //   1 key          float [B, T, Hkv·D]  (rotated; this step's keys)
 //   2 value        float [B, T, Hkv·D]
-//   3 key_cache    float or int8 [Hkv, N, bs, D]
+//   3 key_cache    float, float16 or int8 [Hkv, N, bs, D]
 //   4 value_cache  same type and shape
 //   5 block_tables int64 [B, M]
 //   6 context_lens int64 [B]           (cached tokens per row)
@@ -53,6 +53,12 @@
 
 #include "paged_attention.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>  // F16C in the x86-64-v3 and v4 copies' widen_f16
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
 // The float path's two inner loops, as functions of a run of keys (a block's
 // slots, or one new token): scores s[r][col0+i] = scale·q[r]·key_i for the
 // query rows q[0..rows), and o[r] += Σ_i s[r][col0+i]·value_i. Keys and
@@ -61,6 +67,12 @@ typedef void (*score_fn)(const float* const* q, int64_t rows, const void* k, int
                          int64_t D, float scale, float* s, int64_t stride, int64_t col0);
 typedef void (*value_fn)(float* const* o, int64_t rows, const void* v, int64_t step, int64_t n, int64_t D,
                          float w, const float* s, int64_t stride, int64_t col0);
+// fast holds a variant's hand-written decode loops: [0] over float runs,
+// [1] over float16 pools (NULL: the compiled loops).
+typedef struct {
+  score_fn score[2];
+  value_fn value[2];
+} fast_loops;
 // The prefill path's loops (attention_loops.h has the contract).
 typedef void (*pscore_fn)(const float* const* q, int64_t rows, const float* kt, int64_t n, int64_t D,
                           float scale, float* s, int64_t stride);
@@ -131,7 +143,7 @@ static inline void item_rows(const ei_attention_job* j, int64_t b, int64_t h, in
 // and keys in registers, for head sizes that are a multiple of 16.
 #ifdef EI_X86_LEVELS
 #include <immintrin.h>
-#define EI_AVX2 __attribute__((target("avx2,fma")))
+#define EI_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 // sum4 reduces four vectors to their four sums.
 EI_AVX2 static inline __m128 sum4(__m256 a, __m256 b, __m256 c, __m256 d) {
@@ -145,12 +157,22 @@ EI_AVX2 static inline float sum1(__m256 a) {
   return _mm_cvtss_f32(_mm_add_ss(x, _mm_shuffle_ps(x, x, 1)));
 }
 
+// load8 is eight keys' or values' elements from index i of a run: float,
+// or float16 widened as it is loaded (F16C), so that a float16 pool is read
+// by the same loops with no pass of its own.
+EI_AVX2 static inline __attribute__((always_inline)) __m256 load8(const void* p, int64_t i, const int f16) {
+  return f16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)((const uint16_t*)p + i)))
+             : _mm256_loadu_ps((const float*)p + i);
+}
+
 // score_avx2 takes keys four at a time against one or two query rows: up
 // to eight accumulators, each key vector loaded once for both rows. D is a
-// multiple of 8 (checked by the caller).
-EI_AVX2 static void score_avx2(const float* const* q, int64_t rows, const void* keys, int64_t step, int64_t n,
-                               int64_t D, float scale, float* s, int64_t stride, int64_t col0) {
-  const float* k = keys;
+// multiple of 8 (checked by the caller). score_f16_avx2 is the same over a
+// float16 pool.
+EI_AVX2 static inline __attribute__((always_inline)) void score_avx2_t(const float* const* q, int64_t rows,
+                                                                     const void* k, int64_t step, int64_t n,
+                                                                     int64_t D, float scale, float* s,
+                                                                     int64_t stride, int64_t col0, const int f16) {
   __m128 sc = _mm_set1_ps(scale);
   int64_t r = 0;
   for (; r + 2 <= rows; r += 2) {
@@ -158,23 +180,23 @@ EI_AVX2 static void score_avx2(const float* const* q, int64_t rows, const void* 
     float *s0 = s + r * stride + col0, *s1 = s0 + stride;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
-      const float* kp = k + i * step;
+      const int64_t kp = i * step;
       __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
       for (int64_t d = 0; d < D; d += 8) {
         __m256 x0 = _mm256_loadu_ps(q0 + d), x1 = _mm256_loadu_ps(q1 + d), kv;
-        kv = _mm256_loadu_ps(kp + d), a0 = _mm256_fmadd_ps(x0, kv, a0), b0 = _mm256_fmadd_ps(x1, kv, b0);
-        kv = _mm256_loadu_ps(kp + step + d), a1 = _mm256_fmadd_ps(x0, kv, a1), b1 = _mm256_fmadd_ps(x1, kv, b1);
-        kv = _mm256_loadu_ps(kp + 2 * step + d), a2 = _mm256_fmadd_ps(x0, kv, a2), b2 = _mm256_fmadd_ps(x1, kv, b2);
-        kv = _mm256_loadu_ps(kp + 3 * step + d), a3 = _mm256_fmadd_ps(x0, kv, a3), b3 = _mm256_fmadd_ps(x1, kv, b3);
+        kv = load8(k, kp + d, f16), a0 = _mm256_fmadd_ps(x0, kv, a0), b0 = _mm256_fmadd_ps(x1, kv, b0);
+        kv = load8(k, kp + step + d, f16), a1 = _mm256_fmadd_ps(x0, kv, a1), b1 = _mm256_fmadd_ps(x1, kv, b1);
+        kv = load8(k, kp + 2 * step + d, f16), a2 = _mm256_fmadd_ps(x0, kv, a2), b2 = _mm256_fmadd_ps(x1, kv, b2);
+        kv = load8(k, kp + 3 * step + d, f16), a3 = _mm256_fmadd_ps(x0, kv, a3), b3 = _mm256_fmadd_ps(x1, kv, b3);
       }
       _mm_storeu_ps(s0 + i, _mm_mul_ps(sc, sum4(a0, a1, a2, a3)));
       _mm_storeu_ps(s1 + i, _mm_mul_ps(sc, sum4(b0, b1, b2, b3)));
     }
     for (; i < n; i++) {
-      const float* kp = k + i * step;
+      const int64_t kp = i * step;
       __m256 a = _mm256_setzero_ps(), b = a;
       for (int64_t d = 0; d < D; d += 8) {
-        __m256 kv = _mm256_loadu_ps(kp + d);
+        __m256 kv = load8(k, kp + d, f16);
         a = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d), kv, a);
         b = _mm256_fmadd_ps(_mm256_loadu_ps(q1 + d), kv, b);
       }
@@ -186,24 +208,32 @@ EI_AVX2 static void score_avx2(const float* const* q, int64_t rows, const void* 
     float* s0 = s + r * stride + col0;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
-      const float* kp = k + i * step;
+      const int64_t kp = i * step;
       __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
       for (int64_t d = 0; d < D; d += 8) {
         __m256 x0 = _mm256_loadu_ps(q0 + d);
-        a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(kp + d), a0);
-        a1 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(kp + step + d), a1);
-        a2 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(kp + 2 * step + d), a2);
-        a3 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(kp + 3 * step + d), a3);
+        a0 = _mm256_fmadd_ps(x0, load8(k, kp + d, f16), a0);
+        a1 = _mm256_fmadd_ps(x0, load8(k, kp + step + d, f16), a1);
+        a2 = _mm256_fmadd_ps(x0, load8(k, kp + 2 * step + d, f16), a2);
+        a3 = _mm256_fmadd_ps(x0, load8(k, kp + 3 * step + d, f16), a3);
       }
       _mm_storeu_ps(s0 + i, _mm_mul_ps(sc, sum4(a0, a1, a2, a3)));
     }
     for (; i < n; i++) {
-      const float* kp = k + i * step;
+      const int64_t kp = i * step;
       __m256 a = _mm256_setzero_ps();
-      for (int64_t d = 0; d < D; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d), _mm256_loadu_ps(kp + d), a);
+      for (int64_t d = 0; d < D; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q0 + d), load8(k, kp + d, f16), a);
       s0[i] = scale * sum1(a);
     }
   }
+}
+EI_AVX2 static void score_avx2(const float* const* q, int64_t rows, const void* keys, int64_t step, int64_t n,
+                               int64_t D, float scale, float* s, int64_t stride, int64_t col0) {
+  score_avx2_t(q, rows, keys, step, n, D, scale, s, stride, col0, 0);
+}
+EI_AVX2 static void score_f16_avx2(const float* const* q, int64_t rows, const void* keys, int64_t step, int64_t n,
+                                   int64_t D, float scale, float* s, int64_t stride, int64_t col0) {
+  score_avx2_t(q, rows, keys, step, n, D, scale, s, stride, col0, 1);
 }
 
 // value_rows adds R (≤ 4) rows' weighted values over 16 columns at a time:
@@ -211,15 +241,15 @@ EI_AVX2 static void score_avx2(const float* const* q, int64_t rows, const void* 
 // each score broadcast straight from memory (a load, where w·s took a
 // multiply and a shuffle per row and key: 12 % of a prefill chunk's
 // attention), w applied once at the end.
-EI_AVX2 static inline __attribute__((always_inline)) void value_rows(float* const* o, int R, const float* v, int64_t step,
+EI_AVX2 static inline __attribute__((always_inline)) void value_rows(float* const* o, int R, const void* v, int64_t step,
                                                                    int64_t n, int64_t D, float w, const float* s,
-                                                                   int64_t stride) {
+                                                                   int64_t stride, const int f16) {
   const __m256 wv = _mm256_set1_ps(w);
   for (int64_t d = 0; d < D; d += 16) {
     __m256 acc[4][2];
     for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n; i++) {
-      __m256 v0 = _mm256_loadu_ps(v + i * step + d), v1 = _mm256_loadu_ps(v + i * step + d + 8);
+      __m256 v0 = load8(v, i * step + d, f16), v1 = load8(v, i * step + d + 8, f16);
       for (int r = 0; r < R; r++) {
         __m256 p = _mm256_broadcast_ss(s + r * stride + i);
         acc[r][0] = _mm256_fmadd_ps(p, v0, acc[r][0]);
@@ -233,11 +263,17 @@ EI_AVX2 static inline __attribute__((always_inline)) void value_rows(float* cons
   }
 }
 
-// value_avx2 needs D a multiple of 16 (checked by the caller).
+// value_avx2 needs D a multiple of 16 (checked by the caller);
+// value_f16_avx2 is the same over a float16 pool.
 EI_AVX2 static void value_avx2(float* const* o, int64_t rows, const void* values, int64_t step, int64_t n, int64_t D,
                                float w, const float* s, int64_t stride, int64_t col0) {
-  const float* v = values;
-#define EI_CALL(r, R) value_rows(o + (r), R, v, step, n, D, w, s + (r) * stride + col0, stride)
+#define EI_CALL(r, R) value_rows(o + (r), R, values, step, n, D, w, s + (r) * stride + col0, stride, 0)
+  EI_TILES4(rows, EI_CALL);
+#undef EI_CALL
+}
+EI_AVX2 static void value_f16_avx2(float* const* o, int64_t rows, const void* values, int64_t step, int64_t n,
+                                   int64_t D, float w, const float* s, int64_t stride, int64_t col0) {
+#define EI_CALL(r, R) value_rows(o + (r), R, values, step, n, D, w, s + (r) * stride + col0, stride, 1)
   EI_TILES4(rows, EI_CALL);
 #undef EI_CALL
 }
@@ -346,15 +382,14 @@ EI_AVX512 static void pvalue_avx512(float* const* o, int64_t rows, const float* 
 // Variants.
 
 typedef void (*attend_fn)(const ei_attention_job* j, int64_t b, int64_t h, int64_t t0, int64_t t1, float* s,
-                          score_fn fast_score, value_fn fast_value);
+                          const fast_loops* fast);
 typedef void (*prefill_fn)(const ei_attention_job* j, int64_t b, int64_t h, int64_t t0, int64_t t1, float* s,
                            pscore_fn fast_score, pvalue_fn fast_value);
 
 typedef struct {
   const char* name;
   attend_fn attend;
-  score_fn fast_score;  // NULL: the compiled loops for every head size
-  value_fn fast_value;
+  fast_loops fast;      // NULL members: the compiled loops for every head size
   int (*runs)(void);    // whether this CPU can run it
   prefill_fn prefill;
   pscore_fn prefill_score;  // NULL: the compiled loops
@@ -371,12 +406,14 @@ static int has_v4(void) { return __builtin_cpu_supports("x86-64-v4"); }
 // variants use the compiled loops also where a hand-written one exists, so
 // that a test reaches code a host would never pick.
 static const variant variants[] = {
-    {"generic", attend_generic, NULL, NULL, always, attend_prefill_generic, NULL, NULL},
+    {"generic", attend_generic, {{NULL}, {NULL}}, always, attend_prefill_generic, NULL, NULL},
 #ifdef EI_X86_LEVELS
-    {"avx2-loops", attend_v3, NULL, NULL, has_v3, attend_prefill_v3, NULL, NULL},
-    {"avx2", attend_v3, score_avx2, value_avx2, has_v3, attend_prefill_v3, pscore_avx2, pvalue_avx2},
-    {"avx512-loops", attend_v4, NULL, NULL, has_v4, attend_prefill_v4, NULL, NULL},
-    {"avx512", attend_v4, score_avx2, value_avx2, has_v4, attend_prefill_v4, pscore_avx512, pvalue_avx512},
+    {"avx2-loops", attend_v3, {{NULL}, {NULL}}, has_v3, attend_prefill_v3, NULL, NULL},
+    {"avx2", attend_v3, {{score_avx2, score_f16_avx2}, {value_avx2, value_f16_avx2}}, has_v3, attend_prefill_v3,
+     pscore_avx2, pvalue_avx2},
+    {"avx512-loops", attend_v4, {{NULL}, {NULL}}, has_v4, attend_prefill_v4, NULL, NULL},
+    {"avx512", attend_v4, {{score_avx2, score_f16_avx2}, {value_avx2, value_f16_avx2}}, has_v4, attend_prefill_v4,
+     pscore_avx512, pvalue_avx512},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -422,7 +459,8 @@ size_t ei_attention_prep_bytes(ei_attention_job* j) {
 }
 
 // Item i: row b's keys for KV head h, the cached ones through the block
-// table (an int8 pool's times its block's scale), then this step's.
+// table (an int8 pool's times its block's scale, a float16 pool's widened),
+// then this step's.
 void ei_attention_prep(void* p, size_t i) {
   const ei_attention_job* j = p;
   const int64_t b = (int64_t)i / j->Hkv, h = (int64_t)i % j->Hkv, D = j->D, Lp = j->Lp;
@@ -434,6 +472,9 @@ void ei_attention_prep(void* p, size_t i) {
       const int8_t *k = (const int8_t*)j->kc + slot, *v = (const int8_t*)j->vc + slot;
       const float ks = j->ks[blk], vs = j->vs[blk];
       for (int64_t d = 0; d < D; d++) kt[EI_KT(c, d, D)] = ks * (float)k[d], vt[c * D + d] = vs * (float)v[d];
+    } else if (j->f16) {
+      const uint16_t *k = (const uint16_t*)j->kc + slot, *v = (const uint16_t*)j->vc + slot;
+      for (int64_t d = 0; d < D; d++) kt[EI_KT(c, d, D)] = h2f_generic(k[d]), vt[c * D + d] = h2f_generic(v[d]);
     } else {
       const float *k = (const float*)j->kc + slot, *v = (const float*)j->vc + slot;
       for (int64_t d = 0; d < D; d++) kt[EI_KT(c, d, D)] = k[d];
@@ -476,6 +517,6 @@ void ei_attention_work(void* p, size_t i) {
   if (j->kt != NULL)
     v->prefill(j, b, h, t0, t1, s, v->prefill_score, v->prefill_value);
   else
-    v->attend(j, b, h, t0, t1, s, v->fast_score, v->fast_value);
+    v->attend(j, b, h, t0, t1, s, &v->fast);
   if (s != stack) free(s);
 }

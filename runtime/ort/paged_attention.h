@@ -25,7 +25,8 @@ typedef struct {
   float* out;
   int64_t B, T, Hq, Hkv, G, D, N, bs, M;
   int64_t token_blocks;
-  int int8;
+  int int8;             // pools are int8 with per-block scales
+  int f16;              // pools are IEEE float16
   float scale;
   int64_t max_keys;  // max over rows of context_lens + T
   int failed;        // set by a work item that could not get memory

@@ -19,17 +19,14 @@ import (
 // slots, and per row its context length and block table (M entries).
 type pagedCase struct {
 	B, T, Hq, Hkv, D, N, bs, M int
-	int8                       bool
+	int8, f16                  bool
 	ctx                        []int64
 	table                      []int64 // [B, M]
 }
 
 // pagedModel is a graph of the one operator with the case's geometry.
 func pagedModel(c pagedCase) []byte {
-	pool := Float32
-	if c.int8 {
-		pool = Int8
-	}
+	pool := c.poolType()
 	in := []tValue{
 		{name: "q", dtype: Float32, dims: []any{"B", "T", c.Hq * c.D}},
 		// symbolic widths, so that the kernel's own shape checks are reached
@@ -55,10 +52,22 @@ func pagedModel(c pagedCase) []byte {
 	}.encode()
 }
 
+// poolType is the element type of the case's pools.
+func (c pagedCase) poolType() DType {
+	switch {
+	case c.int8:
+		return Int8
+	case c.f16:
+		return Float16
+	}
+	return Float32
+}
+
 // pagedData is a case's random inputs.
 type pagedData struct {
 	q, k, v, kc, vc, ks, vs []float32
 	kc8, vc8                []int8
+	kc16, vc16              []Float16Bits
 }
 
 func newPagedData(c pagedCase, r *rand.Rand) pagedData {
@@ -71,6 +80,29 @@ func newPagedData(c pagedCase, r *rand.Rand) pagedData {
 	}
 	poolLen := c.Hkv * c.N * c.bs * c.D
 	d := pagedData{q: f(c.B * c.T * c.Hq * c.D), k: f(c.B * c.T * c.Hkv * c.D), v: f(c.B * c.T * c.Hkv * c.D)}
+	if c.f16 {
+		// float16 pools, and the reference reads their exact values;
+		// subnormal and high-exponent ones among them
+		d.kc16, d.vc16 = make([]Float16Bits, poolLen), make([]Float16Bits, poolLen)
+		d.kc, d.vc = make([]float32, poolLen), make([]float32, poolLen)
+		for i, x := range f(2 * poolLen) {
+			h := Float16FromFloat32(x)
+			switch i % 97 {
+			case 5:
+				h = Float16Bits(0x0001 | uint16(h)&0x8000) // the smallest subnormal
+			case 11:
+				h = Float16Bits(0x03ff | uint16(h)&0x8000) // the largest subnormal
+			case 17:
+				h = Float16Bits(0x4bff | uint16(h)&0x8000) // 15.99: a high exponent, the scores still moderate
+			}
+			if i < poolLen {
+				d.kc16[i], d.kc[i] = h, h.Float32()
+			} else {
+				d.vc16[i-poolLen], d.vc[i-poolLen] = h, h.Float32()
+			}
+		}
+		return d
+	}
 	if !c.int8 {
 		d.kc, d.vc = f(poolLen), f(poolLen)
 		return d
@@ -160,7 +192,9 @@ func (c pagedCase) tensors(tb testing.TB, d pagedData, pools bool) map[string]*T
 		return in
 	}
 	pool := []int64{int64(c.Hkv), int64(c.N), int64(c.bs), int64(c.D)}
-	if c.int8 {
+	if c.f16 {
+		in["kc"], in["vc"] = add(CopyTensor(pool, d.kc16)), add(CopyTensor(pool, d.vc16))
+	} else if c.int8 {
 		in["kc"], in["vc"] = add(CopyTensor(pool, d.kc8)), add(CopyTensor(pool, d.vc8))
 		in["ks"] = add(CopyTensor([]int64{int64(c.Hkv), int64(c.N)}, d.ks))
 		in["vs"] = add(CopyTensor([]int64{int64(c.Hkv), int64(c.N)}, d.vs))
@@ -210,6 +244,12 @@ func TestPagedAttentionMatchesReference(t *testing.T) {
 			ctx: []int64{0, 0}, table: []int64{0, 1}},
 		"int8 pools": {B: 2, T: 3, Hq: 6, Hkv: 2, D: 32, N: 10, bs: 8, M: 3, int8: true,
 			ctx: []int64{21, 9}, table: []int64{4, 8, 1, 7, 0, 0}},
+		"float16 pools, decode": {B: 3, T: 1, Hq: 12, Hkv: 4, D: 64, N: 16, bs: 16, M: 3, f16: true,
+			ctx: []int64{40, 0, 7}, table: []int64{9, 3, 14, 0, 7, 2, 11, 6, 6}},
+		"float16 pools, prefill over a past": {B: 1, T: 11, Hq: 4, Hkv: 2, D: 32, N: 8, bs: 4, M: 6, f16: true,
+			ctx: []int64{10}, table: []int64{5, 1, 6, 0, 2, 3}},
+		"float16 pools, head size 20 (the unwidened loops)": {B: 2, T: 3, Hq: 4, Hkv: 2, D: 20, N: 8, bs: 4, M: 4, f16: true,
+			ctx: []int64{13, 2}, table: []int64{5, 1, 6, 7, 0, 2, 3, 4}},
 	}
 	ctx := context.Background()
 	for name, c := range cases {
@@ -308,26 +348,24 @@ func TestPagedAttentionBadInput(t *testing.T) {
 // BenchmarkPagedAttentionDecode times the kernel alone on one layer of a
 // synthetic-110m decode step (12 query heads, 4 KV heads, head size 64):
 // batch 8 at context 192 and batch 1 at contexts 128 and 2048, each row's
-// blocks in order, with float pools and with int8 pools (per-block scales):
+// blocks in order, with float pools, int8 pools (per-block scales) and
+// float16 pools:
 // the kernel's arithmetic and its hand-over to the thread pool more than
 // the memory's speed (the pools stay in the last-level cache, but for
 // float ones at 2048).
 func BenchmarkPagedAttentionDecode(b *testing.B) {
-	for _, int8 := range []bool{false, true} {
-		suffix := ""
-		if int8 {
-			suffix = "-int8"
-		}
-		b.Run("b8-ctx192"+suffix, func(b *testing.B) { benchPagedDecode(b, 8, 192, int8) })
-		b.Run("b1-ctx128"+suffix, func(b *testing.B) { benchPagedDecode(b, 1, 128, int8) })
-		b.Run("b1-ctx2048"+suffix, func(b *testing.B) { benchPagedDecode(b, 1, 2048, int8) })
+	for _, pool := range []DType{Float32, Int8, Float16} {
+		suffix := map[DType]string{Float32: "", Int8: "-int8", Float16: "-f16"}[pool]
+		b.Run("b8-ctx192"+suffix, func(b *testing.B) { benchPagedDecode(b, 8, 192, pool) })
+		b.Run("b1-ctx128"+suffix, func(b *testing.B) { benchPagedDecode(b, 1, 128, pool) })
+		b.Run("b1-ctx2048"+suffix, func(b *testing.B) { benchPagedDecode(b, 1, 2048, pool) })
 	}
 }
 
-func benchPagedDecode(b *testing.B, B, ctxLen int, int8 bool) {
+func benchPagedDecode(b *testing.B, B, ctxLen int, pool DType) {
 	needLib(b)
 	M := ctxLen/16 + 1
-	c := pagedCase{B: B, T: 1, Hq: 12, Hkv: 4, D: 64, N: B * M, bs: 16, M: M, int8: int8}
+	c := pagedCase{B: B, T: 1, Hq: 12, Hkv: 4, D: 64, N: B * M, bs: 16, M: M, int8: pool == Int8, f16: pool == Float16}
 	for i := range B {
 		c.ctx = append(c.ctx, int64(ctxLen))
 		for m := range M {

@@ -77,6 +77,9 @@ func BuildDecoder(ctx context.Context, dir string, spec DecoderSpec) (*bundle.Bu
 		if opts.KVInt8 {
 			m.Geometry.KVDType = bundle.KVDTypeInt8
 		}
+		if opts.KVFloat16 {
+			m.Geometry.KVDType = bundle.KVDTypeFloat16
+		}
 	}
 	if m.Generation == nil {
 		m.Generation = &bundle.Generation{EOSTokenIDs: c.EOSTokenID}

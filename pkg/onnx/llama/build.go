@@ -58,6 +58,12 @@ type Options struct {
 	// value_scale.{i} float32 [kvH, N] hold one scale per (head, block),
 	// as runtime/kvcache's int8 pages store them. Paged contract only.
 	KVInt8 bool
+	// KVFloat16 makes the paged graph read float16 pools (key_cache.{i}
+	// and value_cache.{i} IEEE float16): half the KV memory and half the
+	// bytes a decode step's attention reads, what llama.cpp keeps by
+	// default. The step's new_keys/new_values stay float32 (the cache
+	// rounds them on the way in). Paged contract only; not with KVInt8.
+	KVFloat16 bool
 	// PortableAttention builds the paged graph's attention from standard
 	// ONNX and com.microsoft operators (Gather of the blocks, FusedMatMul,
 	// Softmax, ...) instead of edgeinfer's ai.edgeinfer.PagedAttention
@@ -108,6 +114,12 @@ func (o *Options) normalise(c *Config) error {
 	}
 	if o.KVInt8 && o.Contract != ContractPaged {
 		return fmt.Errorf("%w: int8 KV pages need the paged contract", ErrOptions)
+	}
+	if o.KVFloat16 && o.Contract != ContractPaged {
+		return fmt.Errorf("%w: float16 KV pools need the paged contract", ErrOptions)
+	}
+	if o.KVFloat16 && o.KVInt8 {
+		return fmt.Errorf("%w: KV pools are float16 or int8, not both", ErrOptions)
 	}
 	if o.HiddenStates && o.Contract != ContractPaged {
 		return fmt.Errorf("%w: the hidden_states output needs the paged contract", ErrOptions)
@@ -425,8 +437,11 @@ func (d *decoder) rotary(x, pos string, heads int) string {
 // kvDType names the pools' element type as the metadata and bundle
 // manifests record it.
 func (o *Options) kvDType() string {
-	if o.KVInt8 {
+	switch {
+	case o.KVInt8:
 		return "int8"
+	case o.KVFloat16:
+		return "float16"
 	}
 	return "float32"
 }

@@ -19,8 +19,11 @@ func (d *decoder) pagedInputs() string {
 		b.Input("last_index", i64, onnx.Sym("batch"))
 	}
 	poolType := onnx.TensorProto_FLOAT
-	if d.opts.KVInt8 {
+	switch {
+	case d.opts.KVInt8:
 		poolType = onnx.TensorProto_INT8
+	case d.opts.KVFloat16:
+		poolType = onnx.TensorProto_FLOAT16
 	}
 	for i := range c.NumHiddenLayers {
 		for _, name := range []string{"key_cache.", "value_cache."} {
@@ -157,11 +160,11 @@ func (d *decoder) portableAttention(li, q, k4, v4 string) string {
 }
 
 // gatherPool gathers layer li's key or value blocks of every row,
-// [Hkv,B,M,bs,D], cast to float32 when the pool is int8.
+// [Hkv,B,M,bs,D], cast to float32 when the pool is int8 or float16.
 func (d *decoder) gatherPool(kind, li string) string {
 	b := d.b
 	blocks := b.Op("Gather", []string{kind + "_cache." + li, d.blockTables}, onnx.AttrInt("axis", 1))
-	if !d.opts.KVInt8 {
+	if !d.opts.KVInt8 && !d.opts.KVFloat16 {
 		return blocks
 	}
 	return b.Op("Cast", []string{blocks}, onnx.AttrInt("to", int64(onnx.TensorProto_FLOAT)))

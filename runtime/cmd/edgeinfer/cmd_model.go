@@ -22,9 +22,9 @@ func init() {
 }
 
 const modelUsage = `usage:
-  edgeinfer model build --preset NAME --out DIR [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--hidden-states] [--kv-int8] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--portable-matmul]]
+  edgeinfer model build --preset NAME --out DIR [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--hidden-states] [--kv-int8|--kv-float16] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--portable-matmul]]
   edgeinfer model import --onnx DIR --out DIR [--name NAME] [--version V]   (an Optimum/GenAI export, run through the compatible contract)
-  edgeinfer model import --hf DIR --out DIR [--name NAME] [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--hidden-states] [--kv-int8] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--portable-matmul]]
+  edgeinfer model import --hf DIR --out DIR [--name NAME] [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--hidden-states] [--kv-int8|--kv-float16] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--portable-matmul]]
 presets: `
 
 func runModel(ctx context.Context, stdout io.Writer, args []string) error {
@@ -51,6 +51,7 @@ type graphFlags struct {
 	blockSize  int
 	allLogits  bool
 	kvInt8     bool
+	kvFloat16  bool
 	portable   bool
 	matmul     bool // --matmul-kernel: the default, asked for (an error where the scheme cannot have it)
 	portableMM bool
@@ -69,6 +70,7 @@ func (g *graphFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&g.blockSize, "block-size", llama.DefaultBlockSize, "paged KV block size (tokens)")
 	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
 	fs.BoolVar(&g.hidden, "hidden-states", false, "paged graph also returns every position's final hidden state (hidden_states), which /v1/embeddings and engine.Embed pool")
+	fs.BoolVar(&g.kvFloat16, "kv-float16", false, "paged graph reads float16 KV pools (half the float32 KV memory and half the bytes a decode step's attention reads; llama.cpp's default cache type)")
 	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; a quarter of the float32 KV memory, and faster decode: BenchmarkDecodeKVInt8)")
 	fs.BoolVar(&g.portable, "portable-attention", false, "paged graph computes attention from standard operators, not edgeinfer's ai.edgeinfer.PagedAttention kernel (for an ONNX Runtime or provider without it; slower on the CPU)")
 	fs.BoolVar(&g.portableMM, "portable-matmul", false, "keep the int4-b32/int8 projections on com.microsoft.MatMulNBits (any ONNX Runtime or provider) instead of edgeinfer's faster CPU kernel ai.edgeinfer.MatMulNBits (same weights)")
@@ -89,7 +91,7 @@ func (g *graphFlags) options() (llama.Options, error) {
 	if c != llama.ContractPaged && c != llama.ContractCompatible {
 		return llama.Options{}, fmt.Errorf("%w: --contract %q (want paged or compatible)", errUsage, g.contract)
 	}
-	opts := llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits, HiddenStates: g.hidden, KVInt8: g.kvInt8, PortableAttention: g.portable, PortableMatMul: g.portableMM}
+	opts := llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits, HiddenStates: g.hidden, KVInt8: g.kvInt8, KVFloat16: g.kvFloat16, PortableAttention: g.portable, PortableMatMul: g.portableMM}
 	if g.scheme != "" && g.scheme != "fp32" {
 		em, err := quant.NewEmitter(g.scheme, g.keep...)
 		if err != nil {

@@ -288,7 +288,7 @@ func BenchmarkPrefixLookup(b *testing.B) {
 // BenchmarkScatter writes one decode step's new K/V for batch 8 into the
 // pools of all 12 layers of synthetic-110m (and a 256-token prefill chunk).
 func BenchmarkScatter(b *testing.B) {
-	for _, dt := range []DType{Float32, Int8} {
+	for _, dt := range []DType{Float32, Int8, Float16} {
 		for _, shape := range []struct {
 			name         string
 			batch, steps int

@@ -120,6 +120,14 @@ func (c *Cache) KeyPoolInt8(layer int) []int8 { return pick(c.mem.keyI8, layer) 
 // ValuePoolInt8: see KeyPoolInt8.
 func (c *Cache) ValuePoolInt8(layer int) []int8 { return pick(c.mem.valueI8, layer) }
 
+// KeyPoolFloat16 and ValuePoolFloat16 return layer's float16 pool (IEEE
+// binary16 bits), or nil for another element type, a bad layer or a
+// closed cache.
+func (c *Cache) KeyPoolFloat16(layer int) []uint16 { return pick(c.mem.keyF16, layer) }
+
+// ValuePoolFloat16: see KeyPoolFloat16.
+func (c *Cache) ValuePoolFloat16(layer int) []uint16 { return pick(c.mem.valueF16, layer) }
+
 // KeyPoolBytes and ValuePoolBytes return layer's pool as raw bytes
 // whatever the element type (for wrapping by element type at run time).
 func (c *Cache) KeyPoolBytes(layer int) []byte { return pick(c.mem.keyBytes, layer) }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/edgeinfer/edgeinfer/pkg/f16"
 	"golang.org/x/sys/unix"
 )
 
@@ -568,6 +569,100 @@ func TestScatterFloat32(t *testing.T) {
 	}
 	if err := c.ScatterLayer(2, k[1], v[1], 2, 2, slots); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("bad layer: %v", err)
+	}
+}
+
+// TestScatterFloat16: a float16 cache holds each written value rounded to
+// the nearest float16 (pkg/f16's codec, ties to even) in the slot a float32
+// cache would, skips padding, and takes half the memory per block.
+func TestScatterFloat16(t *testing.T) {
+	cfg := tinyConfig(4)
+	cfg.DType = Float16
+	cfg.BudgetBytes = 4 * cfg.BlockBytes()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f32 := tinyConfig(4)
+	if 2*cfg.BlockBytes() != f32.BlockBytes() {
+		t.Errorf("a float16 block is %d bytes, want half of float32's %d", cfg.BlockBytes(), f32.BlockBytes())
+	}
+	slots := []int64{5, 6, 9, -1}
+	r := rand.New(rand.NewPCG(3, 3))
+	k, v := make([][]float32, cfg.Layers), make([][]float32, cfg.Layers)
+	for l := range k {
+		k[l], v[l] = make([]float32, 2*cfg.KVHeads*2*cfg.HeadDim), make([]float32, 2*cfg.KVHeads*2*cfg.HeadDim)
+		for i := range k[l] {
+			k[l][i], v[l][i] = float32(r.NormFloat64()*100), float32(r.NormFloat64()*1e-5)
+		}
+	}
+	if err := c.Scatter(k, v, 2, 2, slots); err != nil {
+		t.Fatal(err)
+	}
+	written := 0
+	for l := range cfg.Layers {
+		kp, vp := c.KeyPoolFloat16(l), c.ValuePoolFloat16(l)
+		if c.KeyPool(l) != nil || c.KeyPoolInt8(l) != nil || len(kp) == 0 {
+			t.Fatal("a float16 cache's pools are float16 only")
+		}
+		for b := range 2 {
+			for st := range 2 {
+				slot := slots[b*2+st]
+				if slot < 0 {
+					continue
+				}
+				for h := range cfg.KVHeads {
+					src := ((b*cfg.KVHeads+h)*2 + st) * cfg.HeadDim
+					off := c.SlotOffset(h, slot)
+					for e := range cfg.HeadDim {
+						if kp[off+e] != f16.FromFloat32(k[l][src+e]) || vp[off+e] != f16.FromFloat32(v[l][src+e]) {
+							t.Fatalf("layer %d row %d step %d head %d element %d: %#x, %#x; want %#x, %#x", l, b, st, h, e,
+								kp[off+e], vp[off+e], f16.FromFloat32(k[l][src+e]), f16.FromFloat32(v[l][src+e]))
+						}
+					}
+				}
+			}
+		}
+		for _, x := range kp {
+			if x != 0 {
+				written++
+			}
+		}
+	}
+	if want := cfg.Layers * 3 * cfg.KVHeads * cfg.HeadDim; written != want {
+		t.Errorf("%d keys written, want %d (padding skipped)", written, want)
+	}
+}
+
+// TestNarrowMatchesTheCodec: the scatter's in-line rounding gives
+// f16.FromFloat32's bits for every float32 at a stride through all of them
+// and around each float16 boundary (normal range ends, ties, overflow).
+func TestNarrowMatchesTheCodec(t *testing.T) {
+	var xs []float32
+	for b := uint64(0); b < 1<<32; b += 4093 {
+		xs = append(xs, math.Float32frombits(uint32(b)))
+	}
+	for _, edge := range []float32{0x1p-14, 0x1p-15, 0x1p15, 65504, 65519, 65520, 1 + 0x1p-11, 1 + 0x3p-11, 2048 + 1, 2048 + 3} {
+		for _, s := range []float32{1, -1} {
+			b := math.Float32bits(s * edge)
+			for d := uint32(0); d < 5; d++ {
+				xs = append(xs, math.Float32frombits(b-d), math.Float32frombits(b+d))
+			}
+		}
+	}
+	got := make([]uint16, len(xs))
+	narrow(got, xs)
+	bad := 0
+	for i, x := range xs {
+		if want := f16.FromFloat32(x); got[i] != want && !(x != x && got[i]&0x7c00 == 0x7c00 && got[i]&0x3ff != 0) {
+			if bad++; bad <= 5 {
+				t.Errorf("narrow(%g = %#x) = %#x, want %#x", x, math.Float32bits(x), got[i], want)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d values differ from the codec", bad, len(xs))
 	}
 }
 

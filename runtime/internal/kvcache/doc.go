@@ -5,7 +5,7 @@
 // pool and a value pool laid out head-major [kvHeads, numBlocks, blockSize,
 // headDim], which the decoder graph reads through Gather(pool, block_tables,
 // axis=1) without a copy; the executor wraps each pool once as a tensor
-// (KeyPool/ValuePool, or the Int8 and Bytes variants, plus KeyScales and
+// (KeyPool/ValuePool, or the Int8, Float16 and Bytes variants, plus KeyScales and
 // ValueScales for int8 pages). A slot is block*BlockSize + offset.
 //
 // A Sequence holds a block table. Blocks are allocated as tokens are

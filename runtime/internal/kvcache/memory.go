@@ -22,6 +22,7 @@ type pools struct {
 	keyBytes, valueBytes []([]byte) // per layer, raw
 	keyF32, valueF32     [][]float32
 	keyI8, valueI8       [][]int8
+	keyF16, valueF16     [][]uint16 // IEEE float16 bits
 	keyScale, valueScale [][]float32
 }
 
@@ -116,6 +117,9 @@ func newPools(cfg Config, numBlocks int) (*pools, error) {
 		case Float32:
 			p.keyF32 = append(p.keyF32, asFloat32(p.keyBytes[l]))
 			p.valueF32 = append(p.valueF32, asFloat32(p.valueBytes[l]))
+		case Float16:
+			p.keyF16 = append(p.keyF16, asUint16(p.keyBytes[l]))
+			p.valueF16 = append(p.valueF16, asUint16(p.valueBytes[l]))
 		case Int8:
 			p.keyI8 = append(p.keyI8, asInt8(p.keyBytes[l]))
 			p.valueI8 = append(p.valueI8, asInt8(p.valueBytes[l]))
@@ -143,6 +147,13 @@ func asFloat32(b []byte) []float32 {
 		return nil
 	}
 	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+func asUint16(b []byte) []uint16 {
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2)
 }
 
 func asInt8(b []byte) []int8 {

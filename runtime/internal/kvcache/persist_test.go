@@ -64,7 +64,7 @@ func restoredSequence(t *testing.T, c *Cache, path string, key []byte, prompt []
 // restored by the next, byte for byte (int8 scales included), when a
 // prompt asks for them, and only then.
 func TestPersistRoundTrip(t *testing.T) {
-	for _, dt := range []DType{Float32, Int8} {
+	for _, dt := range []DType{Float32, Int8, Float16} {
 		t.Run(dt.String(), func(t *testing.T) {
 			c, prompt := persistCache(t, dt, 16, 21) // 5 full blocks of 4
 			snap := c.Snapshot(1 << 20)

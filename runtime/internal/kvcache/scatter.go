@@ -1,12 +1,18 @@
 package kvcache
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+
+	"github.com/edgeinfer/edgeinfer/pkg/f16"
+)
 
 // Scatter writes a step's new keys and values into their pool slots for
 // every layer. newKeys[l] and newValues[l] are the graph outputs
 // new_keys.{l} / new_values.{l}, row-major [batch, kvHeads, steps, headDim];
 // slots is row-major [batch, steps] as made by Sequence.Slots, with a
-// negative slot for each padding position (skipped). An int8 cache
+// negative slot for each padding position (skipped). A float16 cache
+// rounds each value to nearest, ties to even. An int8 cache
 // quantises on the way in, one scale per (block, head), growing it and
 // requantising the block's rows when a new row exceeds it. Nothing is
 // written unless every argument is valid. Scatter allocates nothing.
@@ -80,6 +86,22 @@ func (c *Cache) scatterLayer(l int, k, v []float32, batch, steps int, slots []in
 		}
 		return
 	}
+	if c.cfg.DType == Float16 {
+		kp, vp := c.mem.keyF16[l], c.mem.valueF16[l]
+		for b := range batch {
+			for t := range steps {
+				if slot := slots[b*steps+t]; slot >= 0 {
+					for h := range heads {
+						src := ((b*heads+h)*steps + t) * hd
+						dst := h*c.headStride + int(slot)*hd
+						narrow(kp[dst:dst+hd], k[src:src+hd])
+						narrow(vp[dst:dst+hd], v[src:src+hd])
+					}
+				}
+			}
+		}
+		return
+	}
 	kp, vp := c.mem.keyF32[l], c.mem.valueF32[l]
 	for b := range batch {
 		for t := range steps {
@@ -92,5 +114,23 @@ func (c *Cache) scatterLayer(l int, k, v []float32, batch, steps int, slots []in
 				}
 			}
 		}
+	}
+}
+
+// narrow rounds src into float16 bits at dst (as long), as
+// f16.FromFloat32 does: in line for values in float16's normal range,
+// which keys and values are (the codec's call per element made a float16
+// cache's scatter 29 times a float32 one's: BenchmarkScatter), the codec
+// for the rest (subnormals, overflow, NaN).
+func narrow(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	for i, x := range src {
+		b := math.Float32bits(x)
+		if e := b >> 23 & 0xff; e-113 < 29 { // |x| in [2^-14, 2^15)
+			r := b + 0xfff + b>>13&1 // to nearest, ties to even; a carry moves into the exponent
+			dst[i] = uint16(b>>16)&0x8000 | uint16((r&0x7fffffff)>>13-112<<10)
+			continue
+		}
+		dst[i] = f16.FromFloat32(x)
 	}
 }

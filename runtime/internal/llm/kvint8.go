@@ -3,6 +3,7 @@ package llm
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
@@ -10,10 +11,14 @@ import (
 )
 
 // kvDType is the KV cache element type a bundle's graph reads: int8 pages
-// when its geometry says so (kv_dtype "int8"), float32 otherwise.
+// or float16 pools when its geometry says so (kv_dtype "int8",
+// "float16"), float32 otherwise.
 func kvDType(g bundle.Geometry) kvcache.DType {
-	if g.KVInt8() {
+	switch {
+	case g.KVInt8():
 		return kvcache.Int8
+	case g.KVFloat16():
+		return kvcache.Float16
 	}
 	return kvcache.Float32
 }
@@ -26,8 +31,11 @@ func (m *Model) checkPoolDType(name string, dt ort.DType) error {
 		return nil
 	}
 	want := ort.Float32
-	if m.geom.KVInt8() {
+	switch {
+	case m.geom.KVInt8():
 		want = ort.Int8
+	case m.geom.KVFloat16():
+		want = ort.Float16
 	}
 	if dt != want {
 		return fmt.Errorf("%w: %s input %s is %s, but the manifest's kv_dtype %q needs %s", ErrContract, m.b.ModelPath(), name, dt, m.geom.KVDType, want)
@@ -37,7 +45,8 @@ func (m *Model) checkPoolDType(name string, dt ort.DType) error {
 
 // wrapPools wraps the cache's per-layer pools once as tensors, zero copy
 // (they live in the cache's anonymous mapping, outside the Go heap):
-// key_cache.l and value_cache.l at pools[2l] and pools[2l+1], and for int8
+// key_cache.l and value_cache.l at pools[2l] and pools[2l+1] (float32,
+// float16 or int8 as the cache holds them), and for int8
 // pages their scales key_scale.l and value_scale.l at scales[2l], [2l+1].
 // Scatter quantises into the same memory, so the tensors always see the
 // current cache.
@@ -58,6 +67,16 @@ func (m *Model) wrapPools() error {
 			}
 			continue
 		}
+		if c.Config().DType == kvcache.Float16 {
+			for _, pool := range [][]uint16{c.KeyPoolFloat16(l), c.ValuePoolFloat16(l)} {
+				// the same bits, typed as the tensor's element
+				h := unsafe.Slice((*ort.Float16Bits)(unsafe.Pointer(unsafe.SliceData(pool))), len(pool))
+				if err := wrapInto(&m.pools, shape, h); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		for _, pool := range [][]float32{c.KeyPool(l), c.ValuePool(l)} {
 			if err := wrapInto(&m.pools, shape, pool); err != nil {
 				return err
@@ -68,7 +87,7 @@ func (m *Model) wrapPools() error {
 }
 
 // wrapInto appends a zero-copy tensor over data to *dst.
-func wrapInto[T int8 | float32](dst *[]*ort.Tensor, shape []int64, data []T) error {
+func wrapInto[T int8 | float32 | ort.Float16Bits](dst *[]*ort.Tensor, shape []int64, data []T) error {
 	t, err := ort.NewTensor(shape, data)
 	if err != nil {
 		return fmt.Errorf("llm: wrap kv pool: %w", err)

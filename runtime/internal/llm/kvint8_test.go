@@ -25,11 +25,11 @@ import (
 // trained model's confident logits are what int8 pages must preserve.
 const tinyLMDir = "../../../examples/tinylm"
 
-// qualityBundle builds the decoder the int8 test compares: the trained
-// tiny model when its checkpoint is present, else the tiny-test preset.
-func qualityBundle(t *testing.T, kvInt8 bool) (*bundle.Bundle, string) {
+// qualityBundle builds the decoder the reduced-KV tests compare: the
+// trained tiny model when its checkpoint is present, else the tiny-test
+// preset.
+func qualityBundle(t *testing.T, opts llama.Options) (*bundle.Bundle, string) {
 	t.Helper()
-	opts := llama.Options{KVInt8: kvInt8}
 	_, errCfg := os.Stat(filepath.Join(tinyLMDir, "config.json"))
 	_, errST := os.Stat(filepath.Join(tinyLMDir, "model.safetensors"))
 	if errCfg == nil && errST == nil {
@@ -93,26 +93,47 @@ func decodeArgmax(t *testing.T, m *Model, prompt, forced []int32, steps int) []i
 // teacher-forced on the fp32 continuation (so one divergence does not
 // cascade), the int8-KV argmax equals the fp32-KV argmax at ≥ 99 % of
 // positions (issue 3, item 5).
-func TestInt8KVTopOneAgreement(t *testing.T) {
+//
+// float16 pools (llama.cpp's default cache type) the same way, at the same
+// bar.
+func TestReducedKVTopOneAgreement(t *testing.T) {
 	orttest.Need(t)
-	ctx := context.Background()
-	load := func(kvInt8 bool) (*Model, string) {
-		b, name := qualityBundle(t, kvInt8)
-		if got := b.Manifest.Geometry.KVInt8(); got != kvInt8 {
-			t.Fatalf("manifest kv_dtype %q, want int8 = %v", b.Manifest.Geometry.KVDType, kvInt8)
-		}
-		m, err := Load(ctx, b, Options{KV: kvcache.Options{DisablePrefixCache: true}, Session: ort.Options{IntraOpThreads: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = m.Close() })
-		return m, name
+	fp, name := loadQuality(t, llama.Options{}, "")
+	for _, tc := range []struct {
+		dtype kvcache.DType
+		opts  llama.Options
+		kv    string
+	}{{kvcache.Int8, llama.Options{KVInt8: true}, "int8"}, {kvcache.Float16, llama.Options{KVFloat16: true}, "float16"}} {
+		t.Run(tc.kv, func(t *testing.T) {
+			q, _ := loadQuality(t, tc.opts, tc.kv)
+			if q.Cache().Config().DType != tc.dtype {
+				t.Fatalf("%s bundle loaded a %v cache", tc.kv, q.Cache().Config().DType)
+			}
+			topOneAgreement(t, fp, q, name, tc.kv)
+		})
 	}
-	fp, name := load(false)
-	q, _ := load(true)
-	if q.Cache().Config().DType != kvcache.Int8 {
-		t.Fatal("int8 bundle loaded a float32 cache")
+}
+
+// loadQuality loads qualityBundle(opts), checking its manifest's kv_dtype
+// ("" for float32 pools).
+func loadQuality(t *testing.T, opts llama.Options, kv string) (*Model, string) {
+	t.Helper()
+	b, name := qualityBundle(t, opts)
+	if got := b.Manifest.Geometry.KVDType; got != kv {
+		t.Fatalf("manifest kv_dtype %q, want %q", got, kv)
 	}
+	m, err := Load(context.Background(), b, Options{KV: kvcache.Options{DisablePrefixCache: true}, Session: ort.Options{IntraOpThreads: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m, name
+}
+
+// topOneAgreement decodes fp's greedy continuations and q's teacher-forced
+// on them, and wants q's argmax equal at ≥ 99 % of positions.
+func topOneAgreement(t *testing.T, fp, q *Model, name, kv string) {
+	t.Helper()
 	// Prompts, each decoded for as many steps as the context allows, up
 	// to 256. The trained model's context is 256 positions: from its BOS
 	// alone it decodes 256 steps; "Call me Ishmael" (its tokenizer's ids,
@@ -137,12 +158,12 @@ func TestInt8KVTopOneAgreement(t *testing.T) {
 		agree, n = agree+a, n+len(want)
 	}
 	rate := float64(agree) / float64(n)
-	t.Logf("%s: int8 KV top-1 agreement %d/%d = %.2f%% over %d prompts (longest %d greedy decode steps)", name, agree, n, 100*rate, len(prompts), longest)
+	t.Logf("%s: %s KV top-1 agreement %d/%d = %.2f%% over %d prompts (longest %d greedy decode steps)", name, kv, agree, n, 100*rate, len(prompts), longest)
 	if longest < 256 {
 		t.Fatalf("longest continuation %d steps, want 256", longest)
 	}
 	if rate < 0.99 {
-		t.Fatalf("int8 KV top-1 agreement %.2f%% < 99%%", 100*rate)
+		t.Fatalf("%s KV top-1 agreement %.2f%% < 99%%", kv, 100*rate)
 	}
 }
 
@@ -150,22 +171,37 @@ func TestInt8KVTopOneAgreement(t *testing.T) {
 // load, naming the input, rather than at the first step.
 func TestKVDTypeMismatchFailsAtLoad(t *testing.T) {
 	orttest.Need(t)
-	b := tinyBundle(t, llama.Options{KVInt8: true})
-	path := filepath.Join(b.Dir, bundle.ManifestFile)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data = bytes.Replace(data, []byte(`"kv_dtype": "int8"`), []byte(`"kv_dtype": "float32"`), 1)
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b, err = bundle.Load(b.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Load(context.Background(), b, Options{Session: ort.Options{IntraOpThreads: 1}})
-	if !errors.Is(err, ErrContract) || !strings.Contains(err.Error(), "key_cache.0") {
-		t.Fatalf("Load: %v, want ErrContract naming key_cache.0", err)
+	for _, tc := range []struct {
+		opts     llama.Options
+		has, say string
+	}{
+		{llama.Options{KVInt8: true}, "int8", "float32"},
+		{llama.Options{KVFloat16: true}, "float16", "float32"},
+		{llama.Options{KVFloat16: true}, "float16", "int8"},
+	} {
+		t.Run(tc.has+" said to be "+tc.say, func(t *testing.T) {
+			b := tinyBundle(t, tc.opts)
+			path := filepath.Join(b.Dir, bundle.ManifestFile)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			was := []byte(`"kv_dtype": "` + tc.has + `"`)
+			if !bytes.Contains(data, was) {
+				t.Fatalf("the manifest does not say %s", was)
+			}
+			data = bytes.Replace(data, was, []byte(`"kv_dtype": "`+tc.say+`"`), 1)
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			b, err = bundle.Load(b.Dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Load(context.Background(), b, Options{Session: ort.Options{IntraOpThreads: 1}})
+			if !errors.Is(err, ErrContract) || !strings.Contains(err.Error(), "key_cache.0") {
+				t.Fatalf("Load: %v, want ErrContract naming key_cache.0", err)
+			}
+		})
 	}
 }
