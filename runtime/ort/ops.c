@@ -91,6 +91,21 @@ typedef struct {
   float scale;  // 0: 1/sqrt(head_dim)
 } attention_node;
 
+// rotary_run runs a rotary job's tokens and names a position outside the
+// caches (RotaryQKV, and PagedAttention's fused form).
+static OrtStatus* rotary_run(const char* op, OrtKernelContext* ctx, ei_rotary_job* j) {
+  const int64_t n = j->B * j->T;
+  // a decode step's few tokens: on this thread, sparing the pool a hand-over
+  if (n <= 16)
+    for (int64_t i = 0; i < n; i++) ei_rotary_work(j, (size_t)i);
+  else
+    TRY(api->KernelContext_ParallelFor(ctx, ei_rotary_work, (size_t)n, 0, j));
+  if (j->bad != 0)
+    return fail("%s: position_ids[%lld] is %lld, outside the rotary caches' %lld positions", op,
+                (long long)(j->bad - 1), (long long)j->pos[j->bad - 1], (long long)j->P);
+  return NULL;
+}
+
 static const char* attention_inputs[] = {"query",        "key",          "value",     "key_cache",  "value_cache",
                                          "block_tables", "context_lens", "key_scale", "value_scale",
                                          "position_ids", "cos_cache",    "sin_cache"};
@@ -126,14 +141,7 @@ static OrtStatus* rotary_prepare(const char* op, OrtKernelContext* ctx, const te
   if (floats > 0 && posix_memalign((void**)scratch, 64, floats * sizeof(float)) != 0)
     return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory for a step's rotated queries and keys");
   j.q = *scratch, j.k = j.q + n * j.Hq * j.D, j.v = j.k + n * j.Hkv * j.D;
-  // a decode step's few tokens: on this thread, sparing the pool a hand-over
-  if (n <= 16)
-    for (int64_t i = 0; i < n; i++) ei_rotary_work(&j, (size_t)i);
-  else
-    TRY(api->KernelContext_ParallelFor(ctx, ei_rotary_work, (size_t)n, 0, &j));
-  if (j.bad != 0)
-    return fail("%s: position_ids[%lld] is %lld, outside the rotary caches' %lld positions", op,
-                (long long)(j.bad - 1), (long long)j.pos[j.bad - 1], (long long)j.P);
+  TRY(rotary_run(op, ctx, &j));
   a->B = j.B, a->T = j.T, a->D = j.D;
   a->q = j.q, a->k = j.k, a->v = j.v;
   return NULL;
@@ -507,16 +515,7 @@ static OrtStatus* rotary_compute(void* node, OrtKernelContext* ctx) {
   TRY(output(ctx, 2, (int64_t[]){j.B, j.T, j.Hkv * j.D}, 3, &j.v));
   TRY(output(ctx, 3, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.kh));
   TRY(output(ctx, 4, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.vh));
-  const int64_t n = j.B * j.T;
-  // a decode step's few tokens: on this thread, sparing the pool a hand-over
-  if (n <= 16)
-    for (int64_t i = 0; i < n; i++) ei_rotary_work(&j, (size_t)i);
-  else
-    TRY(api->KernelContext_ParallelFor(ctx, ei_rotary_work, (size_t)n, 0, &j));
-  if (j.bad != 0)
-    return fail("%s: position_ids[%lld] is %lld, outside the rotary caches' %lld positions", op,
-                (long long)(j.bad - 1), (long long)j.pos[j.bad - 1], (long long)j.P);
-  return NULL;
+  return rotary_run(op, ctx, &j);
 }
 
 static OrtStatus* rotary_create(const OrtKernelInfo* info, void** out) {

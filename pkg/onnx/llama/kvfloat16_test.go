@@ -42,56 +42,19 @@ func TestKVFloat16MatchesWidenedPools(t *testing.T) {
 			pools[l].h[kv], pools[l].wide[kv] = h, wide
 		}
 	}
-	tests := []struct {
-		name    string
-		t       int     // new tokens per row
-		table   []int64 // rows × 4 block ids, scattered over the pool
-		ctxLens []int64
-	}{
-		{"decode 2 rows", 1, []int64{5, 2, 0, 8, 3, 7, 1, 4}, []int64{20, 33}},
-		{"prefill chunk of 9 over a past", 9, []int64{6, 1, 3, 2}, []int64{37}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			B, T := int64(len(tt.ctxLens)), int64(tt.t)
-			ids := randomIDs(3, int(B*T), c.VocabSize)
-			var pos []int64
-			for _, n := range tt.ctxLens {
-				pos = append(pos, iota64(int(n), tt.t)...)
-			}
-			feed := func(r *runner, half bool) {
-				set(r, "input_ids", []int64{B, T}, ids)
-				set(r, "position_ids", []int64{B, T}, pos)
-				set(r, "block_tables", []int64{B, 4}, tt.table)
-				set(r, "context_lens", []int64{B}, tt.ctxLens)
-				set(r, "last_index", []int64{B}, make([]int64, B))
-				shape := []int64{int64(hkv), blocks, bs, int64(hd)}
-				for l, p := range pools {
-					li := strconv.Itoa(l)
-					for kv, kind := range []string{"key", "value"} {
-						if half {
-							set(r, kind+"_cache."+li, shape, p.h[kv])
-						} else {
-							set(r, kind+"_cache."+li, shape, p.wide[kv])
-						}
-					}
+	shape := []int64{int64(hkv), blocks, bs, int64(hd)}
+	reducedPoolCases(t, c, fp, halves, "float16 pools differ from the same values in float32 pools", func(r *runner, half bool) {
+		for l, p := range pools {
+			li := strconv.Itoa(l)
+			for kv, kind := range []string{"key", "value"} {
+				if half {
+					set(r, kind+"_cache."+li, shape, p.h[kv])
+				} else {
+					set(r, kind+"_cache."+li, shape, p.wide[kv])
 				}
 			}
-			rf := newRunner(t)
-			feed(rf, false)
-			want := rf.run(fp)
-			for form, s := range halves {
-				rh := newRunner(t)
-				feed(rh, true)
-				got := rh.run(s)
-				for _, name := range []string{"logits", "new_keys.1", "new_values.1"} {
-					if d := maxDiff(got[name].data, want[name].data); d > 1e-5 {
-						t.Errorf("%s attention, %s: float16 pools differ from the same values in float32 pools by %g", form, name, d)
-					}
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func TestKVFloat16Options(t *testing.T) {

@@ -50,6 +50,28 @@ func TestKVInt8MatchesDequantisedPools(t *testing.T) {
 			pools[l].q[kv], pools[l].scales[kv], pools[l].deq[kv] = q, sc, deq
 		}
 	}
+	shape := []int64{int64(hkv), blocks, bs, int64(hd)}
+	reducedPoolCases(t, c, fp, q8s, "int8 pools differ from dequantised fp32 pools", func(r *runner, reduced bool) {
+		for l, p := range pools {
+			li := strconv.Itoa(l)
+			for kv, kind := range []string{"key", "value"} {
+				if reduced {
+					set(r, kind+"_cache."+li, shape, p.q[kv])
+					set(r, kind+"_scale."+li, []int64{int64(hkv), blocks}, p.scales[kv])
+				} else {
+					set(r, kind+"_cache."+li, shape, p.deq[kv])
+				}
+			}
+		}
+	})
+}
+
+// reducedPoolCases runs the reduced-pool tests' steps — two decode rows,
+// and a prefill chunk of 9 tokens (the kernel's gathered path) over a past
+// — on pools of 9 blocks: the float32 graph fp fed its pools, each of
+// reduced fed theirs (setPools), logits and new K/V to agree within 1e-5.
+func reducedPoolCases(t *testing.T, c *Config, fp *ort.Session, reduced map[string]*ort.Session, differ string, setPools func(r *runner, reduced bool)) {
+	t.Helper()
 	tests := []struct {
 		name    string
 		t       int     // new tokens per row
@@ -57,7 +79,7 @@ func TestKVInt8MatchesDequantisedPools(t *testing.T) {
 		ctxLens []int64
 	}{
 		{"decode 2 rows", 1, []int64{5, 2, 0, 8, 3, 7, 1, 4}, []int64{20, 33}},
-		{"prefill chunk over a past", 4, []int64{6, 1, 3, 2}, []int64{37}},
+		{"prefill chunk of 9 over a past", 9, []int64{6, 1, 3, 2}, []int64{37}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,35 +89,24 @@ func TestKVInt8MatchesDequantisedPools(t *testing.T) {
 			for _, n := range tt.ctxLens {
 				pos = append(pos, iota64(int(n), tt.t)...)
 			}
-			feed := func(r *runner, int8Pools bool) {
+			feed := func(r *runner, reduced bool) {
 				set(r, "input_ids", []int64{B, T}, ids)
 				set(r, "position_ids", []int64{B, T}, pos)
 				set(r, "block_tables", []int64{B, 4}, tt.table)
 				set(r, "context_lens", []int64{B}, tt.ctxLens)
 				set(r, "last_index", []int64{B}, make([]int64, B))
-				shape := []int64{int64(hkv), blocks, bs, int64(hd)}
-				for l, p := range pools {
-					li := strconv.Itoa(l)
-					for kv, kind := range []string{"key", "value"} {
-						if int8Pools {
-							set(r, kind+"_cache."+li, shape, p.q[kv])
-							set(r, kind+"_scale."+li, []int64{int64(hkv), blocks}, p.scales[kv])
-						} else {
-							set(r, kind+"_cache."+li, shape, p.deq[kv])
-						}
-					}
-				}
+				setPools(r, reduced)
 			}
 			rf := newRunner(t)
 			feed(rf, false)
 			want := rf.run(fp)
-			for form, q8 := range q8s {
-				rq := newRunner(t)
-				feed(rq, true)
-				got := rq.run(q8)
+			for form, s := range reduced {
+				rr := newRunner(t)
+				feed(rr, true)
+				got := rr.run(s)
 				for _, name := range []string{"logits", "new_keys.1", "new_values.1"} {
 					if d := maxDiff(got[name].data, want[name].data); d > 1e-5 {
-						t.Errorf("%s attention, %s: int8 pools differ from dequantised fp32 pools by %g", form, name, d)
+						t.Errorf("%s attention, %s: %s by %g", form, name, differ, d)
 					}
 				}
 			}

@@ -87,30 +87,24 @@ func (c *Cache) scatterLayer(l int, k, v []float32, batch, steps int, slots []in
 		return
 	}
 	if c.cfg.DType == Float16 {
-		kp, vp := c.mem.keyF16[l], c.mem.valueF16[l]
-		for b := range batch {
-			for t := range steps {
-				if slot := slots[b*steps+t]; slot >= 0 {
-					for h := range heads {
-						src := ((b*heads+h)*steps + t) * hd
-						dst := h*c.headStride + int(slot)*hd
-						narrow(kp[dst:dst+hd], k[src:src+hd])
-						narrow(vp[dst:dst+hd], v[src:src+hd])
-					}
-				}
-			}
-		}
+		scatterRows(c, c.mem.keyF16[l], c.mem.valueF16[l], k, v, batch, steps, slots, narrow)
 		return
 	}
-	kp, vp := c.mem.keyF32[l], c.mem.valueF32[l]
+	scatterRows(c, c.mem.keyF32[l], c.mem.valueF32[l], k, v, batch, steps, slots, func(dst, src []float32) { copy(dst, src) })
+}
+
+// scatterRows puts each (row, step, head)'s keys and values into its slot
+// of one layer's pools kp and vp, as put converts them.
+func scatterRows[T uint16 | float32](c *Cache, kp, vp []T, k, v []float32, batch, steps int, slots []int64, put func(dst []T, src []float32)) {
+	hd, heads := c.cfg.HeadDim, c.cfg.KVHeads
 	for b := range batch {
 		for t := range steps {
 			if slot := slots[b*steps+t]; slot >= 0 {
 				for h := range heads {
 					src := ((b*heads+h)*steps + t) * hd
 					dst := h*c.headStride + int(slot)*hd
-					copy(kp[dst:dst+hd], k[src:src+hd])
-					copy(vp[dst:dst+hd], v[src:src+hd])
+					put(kp[dst:dst+hd], k[src:src+hd])
+					put(vp[dst:dst+hd], v[src:src+hd])
 				}
 			}
 		}
