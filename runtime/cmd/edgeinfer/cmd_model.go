@@ -70,7 +70,7 @@ func (g *graphFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&g.blockSize, "block-size", llama.DefaultBlockSize, "paged KV block size (tokens)")
 	fs.BoolVar(&g.allLogits, "all-logits", false, "paged graph returns logits of every position")
 	fs.BoolVar(&g.hidden, "hidden-states", false, "paged graph also returns every position's final hidden state (hidden_states), which /v1/embeddings and engine.Embed pool")
-	fs.BoolVar(&g.kvFloat16, "kv-float16", false, "paged graph reads float16 KV pools (half the float32 KV memory and half the bytes a decode step's attention reads; llama.cpp's default cache type)")
+	fs.BoolVar(&g.kvFloat16, "kv-float16", false, "paged graph reads float16 KV pools (half the float32 KV memory and half the bytes a decode step's attention reads, faster at long contexts: BenchmarkDecodeKVInt8 f16/fp32; llama.cpp's default cache type)")
 	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; a quarter of the float32 KV memory, and faster decode: BenchmarkDecodeKVInt8)")
 	fs.BoolVar(&g.portable, "portable-attention", false, "paged graph computes attention from standard operators, not edgeinfer's ai.edgeinfer.PagedAttention kernel (for an ONNX Runtime or provider without it; slower on the CPU)")
 	fs.BoolVar(&g.portableMM, "portable-matmul", false, "keep the int4-b32/int8 projections on com.microsoft.MatMulNBits (any ONNX Runtime or provider) instead of edgeinfer's faster CPU kernel ai.edgeinfer.MatMulNBits (same weights)")

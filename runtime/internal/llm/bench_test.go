@@ -56,6 +56,9 @@ func benchBundle(b *testing.B, opts llama.Options) *bundle.Bundle {
 	if opts.KVInt8 {
 		name += "-kvint8"
 	}
+	if opts.KVFloat16 {
+		name += "-kvf16"
+	}
 	dir := filepath.Join(root, "edgeinfer", "bench", name)
 	if bd, err := bundle.Load(dir); err == nil {
 		return bd
@@ -324,35 +327,45 @@ func BenchmarkDecodeTokensPerSecond(b *testing.B) {
 // BenchmarkDecodeKVInt8 compares paged decode steps reading fp32 KV pages
 // with the same weights reading int8 pages (a quarter of the KV memory;
 // the attention kernel widens each block to floats as it reads it, the Go
-// scatter quantises), alternated step by step, at batch 1 and 8 and
-// context 512 and 2048. int8/fp32 < 1: the int8 cache is also the faster.
+// scatter quantises) and float16 pools (half; widened as they are loaded),
+// the three alternated step by step, at batch 1 and 8 and context 128, 512
+// and 2048. int8/fp32 or f16/fp32 < 1: the smaller cache is also the
+// faster.
 func BenchmarkDecodeKVInt8(b *testing.B) {
 	needBench(b)
 	fp := benchModel(b, benchBundle(b, llama.Options{Contract: llama.ContractPaged}), true)
 	q := benchModel(b, benchBundle(b, llama.Options{Contract: llama.ContractPaged, KVInt8: true}), true)
+	h := benchModel(b, benchBundle(b, llama.Options{Contract: llama.ContractPaged, KVFloat16: true}), true)
 	const pairs = 16
 	for _, B := range []int{1, 8} {
-		for _, ctxLen := range []int{512, 2048} {
+		for _, ctxLen := range []int{128, 512, 2048} {
 			b.Run(fmt.Sprintf("B=%d/ctx=%d", B, ctxLen), func(b *testing.B) {
 				for b.Loop() {
 					f := newDecodeRows(b, fp, B, ctxLen)
 					defer f.release()
 					i8 := newDecodeRows(b, q, B, ctxLen)
 					defer i8.release()
+					f16 := newDecodeRows(b, h, B, ctxLen)
+					defer f16.release()
 					f.step(b)
 					i8.step(b)
-					var ft, qt, ratio []float64
+					f16.step(b)
+					var ft, qt, ht, qr, hr []float64
 					for i := range pairs {
 						if i%stepsPerReset == 0 {
 							f.reset(b, B, ctxLen)
 							i8.reset(b, B, ctxLen)
+							f16.reset(b, B, ctxLen)
 						}
-						x, y := ms(f.step(b)), ms(i8.step(b))
-						ft, qt, ratio = append(ft, x), append(qt, y), append(ratio, y/x)
+						x, y, z := ms(f.step(b)), ms(i8.step(b)), ms(f16.step(b))
+						ft, qt, ht = append(ft, x), append(qt, y), append(ht, z)
+						qr, hr = append(qr, y/x), append(hr, z/x)
 					}
 					b.ReportMetric(median(ft), "fp32-ms")
 					b.ReportMetric(median(qt), "int8-ms")
-					b.ReportMetric(median(ratio), "int8/fp32")
+					b.ReportMetric(median(ht), "f16-ms")
+					b.ReportMetric(median(qr), "int8/fp32")
+					b.ReportMetric(median(hr), "f16/fp32")
 				}
 			})
 		}
