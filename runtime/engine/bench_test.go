@@ -25,7 +25,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -538,21 +537,20 @@ func newBareLoop(b *testing.B, bd *bundle.Bundle, B, ctxLen int) *bareLoop {
 	for l := range g.Layers {
 		li := strconv.Itoa(l)
 		for i, name := range []string{"key_cache.", "value_cache."} {
-			var t *ort.Tensor
+			dt := ort.Float32
 			if cfg.DType == kvcache.Float16 {
+				dt = ort.Float16
 				pool := [][]uint16{bl.cache.KeyPoolFloat16(l), bl.cache.ValuePoolFloat16(l)}[i]
-				h := unsafe.Slice((*ort.Float16Bits)(unsafe.Pointer(unsafe.SliceData(pool))), len(pool))
-				for i := range h {
-					h[i] = ort.Float16FromFloat32(r.Float32() - 0.5)
+				for j := range pool {
+					pool[j] = uint16(ort.Float16FromFloat32(r.Float32() - 0.5))
 				}
-				t, err = ort.NewTensor(bl.cache.PoolShape(), h)
 			} else {
 				pool := [][]float32{bl.cache.KeyPool(l), bl.cache.ValuePool(l)}[i]
-				for i := range pool {
-					pool[i] = r.Float32() - 0.5
+				for j := range pool {
+					pool[j] = r.Float32() - 0.5
 				}
-				t, err = ort.NewTensor(bl.cache.PoolShape(), pool)
 			}
+			t, err := ort.WrapBytes(dt, bl.cache.PoolShape(), [][]byte{bl.cache.KeyPoolBytes(l), bl.cache.ValuePoolBytes(l)}[i])
 			if err != nil {
 				b.Fatal(err)
 			}

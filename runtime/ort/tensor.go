@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"unsafe"
 
 	onnx "github.com/yalue/onnxruntime_go"
 )
@@ -41,10 +42,34 @@ func NewTensor[T Element](shape []int64, data []T) (*Tensor, error) {
 	if int64(len(data)) != n {
 		return nil, fmt.Errorf("%w: shape %v needs %d %s elements, got %d", ErrInvalidTensor, shape, n, dt, len(data))
 	}
+	return WrapBytes(dt, shape, asBytes(data))
+}
+
+// WrapBytes wraps data, raw little-endian elements of type dt, as a tensor
+// of the given shape (zero copy), as NewTensor does a typed slice: the way
+// to hand ONNX Runtime memory whose element type is known only at run time
+// (a KV cache's pools, kvcache.Cache.KeyPoolBytes). Go memory is pinned
+// until Close; data must stay valid that long and hold exactly the shape's
+// bytes, aligned for dt.
+func WrapBytes(dt DType, shape []int64, data []byte) (*Tensor, error) {
+	n, err := elementCount(shape)
+	if err != nil {
+		return nil, err
+	}
+	size := dt.Size()
+	if size == 0 {
+		return nil, fmt.Errorf("%w: cannot wrap %s tensors", ErrInvalidTensor, dt)
+	}
+	if int64(len(data)) != n*int64(size) {
+		return nil, fmt.Errorf("%w: %s%v needs %d bytes, got %d", ErrInvalidTensor, dt, shape, n*int64(size), len(data))
+	}
 	if n == 0 {
 		return NewEmptyTensor(dt, shape)
 	}
-	t := &Tensor{dtype: dt, shape: slices.Clone(shape), data: asBytes(data)}
+	if uintptr(unsafe.Pointer(&data[0]))%uintptr(size) != 0 {
+		return nil, fmt.Errorf("%w: %s%v: data is not aligned to %d bytes", ErrInvalidTensor, dt, shape, size)
+	}
+	t := &Tensor{dtype: dt, shape: slices.Clone(shape), data: data[:len(data):len(data)]}
 	t.pin.Pin(&data[0])
 	if err := t.init(); err != nil {
 		t.pin.Unpin()

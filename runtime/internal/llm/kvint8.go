@@ -3,7 +3,6 @@ package llm
 import (
 	"fmt"
 	"strings"
-	"unsafe"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
@@ -23,6 +22,10 @@ func kvDType(g bundle.Geometry) kvcache.DType {
 	return kvcache.Float32
 }
 
+// poolTensorType is the tensor element type of each cache element type's
+// pools.
+var poolTensorType = map[kvcache.DType]ort.DType{kvcache.Float32: ort.Float32, kvcache.Float16: ort.Float16, kvcache.Int8: ort.Int8}
+
 // checkPoolDType verifies a paged graph's KV pool input has the element
 // type the manifest's kv_dtype promises, so a mismatched bundle fails at
 // load rather than at its first step.
@@ -30,68 +33,39 @@ func (m *Model) checkPoolDType(name string, dt ort.DType) error {
 	if !strings.HasPrefix(name, "key_cache.") && !strings.HasPrefix(name, "value_cache.") {
 		return nil
 	}
-	want := ort.Float32
-	switch {
-	case m.geom.KVInt8():
-		want = ort.Int8
-	case m.geom.KVFloat16():
-		want = ort.Float16
-	}
-	if dt != want {
+	if want := poolTensorType[kvDType(m.geom)]; dt != want {
 		return fmt.Errorf("%w: %s input %s is %s, but the manifest's kv_dtype %q needs %s", ErrContract, m.b.ModelPath(), name, dt, m.geom.KVDType, want)
 	}
 	return nil
 }
 
 // wrapPools wraps the cache's per-layer pools once as tensors, zero copy
-// (they live in the cache's anonymous mapping, outside the Go heap):
-// key_cache.l and value_cache.l at pools[2l] and pools[2l+1] (float32,
-// float16 or int8 as the cache holds them), and for int8
-// pages their scales key_scale.l and value_scale.l at scales[2l], [2l+1].
-// Scatter quantises into the same memory, so the tensors always see the
-// current cache.
+// (they live in the cache's anonymous mapping, outside the Go heap), by
+// their bytes and the cache's element type: key_cache.l and value_cache.l
+// at pools[2l] and pools[2l+1], and for int8 pages their scales
+// key_scale.l and value_scale.l at scales[2l], [2l+1]. Scatter writes into
+// the same memory, so the tensors always see the current cache.
 func (m *Model) wrapPools() error {
 	c := m.cache
-	shape := c.PoolShape()
+	dt := poolTensorType[c.Config().DType]
 	for l := range m.geom.Layers {
-		if c.Config().DType == kvcache.Int8 {
-			for _, pool := range [][]int8{c.KeyPoolInt8(l), c.ValuePoolInt8(l)} {
-				if err := wrapInto(&m.pools, shape, pool); err != nil {
-					return err
-				}
+		for _, pool := range [][]byte{c.KeyPoolBytes(l), c.ValuePoolBytes(l)} {
+			t, err := ort.WrapBytes(dt, c.PoolShape(), pool)
+			if err != nil {
+				return fmt.Errorf("llm: wrap kv pool: %w", err)
 			}
-			for _, scales := range [][]float32{c.KeyScales(l), c.ValueScales(l)} {
-				if err := wrapInto(&m.scales, c.ScaleShape(), scales); err != nil {
-					return err
-				}
-			}
+			m.pools = append(m.pools, t)
+		}
+		if c.Config().DType != kvcache.Int8 {
 			continue
 		}
-		if c.Config().DType == kvcache.Float16 {
-			for _, pool := range [][]uint16{c.KeyPoolFloat16(l), c.ValuePoolFloat16(l)} {
-				// the same bits, typed as the tensor's element
-				h := unsafe.Slice((*ort.Float16Bits)(unsafe.Pointer(unsafe.SliceData(pool))), len(pool))
-				if err := wrapInto(&m.pools, shape, h); err != nil {
-					return err
-				}
+		for _, scales := range [][]float32{c.KeyScales(l), c.ValueScales(l)} {
+			t, err := ort.NewTensor(c.ScaleShape(), scales)
+			if err != nil {
+				return fmt.Errorf("llm: wrap kv scales: %w", err)
 			}
-			continue
-		}
-		for _, pool := range [][]float32{c.KeyPool(l), c.ValuePool(l)} {
-			if err := wrapInto(&m.pools, shape, pool); err != nil {
-				return err
-			}
+			m.scales = append(m.scales, t)
 		}
 	}
-	return nil
-}
-
-// wrapInto appends a zero-copy tensor over data to *dst.
-func wrapInto[T int8 | float32 | ort.Float16Bits](dst *[]*ort.Tensor, shape []int64, data []T) error {
-	t, err := ort.NewTensor(shape, data)
-	if err != nil {
-		return fmt.Errorf("llm: wrap kv pool: %w", err)
-	}
-	*dst = append(*dst, t)
 	return nil
 }
