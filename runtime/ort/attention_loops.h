@@ -19,16 +19,6 @@ static inline float EI_FN(dot_f32)(const float* restrict a, const float* restric
   return s;
 }
 
-static inline float EI_FN(dot_i8)(const float* restrict a, const int8_t* restrict b, int64_t n) {
-  float acc[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; l++) acc[l] += a[i + l] * (float)b[i + l];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; i++) s += a[i] * (float)b[i];
-  return s;
-}
-
 // h2f widens IEEE float16 bits exactly, branch-free so that a loop of it
 // vectorises on every target without F16C or NEON's fp16 conversions: the
 // exponent and mantissa shifted into float32 place and scaled by 2^112
@@ -44,26 +34,8 @@ static inline float EI_FN(h2f)(uint16_t h) {
   return v.f;
 }
 
-static inline float EI_FN(dot_f16)(const float* restrict a, const uint16_t* restrict b, int64_t n) {
-  float acc[8] = {0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; l++) acc[l] += a[i + l] * EI_FN(h2f)(b[i + l]);
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; i++) s += a[i] * EI_FN(h2f)(b[i]);
-  return s;
-}
-
-static inline void EI_FN(axpy_f16)(float* restrict y, float w, const uint16_t* restrict x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] += w * EI_FN(h2f)(x[i]);
-}
-
 static inline void EI_FN(axpy_f32)(float* restrict y, float w, const float* restrict x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] += w * x[i];
-}
-
-static inline void EI_FN(axpy_i8)(float* restrict y, float w, const int8_t* restrict x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] += w * (float)x[i];
 }
 
 // exp for x in [-87, 0] (scores minus their maximum, clamped by the
@@ -114,8 +86,7 @@ static inline float EI_FN(softmax_num)(float* restrict s, int64_t n) {
 }
 
 // The two inner loops as functions of a run of keys (score_fn, value_fn in
-// paged_attention.c): float keys and values, and the int8 pools' (converted
-// as they are read, the block's scale folded into scale and w).
+// paged_attention.c), over float keys and values.
 static void EI_FN(score_f32)(const float* const* q, int64_t rows, const void* k, int64_t step, int64_t n,
                              int64_t D, float scale, float* s, int64_t stride, int64_t col0) {
   for (int64_t i = 0; i < n; i++)
@@ -128,34 +99,6 @@ static void EI_FN(value_f32)(float* const* o, int64_t rows, const void* v, int64
   for (int64_t i = 0; i < n; i++)
     for (int64_t r = 0; r < rows; r++)
       EI_FN(axpy_f32)(o[r], w * s[r * stride + col0 + i], (const float*)v + i * step, D);
-}
-
-static void EI_FN(score_i8)(const float* const* q, int64_t rows, const void* k, int64_t step, int64_t n, int64_t D,
-                            float scale, float* s, int64_t stride, int64_t col0) {
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t r = 0; r < rows; r++)
-      s[r * stride + col0 + i] = scale * EI_FN(dot_i8)(q[r], (const int8_t*)k + i * step, D);
-}
-
-static void EI_FN(value_i8)(float* const* o, int64_t rows, const void* v, int64_t step, int64_t n, int64_t D,
-                            float w, const float* s, int64_t stride, int64_t col0) {
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t r = 0; r < rows; r++)
-      EI_FN(axpy_i8)(o[r], w * s[r * stride + col0 + i], (const int8_t*)v + i * step, D);
-}
-
-static void EI_FN(score_f16)(const float* const* q, int64_t rows, const void* k, int64_t step, int64_t n, int64_t D,
-                             float scale, float* s, int64_t stride, int64_t col0) {
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t r = 0; r < rows; r++)
-      s[r * stride + col0 + i] = scale * EI_FN(dot_f16)(q[r], (const uint16_t*)k + i * step, D);
-}
-
-static void EI_FN(value_f16)(float* const* o, int64_t rows, const void* v, int64_t step, int64_t n, int64_t D,
-                             float w, const float* s, int64_t stride, int64_t col0) {
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t r = 0; r < rows; r++)
-      EI_FN(axpy_f16)(o[r], w * s[r * stride + col0 + i], (const uint16_t*)v + i * step, D);
 }
 
 // widen_f16 is n float16 values as floats: eight at a time by the
@@ -178,6 +121,14 @@ static inline void EI_FN(widen_i8)(const int8_t* restrict x, float* restrict y, 
   for (int64_t i = 0; i < n; i++) y[i] = (float)x[i];
 }
 
+// widen is n elements of a reduced pool (int8 or float16) as floats.
+static inline void EI_FN(widen)(const ei_attention_job* j, const void* x, float* y, int64_t n) {
+  if (j->f16)
+    EI_FN(widen_f16)(x, y, n);
+  else
+    EI_FN(widen_i8)(x, y, n);
+}
+
 // fetch asks for block blk of a pool (blocks of n bytes) to be brought
 // into the cache ahead of its use.
 static inline void EI_FN(fetch)(const void* pool, int64_t blk, size_t n) {
@@ -198,23 +149,26 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
   float* o[EI_TOKEN_BLOCK * EI_MAX_GROUP];
   item_rows(j, b, h, t0, t1, q, o);
 
-  int fast = D % 16 == 0 && fl->score[0] != NULL;
+  const int fast = D % 16 == 0 && fl->score[0] != NULL;
   score_fn score = fast ? fl->score[0] : EI_FN(score_f32);
   value_fn value = fast ? fl->value[0] : EI_FN(value_f32);
-  const int fast16 = j->f16 && fast && fl->score[1] != NULL;  // float16 read by hand-written loops directly
-  score_fn pool_score = j->int8 ? EI_FN(score_i8) : fast16 ? fl->score[1] : j->f16 ? EI_FN(score_f16) : score;
-  value_fn pool_value = j->int8 ? EI_FN(value_i8) : fast16 ? fl->value[1] : j->f16 ? EI_FN(value_f16) : value;
   const size_t elem = j->int8 ? 1 : j->f16 ? 2 : sizeof(float);
   const int64_t* table = j->bt + b * j->M;
-  // An int8 pool's block is widened to floats once, into wide, and read
-  // by the fast float loops: the int8 loops convert each key once per query
-  // row and keep no tile in registers, and made an int8 cache slower than a
-  // float one at every context though it reads a quarter of the bytes
-  // (BenchmarkDecodeKVInt8 in runtime/internal/llm; BenchmarkPagedAttentionDecode int8).
-  // A float16 pool's the same way where no hand-written loop reads float16
-  // itself (those widen as they load, with no pass of their own).
+  // The pool's blocks are read by the float loops. An int8 or float16
+  // block is widened to floats first, into wide, up to `chunk` slots at a
+  // time: loops that converted each key once per query row kept no tile in
+  // registers, and made an int8 cache slower than a float one at every
+  // context though it reads a quarter of the bytes (BenchmarkDecodeKVInt8
+  // in runtime/internal/llm; BenchmarkPagedAttentionDecode -int8). Where a
+  // hand-written loop reads float16 itself, widening eight elements as it
+  // loads them, it reads the pool directly (BenchmarkPagedAttentionDecode
+  // -f16: no pass of its own).
+  const int fast16 = j->f16 && fast && fl->score[1] != NULL;
+  score_fn pool_score = fast16 ? fl->score[1] : score;
+  value_fn pool_value = fast16 ? fl->value[1] : value;
+  const int widen = (j->int8 || j->f16) && !fast16;
   float wide[EI_WIDE_MAX];
-  const int widen = (j->int8 || (j->f16 && !fast16)) && fast && bs * D <= EI_WIDE_MAX;
+  const int64_t chunk = EI_WIDE_MAX / D;  // ≥ 1: ops.c refuses a head size above EI_WIDE_MAX
 
   // Scores against the cached slots, block by block through the table,
   // then against this step's keys: token t sees t' ≤ t, so the keys before
@@ -241,14 +195,14 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
     const void* kb = (const char*)j->kc + blk * block_bytes;
     const float sc = j->int8 ? j->scale * j->ks[blk] : j->scale;
     if (prefetch && (m + 1) * bs < ctx) EI_FN(fetch)(j->kc, head + table[m + 1], block_bytes);
-    if (widen) {
-      if (j->f16)
-        EI_FN(widen_f16)(kb, wide, n * D);
-      else
-        EI_FN(widen_i8)(kb, wide, n * D);
-      score(q, rows, wide, D, n, D, sc, s, stride, m * bs);
-    } else {
+    if (!widen) {
       pool_score(q, rows, kb, D, n, D, sc, s, stride, m * bs);
+      continue;
+    }
+    for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+      const int64_t c = n - c0 < chunk ? n - c0 : chunk;
+      EI_FN(widen)(j, (const char*)kb + c0 * D * elem, wide, c * D);
+      score(q, rows, wide, D, c, D, sc, s, stride, m * bs + c0);
     }
   }
   const int64_t kstep = j->Hkv * D;
@@ -273,14 +227,14 @@ static void EI_FN(attend)(const ei_attention_job* j, int64_t b, int64_t h, int64
     const void* vb = (const char*)j->vc + blk * block_bytes;
     if (prefetch && (m + 1) * bs < ctx) EI_FN(fetch)(j->vc, head + table[m + 1], block_bytes);
     const float w = j->int8 ? j->vs[blk] : 1.0f;
-    if (widen) {
-      if (j->f16)
-        EI_FN(widen_f16)(vb, wide, n * D);
-      else
-        EI_FN(widen_i8)(vb, wide, n * D);
-      value(o, rows, wide, D, n, D, w, s, stride, m * bs);
-    } else {
+    if (!widen) {
       pool_value(o, rows, vb, D, n, D, w, s, stride, m * bs);
+      continue;
+    }
+    for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+      const int64_t c = n - c0 < chunk ? n - c0 : chunk;
+      EI_FN(widen)(j, (const char*)vb + c0 * D * elem, wide, c * D);
+      value(o, rows, wide, D, c, D, w, s, stride, m * bs + c0);
     }
   }
   if (t0 > 0) value(o, rows, values, kstep, t0, D, 1.0f, s, stride, ctx);

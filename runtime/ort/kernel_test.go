@@ -47,7 +47,8 @@ func forEachVariant(t *testing.T, kind string, compiled, runs []string, current 
 // reference and against the generic one, on cases that reach every loop:
 // head sizes that are and are not multiples of 16 (the hand-written AVX2
 // loops and the compiled ones), grouped heads with an odd group (3 rows
-// for the value loop), prefill over a past, and int8 and float16 pools.
+// for the value loop), prefill over a past, and int8 and float16 pools,
+// blocks among them too large to widen at once.
 func TestKernelAttentionVariants(t *testing.T) {
 	needLib(t)
 	cases := map[string]pagedCase{
@@ -76,6 +77,11 @@ func TestKernelAttentionVariants(t *testing.T) {
 			ctx: []int64{37, 16}, table: []int64{7, 2, 10, 5, 0, 0}},
 		"float16 pools, D 24": {B: 1, T: 2, Hq: 2, Hkv: 1, D: 24, N: 4, bs: 4, M: 3, f16: true,
 			ctx: []int64{10}, table: []int64{3, 1, 2}},
+		// blocks of more than EI_WIDE_MAX elements: widened in chunks of slots
+		"int8 pools, blocks of 64, D 128": {B: 1, T: 1, Hq: 2, Hkv: 1, D: 128, N: 3, bs: 64, M: 2, int8: true,
+			ctx: []int64{100}, table: []int64{2, 0}},
+		"float16 pools, blocks of 64, D 80": {B: 1, T: 2, Hq: 4, Hkv: 2, D: 80, N: 3, bs: 64, M: 2, f16: true,
+			ctx: []int64{90}, table: []int64{1, 2}},
 		"prefill path, float16 pools, D 64": {B: 1, T: 9, Hq: 6, Hkv: 2, D: 64, N: 9, bs: 4, M: 7, f16: true,
 			ctx: []int64{19}, table: []int64{8, 3, 6, 1, 0, 5, 7}},
 	}

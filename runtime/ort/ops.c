@@ -155,12 +155,13 @@ static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx,
   tensor in[ATTENTION_INPUTS];
   for (size_t i = 0; i < ATTENTION_INPUTS; i++) TRY(input(op, ctx, i, &in[i]));
   const int fused = in[9].v != NULL || in[10].v != NULL || in[11].v != NULL;
-  for (size_t i = 0; i < (fused ? ATTENTION_INPUTS : 7); i++) {
-    if (fused && (i == 1 || i == 2 || i == 7 || i == 8)) continue;
-    if (in[i].v == NULL)
-      return fail("%s: input %s is missing%s", op, names[i],
+  static const size_t plain_needs[] = {0, 1, 2, 3, 4, 5, 6}, fused_needs[] = {0, 3, 4, 5, 6, 9, 10, 11};
+  const size_t* needs = fused ? fused_needs : plain_needs;
+  const size_t n_needs = fused ? sizeof fused_needs / sizeof *needs : sizeof plain_needs / sizeof *needs;
+  for (size_t k = 0; k < n_needs; k++)
+    if (in[needs[k]].v == NULL)
+      return fail("%s: input %s is missing%s", op, names[needs[k]],
                   fused ? " (position_ids, cos_cache and sin_cache come together)" : "");
-  }
   if (fused && (in[1].v != NULL || in[2].v != NULL))
     return fail("%s: with position_ids, key and value come from query (the stacked projection): leave them empty", op);
   size_t outs = 0;
@@ -211,6 +212,8 @@ static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx,
     default:
       return fail("%s: pools must be float, float16 or int8 (element type %d)", op, (int)in[3].type);
   }
+  if ((j.int8 || j.f16) && j.D > EI_WIDE_MAX)  // the kernel widens at least one slot at a time
+    return fail("%s: head size %lld above %d with int8 or float16 pools", op, (long long)j.D, EI_WIDE_MAX);
   j.kc = in[3].data, j.vc = in[4].data, j.bt = in[5].data, j.cl = in[6].data;
   j.scale = kn->scale > 0 ? kn->scale : 1.0f / sqrtf((float)j.D);
 
