@@ -128,26 +128,15 @@ func WrapBuffer(dt DType, shape []int64, b *Buffer, offset int) (*Tensor, error)
 	if err != nil {
 		return nil, err
 	}
-	size := dt.Size()
-	if size == 0 {
-		return nil, fmt.Errorf("%w: cannot wrap %s tensors", ErrInvalidTensor, dt)
-	}
 	data := b.Bytes()
 	if data == nil {
 		return nil, fmt.Errorf("ort: wrap buffer: %w", ErrClosed)
 	}
-	end := offset + int(n)*size
-	if offset < 0 || end > len(data) || offset%size != 0 {
-		return nil, fmt.Errorf("%w: %s%v at offset %d does not fit a %d-byte buffer (or is misaligned)", ErrInvalidTensor, dt, shape, offset, len(data))
+	end := offset + int(n)*dt.Size()
+	if offset < 0 || end > len(data) {
+		return nil, fmt.Errorf("%w: %s%v at offset %d does not fit a %d-byte buffer", ErrInvalidTensor, dt, shape, offset, len(data))
 	}
-	if n == 0 {
-		return NewEmptyTensor(dt, shape)
-	}
-	t := &Tensor{dtype: dt, shape: slices.Clone(shape), data: data[offset:end:end]}
-	if err := t.init(); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return WrapBytes(dt, shape, data[offset:end:end])
 }
 
 // init creates the native value over t.data. It takes a reference on the
