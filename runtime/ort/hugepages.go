@@ -18,9 +18,10 @@ import (
 // resident are touched, so the collapse commits almost no memory that was
 // not in use. "Became resident" rather than "newly mapped": a session
 // created after others were closed reuses their memory, which a rule on
-// new mappings would never collapse; closing a session trims the C heap
-// (trimHeap) so that reused memory becomes resident anew
-// (TestSessionHugePages checks a session created after a closed one).
+// new mappings would never collapse; large blocks are mappings of their own
+// (pinMmapThreshold) and closing a session trims the C heap (trimHeap), so
+// that reused memory becomes resident anew (TestSessionHugePages checks a
+// session created after a closed one).
 
 // memRange is the address range [lo, hi).
 type memRange struct{ lo, hi uintptr }

@@ -69,7 +69,8 @@ func FuzzParseAnonMaps(f *testing.F) {
 // ONNX Runtime's memory collapsed into huge pages by default, not with
 // DisableHugePages, and computes the same either way; a session created after
 // another was closed gets its memory collapsed too (closing trims the C
-// heap: without it the third session here got 0 MiB, three runs of three).
+// heap: without it the third session here got 0 MiB, three runs of three;
+// with glibc's mmap threshold left to rise, 13 runs of 100).
 //
 // What memory a session reuses depends on what the C allocator holds, so
 // natively the test runs in a fresh child process of the test binary:

@@ -73,6 +73,54 @@ static OrtStatus* output(OrtKernelContext* ctx, size_t i, const int64_t* dims, s
   return api->GetTensorMutableData(v, (void**)data);
 }
 
+// scratch is memory one run of a node needs and frees before it returns (a
+// step's rotated q/k/v, a prefill chunk's gathered keys, quantised
+// activations). Blocks of EI_ARENA_MIN bytes and more come from the
+// session's allocator, ONNX Runtime's arena, which keeps its regions from
+// run to run; smaller ones from malloc's free lists. Not malloc for the
+// large ones: the package pins glibc's mmap threshold at 128 KiB
+// (trim_glibc.go), so each would be a fresh mapping, paged in anew at every
+// step (prefill ran 12–18 % slower so: BenchmarkDecodeRate's prefill rates).
+typedef struct {
+  OrtAllocator* arena;  // NULL: p came from posix_memalign
+  void* p;
+} scratch;
+
+#define EI_ARENA_MIN (64 << 10)
+
+static OrtMemoryInfo* cpu_memory;  // the CPU arena's description, for KernelContext_GetAllocator
+
+// scratch_get sets s->p to bytes of memory aligned to 64 bytes (NULL for 0
+// bytes); what (out of memory, or too large) goes in the error.
+static OrtStatus* scratch_get(OrtKernelContext* ctx, size_t bytes, scratch* s, const char* what) {
+  s->arena = NULL, s->p = NULL;
+  if (bytes == 0) return NULL;
+  if (bytes >= EI_ARENA_MIN && cpu_memory != NULL) {
+    OrtStatus* st = api->KernelContext_GetAllocator(ctx, cpu_memory, &s->arena);
+    if (st == NULL) st = api->AllocatorAlloc(s->arena, bytes, &s->p);
+    if (st == NULL && s->p != NULL) return NULL;
+    if (st != NULL) api->ReleaseStatus(st);  // falls back on malloc, which says whether memory is short
+    if (s->arena != NULL) api->ReleaseAllocator(s->arena);
+    s->arena = NULL, s->p = NULL;
+  }
+  if (posix_memalign(&s->p, 64, bytes) != 0) {
+    s->p = NULL;
+    return api->CreateStatus(ORT_FAIL, what);
+  }
+  return NULL;
+}
+
+static void scratch_put(scratch* s) {
+  if (s->arena != NULL) {
+    OrtStatus* st = api->AllocatorFree(s->arena, s->p);  // the arena's free reports nothing to act on
+    if (st != NULL) api->ReleaseStatus(st);
+    api->ReleaseAllocator(s->arena);
+  } else {
+    free(s->p);
+  }
+  s->arena = NULL, s->p = NULL;
+}
+
 // check_shape wants rank dimensions equal to want, where want[d] ≥ 0.
 static OrtStatus* check_shape(const char* op, const char* name, const tensor* t, size_t rank, const int64_t* want) {
   if (t->rank != rank) return fail("%s: %s has rank %zu, want %zu", op, name, t->rank, rank);
@@ -113,13 +161,13 @@ static const char* attention_inputs[] = {"query",        "key",          "value"
 
 // rotary_prepare runs RotaryQKV's arithmetic inside PagedAttention (the
 // fused form: query is the stacked projection qkv and position_ids,
-// cos_cache and sin_cache are present): q, k and v into *scratch (the
-// caller frees it), new_keys and new_values into outputs 1 and 2. One node
+// cos_cache and sin_cache are present): q, k and v into *buf (the caller
+// puts it back), new_keys and new_values into outputs 1 and 2. One node
 // a layer instead of two: at batch 1 RotaryQKV's dispatch and its five
 // output allocations cost ONNX Runtime more than its arithmetic
 // (quant's TestProfileDecodeAndPrefill lists the nodes).
 static OrtStatus* rotary_prepare(const char* op, OrtKernelContext* ctx, const tensor* in, ei_attention_job* a,
-                                 float** scratch) {
+                                 scratch* buf) {
   ei_rotary_job j = {0};
   j.Hq = a->Hq, j.Hkv = a->Hkv;
   const int64_t parts = j.Hq + 2 * j.Hkv;
@@ -138,9 +186,9 @@ static OrtStatus* rotary_prepare(const char* op, OrtKernelContext* ctx, const te
   TRY(output(ctx, 2, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.vh));
   const int64_t n = j.B * j.T;
   const size_t floats = (size_t)(n * parts * j.D);
-  if (floats > 0 && posix_memalign((void**)scratch, 64, floats * sizeof(float)) != 0)
-    return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory for a step's rotated queries and keys");
-  j.q = *scratch, j.k = j.q + n * j.Hq * j.D, j.v = j.k + n * j.Hkv * j.D;
+  TRY(scratch_get(ctx, floats * sizeof(float), buf,
+                  "PagedAttention: out of memory for a step's rotated queries and keys"));
+  j.q = buf->p, j.k = j.q + n * j.Hq * j.D, j.v = j.k + n * j.Hkv * j.D;
   TRY(rotary_run(op, ctx, &j));
   a->B = j.B, a->T = j.T, a->D = j.D;
   a->q = j.q, a->k = j.k, a->v = j.v;
@@ -149,7 +197,7 @@ static OrtStatus* rotary_prepare(const char* op, OrtKernelContext* ctx, const te
 
 // attention_run is PagedAttention's compute; the fused form's scratch is
 // the caller's to free, on every path.
-static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx, float** scratch) {
+static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx, scratch* buf) {
   static const char* op = "PagedAttention";
   const char** names = attention_inputs;
   tensor in[ATTENTION_INPUTS];
@@ -173,7 +221,7 @@ static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx,
   ei_attention_job j = {0};
   j.Hq = kn->num_heads, j.Hkv = kn->kv_heads, j.G = j.Hq / j.Hkv;
   if (fused) {
-    TRY(rotary_prepare(op, ctx, in, &j, scratch));
+    TRY(rotary_prepare(op, ctx, in, &j, buf));
   } else {
     if (in[0].rank != 3) return fail("%s: query has rank %zu, want 3 [B, T, Hq*D]", op, in[0].rank);
     j.B = in[0].dims[0], j.T = in[0].dims[1], j.D = in[0].dims[2] / j.Hq;
@@ -237,15 +285,14 @@ static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx,
   if (j.B == 0 || j.T == 0) return NULL;
 
   // Prefill: every row's keys and values gathered first (ei_attention_prep).
-  void* gathered = NULL;
+  scratch gathered = {0};
   size_t bytes = ei_attention_prep_bytes(&j);
   if (bytes > 0) {
-    if (posix_memalign(&gathered, 64, bytes) != 0)
-      return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory for a prefill step's keys and values");
-    j.kt = gathered, j.vt = j.kt + bytes / sizeof(float) / 2;
+    TRY(scratch_get(ctx, bytes, &gathered, "PagedAttention: out of memory for a prefill step's keys and values"));
+    j.kt = gathered.p, j.vt = j.kt + bytes / sizeof(float) / 2;
     OrtStatus* st = api->KernelContext_ParallelFor(ctx, ei_attention_prep, (size_t)(j.B * j.Hkv), 0, &j);
     if (st != NULL) {
-      free(gathered);
+      scratch_put(&gathered);
       return st;
     }
   }
@@ -255,7 +302,7 @@ static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx,
   // (TestProfileDecodeAndPrefill, 22 against 47 ms).
   size_t items = ei_attention_items(&j);
   OrtStatus* st = api->KernelContext_ParallelFor(ctx, ei_attention_work, items, items > 64 ? 16 : 0, &j);
-  free(gathered);
+  scratch_put(&gathered);
   TRY(st);
   if (__atomic_load_n(&j.failed, __ATOMIC_RELAXED))
     return api->CreateStatus(ORT_FAIL, "PagedAttention: out of memory for attention scores");
@@ -263,9 +310,9 @@ static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx,
 }
 
 static OrtStatus* attention_compute(void* node, OrtKernelContext* ctx) {
-  float* scratch = NULL;
-  OrtStatus* st = attention_run(node, ctx, &scratch);
-  free(scratch);
+  scratch buf = {0};
+  OrtStatus* st = attention_run(node, ctx, &buf);
+  scratch_put(&buf);
   return st;
 }
 
@@ -372,20 +419,20 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   TRY(output(ctx, 0, odims, in[0].rank, &j.y));
   if (j.M == 0 || j.N == 0) return NULL;
 
-  void* packed = NULL;
+  scratch packed = {0}, act = {0};
   if (j.w == NULL) {
     j.f16 = ei_q4_f16_exact(in[2].data, (size_t)(j.N * j.nb));
-    if (posix_memalign(&packed, 64, ei_q4_packed_size(j.bits, j.f16, j.N, j.nb)) != 0)
-      return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for the packed weights");
-    ei_q4_pack(j.bits, j.f16, j.swiglu, in[1].data, in[2].data, j.N, j.nb, packed);
-    j.w = packed;
+    TRY(scratch_get(ctx, ei_q4_packed_size(j.bits, j.f16, j.N, j.nb), &packed,
+                    "MatMulNBits: out of memory for the packed weights"));
+    ei_q4_pack(j.bits, j.f16, j.swiglu, in[1].data, in[2].data, j.N, j.nb, packed.p);
+    j.w = packed.p;
   }
-  void* scratch = malloc(ei_q4_scratch(j.M, j.nb));
-  if (scratch == NULL) {
-    free(packed);
-    return api->CreateStatus(ORT_FAIL, "MatMulNBits: out of memory for quantised activations");
+  OrtStatus* fst = scratch_get(ctx, ei_q4_scratch(j.M, j.nb), &act, "MatMulNBits: out of memory for quantised activations");
+  if (fst != NULL) {
+    scratch_put(&packed);
+    return fst;
   }
-  ei_q4_bind(&j, scratch);
+  ei_q4_bind(&j, act.p);
   // Quantising a is ~1/N of the product's work: on this thread unless a is
   // large, sparing the pool one hand-over (a wake-up) per run.
   OrtStatus* st = NULL;
@@ -404,8 +451,8 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
     const int seen = ei_q4_threads_seen(&j);
     if (seen > __atomic_load_n(&kn->threads, __ATOMIC_RELAXED)) __atomic_store_n(&kn->threads, seen, __ATOMIC_RELAXED);
   }
-  free(scratch);
-  free(packed);
+  scratch_put(&act);
+  scratch_put(&packed);
   return st;
 }
 
@@ -622,6 +669,8 @@ int edgeinfer_ops_init(const char* path, char* err, size_t errlen) {
   }
   ei_attention_init();
   ei_q4_init();
+  OrtStatus* mst = api->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &cpu_memory);
+  if (mst != NULL) api->ReleaseStatus(mst), cpu_memory = NULL;  // then scratch comes from malloc alone
   OrtStatus* st = api->CreateCustomOpDomain(EDGEINFER_OP_DOMAIN, &domain);
   for (size_t i = 0; st == NULL && i < N_OPS; i++) {
     ops[i].op = (OrtCustomOp){

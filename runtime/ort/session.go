@@ -142,6 +142,7 @@ func newSession(ctx context.Context, info ModelInfo, opts Options, create create
 	if err := customOpsFor(info); err != nil {
 		return nil, errors.Join(err, Release())
 	}
+	pinMmapThreshold()
 	start := time.Now()
 	var before residentSet
 	if !opts.DisableHugePages {
