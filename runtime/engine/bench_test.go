@@ -615,9 +615,11 @@ func BenchmarkBatchScaling(b *testing.B) {
 		// The engine's window runs from context ~128+3 to ~128+96, ~84
 		// steps: the bare loop sits at its middle for 88.
 		bare8 := newBareLoop(b, bd, 8, scalePrompt+scaleOutput/2)
+		st0 := e8.Stats()
 		eights, bares, ratios := pairedRounds(9,
 			func(round int) float64 { return decodeRate(b, e8, 8, vocab, uint64(3+round)) },
 			func() float64 { return bare8.rate(b, 88) })
+		logPhases(b, st0, e8.Stats())
 		bare8.close()
 		closeBench(b, e8)
 		bare1 := newBareLoop(b, bd, 1, scalePrompt+scaleOutput/2)
@@ -669,6 +671,27 @@ func pairedRounds(n int, engine func(round int) float64, bare func() float64) (e
 		es, bs, ratios = append(es, e), append(bs, r), append(ratios, e/r)
 	}
 	return es, bs, ratios
+}
+
+// logPhases logs where the engine's decode steps between two snapshots
+// spent their time, per step: the graph, the KV scatter (with the block
+// tables), sampling, and the scheduler's loop outside the executor (over
+// all its steps, prompts' included).
+func logPhases(b *testing.B, s0, s1 Stats) {
+	b.Helper()
+	for name, p1 := range s1.Decode {
+		p0 := s0.Decode[name]
+		n := p1.Steps - p0.Steps
+		if n == 0 {
+			continue
+		}
+		per := func(d time.Duration) time.Duration { return (d / time.Duration(n)).Round(100 * time.Nanosecond) }
+		sched := (s1.Scheduler.LoopTime - s0.Scheduler.LoopTime - s1.Scheduler.ExecTime + s0.Scheduler.ExecTime) /
+			time.Duration(max(s1.Scheduler.Steps-s0.Scheduler.Steps, 1))
+		b.Logf("%s: %d decode steps of %.2f rows on average: graph %v, KV scatter %v, sampling %v a step; the scheduler's loop %v a step outside the executor",
+			name, n, float64(p1.Rows-p0.Rows)/float64(n), per(p1.Graph-p0.Graph), per(p1.KV-p0.KV), per(p1.Sample-p0.Sample),
+			sched.Round(100*time.Nanosecond))
+	}
 }
 
 // BenchmarkBatch1VsBare is the engine's own cost at batch 1: one stream's

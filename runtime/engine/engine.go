@@ -185,14 +185,15 @@ func (e *Engine) Models() []ModelInfo {
 }
 
 // Stats is a snapshot of the scheduler's counters and each decoder's KV
-// cache. It is cheap and safe to call from any goroutine.
+// cache and decode phases. It is cheap and safe to call from any goroutine.
 func (e *Engine) Stats() Stats {
-	st := Stats{Scheduler: SchedStats(e.s.Stats()), KV: map[string]KVStats{}, Residency: e.residencyStats()}
+	st := Stats{Scheduler: SchedStats(e.s.Stats()), KV: map[string]KVStats{}, Decode: map[string]DecodePhases{}, Residency: e.residencyStats()}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	for name, m := range e.mu.models {
 		if m.dec != nil {
 			st.KV[name] = KVStats(m.dec.Cache().Stats())
+			st.Decode[name] = DecodePhases(m.dec.Phases())
 		}
 	}
 	return st

@@ -12,6 +12,8 @@ import (
 type Stats struct {
 	Scheduler SchedStats         `json:"scheduler"`
 	KV        map[string]KVStats `json:"kv"`
+	// Decode is each decoder's decode steps' time by phase.
+	Decode map[string]DecodePhases `json:"decode"`
 	// Residency is the memory budget and the models' loads and unloads.
 	Residency ResidencyStats `json:"residency"`
 }
@@ -77,6 +79,17 @@ func (s SchedStats) QueuedIn(c Class) int { return sched.Stats(s).QueuedIn(c.sch
 
 // Overhead is the share of the device loop's time not spent in the models.
 func (s SchedStats) Overhead() float64 { return sched.Stats(s).Overhead() }
+
+// DecodePhases is where a decoder's decode steps spent their time since it
+// was loaded, summed: the graph's run (Graph), the block tables and the
+// scatter of the step's keys and values into their slots (KV), sampling
+// the rows and appending their tokens (Sample). Steps counts the decode
+// steps, Rows their rows. (KV + Sample) / Steps is a step's cost outside
+// the graph; the scheduler's own is Scheduler.LoopTime − ExecTime.
+type DecodePhases struct {
+	Steps, Rows       uint64
+	Graph, KV, Sample time.Duration
+}
 
 // KVStats describe one decoder's KV cache.
 type KVStats struct {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
@@ -86,6 +87,8 @@ type Model struct {
 	ownIDs       uint64 // Generate/Score sequence ids
 	persist      persister
 	closed       bool
+	phases       phaseCounters // decode steps' time by phase (Phases)
+	lastGraph    time.Duration // the graph's share of the last runRows
 }
 
 // Load opens a decoder bundle: it creates the ONNX Runtime session over the

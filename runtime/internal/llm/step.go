@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/internal/grammar"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
@@ -177,9 +178,12 @@ func (m *Model) decode(ctx context.Context, rows []sched.DecodeRow, res *sched.S
 		seqs[i] = kv
 		ids[i], pos[i], last[i] = int64(r.Token), int64(r.Pos), 0
 	}
+	start := time.Now()
 	if err := m.runRows(ctx, seqs, 1); err != nil {
 		return err
 	}
+	ran := time.Now()
+	defer func() { m.phases.add(B, m.lastGraph, ran.Sub(start)-m.lastGraph, time.Since(ran)) }()
 	for i, r := range rows {
 		st := m.seqs[uint64(r.Seq)]
 		if st.emb != nil {
@@ -230,6 +234,8 @@ func (m *Model) prefill(ctx context.Context, c *sched.PrefillChunk, res *sched.S
 // values into their slots and marks the tokens computed.
 func (m *Model) runRows(ctx context.Context, seqs []*kvcache.Sequence, T int) error {
 	if m.compat {
+		t0 := time.Now()
+		defer func() { m.lastGraph = time.Since(t0) }() // the past's gather and scatter included
 		return m.runCompat(ctx, seqs, T)
 	}
 	io, g := m.io, m.geom
@@ -238,9 +244,11 @@ func (m *Model) runRows(ctx context.Context, seqs []*kvcache.Sequence, T int) er
 	if err := m.cache.FillBlockTables(seqs, M, int64s(io.tables, B*M), int64s(io.ctxLens, B)); err != nil {
 		return fmt.Errorf("llm: block tables: %w", err)
 	}
+	t0 := time.Now()
 	if err := io.run(ctx, B, T, M); err != nil {
 		return fmt.Errorf("llm: run %s %d×%d: %w", m.name, B, T, err)
 	}
+	m.lastGraph = time.Since(t0)
 	n := B * g.KVHeads * T * g.HeadDim
 	for l := range g.Layers {
 		io.newKs[l] = float32s(io.newK[l], n)
