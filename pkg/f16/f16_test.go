@@ -101,3 +101,58 @@ func FuzzFromFloat32(f *testing.F) {
 		}
 	})
 }
+
+// TestNarrowMatchesFromFloat32: Narrow's in-line rounding gives
+// FromFloat32's bits for every float32 at a stride through all of them
+// and around each float16 boundary (normal range ends, ties, overflow).
+func TestNarrowMatchesFromFloat32(t *testing.T) {
+	var xs []float32
+	for b := uint64(0); b < 1<<32; b += 4093 {
+		xs = append(xs, math.Float32frombits(uint32(b)))
+	}
+	for _, edge := range []float32{0x1p-14, 0x1p-15, 0x1p15, 65504, 65519, 65520, 1 + 0x1p-11, 1 + 0x3p-11, 2048 + 1, 2048 + 3} {
+		for _, s := range []float32{1, -1} {
+			b := math.Float32bits(s * edge)
+			for d := uint32(0); d < 5; d++ {
+				xs = append(xs, math.Float32frombits(b-d), math.Float32frombits(b+d))
+			}
+		}
+	}
+	got := make([]uint16, len(xs))
+	Narrow(got, xs)
+	bad := 0
+	for i, x := range xs {
+		if want := FromFloat32(x); got[i] != want && !(x != x && got[i]&0x7c00 == 0x7c00 && got[i]&0x3ff != 0) {
+			if bad++; bad <= 5 {
+				t.Errorf("Narrow(%g = %#x) = %#x, want %#x", x, math.Float32bits(x), got[i], want)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d values differ from the codec", bad, len(xs))
+	}
+}
+
+// BenchmarkNarrow: a float16 KV cache's keys on their way in (normal-range
+// values), by Narrow and by a FromFloat32 call per element.
+func BenchmarkNarrow(b *testing.B) {
+	src := make([]float32, 4096)
+	for i := range src {
+		src[i] = float32(math.Sin(float64(i))) * 3
+	}
+	dst := make([]uint16, len(src))
+	b.Run("narrow", func(b *testing.B) {
+		b.SetBytes(int64(4 * len(src)))
+		for b.Loop() {
+			Narrow(dst, src)
+		}
+	})
+	b.Run("each", func(b *testing.B) {
+		b.SetBytes(int64(4 * len(src)))
+		for b.Loop() {
+			for i, x := range src {
+				dst[i] = FromFloat32(x)
+			}
+		}
+	})
+}

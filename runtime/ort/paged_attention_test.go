@@ -24,6 +24,12 @@ type pagedCase struct {
 	table                      []int64 // [B, M]
 }
 
+// raggedDecode is a decode batch of three rows with contexts 17, 0 and 5
+// over scattered blocks (one row's table repeats a block past its context),
+// three query heads to a KV head and D 64: every attention test has it.
+var raggedDecode = pagedCase{B: 3, T: 1, Hq: 12, Hkv: 4, D: 64, N: 16, bs: 4, M: 5,
+	ctx: []int64{17, 0, 5}, table: []int64{9, 3, 14, 0, 7, 2, 2, 2, 2, 2, 11, 6, 6, 6, 6}}
+
 // pagedModel is a graph of the one operator with the case's geometry.
 func pagedModel(c pagedCase) []byte {
 	pool := c.poolType()
@@ -234,8 +240,7 @@ func (c pagedCase) run(t *testing.T, s *Session, d pagedData) ([]float32, error)
 func TestPagedAttentionMatchesReference(t *testing.T) {
 	needLib(t)
 	cases := map[string]pagedCase{
-		"decode ragged batch": {B: 3, T: 1, Hq: 12, Hkv: 4, D: 64, N: 16, bs: 4, M: 5,
-			ctx: []int64{17, 0, 5}, table: []int64{9, 3, 14, 0, 7, 2, 2, 2, 2, 2, 11, 6, 6, 6, 6}},
+		"decode ragged batch": raggedDecode,
 		"prefill over a past": {B: 1, T: 11, Hq: 4, Hkv: 2, D: 20, N: 8, bs: 4, M: 3,
 			ctx: []int64{10}, table: []int64{5, 1, 6}},
 		"prefill, head size 64, pairs of heads": {B: 1, T: 9, Hq: 8, Hkv: 4, D: 64, N: 6, bs: 8, M: 3,
@@ -564,8 +569,7 @@ func runBound(b *testing.B, s *Session, in, out map[string]*Tensor) {
 func TestPagedAttentionFused(t *testing.T) {
 	needLib(t)
 	cases := map[string]pagedCase{
-		"decode ragged batch": {B: 3, T: 1, Hq: 12, Hkv: 4, D: 64, N: 16, bs: 4, M: 5,
-			ctx: []int64{17, 0, 5}, table: []int64{9, 3, 14, 0, 7, 2, 2, 2, 2, 2, 11, 6, 6, 6, 6}},
+		"decode ragged batch": raggedDecode,
 		"prefill over a past, 24 tokens": {B: 1, T: 24, Hq: 4, Hkv: 2, D: 20, N: 16, bs: 4, M: 9,
 			ctx: []int64{10}, table: []int64{5, 1, 6, 2, 3, 4, 7, 8, 9}},
 		"int8 pools": {B: 2, T: 3, Hq: 6, Hkv: 2, D: 32, N: 10, bs: 8, M: 3, int8: true,
@@ -587,17 +591,8 @@ func TestPagedAttentionFused(t *testing.T) {
 					pos[b*c.T+tt] = c.ctx[b] + int64(tt)
 				}
 			}
-			cos, sin := make([]float32, P*c.D/2), make([]float32, P*c.D/2)
-			for p := range P {
-				for j := range c.D / 2 {
-					a := float64(p) / math.Pow(10000, float64(2*j)/float64(c.D))
-					cos[p*c.D/2+j], sin[p*c.D/2+j] = float32(math.Cos(a)), float32(math.Sin(a))
-				}
-			}
-			pool := Float32
-			if c.int8 {
-				pool = Int8
-			}
+			cos, sin := rotaryTables(P, c.D)
+			pool := c.poolType()
 			inputs := []tValue{
 				{name: "qkv", dtype: Float32, dims: []any{"B", "T", width}}, {name: "pos", dtype: Int64, dims: []any{"B", "T"}},
 				{name: "kc", dtype: pool, dims: []any{c.Hkv, "N", c.bs, c.D}}, {name: "vc", dtype: pool, dims: []any{c.Hkv, "N", c.bs, c.D}},

@@ -26,13 +26,7 @@ func TestKernelRotaryQKV(t *testing.T) {
 	for i := range pos {
 		pos[i] = int64(r.IntN(P))
 	}
-	cos, sin := make([]float32, P*D/2), make([]float32, P*D/2)
-	for p := range P {
-		for j := range D / 2 {
-			a := float64(p) / math.Pow(10000, float64(2*j)/D)
-			cos[p*D/2+j], sin[p*D/2+j] = float32(math.Cos(a)), float32(math.Sin(a))
-		}
-	}
+	cos, sin := rotaryTables(P, D)
 	part := func(off, heads int) []float32 { // columns [off, off+heads·D) of each token
 		out := make([]float32, 0, B*T*heads*D)
 		for i := range B * T {
@@ -146,4 +140,18 @@ func TestKernelRotaryQKV(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "position_ids[7] is 40") {
 		t.Errorf("position %d of caches of %d: err = %v, want one naming position_ids[7]", P, P, err)
 	}
+}
+
+// rotaryTables are the cos and sin caches [P, D/2] of positions 0..P-1
+// for head size D, base 10000 (what RotaryQKV's cos_cache and sin_cache
+// hold in a llama graph).
+func rotaryTables(P, D int) (cos, sin []float32) {
+	cos, sin = make([]float32, P*D/2), make([]float32, P*D/2)
+	for p := range P {
+		for j := range D / 2 {
+			a := float64(p) / math.Pow(10000, float64(2*j)/float64(D))
+			cos[p*D/2+j], sin[p*D/2+j] = float32(math.Cos(a)), float32(math.Sin(a))
+		}
+	}
+	return cos, sin
 }

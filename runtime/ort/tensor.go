@@ -34,15 +34,10 @@ type Tensor struct {
 // not be resliced away or reused for something else until Close. data must
 // hold exactly the shape's element count.
 func NewTensor[T Element](shape []int64, data []T) (*Tensor, error) {
-	dt := DTypeOf[T]()
-	n, err := elementCount(shape)
-	if err != nil {
+	if err := checkElements(shape, data); err != nil {
 		return nil, err
 	}
-	if int64(len(data)) != n {
-		return nil, fmt.Errorf("%w: shape %v needs %d %s elements, got %d", ErrInvalidTensor, shape, n, dt, len(data))
-	}
-	return WrapBytes(dt, shape, asBytes(data))
+	return WrapBytes(DTypeOf[T](), shape, asBytes(data))
 }
 
 // WrapBytes wraps data, raw little-endian elements of type dt, as a tensor
@@ -52,21 +47,13 @@ func NewTensor[T Element](shape []int64, data []T) (*Tensor, error) {
 // until Close; data must stay valid that long and hold exactly the shape's
 // bytes, aligned for dt.
 func WrapBytes(dt DType, shape []int64, data []byte) (*Tensor, error) {
-	n, err := elementCount(shape)
-	if err != nil {
+	if err := checkBytes(dt, shape, data); err != nil {
 		return nil, err
 	}
-	size := dt.Size()
-	if size == 0 {
-		return nil, fmt.Errorf("%w: cannot wrap %s tensors", ErrInvalidTensor, dt)
-	}
-	if int64(len(data)) != n*int64(size) {
-		return nil, fmt.Errorf("%w: %s%v needs %d bytes, got %d", ErrInvalidTensor, dt, shape, n*int64(size), len(data))
-	}
-	if n == 0 {
+	if len(data) == 0 {
 		return NewEmptyTensor(dt, shape)
 	}
-	if uintptr(unsafe.Pointer(&data[0]))%uintptr(size) != 0 {
+	if size := dt.Size(); uintptr(unsafe.Pointer(&data[0]))%uintptr(size) != 0 {
 		return nil, fmt.Errorf("%w: %s%v: data is not aligned to %d bytes", ErrInvalidTensor, dt, shape, size)
 	}
 	t := &Tensor{dtype: dt, shape: slices.Clone(shape), data: data[:len(data):len(data)]}
@@ -81,15 +68,10 @@ func WrapBytes(dt DType, shape []int64, data []byte) (*Tensor, error) {
 // CopyTensor copies data into fresh off-heap memory and wraps it; the caller
 // may reuse data at once.
 func CopyTensor[T Element](shape []int64, data []T) (*Tensor, error) {
-	dt := DTypeOf[T]()
-	n, err := elementCount(shape)
-	if err != nil {
+	if err := checkElements(shape, data); err != nil {
 		return nil, err
 	}
-	if int64(len(data)) != n {
-		return nil, fmt.Errorf("%w: shape %v needs %d %s elements, got %d", ErrInvalidTensor, shape, n, dt, len(data))
-	}
-	t, err := NewEmptyTensor(dt, shape)
+	t, err := NewEmptyTensor(DTypeOf[T](), shape)
 	if err != nil {
 		return nil, err
 	}
@@ -281,6 +263,36 @@ func CloseAll(m map[string]*Tensor) error {
 }
 
 // elementCount validates shape and returns its number of elements.
+// checkElements says whether data holds exactly shape's elements (NewTensor,
+// CopyTensor).
+func checkElements[T Element](shape []int64, data []T) error {
+	n, err := elementCount(shape)
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) != n {
+		return fmt.Errorf("%w: shape %v needs %d %s elements, got %d", ErrInvalidTensor, shape, n, DTypeOf[T](), len(data))
+	}
+	return nil
+}
+
+// checkBytes says whether data holds exactly shape's elements of type dt,
+// a type of fixed size (WrapBytes, CopyBytes).
+func checkBytes(dt DType, shape []int64, data []byte) error {
+	n, err := elementCount(shape)
+	if err != nil {
+		return err
+	}
+	size := int64(dt.Size())
+	if size == 0 {
+		return fmt.Errorf("%w: %s tensors have no fixed element size to wrap or copy", ErrInvalidTensor, dt)
+	}
+	if int64(len(data)) != n*size {
+		return fmt.Errorf("%w: %s%v needs %d bytes, got %d", ErrInvalidTensor, dt, shape, n*size, len(data))
+	}
+	return nil
+}
+
 func elementCount(shape []int64) (int64, error) {
 	n := int64(1)
 	for _, d := range shape {
@@ -298,12 +310,8 @@ func elementCount(shape []int64) (int64, error) {
 // CopyBytes copies raw little-endian element data of type dt into fresh
 // off-heap memory and wraps it (for data read from files: .npy, TensorProto).
 func CopyBytes(dt DType, shape []int64, data []byte) (*Tensor, error) {
-	n, err := elementCount(shape)
-	if err != nil {
+	if err := checkBytes(dt, shape, data); err != nil {
 		return nil, err
-	}
-	if want := int(n) * dt.Size(); dt.Size() == 0 || len(data) != want {
-		return nil, fmt.Errorf("%w: %s%v needs %d bytes, got %d", ErrInvalidTensor, dt, shape, want, len(data))
 	}
 	t, err := NewEmptyTensor(dt, shape)
 	if err != nil {

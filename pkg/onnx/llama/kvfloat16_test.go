@@ -19,11 +19,6 @@ import (
 func TestKVFloat16MatchesWidenedPools(t *testing.T) {
 	orttest.Need(t)
 	c, src := tinyModel(t)
-	fp := newSession(t, c, src, Options{PortableAttention: true})
-	halves := map[string]*ort.Session{
-		"kernel":   newSession(t, c, src, Options{KVFloat16: true}),
-		"portable": newSession(t, c, src, Options{KVFloat16: true, PortableAttention: true}),
-	}
 	const bs, blocks = DefaultBlockSize, 9
 	hkv, hd := c.NumKeyValueHeads, c.HeadDim
 	rng := rand.New(rand.NewPCG(7, 9))
@@ -43,7 +38,7 @@ func TestKVFloat16MatchesWidenedPools(t *testing.T) {
 		}
 	}
 	shape := []int64{int64(hkv), blocks, bs, int64(hd)}
-	reducedPoolCases(t, c, fp, halves, "float16 pools differ from the same values in float32 pools", func(r *runner, half bool) {
+	reducedPoolCases(t, c, src, Options{KVFloat16: true}, "float16 pools differ from the same values in float32 pools", func(r *runner, half bool) {
 		for l, p := range pools {
 			li := strconv.Itoa(l)
 			for kv, kind := range []string{"key", "value"} {

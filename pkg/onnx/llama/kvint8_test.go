@@ -20,11 +20,6 @@ import (
 func TestKVInt8MatchesDequantisedPools(t *testing.T) {
 	orttest.Need(t)
 	c, src := tinyModel(t)
-	fp := newSession(t, c, src, Options{PortableAttention: true})
-	q8s := map[string]*ort.Session{
-		"kernel":   newSession(t, c, src, Options{KVInt8: true}),
-		"portable": newSession(t, c, src, Options{KVInt8: true, PortableAttention: true}),
-	}
 	const bs, blocks = DefaultBlockSize, 9
 	hkv, hd := c.NumKeyValueHeads, c.HeadDim
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -51,7 +46,7 @@ func TestKVInt8MatchesDequantisedPools(t *testing.T) {
 		}
 	}
 	shape := []int64{int64(hkv), blocks, bs, int64(hd)}
-	reducedPoolCases(t, c, fp, q8s, "int8 pools differ from dequantised fp32 pools", func(r *runner, reduced bool) {
+	reducedPoolCases(t, c, src, Options{KVInt8: true}, "int8 pools differ from dequantised fp32 pools", func(r *runner, reduced bool) {
 		for l, p := range pools {
 			li := strconv.Itoa(l)
 			for kv, kind := range []string{"key", "value"} {
@@ -68,10 +63,16 @@ func TestKVInt8MatchesDequantisedPools(t *testing.T) {
 
 // reducedPoolCases runs the reduced-pool tests' steps — two decode rows,
 // and a prefill chunk of 9 tokens (the kernel's gathered path) over a past
-// — on pools of 9 blocks: the float32 graph fp fed its pools, each of
-// reduced fed theirs (setPools), logits and new K/V to agree within 1e-5.
-func reducedPoolCases(t *testing.T, c *Config, fp *ort.Session, reduced map[string]*ort.Session, differ string, setPools func(r *runner, reduced bool)) {
+// — on pools of 9 blocks: the portable float32 graph fed its pools, and the
+// graph built with opts (its pools reduced), in the kernel's form and the
+// portable one, fed theirs (setPools), logits and new K/V to agree within
+// 1e-5.
+func reducedPoolCases(t *testing.T, c *Config, src WeightSource, opts Options, differ string, setPools func(r *runner, reduced bool)) {
 	t.Helper()
+	fp := newSession(t, c, src, Options{PortableAttention: true})
+	portable := opts
+	portable.PortableAttention = true
+	reduced := map[string]*ort.Session{"kernel": newSession(t, c, src, opts), "portable": newSession(t, c, src, portable)}
 	tests := []struct {
 		name    string
 		t       int     // new tokens per row

@@ -23,9 +23,16 @@ func tinyConfig(blocks int) Config {
 	return cfg
 }
 
-func newTiny(t *testing.T, blocks int) *Cache {
+func newTiny(t *testing.T, blocks int) *Cache { t.Helper(); return newTinyOf(t, blocks, Float32) }
+
+// newTinyOf is newTiny with pools of element type dt (the budget holds the
+// blocks at dt's size).
+func newTinyOf(t *testing.T, blocks int, dt DType) *Cache {
 	t.Helper()
-	c, err := New(tinyConfig(blocks))
+	cfg := tinyConfig(blocks)
+	cfg.DType = dt
+	cfg.BudgetBytes = int64(blocks) * cfg.BlockBytes()
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,14 +255,8 @@ func TestNewSequenceUncached(t *testing.T) {
 func TestForkCopyOnWrite(t *testing.T) {
 	for _, dt := range []DType{Float32, Int8} {
 		t.Run(dt.String(), func(t *testing.T) {
-			cfg := tinyConfig(8)
-			cfg.DType = dt
-			cfg.BudgetBytes = 8 * cfg.BlockBytes()
-			c, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := newTinyOf(t, 8, dt)
+			cfg := c.Config()
 			parent, _ := c.NewSequence(seqTokens(6, 1))
 			writeSteps(t, c, parent, 6, 1.0)
 			child, err := parent.Fork()
@@ -576,14 +577,8 @@ func TestScatterFloat32(t *testing.T) {
 // the nearest float16 (pkg/f16's codec, ties to even) in the slot a float32
 // cache would, skips padding, and takes half the memory per block.
 func TestScatterFloat16(t *testing.T) {
-	cfg := tinyConfig(4)
-	cfg.DType = Float16
-	cfg.BudgetBytes = 4 * cfg.BlockBytes()
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newTinyOf(t, 4, Float16)
+	cfg := c.Config()
 	f32 := tinyConfig(4)
 	if 2*cfg.BlockBytes() != f32.BlockBytes() {
 		t.Errorf("a float16 block is %d bytes, want half of float32's %d", cfg.BlockBytes(), f32.BlockBytes())
@@ -632,37 +627,6 @@ func TestScatterFloat16(t *testing.T) {
 	}
 	if want := cfg.Layers * 3 * cfg.KVHeads * cfg.HeadDim; written != want {
 		t.Errorf("%d keys written, want %d (padding skipped)", written, want)
-	}
-}
-
-// TestNarrowMatchesTheCodec: the scatter's in-line rounding gives
-// f16.FromFloat32's bits for every float32 at a stride through all of them
-// and around each float16 boundary (normal range ends, ties, overflow).
-func TestNarrowMatchesTheCodec(t *testing.T) {
-	var xs []float32
-	for b := uint64(0); b < 1<<32; b += 4093 {
-		xs = append(xs, math.Float32frombits(uint32(b)))
-	}
-	for _, edge := range []float32{0x1p-14, 0x1p-15, 0x1p15, 65504, 65519, 65520, 1 + 0x1p-11, 1 + 0x3p-11, 2048 + 1, 2048 + 3} {
-		for _, s := range []float32{1, -1} {
-			b := math.Float32bits(s * edge)
-			for d := uint32(0); d < 5; d++ {
-				xs = append(xs, math.Float32frombits(b-d), math.Float32frombits(b+d))
-			}
-		}
-	}
-	got := make([]uint16, len(xs))
-	narrow(got, xs)
-	bad := 0
-	for i, x := range xs {
-		if want := f16.FromFloat32(x); got[i] != want && !(x != x && got[i]&0x7c00 == 0x7c00 && got[i]&0x3ff != 0) {
-			if bad++; bad <= 5 {
-				t.Errorf("narrow(%g = %#x) = %#x, want %#x", x, math.Float32bits(x), got[i], want)
-			}
-		}
-	}
-	if bad > 0 {
-		t.Errorf("%d of %d values differ from the codec", bad, len(xs))
 	}
 }
 

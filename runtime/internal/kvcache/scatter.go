@@ -2,7 +2,6 @@ package kvcache
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/edgeinfer/edgeinfer/pkg/f16"
 )
@@ -87,7 +86,7 @@ func (c *Cache) scatterLayer(l int, k, v []float32, batch, steps int, slots []in
 		return
 	}
 	if c.cfg.DType == Float16 {
-		scatterRows(c, c.mem.keyF16[l], c.mem.valueF16[l], k, v, batch, steps, slots, narrow)
+		scatterRows(c, c.mem.keyF16[l], c.mem.valueF16[l], k, v, batch, steps, slots, f16.Narrow)
 		return
 	}
 	scatterRows(c, c.mem.keyF32[l], c.mem.valueF32[l], k, v, batch, steps, slots, func(dst, src []float32) { copy(dst, src) })
@@ -108,23 +107,5 @@ func scatterRows[T uint16 | float32](c *Cache, kp, vp []T, k, v []float32, batch
 				}
 			}
 		}
-	}
-}
-
-// narrow rounds src into float16 bits at dst (as long), as
-// f16.FromFloat32 does: in line for values in float16's normal range,
-// which keys and values are (the codec's call per element made a float16
-// cache's scatter 29 times a float32 one's: BenchmarkScatter), the codec
-// for the rest (subnormals, overflow, NaN).
-func narrow(dst []uint16, src []float32) {
-	dst = dst[:len(src)]
-	for i, x := range src {
-		b := math.Float32bits(x)
-		if e := b >> 23 & 0xff; e-113 < 29 { // |x| in [2^-14, 2^15)
-			r := b + 0xfff + b>>13&1 // to nearest, ties to even; a carry moves into the exponent
-			dst[i] = uint16(b>>16)&0x8000 | uint16((r&0x7fffffff)>>13-112<<10)
-			continue
-		}
-		dst[i] = f16.FromFloat32(x)
 	}
 }

@@ -121,7 +121,7 @@ func (m *Model) Score(ctx context.Context, tokens []int32) (nll float64, n int, 
 		if io.slots, err = kv.Slots(io.slots[:0], 1); err != nil {
 			return 0, 0, err
 		}
-		if err := m.runRows(ctx, m.scoreSeqs(kv), 1); err != nil {
+		if _, err := m.runRows(ctx, m.scoreSeqs(kv), 1); err != nil {
 			return 0, 0, err
 		}
 		nll += -logSoftmaxAt(m.Logits(0), tokens[p+1])

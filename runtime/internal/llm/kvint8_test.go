@@ -65,7 +65,7 @@ func decodeArgmax(t *testing.T, m *Model, prompt, forced []int32, steps int) []i
 		if io.slots, err = kv.Slots(io.slots[:0], 1); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.runRows(ctx, []*kvcache.Sequence{kv}, 1); err != nil {
+		if _, err := m.runRows(ctx, []*kvcache.Sequence{kv}, 1); err != nil {
 			t.Fatal(err)
 		}
 		if p < len(prompt)-1 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/bundle"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
@@ -88,7 +87,6 @@ type Model struct {
 	persist      persister
 	closed       bool
 	phases       phaseCounters // decode steps' time by phase (Phases)
-	lastGraph    time.Duration // the graph's share of the last runRows
 }
 
 // Load opens a decoder bundle: it creates the ONNX Runtime session over the

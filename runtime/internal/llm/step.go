@@ -179,11 +179,11 @@ func (m *Model) decode(ctx context.Context, rows []sched.DecodeRow, res *sched.S
 		ids[i], pos[i], last[i] = int64(r.Token), int64(r.Pos), 0
 	}
 	start := time.Now()
-	if err := m.runRows(ctx, seqs, 1); err != nil {
+	graph, err := m.runRows(ctx, seqs, 1)
+	if err != nil {
 		return err
 	}
 	ran := time.Now()
-	defer func() { m.phases.add(B, m.lastGraph, ran.Sub(start)-m.lastGraph, time.Since(ran)) }()
 	for i, r := range rows {
 		st := m.seqs[uint64(r.Seq)]
 		if st.emb != nil {
@@ -193,6 +193,7 @@ func (m *Model) decode(ctx context.Context, rows []sched.DecodeRow, res *sched.S
 		}
 		m.sampleRow(r.Seq, st, i, res)
 	}
+	m.phases.add(B, graph, ran.Sub(start)-graph, time.Since(ran))
 	return nil
 }
 
@@ -218,7 +219,7 @@ func (m *Model) prefill(ctx context.Context, c *sched.PrefillChunk, res *sched.S
 	if io.slots, err = kv.Slots(io.slots[:0], T); err != nil {
 		return fmt.Errorf("llm: prefill %d: %w", c.Seq, err)
 	}
-	if err := m.runRows(ctx, []*kvcache.Sequence{kv}, T); err != nil {
+	if _, err := m.runRows(ctx, []*kvcache.Sequence{kv}, T); err != nil {
 		return err
 	}
 	switch {
@@ -231,30 +232,32 @@ func (m *Model) prefill(ctx context.Context, c *sched.PrefillChunk, res *sched.S
 }
 
 // runRows fills the block tables, runs the graph, scatters the new keys and
-// values into their slots and marks the tokens computed.
-func (m *Model) runRows(ctx context.Context, seqs []*kvcache.Sequence, T int) error {
+// values into their slots and marks the tokens computed. It returns the
+// graph's run time (DecodePhases.Graph; with the compatible contract the
+// whole call, the past's gather and scatter included).
+func (m *Model) runRows(ctx context.Context, seqs []*kvcache.Sequence, T int) (graph time.Duration, err error) {
+	t0 := time.Now()
 	if m.compat {
-		t0 := time.Now()
-		defer func() { m.lastGraph = time.Since(t0) }() // the past's gather and scatter included
-		return m.runCompat(ctx, seqs, T)
+		err := m.runCompat(ctx, seqs, T)
+		return time.Since(t0), err
 	}
 	io, g := m.io, m.geom
 	B := len(seqs)
 	M := max(kvcache.MaxBlocks(seqs), 1)
 	if err := m.cache.FillBlockTables(seqs, M, int64s(io.tables, B*M), int64s(io.ctxLens, B)); err != nil {
-		return fmt.Errorf("llm: block tables: %w", err)
+		return 0, fmt.Errorf("llm: block tables: %w", err)
 	}
-	t0 := time.Now()
+	t0 = time.Now()
 	if err := io.run(ctx, B, T, M); err != nil {
-		return fmt.Errorf("llm: run %s %d×%d: %w", m.name, B, T, err)
+		return 0, fmt.Errorf("llm: run %s %d×%d: %w", m.name, B, T, err)
 	}
-	m.lastGraph = time.Since(t0)
+	graph = time.Since(t0)
 	n := B * g.KVHeads * T * g.HeadDim
 	for l := range g.Layers {
 		io.newKs[l] = float32s(io.newK[l], n)
 		io.newVs[l] = float32s(io.newV[l], n)
 	}
-	return m.commit(seqs, B, T)
+	return graph, m.commit(seqs, B, T)
 }
 
 // commit scatters the step's new keys and values (io.newKs/newVs, [B, kvH,
