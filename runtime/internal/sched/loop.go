@@ -16,15 +16,6 @@ import (
 // there is nothing to do.
 func (s *Scheduler[P]) run() {
 	defer close(s.loopDone)
-	// The loop is the only caller of the Executor, and ONNX Runtime runs
-	// its intra-op work partly on the calling thread: keeping the loop on
-	// one OS thread keeps that thread's caches and the runtime's
-	// thread-local buffers warm instead of letting Go move the loop between
-	// threads between steps (runtime/engine's BenchmarkBatchScaling,
-	// batch8-vs-bare: the engine's batch-8 decode against a bare ORT loop,
-	// is the measure; run it with and without the lock to compare).
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	maint, _ := s.dec.(Maintainer)
 	var maintained time.Time
 	for {
@@ -54,6 +45,7 @@ func (s *Scheduler[P]) run() {
 			s.mu.Unlock()
 		}
 		if stepped || n1 > 0 || n2 > 0 {
+			yieldAfterStep()
 			if maint != nil && time.Since(maintained) >= MaintainEvery {
 				maintained = time.Now()
 				maint.Maintain(maintained)
@@ -69,6 +61,25 @@ func (s *Scheduler[P]) run() {
 		}
 	}
 }
+
+// yieldAfterStep passes the loop through Go's scheduler once an iteration
+// that ran the executor (a step or a one-shot batch).
+// Why: a goroutine that calls into ONNX Runtime back to back is never
+// rescheduled, and the runtime's monitor (sysmon) counts a P whose
+// goroutine has not been rescheduled for 10 ms as hogging it: it takes the
+// P away in the middle of a step, preempts the goroutine when the step
+// returns, and, having taken a P, goes back to waking every 20 µs instead
+// of backing off towards 10 ms. On a two-core board each of its wake-ups
+// lands on a core that is running the step's kernels. A yield when
+// nothing else is runnable costs about a microsecond, and sysmon stays
+// asleep. The loop is not locked to its OS thread: a locked goroutine's
+// yield (and each of those forced preemptions) hands the P to another
+// thread and back, two thread wake-ups. runtime/engine's
+// BenchmarkBatch1VsBare and BenchmarkBatchScaling, run under
+// `perf stat -e context-switches` or `perf sched record`, show the
+// difference: the context switches, and the monitor thread's wake-ups
+// while the engine decodes.
+func yieldAfterStep() { runtime.Gosched() }
 
 // topClass is the highest class among running sequences.
 func (s *Scheduler[P]) topClass() Class {
