@@ -78,6 +78,14 @@ func FuzzFromFloat32(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v float32) {
 		h := FromFloat32(v)
+		// Narrow, vector path and tail, gives the same bits
+		many, got := []float32{v, v, v, v, v, v, v, v, v}, make([]uint16, 9)
+		Narrow(got, many)
+		for i, g := range got {
+			if g != h {
+				t.Fatalf("Narrow(%v) element %d = %#04x, FromFloat32 %#04x", v, i, g, h)
+			}
+		}
 		back := ToFloat32(h)
 		if math.IsNaN(float64(v)) {
 			if !math.IsNaN(float64(back)) {
@@ -118,18 +126,50 @@ func TestNarrowMatchesFromFloat32(t *testing.T) {
 			}
 		}
 	}
-	got := make([]uint16, len(xs))
-	Narrow(got, xs)
-	bad := 0
-	for i, x := range xs {
-		if want := FromFloat32(x); got[i] != want && !(x != x && got[i]&0x7c00 == 0x7c00 && got[i]&0x3ff != 0) {
-			if bad++; bad <= 5 {
-				t.Errorf("Narrow(%g = %#x) = %#x, want %#x", x, math.Float32bits(x), got[i], want)
+	for name, narrow := range map[string]func([]uint16, []float32){"Narrow": Narrow, "narrowGeneric": narrowGeneric} {
+		got := make([]uint16, len(xs))
+		narrow(got, xs)
+		bad := 0
+		for i, x := range xs {
+			if want := FromFloat32(x); got[i] != want {
+				if bad++; bad <= 5 {
+					t.Errorf("%s(%g = %#x) = %#x, want %#x", name, x, math.Float32bits(x), got[i], want)
+				}
 			}
 		}
+		if bad > 0 {
+			t.Errorf("%s: %d of %d values differ from the codec", name, bad, len(xs))
+		}
 	}
-	if bad > 0 {
-		t.Errorf("%d of %d values differ from the codec", bad, len(xs))
+}
+
+// TestNarrowNaNsAndTails: a NaN anywhere in a slice of any length (the
+// vector path's eights, the eight it leaves to Go, the tail) comes out as
+// FromFloat32's quiet NaN, and every other value as FromFloat32 has it;
+// nothing past len(src) is written.
+func TestNarrowNaNsAndTails(t *testing.T) {
+	nans := []float32{float32(math.NaN()), math.Float32frombits(0x7f800001), math.Float32frombits(0xffc00123)}
+	for n := range 41 {
+		for at := -1; at < n; at++ {
+			src := make([]float32, n)
+			for i := range src {
+				src[i] = float32(i)*1.37 - 20
+			}
+			if at >= 0 {
+				src[at] = nans[at%len(nans)]
+			}
+			dst := make([]uint16, n+1)
+			dst[n] = 0xbeef
+			Narrow(dst, src)
+			for i, x := range src {
+				if want := FromFloat32(x); dst[i] != want {
+					t.Fatalf("n %d, NaN at %d: element %d (%g) = %#x, want %#x", n, at, i, x, dst[i], want)
+				}
+			}
+			if dst[n] != 0xbeef {
+				t.Fatalf("n %d: Narrow wrote past the source's length", n)
+			}
+		}
 	}
 }
 
