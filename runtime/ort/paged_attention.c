@@ -142,7 +142,6 @@ static inline void item_rows(const ei_attention_job* j, int64_t b, int64_t h, in
 // Hand-written AVX2+FMA versions of the float loops that keep several rows
 // and keys in registers, for head sizes that are a multiple of 16.
 #ifdef EI_X86_LEVELS
-#include <immintrin.h>
 #define EI_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 // sum4 reduces four vectors to their four sums.

@@ -262,7 +262,6 @@ func CloseAll(m map[string]*Tensor) error {
 	return errors.Join(errs...)
 }
 
-// elementCount validates shape and returns its number of elements.
 // checkElements says whether data holds exactly shape's elements (NewTensor,
 // CopyTensor).
 func checkElements[T Element](shape []int64, data []T) error {
@@ -293,6 +292,7 @@ func checkBytes(dt DType, shape []int64, data []byte) error {
 	return nil
 }
 
+// elementCount validates shape and returns its number of elements.
 func elementCount(shape []int64) (int64, error) {
 	n := int64(1)
 	for _, d := range shape {

@@ -236,8 +236,8 @@ func (m *Model) prefill(ctx context.Context, c *sched.PrefillChunk, res *sched.S
 // graph's run time (DecodePhases.Graph; with the compatible contract the
 // whole call, the past's gather and scatter included).
 func (m *Model) runRows(ctx context.Context, seqs []*kvcache.Sequence, T int) (graph time.Duration, err error) {
-	t0 := time.Now()
 	if m.compat {
+		t0 := time.Now()
 		err := m.runCompat(ctx, seqs, T)
 		return time.Since(t0), err
 	}
@@ -247,7 +247,7 @@ func (m *Model) runRows(ctx context.Context, seqs []*kvcache.Sequence, T int) (g
 	if err := m.cache.FillBlockTables(seqs, M, int64s(io.tables, B*M), int64s(io.ctxLens, B)); err != nil {
 		return 0, fmt.Errorf("llm: block tables: %w", err)
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	if err := io.run(ctx, B, T, M); err != nil {
 		return 0, fmt.Errorf("llm: run %s %d×%d: %w", m.name, B, T, err)
 	}
