@@ -18,57 +18,62 @@ import (
 // fp32 side is the portable graph, the int8 side both the kernel's and the
 // portable one.
 func TestKVInt8MatchesDequantisedPools(t *testing.T) {
-	orttest.Need(t)
-	c, src := tinyModel(t)
-	const bs, blocks = DefaultBlockSize, 9
-	hkv, hd := c.NumKeyValueHeads, c.HeadDim
-	rng := rand.New(rand.NewPCG(7, 8))
-	type layerPools struct {
-		q      [2][]int8
-		scales [2][]float32
-		deq    [2][]float32
-	}
-	pools := make([]layerPools, c.NumHiddenLayers)
-	for l := range pools {
-		for kv := range 2 {
-			q := make([]int8, hkv*blocks*bs*hd)
-			sc := make([]float32, hkv*blocks)
-			deq := make([]float32, len(q))
-			for i := range sc {
-				sc[i] = 0.001 + rng.Float32()*0.05
-			}
-			for i := range q {
-				q[i] = int8(rng.IntN(255) - 127)
-				h, blk := i/(blocks*bs*hd), i/(bs*hd)%blocks
-				deq[i] = float32(q[i]) * sc[h*blocks+blk]
-			}
-			pools[l].q[kv], pools[l].scales[kv], pools[l].deq[kv] = q, sc, deq
+	reducedPoolCases(t, Options{KVInt8: true}, "int8 pools differ from dequantised fp32 pools", func(rng *rand.Rand, shape []int64) reducedPool {
+		hkv, blocks, per := int(shape[0]), int(shape[1]), int(shape[2]*shape[3])
+		q, sc, deq := make([]int8, hkv*blocks*per), make([]float32, hkv*blocks), make([]float32, hkv*blocks*per)
+		for i := range sc {
+			sc[i] = 0.001 + rng.Float32()*0.05
 		}
-	}
-	shape := []int64{int64(hkv), blocks, bs, int64(hd)}
-	reducedPoolCases(t, c, src, Options{KVInt8: true}, "int8 pools differ from dequantised fp32 pools", func(r *runner, reduced bool) {
-		for l, p := range pools {
-			li := strconv.Itoa(l)
-			for kv, kind := range []string{"key", "value"} {
-				if reduced {
-					set(r, kind+"_cache."+li, shape, p.q[kv])
-					set(r, kind+"_scale."+li, []int64{int64(hkv), blocks}, p.scales[kv])
-				} else {
-					set(r, kind+"_cache."+li, shape, p.deq[kv])
-				}
-			}
+		for i := range q {
+			q[i] = int8(rng.IntN(255) - 127)
+			deq[i] = float32(q[i]) * sc[i/per] // the (head, block) the element lies in
 		}
+		return reducedPool{wide: deq, set: func(r *runner, kind, li string) {
+			set(r, kind+"_cache."+li, shape, q)
+			set(r, kind+"_scale."+li, shape[:2], sc)
+		}}
 	})
+}
+
+// reducedPool is one key or value pool of a reduced-pool test: set feeds
+// it to the reduced graph (its pool input, and any inputs beside it) as
+// pool kind ("key", "value") of layer li, and wide holds the same values as
+// float32 for the float32 graph.
+type reducedPool struct {
+	set  func(r *runner, kind, li string)
+	wide []float32
 }
 
 // reducedPoolCases runs the reduced-pool tests' steps — two decode rows,
 // and a prefill chunk of 9 tokens (the kernel's gathered path) over a past
-// — on pools of 9 blocks: the portable float32 graph fed its pools, and the
-// graph built with opts (its pools reduced), in the kernel's form and the
-// portable one, fed theirs (setPools), logits and new K/V to agree within
-// 1e-5.
-func reducedPoolCases(t *testing.T, c *Config, src WeightSource, opts Options, differ string, setPools func(r *runner, reduced bool)) {
+// — on pools of 9 blocks that pool makes (one per layer, key and value,
+// of shape [kv heads, blocks, block size, head size]): the portable float32
+// graph fed their wide values, and the graph built with opts (its pools
+// reduced), in the kernel's form and the portable one, fed the reduced
+// pools, logits and new K/V to agree within 1e-5.
+func reducedPoolCases(t *testing.T, opts Options, differ string, pool func(rng *rand.Rand, shape []int64) reducedPool) {
 	t.Helper()
+	orttest.Need(t)
+	c, src := tinyModel(t)
+	const blocks = 9
+	shape := []int64{int64(c.NumKeyValueHeads), blocks, DefaultBlockSize, int64(c.HeadDim)}
+	rng := rand.New(rand.NewPCG(7, 8))
+	pools := make([][2]reducedPool, c.NumHiddenLayers)
+	for l := range pools {
+		pools[l] = [2]reducedPool{pool(rng, shape), pool(rng, shape)}
+	}
+	setPools := func(r *runner, reduced bool) {
+		for l, p := range pools {
+			li := strconv.Itoa(l)
+			for kv, kind := range []string{"key", "value"} {
+				if reduced {
+					p[kv].set(r, kind, li)
+				} else {
+					set(r, kind+"_cache."+li, shape, p[kv].wide)
+				}
+			}
+		}
+	}
 	fp := newSession(t, c, src, Options{PortableAttention: true})
 	portable := opts
 	portable.PortableAttention = true
