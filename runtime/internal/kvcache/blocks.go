@@ -1,5 +1,7 @@
 package kvcache
 
+import "math/bits"
+
 // blockTable is the bookkeeping of every block: how many sequence tables
 // reference it, how many of its slots hold tokens, and, for blocks no one
 // references, whether it sits on the free list or (holding a prefix-cache
@@ -8,14 +10,18 @@ type blockTable struct {
 	ref  []int32 // sequence-table references
 	fill []int32 // slots holding (or reserved for) tokens, from the block start
 
-	// free holds the unreferenced, uncached blocks as a min-heap: the
-	// lowest free id is taken first. A row's blocks are read where they lie
-	// (runtime/ort's PagedAttention), and blocks in address order read
-	// 1.7× faster than scattered ones (BenchmarkPagedAttentionLayout);
-	// taking the lowest keeps sequences admitted together in runs and
-	// the cache compact, where a LIFO list scattered them after a few
-	// rounds of requests.
-	free []int32
+	// free is the set of unreferenced, uncached blocks, a bit a block,
+	// nFree of them. Where a block lies decides how fast attention reads
+	// it: PagedAttention reads a row's blocks in table order, and blocks in
+	// address order read faster than scattered ones, or than the runs of
+	// sequences that took turns growing (BenchmarkPagedAttentionLayout's
+	// in-order, interleaved and random layouts). So takeFree gives a
+	// sequence the block after its last where that is free, and starts a
+	// sequence's new run past a gap of runGap free blocks after the blocks
+	// in use, where it can; else it takes the lowest free block, which
+	// keeps the cache compact.
+	free  []uint64
+	nFree int
 
 	// LRU of unreferenced cached blocks: front is evicted first.
 	prev, next []int32
@@ -32,15 +38,15 @@ func (t *blockTable) init(n, bs int) {
 	t.prev = make([]int32, n)
 	t.next = make([]int32, n)
 	t.inLRU = make([]bool, n)
-	t.free = make([]int32, n)
+	t.free = make([]uint64, (n+63)/64)
 	for i := range n {
-		t.free[i] = int32(i) // ascending: already a min-heap
+		t.setFree(int32(i))
 		t.prev[i], t.next[i] = none, none
 	}
 	t.head, t.tail = none, none
 }
 
-func (t *blockTable) available() int { return len(t.free) + t.lruLen }
+func (t *blockTable) available() int { return t.nFree + t.lruLen }
 
 func (t *blockTable) lruPush(b int32) {
 	t.prev[b], t.next[b] = t.tail, none
@@ -71,14 +77,15 @@ func (t *blockTable) lruRemove(b int32) {
 	t.lruLen--
 }
 
-// allocBlock takes a block for exclusive use: a free one if any, else the
-// least recently used cached one, whose prefix entry is dropped. The caller
-// has checked availability.
-func (c *Cache) allocBlock() int32 {
+// allocBlock takes a block for exclusive use: a free one if any (the one
+// after block after where it can, see takeFree; after is none for a
+// sequence's first block), else the least recently used cached one, whose
+// prefix entry is dropped. The caller has checked availability.
+func (c *Cache) allocBlock(after int32) int32 {
 	t := &c.blocks
 	var b int32
-	if len(t.free) > 0 {
-		b = t.popFree()
+	if t.nFree > 0 {
+		b = t.takeFree(after)
 	} else {
 		b = t.head
 		t.lruRemove(b)
@@ -121,44 +128,69 @@ func (c *Cache) release(b int32) {
 		return
 	}
 	t.fill[b] = 0
-	t.pushFree(b)
+	t.setFree(b)
 }
 
-// pushFree and popFree keep free a binary min-heap.
-func (t *blockTable) pushFree(b int32) {
-	h := append(t.free, b)
-	for i := len(h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if h[p] <= h[i] {
-			break
-		}
-		h[p], h[i] = h[i], h[p]
-		i = p
-	}
-	t.free = h
+// runGap is how many free blocks takeFree leaves after the blocks in use
+// when it starts a run: room for a sequence that ends there to grow 128
+// tokens (at 16-token blocks) before it has to jump. Sequences admitted
+// together each start a run this far apart and decode into their own,
+// where taking the lowest free block had them take turns, block by block.
+const runGap = 8
+
+func (t *blockTable) isFree(b int32) bool { return t.free[b/64]&(1<<(b%64)) != 0 }
+
+func (t *blockTable) setFree(b int32) {
+	t.free[b/64] |= 1 << (b % 64)
+	t.nFree++
 }
 
-func (t *blockTable) popFree() int32 {
-	h := t.free
-	b, n := h[0], len(h)-1
-	h[0] = h[n]
-	h = h[:n]
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= n {
-			break
+// takeFree removes a free block from the set and returns it (there is
+// one): the block after block after if that is free; else the first block
+// with runGap free blocks before it, back to the blocks in use, and as
+// many from it on (or the cache's first block, with as many from it on);
+// else, in a cache too full for runs, the lowest free block.
+func (t *blockTable) takeFree(after int32) int32 {
+	n := int32(len(t.ref))
+	b := none
+	if after != none && after+1 < n && t.isFree(after+1) {
+		b = after + 1
+	} else {
+		for s := t.nextFree(0, true); s < n && b == none; {
+			e := t.nextFree(s, false) // [s, e) is a run of free blocks
+			switch {
+			case s == 0 && (e >= runGap || e == n):
+				b = 0
+			case s > 0 && e-s >= 2*runGap:
+				b = s + runGap
+			}
+			s = t.nextFree(e, true)
 		}
-		if c+1 < n && h[c+1] < h[c] {
-			c++
+		if b == none {
+			b = t.nextFree(0, true)
 		}
-		if h[i] <= h[c] {
-			break
-		}
-		h[i], h[c] = h[c], h[i]
-		i = c
 	}
-	t.free = h
+	t.free[b/64] &^= 1 << (b % 64)
+	t.nFree--
 	return b
+}
+
+// nextFree is the first block from b on whose free bit is want (the
+// number of blocks if none is).
+func (t *blockTable) nextFree(b int32, want bool) int32 {
+	n := int32(len(t.ref))
+	for b < n {
+		w := t.free[b/64]
+		if !want {
+			w = ^w
+		}
+		w >>= b % 64
+		if w != 0 {
+			return min(b+int32(bits.TrailingZeros64(w)), n)
+		}
+		b = (b/64 + 1) * 64
+	}
+	return n
 }
 
 // grow records that b's first n slots hold tokens.

@@ -937,10 +937,54 @@ func anonHugeBytes(lo, hi uintptr) (int64, error) {
 	return total, nil
 }
 
-// TestLowestFreeBlockFirst: blocks are handed out lowest id first, so a
-// sequence admitted after others finished in any order gets the cache's
-// lowest free blocks in address order (the attention kernel reads a row's
-// blocks where they lie, and in-order blocks read faster than scattered).
+// TestSequencesGrowInRuns: sequences admitted together and decoding
+// together, a token each in turn, each keep their blocks in one run of
+// addresses (the attention kernel reads a row's blocks where they lie;
+// BenchmarkPagedAttentionLayout times runs against blocks taken in turn),
+// where handing out the lowest free block had them take turns block by
+// block.
+func TestSequencesGrowInRuns(t *testing.T) {
+	cfg := tinyConfig(128)
+	cfg.DisablePrefixCache = true
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var seqs []*Sequence
+	for i := range 4 { // prompts of two blocks
+		s, _ := c.NewSequence(seqTokens(8, int32(100*i)))
+		compute(t, c, s, 8)
+		seqs = append(seqs, s)
+	}
+	for step := range 24 { // six blocks more each, a token at a time in turn
+		for _, s := range seqs {
+			if err := s.Append(int32(1000 + step)); err != nil {
+				t.Fatal(err)
+			}
+			compute(t, c, s, 1)
+		}
+	}
+	for i, s := range seqs {
+		table, err := s.BlockTable(nil, s.NumBlocks())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 1; j < len(table); j++ {
+			if table[j] != table[j-1]+1 {
+				t.Fatalf("sequence %d: blocks %v, not one run", i, table)
+			}
+		}
+	}
+	if err := c.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLowestFreeBlockFirst: in a cache too full for runs, blocks are
+// handed out lowest id first, so a sequence admitted after others
+// finished in any order gets the cache's lowest free blocks in address
+// order (in-order blocks read faster than scattered).
 func TestLowestFreeBlockFirst(t *testing.T) {
 	cfg := tinyConfig(12)
 	cfg.DisablePrefixCache = true

@@ -42,17 +42,15 @@ func (c *Cache) checkInvariants() error {
 			}
 		}
 	}
-	for i := 1; i < len(t.free); i++ {
-		if t.free[(i-1)/2] > t.free[i] {
-			return fmt.Errorf("free list is not a min-heap at %d: %v", i, t.free)
+	inFree := make([]bool, n)
+	nFree := 0
+	for b := range n {
+		if inFree[b] = t.isFree(int32(b)); inFree[b] {
+			nFree++
 		}
 	}
-	inFree := make([]bool, n)
-	for _, b := range t.free {
-		if inFree[b] {
-			return fmt.Errorf("block %d twice on the free list", b)
-		}
-		inFree[b] = true
+	if nFree != t.nFree {
+		return fmt.Errorf("free set holds %d blocks, its count says %d", nFree, t.nFree)
 	}
 	lru := 0
 	for b, prev := t.head, none; b != none; prev, b = b, t.next[b] {
@@ -112,8 +110,8 @@ func (c *Cache) checkInvariants() error {
 	}
 	st := c.Stats()
 	if st.BlocksUsed != used || st.BlocksCached != cached || st.SlotsFilled != filled ||
-		st.BlocksFree != len(t.free) || st.Sequences != len(c.live) || st.PeakBlocksUsed < used {
-		return fmt.Errorf("stats %+v disagree: used %d cached %d free %d filled %d seqs %d", st, used, cached, len(t.free), filled, len(c.live))
+		st.BlocksFree != t.nFree || st.Sequences != len(c.live) || st.PeakBlocksUsed < used {
+		return fmt.Errorf("stats %+v disagree: used %d cached %d free %d filled %d seqs %d", st, used, cached, t.nFree, filled, len(c.live))
 	}
 	return nil
 }

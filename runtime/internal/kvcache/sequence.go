@@ -72,7 +72,7 @@ func (s *Sequence) attach() {
 			b, ok := c.prefix.find(parent, s.hashAt(i), toks)
 			if ok {
 				c.acquire(b)
-			} else if b, ok = c.restore(parent, s.hashAt(i), toks); !ok {
+			} else if b, ok = c.restore(s.last(), parent, s.hashAt(i), toks); !ok {
 				break // in neither memory nor the persisted file
 			}
 			c.markReused(b)
@@ -84,6 +84,14 @@ func (s *Sequence) attach() {
 	s.cached = s.computed
 	c.stats.hitTokens.Add(int64(s.computed))
 	c.stats.hitBlocks.Add(int64(len(s.blocks)))
+}
+
+// last is the sequence's last block, none before its first.
+func (s *Sequence) last() int32 {
+	if len(s.blocks) == 0 {
+		return none
+	}
+	return s.blocks[len(s.blocks)-1]
 }
 
 // hashAt returns the chain hash of full token block i, memoised.
@@ -181,7 +189,11 @@ func (s *Sequence) Reserve(n int) error {
 	first := s.computed / bs
 	for i := first; i < len(s.blocks) && i*bs < end; i++ {
 		if old := s.blocks[i]; c.blocks.ref[old] > 1 {
-			nb := c.allocBlock()
+			after := none
+			if i > 0 {
+				after = s.blocks[i-1]
+			}
+			nb := c.allocBlock(after)
 			c.copyBlock(nb, old)
 			c.grow(nb, s.computed-i*bs)
 			c.release(old)
@@ -189,7 +201,7 @@ func (s *Sequence) Reserve(n int) error {
 		}
 	}
 	for len(s.blocks)*bs < end {
-		s.blocks = append(s.blocks, c.allocBlock())
+		s.blocks = append(s.blocks, c.allocBlock(s.last()))
 	}
 	for i := first; i*bs < end; i++ {
 		c.grow(s.blocks[i], min(end-i*bs, bs))
