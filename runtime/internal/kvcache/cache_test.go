@@ -944,20 +944,9 @@ func anonHugeBytes(lo, hi uintptr) (int64, error) {
 // where handing out the lowest free block had them take turns block by
 // block.
 func TestSequencesGrowInRuns(t *testing.T) {
-	cfg := tinyConfig(128)
-	cfg.DisablePrefixCache = true
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var seqs []*Sequence
-	for i := range 4 { // prompts of two blocks
-		s, _ := c.NewSequence(seqTokens(8, int32(100*i)))
-		compute(t, c, s, 8)
-		seqs = append(seqs, s)
-	}
-	for step := range 24 { // six blocks more each, a token at a time in turn
+	c := newPlacementCache(t, 128)
+	seqs := admitSequences(t, c, 4, 8) // prompts of two blocks
+	for step := range 24 {             // six blocks more each, a token at a time in turn
 		for _, s := range seqs {
 			if err := s.Append(int32(1000 + step)); err != nil {
 				t.Fatal(err)
@@ -966,10 +955,7 @@ func TestSequencesGrowInRuns(t *testing.T) {
 		}
 	}
 	for i, s := range seqs {
-		table, err := s.BlockTable(nil, s.NumBlocks())
-		if err != nil {
-			t.Fatal(err)
-		}
+		table := blockTableOf(t, s)
 		for j := 1; j < len(table); j++ {
 			if table[j] != table[j-1]+1 {
 				t.Fatalf("sequence %d: blocks %v, not one run", i, table)
@@ -986,31 +972,57 @@ func TestSequencesGrowInRuns(t *testing.T) {
 // finished in any order gets the cache's lowest free blocks in address
 // order (in-order blocks read faster than scattered).
 func TestLowestFreeBlockFirst(t *testing.T) {
-	cfg := tinyConfig(12)
-	cfg.DisablePrefixCache = true
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var seqs []*Sequence
-	for i := range 4 { // four sequences of 3 blocks: 0-2, 3-5, 6-8, 9-11
-		s, _ := c.NewSequence(seqTokens(12, int32(100*i)))
-		compute(t, c, s, 12)
-		seqs = append(seqs, s)
-	}
-	seqs[1].Free() // 3-5, then 9-11: a LIFO list would hand out 9, 10, 11, 3, 4
+	c := newPlacementCache(t, 12)
+	seqs := admitSequences(t, c, 4, 12) // four sequences of 3 blocks: 0-2, 3-5, 6-8, 9-11
+	seqs[1].Free()                      // 3-5, then 9-11: a LIFO list would hand out 9, 10, 11, 3, 4
 	seqs[3].Free()
 	s, _ := c.NewSequence(seqTokens(20, 900))
 	compute(t, c, s, 20) // 5 blocks
-	table, err := s.BlockTable(nil, s.NumBlocks())
-	if err != nil {
-		t.Fatal(err)
-	}
+	table := blockTableOf(t, s)
 	if want := []int64{3, 4, 5, 9, 10}; !slices.Equal(table, want) {
 		t.Fatalf("blocks %v, want %v (lowest free first)", table, want)
 	}
 	if err := c.checkInvariants(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// newPlacementCache is a float32 cache of n tiny blocks without a prefix
+// cache, closed with the test.
+func newPlacementCache(t *testing.T, blocks int) *Cache {
+	t.Helper()
+	cfg := tinyConfig(blocks)
+	cfg.DisablePrefixCache = true
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// admitSequences computes the prompts of n sequences of tokens tokens in
+// turn (distinct tokens each).
+func admitSequences(t *testing.T, c *Cache, n, tokens int) []*Sequence {
+	t.Helper()
+	var seqs []*Sequence
+	for i := range n {
+		s, err := c.NewSequence(seqTokens(tokens, int32(100*i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		compute(t, c, s, tokens)
+		seqs = append(seqs, s)
+	}
+	return seqs
+}
+
+// blockTableOf is s's block table.
+func blockTableOf(t *testing.T, s *Sequence) []int64 {
+	t.Helper()
+	table, err := s.BlockTable(nil, s.NumBlocks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table
 }
