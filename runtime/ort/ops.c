@@ -139,6 +139,28 @@ typedef struct {
   float scale;  // 0: 1/sqrt(head_dim)
 } attention_node;
 
+// rotary_inputs checks a rotary step's inputs (RotaryQKV's, and
+// PagedAttention's fused form's) and fills j's shapes and input pointers
+// (j->Hq and j->Hkv set): the stacked projection qkv [B, T, (Hq +
+// 2·Hkv)·D] with D even, position_ids [B, T] (int64 by the op's input
+// type), cos_cache and sin_cache [P, D/2]. qkv_name is what the error calls
+// the projection.
+static OrtStatus* rotary_inputs(const char* op, const char* qkv_name, const tensor* qkv, const tensor* pos,
+                                const tensor* cos_cache, const tensor* sin_cache, ei_rotary_job* j) {
+  const int64_t parts = j->Hq + 2 * j->Hkv;
+  if (qkv->rank != 3 || qkv->dims[2] % parts != 0 || (qkv->dims[2] / parts) % 2 != 0)
+    return fail("%s: %s is rank %zu, last dimension %lld; want [batch, seq, (num_heads + 2·kv_num_heads)·head_dim] "
+                "= [·, ·, %lld·D] with D even",
+                op, qkv_name, qkv->rank, qkv->rank ? (long long)qkv->dims[qkv->rank - 1] : -1LL, (long long)parts);
+  j->B = qkv->dims[0], j->T = qkv->dims[1], j->D = qkv->dims[2] / parts;
+  TRY(check_shape(op, "position_ids", pos, 2, (int64_t[]){j->B, j->T}));
+  TRY(check_shape(op, "cos_cache", cos_cache, 2, (int64_t[]){-1, j->D / 2}));
+  j->P = cos_cache->dims[0];
+  TRY(check_shape(op, "sin_cache", sin_cache, 2, (int64_t[]){j->P, j->D / 2}));
+  j->qkv = qkv->data, j->pos = pos->data, j->cos = cos_cache->data, j->sin = sin_cache->data;
+  return NULL;
+}
+
 // rotary_run runs a rotary job's tokens and names a position outside the
 // caches (RotaryQKV, and PagedAttention's fused form).
 static OrtStatus* rotary_run(const char* op, OrtKernelContext* ctx, ei_rotary_job* j) {
@@ -170,18 +192,8 @@ static OrtStatus* rotary_prepare(const char* op, OrtKernelContext* ctx, const te
                                  scratch* buf) {
   ei_rotary_job j = {0};
   j.Hq = a->Hq, j.Hkv = a->Hkv;
+  TRY(rotary_inputs(op, "query (with position_ids, the stacked projection)", &in[0], &in[9], &in[10], &in[11], &j));
   const int64_t parts = j.Hq + 2 * j.Hkv;
-  if (in[0].rank != 3 || in[0].dims[2] % parts != 0 || (in[0].dims[2] / parts) % 2 != 0)
-    return fail("%s: with position_ids, query is the stacked projection: rank %zu, last dimension %lld; want "
-                "[batch, seq, (num_heads + 2·kv_num_heads)·head_dim] = [·, ·, %lld·D] with D even",
-                op, in[0].rank, in[0].rank ? (long long)in[0].dims[in[0].rank - 1] : -1LL, (long long)parts);
-  j.B = in[0].dims[0], j.T = in[0].dims[1], j.D = in[0].dims[2] / parts;
-  TRY(check_shape(op, "position_ids", &in[9], 2, (int64_t[]){j.B, j.T}));
-  TRY(check_shape(op, "cos_cache", &in[10], 2, (int64_t[]){-1, j.D / 2}));
-  j.P = in[10].dims[0];
-  TRY(check_shape(op, "sin_cache", &in[11], 2, (int64_t[]){j.P, j.D / 2}));
-  if (in[9].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) return fail("%s: position_ids must be int64", op);
-  j.qkv = in[0].data, j.pos = in[9].data, j.cos = in[10].data, j.sin = in[11].data;
   TRY(output(ctx, 1, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.kh));
   TRY(output(ctx, 2, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.vh));
   const int64_t n = j.B * j.T;
@@ -549,17 +561,7 @@ static OrtStatus* rotary_compute(void* node, OrtKernelContext* ctx) {
   for (size_t i = 0; i < 4; i++) TRY(input(op, ctx, i, &in[i]));
   ei_rotary_job j = {0};
   j.Hq = kn->heads, j.Hkv = kn->kv_heads;
-  const int64_t parts = j.Hq + 2 * j.Hkv;
-  if (in[0].rank != 3 || in[0].dims[2] % parts != 0 || (in[0].dims[2] / parts) % 2 != 0)
-    return fail("%s: qkv is rank %zu, last dimension %lld; want [batch, seq, (num_heads + 2·kv_num_heads)·head_dim] "
-                "= [·, ·, %lld·D] with D even", op, in[0].rank, in[0].rank ? (long long)in[0].dims[in[0].rank - 1] : -1LL,
-                (long long)parts);
-  j.B = in[0].dims[0], j.T = in[0].dims[1], j.D = in[0].dims[2] / parts;
-  TRY(check_shape(op, "position_ids", &in[1], 2, (int64_t[]){j.B, j.T}));
-  TRY(check_shape(op, "cos_cache", &in[2], 2, (int64_t[]){-1, j.D / 2}));
-  j.P = in[2].dims[0];
-  TRY(check_shape(op, "sin_cache", &in[3], 2, (int64_t[]){j.P, j.D / 2}));
-  j.qkv = in[0].data, j.pos = in[1].data, j.cos = in[2].data, j.sin = in[3].data;
+  TRY(rotary_inputs(op, "qkv", &in[0], &in[1], &in[2], &in[3], &j));
   TRY(output(ctx, 0, (int64_t[]){j.B, j.T, j.Hq * j.D}, 3, &j.q));
   TRY(output(ctx, 1, (int64_t[]){j.B, j.T, j.Hkv * j.D}, 3, &j.k));
   TRY(output(ctx, 2, (int64_t[]){j.B, j.T, j.Hkv * j.D}, 3, &j.v));

@@ -434,6 +434,17 @@ func (d *decoder) rotary(x, pos string, heads int) string {
 		onnx.AttrInt("interleaved", 0), onnx.AttrInt("num_heads", int64(heads)))
 }
 
+// poolType is the pools' element type in the graph.
+func (o *Options) poolType() onnx.TensorProto_DataType {
+	switch {
+	case o.KVInt8:
+		return onnx.TensorProto_INT8
+	case o.KVFloat16:
+		return onnx.TensorProto_FLOAT16
+	}
+	return onnx.TensorProto_FLOAT
+}
+
 // kvDType names the pools' element type as the metadata and bundle
 // manifests record it.
 func (o *Options) kvDType() string {

@@ -18,13 +18,7 @@ func (d *decoder) pagedInputs() string {
 	if !d.opts.AllLogits {
 		b.Input("last_index", i64, onnx.Sym("batch"))
 	}
-	poolType := onnx.TensorProto_FLOAT
-	switch {
-	case d.opts.KVInt8:
-		poolType = onnx.TensorProto_INT8
-	case d.opts.KVFloat16:
-		poolType = onnx.TensorProto_FLOAT16
-	}
+	poolType := d.opts.poolType()
 	for i := range c.NumHiddenLayers {
 		for _, name := range []string{"key_cache.", "value_cache."} {
 			b.Input(name+strconv.Itoa(i), poolType,
@@ -164,7 +158,7 @@ func (d *decoder) portableAttention(li, q, k4, v4 string) string {
 func (d *decoder) gatherPool(kind, li string) string {
 	b := d.b
 	blocks := b.Op("Gather", []string{kind + "_cache." + li, d.blockTables}, onnx.AttrInt("axis", 1))
-	if !d.opts.KVInt8 && !d.opts.KVFloat16 {
+	if d.opts.poolType() == onnx.TensorProto_FLOAT {
 		return blocks
 	}
 	return b.Op("Cast", []string{blocks}, onnx.AttrInt("to", int64(onnx.TensorProto_FLOAT)))

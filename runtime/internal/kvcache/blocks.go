@@ -146,33 +146,34 @@ func (t *blockTable) setFree(b int32) {
 }
 
 // takeFree removes a free block from the set and returns it (there is
-// one): the block after block after if that is free; else the first block
-// with runGap free blocks before it, back to the blocks in use, and as
-// many from it on (or the cache's first block, with as many from it on);
-// else, in a cache too full for runs, the lowest free block.
+// one): the one placeFree picks for a sequence whose last block is after.
 func (t *blockTable) takeFree(after int32) int32 {
-	n := int32(len(t.ref))
-	b := none
-	if after != none && after+1 < n && t.isFree(after+1) {
-		b = after + 1
-	} else {
-		for s := t.nextFree(0, true); s < n && b == none; {
-			e := t.nextFree(s, false) // [s, e) is a run of free blocks
-			switch {
-			case s == 0 && (e >= runGap || e == n):
-				b = 0
-			case s > 0 && e-s >= 2*runGap:
-				b = s + runGap
-			}
-			s = t.nextFree(e, true)
-		}
-		if b == none {
-			b = t.nextFree(0, true)
-		}
-	}
+	b := t.placeFree(after)
 	t.free[b/64] &^= 1 << (b % 64)
 	t.nFree--
 	return b
+}
+
+// placeFree is the block after block after if that is free; else the first
+// block with runGap free blocks before it, back to the blocks in use, and
+// as many from it on (or the cache's first block, with as many from it
+// on); else, in a cache too full for runs, the lowest free block.
+func (t *blockTable) placeFree(after int32) int32 {
+	n := int32(len(t.ref))
+	if after != none && after+1 < n && t.isFree(after+1) {
+		return after + 1
+	}
+	for s := t.nextFree(0, true); s < n; s = t.nextFree(s, true) {
+		e := t.nextFree(s, false) // [s, e) is a run of free blocks
+		if s == 0 && (e >= runGap || e == n) {
+			return 0
+		}
+		if s > 0 && e-s >= 2*runGap {
+			return s + runGap
+		}
+		s = e
+	}
+	return t.nextFree(0, true)
 }
 
 // nextFree is the first block from b on whose free bit is want (the

@@ -557,8 +557,8 @@ func (c *Cache) copyBlockBytes(b int32, buf []byte, toPools bool) {
 
 // PrefaultRestore commits the pool memory of the lowest n blocks, those a
 // restore from the persisted file takes first (a new cache's first
-// sequence starts at block 0 and runs on), so that the first prompt after a start does not pay the page
-// faults: with transparent huge pages a block touches one 2 MiB page per
+// sequence starts at block 0 and runs on), so that the first prompt after
+// a start does not pay the page faults: with transparent huge pages a block touches one 2 MiB page per
 // (layer, K/V, head) region, and restoring a long prefix faults in
 // hundreds of them inside that prompt's admission. Call it on a new cache
 // before any use (the fallback touch writes zeros).

@@ -12,9 +12,8 @@ import (
 // and Rows their rows; a step with prompt chunks beside its decode rows
 // counts only its decode part. With the compatible contract Graph holds
 // the gather of the past and the scatter too (they are one call there).
-// What a step costs outside the graph is
-// KV + Sample over Steps; the scheduler's own share is its
-// LoopTime − ExecTime.
+// What a step costs outside the graph is KV + Sample over Steps; the
+// scheduler's own share is its LoopTime − ExecTime.
 type DecodePhases struct {
 	Steps, Rows       uint64
 	Graph, KV, Sample time.Duration
