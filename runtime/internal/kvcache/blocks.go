@@ -15,11 +15,12 @@ type blockTable struct {
 	// it: PagedAttention reads a row's blocks in table order, and blocks in
 	// address order read faster than scattered ones, or than the runs of
 	// sequences that took turns growing (BenchmarkPagedAttentionLayout's
-	// in-order, interleaved and random layouts). So takeFree gives a
+	// in-order, interleaved and random layouts). So allocBlock gives a
 	// sequence the block after its last where that is free, and starts a
 	// sequence's new run past a gap of runGap free blocks after the blocks
-	// in use, where it can; else it takes the lowest free block, which
-	// keeps the cache compact.
+	// in use, where it can; in a full cache it does the same among the
+	// stale cached blocks (placeStale); else it takes the lowest free
+	// block, which keeps the cache compact.
 	free  []uint64
 	nFree int
 
@@ -28,6 +29,8 @@ type blockTable struct {
 	inLRU      []bool
 	head, tail int32
 	lruLen     int
+	pushed     []uint64 // pushes counted when the block entered the LRU
+	pushes     uint64
 }
 
 const none = int32(-1)
@@ -38,6 +41,7 @@ func (t *blockTable) init(n, bs int) {
 	t.prev = make([]int32, n)
 	t.next = make([]int32, n)
 	t.inLRU = make([]bool, n)
+	t.pushed = make([]uint64, n)
 	t.free = make([]uint64, (n+63)/64)
 	for i := range n {
 		t.setFree(int32(i))
@@ -57,6 +61,8 @@ func (t *blockTable) lruPush(b int32) {
 	}
 	t.tail = b
 	t.inLRU[b] = true
+	t.pushed[b] = t.pushes
+	t.pushes++
 	t.lruLen++
 }
 
@@ -77,27 +83,43 @@ func (t *blockTable) lruRemove(b int32) {
 	t.lruLen--
 }
 
-// allocBlock takes a block for exclusive use: a free one if any (the one
-// after block after where it can, see takeFree; after is none for a
-// sequence's first block), else the least recently used cached one, whose
-// prefix entry is dropped. The caller has checked availability.
+// allocBlock takes a block for exclusive use: the free block placeFree
+// picks for a sequence whose last block is after (none for a sequence's
+// first block) where that keeps the sequence in a run of addresses; else
+// the block placeStale picks among the free and the stale cached ones,
+// evicting it if cached; else the lowest free block, or the least recently
+// used cached one. An evicted block's prefix entry is dropped. The caller
+// has checked availability.
 func (c *Cache) allocBlock(after int32) int32 {
 	t := &c.blocks
-	var b int32
-	if t.nFree > 0 {
-		b = t.takeFree(after)
-	} else {
+	b, inRun := t.placeFree(after)
+	if !inRun && t.lruLen > 0 {
+		if r := t.placeStale(after); r != none {
+			b = r
+		}
+	}
+	switch {
+	case b == none:
 		b = t.head
-		t.lruRemove(b)
-		c.prefix.drop(b)
-		c.stats.cached.Add(-1)
-		c.stats.evictions.Add(1)
+		c.evict(b)
+	case t.inLRU[b]:
+		c.evict(b)
+	default:
+		t.take(b)
 	}
 	t.ref[b] = 1
 	t.fill[b] = 0
 	c.resetScales(b)
 	c.stats.noteUsed(1)
 	return b
+}
+
+// evict drops cached block b from the LRU and the prefix index.
+func (c *Cache) evict(b int32) {
+	c.blocks.lruRemove(b)
+	c.prefix.drop(b)
+	c.stats.cached.Add(-1)
+	c.stats.evictions.Add(1)
 }
 
 // acquire adds a reference to a block found in the prefix cache.
@@ -131,7 +153,7 @@ func (c *Cache) release(b int32) {
 	t.setFree(b)
 }
 
-// runGap is how many free blocks takeFree leaves after the blocks in use
+// runGap is how many free blocks placeFree leaves after the blocks in use
 // when it starts a run: room for a sequence that ends there to grow 128
 // tokens (at 16-token blocks) before it has to jump. Sequences admitted
 // together each start a run this far apart and decode into their own,
@@ -145,35 +167,98 @@ func (t *blockTable) setFree(b int32) {
 	t.nFree++
 }
 
-// takeFree removes a free block from the set and returns it (there is
-// one): the one placeFree picks for a sequence whose last block is after.
-func (t *blockTable) takeFree(after int32) int32 {
-	b := t.placeFree(after)
+// take removes free block b from the set.
+func (t *blockTable) take(b int32) {
 	t.free[b/64] &^= 1 << (b % 64)
 	t.nFree--
-	return b
 }
 
-// placeFree is the block after block after if that is free; else the first
-// block with runGap free blocks before it, back to the blocks in use, and
-// as many from it on (or the cache's first block, with as many from it
-// on); else, in a cache too full for runs, the lowest free block.
-func (t *blockTable) placeFree(after int32) int32 {
+// placeFree picks a free block for a sequence whose last block is after
+// and reports whether the pick keeps the sequence's blocks in runs: the
+// block after block after if that is free; else where runStart starts a
+// sequence in the first run of free blocks it finds long enough; else, in
+// a cache too full for runs, the lowest free block (false), or none if no
+// block is free.
+func (t *blockTable) placeFree(after int32) (int32, bool) {
 	n := int32(len(t.ref))
 	if after != none && after+1 < n && t.isFree(after+1) {
-		return after + 1
+		return after + 1, true
 	}
 	for s := t.nextFree(0, true); s < n; s = t.nextFree(s, true) {
 		e := t.nextFree(s, false) // [s, e) is a run of free blocks
-		if s == 0 && (e >= runGap || e == n) {
-			return 0
-		}
-		if s > 0 && e-s >= 2*runGap {
-			return s + runGap
+		if b := t.runStart(s, e); b != none {
+			return b, true
 		}
 		s = e
 	}
-	return t.nextFree(0, true)
+	if t.nFree == 0 {
+		return none, false
+	}
+	return t.nextFree(0, true), false
+}
+
+// runStart is where a new run starts in the run of free blocks [s, e), or
+// none if it is too short: at s where no sequence's block lies just
+// before it (s is the cache's first block, or block s-1 is cached or
+// free) and runGap blocks fit, or the whole cache is free; runGap blocks
+// in, leaving the sequence before room to grow, where another runGap
+// fit.
+func (t *blockTable) runStart(s, e int32) int32 {
+	switch {
+	case s == 0 || t.ref[s-1] == 0:
+		if e-s >= runGap || e == int32(len(t.ref)) {
+			return s
+		}
+	case e-s >= 2*runGap:
+		return s + runGap
+	}
+	return none
+}
+
+// placeStale is placeFree over the spare blocks, free or stale: the block
+// after block after, else a run's start as runStart has it, else the start
+// of the longest run of at least runGap/2 spare blocks with no sequence's
+// block just before it; none if there is no such run. Once every block
+// holds tokens (a full prefix cache: the state a long-running server
+// reaches), evicting strictly in LRU order hands out blocks from all over
+// the pool, one released sequence's last block first, and growing
+// sequences then read blocks scattered across it (TestFullCacheKeepsRuns;
+// BenchmarkPagedAttentionLayout times the random layout). Blocks in the
+// LRU's older half are about to be evicted anyway, so a run among them is
+// worth evicting a little out of order. The scan is linear in the blocks,
+// once a run, not once a token.
+func (t *blockTable) placeStale(after int32) int32 {
+	n := int32(len(t.ref))
+	if after != none && after+1 < n && t.spare(after+1) {
+		return after + 1
+	}
+	best, bestLen := none, int32(runGap/2-1)
+	for s := int32(0); s < n; {
+		for s < n && !t.spare(s) {
+			s++
+		}
+		e := s
+		for e < n && t.spare(e) {
+			e++
+		}
+		if s < n {
+			if b := t.runStart(s, e); b != none {
+				return b
+			}
+			if e-s > bestLen && (s == 0 || t.ref[s-1] == 0) {
+				best, bestLen = s, e-s
+			}
+		}
+		s = e
+	}
+	return best
+}
+
+// spare is whether block b may be taken without touching a sequence: it
+// is free, or cached in the LRU's older half (pushed more pushes ago than
+// half the LRU's length).
+func (t *blockTable) spare(b int32) bool {
+	return t.isFree(b) || t.inLRU[b] && t.pushes-t.pushed[b] > uint64(t.lruLen/2)
 }
 
 // nextFree is the first block from b on whose free bit is want (the
