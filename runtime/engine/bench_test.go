@@ -141,12 +141,18 @@ func logPrecision(b *testing.B, bd *bundle.Bundle) {
 func openBench(b *testing.B, bd *bundle.Bundle, sc SchedulerConfig) *Engine {
 	b.Helper()
 	snk := &sink{}
+	// room for 8 sequences of 512+256 tokens without preemption; random
+	// prompts share no prefix; keep both engines identical
+	kv := KVOptions{BudgetBytes: 384 << 20, DisablePrefixCache: true}
+	if mib := envInt("EDGEINFER_BENCH_FULL_CACHE", 0); mib > 0 {
+		// a server's steady state: the prefix cache on and full, every
+		// block taken an eviction (fillCache)
+		kv = KVOptions{BudgetBytes: int64(mib) << 20}
+	}
 	e, err := Open(context.Background(), Config{
-		Models:  []ModelSpec{{Dir: bd.Dir, Name: "bench"}},
-		Session: ort.Options{IntraOpThreads: benchThreads},
-		// room for 8 sequences of 512+256 tokens without preemption;
-		// random prompts share no prefix; keep both engines identical
-		KV:        KVOptions{BudgetBytes: 384 << 20, DisablePrefixCache: true},
+		Models:    []ModelSpec{{Dir: bd.Dir, Name: "bench"}},
+		Session:   ort.Options{IntraOpThreads: benchThreads},
+		KV:        kv,
 		Scheduler: sc,
 		Observers: []Observer{snk},
 	})
@@ -608,7 +614,8 @@ func BenchmarkBatchScaling(b *testing.B) {
 	for b.Loop() {
 		e8 := openBench(b, bd, SchedulerConfig{MaxBatch: 8, ChunkSize: 256})
 		decodeRate(b, e8, 1, vocab, 1) // warm-up: binds the step shapes
-		var ones []float64             // one stream: the median of three
+		fillCache(b, e8, vocab)
+		var ones []float64 // one stream: the median of three
 		for i := range 3 {
 			ones = append(ones, decodeRate(b, e8, 1, vocab, uint64(20+i)))
 		}
@@ -641,6 +648,30 @@ func BenchmarkBatchScaling(b *testing.B) {
 		b.ReportMetric(bare, "bare-b8-tok/s")
 		b.ReportMetric(bare1Rate, "bare-b1-tok/s")
 	}
+}
+
+// fillCache runs rounds of eight streams until the prefix cache is full
+// where EDGEINFER_BENCH_FULL_CACHE=MiB sets a KV budget with the prefix
+// cache on (openBench): two rounds after the cache first evicts, since
+// its first evictions still leave the blocks where a fresh cache put them.
+// A budget of about a round and a half of blocks (200 MiB at 110m with
+// the float32 cache) has every later block an eviction.
+func fillCache(b *testing.B, e *Engine, vocab int) {
+	b.Helper()
+	if envInt("EDGEINFER_BENCH_FULL_CACHE", 0) <= 0 {
+		return
+	}
+	after := -1
+	for round := 0; after < 0 || round < after+3; round++ {
+		decodeRate(b, e, 8, vocab, uint64(1000+round))
+		if after < 0 && e.Stats().KV["bench"].Evictions > 0 {
+			after = round
+		}
+		if round >= 20 {
+			b.Fatalf("EDGEINFER_BENCH_FULL_CACHE: no eviction in %d rounds of 8 streams: lower the budget", round+1)
+		}
+	}
+	b.Logf("full cache after %d rounds: %+v", after+3, e.Stats().KV["bench"])
 }
 
 // settle pauses between the two sides of a paired round
