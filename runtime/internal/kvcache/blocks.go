@@ -31,6 +31,14 @@ type blockTable struct {
 	lruLen     int
 	pushed     []uint64 // pushes counted when the block entered the LRU
 	pushes     uint64
+
+	// noFreeRun and noStaleRun record that placeFree's and placeStale's
+	// searches found no run, true until a block is freed or joins the LRU:
+	// taking blocks only removes runs. (A block leaving the LRU lowers
+	// the age that counts as stale by half a push: the next release looks
+	// again.) In a cache too full for runs, most blocks a sequence takes
+	// would search in vain (BenchmarkCapacity).
+	noFreeRun, noStaleRun bool
 }
 
 const none = int32(-1)
@@ -63,6 +71,7 @@ func (t *blockTable) lruPush(b int32) {
 	t.inLRU[b] = true
 	t.pushed[b] = t.pushes
 	t.pushes++
+	t.noStaleRun = false
 	t.lruLen++
 }
 
@@ -165,6 +174,7 @@ func (t *blockTable) isFree(b int32) bool { return t.free[b/64]&(1<<(b%64)) != 0
 func (t *blockTable) setFree(b int32) {
 	t.free[b/64] |= 1 << (b % 64)
 	t.nFree++
+	t.noFreeRun, t.noStaleRun = false, false
 }
 
 // take removes free block b from the set.
@@ -181,19 +191,20 @@ func (t *blockTable) take(b int32) {
 // block is free.
 func (t *blockTable) placeFree(after int32) (int32, bool) {
 	n := int32(len(t.ref))
+	if t.nFree == 0 {
+		return none, false
+	}
 	if after != none && after+1 < n && t.isFree(after+1) {
 		return after + 1, true
 	}
-	for s := t.nextFree(0, true); s < n; s = t.nextFree(s, true) {
+	for s := t.nextFree(0, true); s < n && !t.noFreeRun; s = t.nextFree(s, true) {
 		e := t.nextFree(s, false) // [s, e) is a run of free blocks
 		if b := t.runStart(s, e); b != none {
 			return b, true
 		}
 		s = e
 	}
-	if t.nFree == 0 {
-		return none, false
-	}
+	t.noFreeRun = true
 	return t.nextFree(0, true), false
 }
 
@@ -216,8 +227,9 @@ func (t *blockTable) runStart(s, e int32) int32 {
 }
 
 // placeStale is placeFree over the spare blocks, free or stale: the block
-// after block after, else a run's start as runStart has it, else the start
-// of the longest run of at least runGap/2 spare blocks with no sequence's
+// after block after, else where runStart starts a run among the spare
+// blocks around one of the LRU's oldest staleScan blocks, else the start
+// of the longest such run of at least runGap/2 blocks with no sequence's
 // block just before it; none if there is no such run. Once every block
 // holds tokens (a full prefix cache: the state a long-running server
 // reaches), evicting strictly in LRU order hands out blocks from all over
@@ -225,34 +237,41 @@ func (t *blockTable) runStart(s, e int32) int32 {
 // sequences then read blocks scattered across it (TestFullCacheKeepsRuns;
 // BenchmarkPagedAttentionLayout times the random layout). Blocks in the
 // LRU's older half are about to be evicted anyway, so a run among them is
-// worth evicting a little out of order. The scan is linear in the blocks,
-// once a run, not once a token.
+// worth evicting a little out of order. The search looks around the
+// oldest blocks only, so a cache too full for runs pays little for it
+// each block it hands out (BenchmarkCapacity runs one).
 func (t *blockTable) placeStale(after int32) int32 {
 	n := int32(len(t.ref))
 	if after != none && after+1 < n && t.spare(after+1) {
 		return after + 1
 	}
-	best, bestLen := none, int32(runGap/2-1)
-	for s := int32(0); s < n; {
-		for s < n && !t.spare(s) {
-			s++
-		}
-		e := s
-		for e < n && t.spare(e) {
-			e++
-		}
-		if s < n {
-			if b := t.runStart(s, e); b != none {
-				return b
-			}
-			if e-s > bestLen && (s == 0 || t.ref[s-1] == 0) {
-				best, bestLen = s, e-s
-			}
-		}
-		s = e
+	if t.noStaleRun {
+		return none
 	}
+	best, bestLen := none, int32(runGap/2-1)
+	var s, e int32 // the last run looked at
+	for b, i := t.head, 0; b != none && i < staleScan && t.spare(b); b, i = t.next[b], i+1 {
+		if b >= s && b < e {
+			continue // in the run just looked at (a run enters the LRU together)
+		}
+		for s = b; s > 0 && t.spare(s-1); s-- {
+		}
+		for e = b + 1; e < n && t.spare(e); e++ {
+		}
+		if r := t.runStart(s, e); r != none {
+			return r
+		}
+		if e-s > bestLen && (s == 0 || t.ref[s-1] == 0) {
+			best, bestLen = s, e-s
+		}
+	}
+	t.noStaleRun = best == none
 	return best
 }
+
+// staleScan is how many of the LRU's oldest blocks placeStale looks
+// around for a run.
+const staleScan = 64
 
 // spare is whether block b may be taken without touching a sequence: it
 // is free, or cached in the LRU's older half (pushed more pushes ago than

@@ -1023,6 +1023,48 @@ func TestFullCacheKeepsRuns(t *testing.T) {
 	}
 }
 
+// TestRunSearchLooksAgain: a search for a run that found none is not
+// repeated until blocks are freed or cached (taking blocks only removes
+// runs), and is repeated then.
+func TestRunSearchLooksAgain(t *testing.T) {
+	var bt blockTable
+	bt.init(64, 4)
+	for b := range int32(64) { // every block in use
+		bt.take(b)
+		bt.ref[b] = 1
+	}
+	release := func(b int32) { bt.ref[b] = 0; bt.setFree(b) }
+	release(5)
+	if b, inRun := bt.placeFree(none); b != 5 || inRun {
+		t.Fatalf("one free block: placeFree %d %v, want 5 false", b, inRun)
+	}
+	for b := int32(40); b < 64; b++ {
+		release(b)
+	}
+	if b, inRun := bt.placeFree(none); b != 40+runGap || !inRun {
+		t.Fatalf("24 blocks freed after a sequence's: placeFree %d %v, want %d true", b, inRun, 40+runGap)
+	}
+
+	var lru blockTable
+	lru.init(64, 4)
+	for b := range int32(64) {
+		lru.take(b)
+		lru.ref[b] = 1
+	}
+	cache := func(b int32) { lru.ref[b] = 0; lru.lruPush(b) }
+	cache(30)
+	if b := lru.placeStale(none); b != none {
+		t.Fatalf("one cached block: placeStale %d, want none", b)
+	}
+	for b := int32(25); b >= 10; b-- { // a sequence's blocks, last first
+		cache(b)
+	}
+	// 17 blocks in the LRU; the 9 pushed first are stale: 30 and 25 down to 18
+	if b := lru.placeStale(none); b != 18 {
+		t.Fatalf("a released sequence's blocks: placeStale %d, want 18", b)
+	}
+}
+
 // TestLowestFreeBlockFirst: in a cache too full for runs, blocks are
 // handed out lowest id first, so a sequence admitted after others
 // finished in any order gets the cache's lowest free blocks in address
