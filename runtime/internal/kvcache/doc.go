@@ -15,6 +15,18 @@
 // of recomputing them. Unreferenced named blocks stay cached in LRU order
 // and are evicted only when an allocation needs room.
 //
+// Where a block lies matters: attention reads a row's blocks in table
+// order, and blocks in address order read faster than blocks taken in
+// turn by sequences growing together, or scattered (runtime/ort's
+// BenchmarkPagedAttentionLayout). So a sequence grows into the block after
+// its last where it can, and a new run starts past a gap left for the
+// sequence before it. Once the cache is full of prefix entries, the
+// state a long-running server reaches, every block taken is an eviction:
+// then runs are sought among the free blocks and the cached ones in the
+// LRU's older half, evicted a little out of LRU order, rather than the
+// least recently used block wherever it lies (TestFullCacheKeepsRuns;
+// runtime/engine's BenchmarkBatchScaling with EDGEINFER_BENCH_FULL_CACHE).
+//
 // # One step
 //
 // The owner (the scheduler's goroutine) drives a step like this:
