@@ -470,7 +470,7 @@ func BenchmarkPagedAttentionCold(b *testing.B) {
 // where they lie, so a serving cache's layout shows here: in order is the
 // fastest, taken in turn slower, scattered slowest, with huge pages and
 // with 4 KiB ones; software prefetch of the next block, or of the next two
-// or four, narrowed neither gap. kvcache's block placement (takeFree)
+// or four, narrowed neither gap. kvcache's block placement (allocBlock)
 // follows from it.
 func BenchmarkPagedAttentionLayout(b *testing.B) {
 	for _, layout := range []string{"in-order", "interleaved", "random"} {
