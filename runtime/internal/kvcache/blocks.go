@@ -208,12 +208,12 @@ func (t *blockTable) placeFree(after int32) (int32, bool) {
 	return t.nextFree(0, true), false
 }
 
-// runStart is where a new run starts in the run of free blocks [s, e), or
-// none if it is too short: at s where no sequence's block lies just
-// before it (s is the cache's first block, or block s-1 is cached or
-// free) and runGap blocks fit, or the whole cache is free; runGap blocks
-// in, leaving the sequence before room to grow, where another runGap
-// fit.
+// runStart is where a new run starts in [s, e), a run of blocks that may
+// be taken (free ones for placeFree, spare ones for placeStale), or none
+// if it is too short: at s where no sequence's block lies just before it
+// (s is the cache's first block, or no sequence references block s-1)
+// and runGap blocks fit, or the run is the whole cache; runGap blocks in,
+// leaving the sequence before room to grow, where another runGap fit.
 func (t *blockTable) runStart(s, e int32) int32 {
 	switch {
 	case s == 0 || t.ref[s-1] == 0:
