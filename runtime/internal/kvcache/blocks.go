@@ -212,7 +212,7 @@ func (t *blockTable) placeFree(after int32) (int32, bool) {
 // be taken (free ones for placeFree, spare ones for placeStale), or none
 // if it is too short: at s where no sequence's block lies just before it
 // (s is the cache's first block, or no sequence references block s-1)
-// and runGap blocks fit, or the run is the whole cache; runGap blocks in,
+// and runGap blocks fit or the run ends the cache; runGap blocks in,
 // leaving the sequence before room to grow, where another runGap fit.
 func (t *blockTable) runStart(s, e int32) int32 {
 	switch {
