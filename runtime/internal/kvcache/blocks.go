@@ -4,7 +4,7 @@ import "math/bits"
 
 // blockTable is the bookkeeping of every block: how many sequence tables
 // reference it, how many of its slots hold tokens, and, for blocks no one
-// references, whether it sits on the free list or (holding a prefix-cache
+// references, whether it sits in the free set or (holding a prefix-cache
 // entry) in the LRU list that eviction drains from the front.
 type blockTable struct {
 	ref  []int32 // sequence-table references
@@ -197,26 +197,27 @@ func (t *blockTable) placeFree(after int32) (int32, bool) {
 	if after != none && after+1 < n && t.isFree(after+1) {
 		return after + 1, true
 	}
-	for s := t.nextFree(0, true); s < n && !t.noFreeRun; s = t.nextFree(s, true) {
-		e := t.nextFree(s, false) // [s, e) is a run of free blocks
-		if b := t.runStart(s, e); b != none {
-			return b, true
+	if !t.noFreeRun {
+		for s := t.nextFree(0, true); s < n; s = t.nextFree(s, true) {
+			e := t.nextFree(s, false) // [s, e) is a run of free blocks
+			if b := t.runStart(s, e); b != none {
+				return b, true
+			}
+			s = e
 		}
-		s = e
+		t.noFreeRun = true
 	}
-	t.noFreeRun = true
 	return t.nextFree(0, true), false
 }
 
 // runStart is where a new run starts in [s, e), a run of blocks that may
 // be taken (free ones for placeFree, spare ones for placeStale), or none
-// if it is too short: at s where no sequence's block lies just before it
-// (s is the cache's first block, or no sequence references block s-1)
+// if it is too short: at s where no sequence grows into it (unclaimed)
 // and runGap blocks fit or the run ends the cache; runGap blocks in,
 // leaving the sequence before room to grow, where another runGap fit.
 func (t *blockTable) runStart(s, e int32) int32 {
 	switch {
-	case s == 0 || t.ref[s-1] == 0:
+	case t.unclaimed(s):
 		if e-s >= runGap || e == int32(len(t.ref)) {
 			return s
 		}
@@ -225,6 +226,10 @@ func (t *blockTable) runStart(s, e int32) int32 {
 	}
 	return none
 }
+
+// unclaimed is whether no sequence's block lies just before block s: s is
+// the cache's first block, or no sequence references block s-1.
+func (t *blockTable) unclaimed(s int32) bool { return s == 0 || t.ref[s-1] == 0 }
 
 // placeStale is placeFree over the spare blocks, free or stale: the block
 // after block after, else where runStart starts a run among the spare
@@ -261,7 +266,7 @@ func (t *blockTable) placeStale(after int32) int32 {
 		if r := t.runStart(s, e); r != none {
 			return r
 		}
-		if e-s > bestLen && (s == 0 || t.ref[s-1] == 0) {
+		if e-s > bestLen && t.unclaimed(s) {
 			best, bestLen = s, e-s
 		}
 	}

@@ -473,10 +473,10 @@ func (c *Cache) UsePersisted(p *Persisted) {
 }
 
 // restore brings the block named h (holding toks after parent) from the
-// persisted file into a newly allocated block (after the sequence's block
-// after, where that is free), entered in the prefix index and referenced
-// once, or reports false: not in the file, no block free, or a record that
-// fails its check.
+// persisted file into a newly allocated block (placed as allocBlock places
+// the block after the sequence's block after), entered in the prefix index
+// and referenced once, or reports false: not in the file, no block free,
+// or a record that fails its check.
 func (c *Cache) restore(after int32, parent, h uint64, toks []int32) (int32, bool) {
 	p := c.persisted
 	if p == nil || c.blocks.available() == 0 {
@@ -558,10 +558,11 @@ func (c *Cache) copyBlockBytes(b int32, buf []byte, toPools bool) {
 // PrefaultRestore commits the pool memory of the lowest n blocks, those a
 // restore from the persisted file takes first (a new cache's first
 // sequence starts at block 0 and runs on), so that the first prompt after
-// a start does not pay the page faults: with transparent huge pages a block touches one 2 MiB page per
-// (layer, K/V, head) region, and restoring a long prefix faults in
-// hundreds of them inside that prompt's admission. Call it on a new cache
-// before any use (the fallback touch writes zeros).
+// a start does not pay the page faults: with transparent huge pages a
+// block touches one 2 MiB page per (layer, K/V, head) region, and
+// restoring a long prefix faults in hundreds of them inside that prompt's
+// admission. Call it on a new cache before any use (the fallback touch
+// writes zeros).
 func (c *Cache) PrefaultRestore(n int) {
 	n = min(n, c.numBlocks)
 	if n <= 0 || c.closed {
