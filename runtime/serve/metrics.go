@@ -53,6 +53,13 @@ var (
 	kvUsedDesc  = prometheus.NewDesc("edgeinfer_engine_kv_blocks_used", "KV cache blocks in use, per decoder.", []string{"model"}, nil)
 	kvTotalDesc = prometheus.NewDesc("edgeinfer_engine_kv_blocks", "KV cache blocks in the pool, per decoder.", []string{"model"}, nil)
 	kvBytesDesc = prometheus.NewDesc("edgeinfer_engine_kv_used_bytes", "KV cache bytes in use, per decoder.", []string{"model"}, nil)
+	// A serving cache fills with prefix entries and then takes every new
+	// block by evicting one: these say whether it has, and what the prefix
+	// cache still saves.
+	kvCachedDesc    = prometheus.NewDesc("edgeinfer_engine_kv_blocks_cached", "KV cache blocks no sequence uses that hold a prefix-cache entry, per decoder.", []string{"model"}, nil)
+	kvEvictDesc     = prometheus.NewDesc("edgeinfer_engine_kv_evictions_total", "Prefix-cache blocks evicted to make room, per decoder.", []string{"model"}, nil)
+	prefixQueryDesc = prometheus.NewDesc("edgeinfer_engine_prefix_query_tokens_total", "Prompt tokens looked up in the prefix cache, per decoder.", []string{"model"}, nil)
+	prefixHitDesc   = prometheus.NewDesc("edgeinfer_engine_prefix_hit_tokens_total", "Prompt tokens found in the prefix cache (not recomputed), per decoder.", []string{"model"}, nil)
 
 	budgetDesc   = prometheus.NewDesc("edgeinfer_engine_memory_budget_bytes", "The memory budget of the loaded models (0: none).", nil, nil)
 	residentDesc = prometheus.NewDesc("edgeinfer_engine_memory_used_bytes", "What the loaded models (and loads under way) count against the memory budget: bundle files and KV budgets.", nil, nil)
@@ -63,7 +70,8 @@ var (
 )
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{queuedDesc, runningDesc, kvUsedDesc, kvTotalDesc, kvBytesDesc, budgetDesc, residentDesc, loadsDesc, loadTimeDesc, unloadsDesc, freedDesc} {
+	for _, d := range []*prometheus.Desc{queuedDesc, runningDesc, kvUsedDesc, kvTotalDesc, kvBytesDesc, kvCachedDesc, kvEvictDesc,
+		prefixQueryDesc, prefixHitDesc, budgetDesc, residentDesc, loadsDesc, loadTimeDesc, unloadsDesc, freedDesc} {
 		ch <- d
 	}
 }
@@ -84,5 +92,9 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(kvUsedDesc, prometheus.GaugeValue, float64(kv.BlocksUsed), name)
 		ch <- prometheus.MustNewConstMetric(kvTotalDesc, prometheus.GaugeValue, float64(kv.BlocksTotal), name)
 		ch <- prometheus.MustNewConstMetric(kvBytesDesc, prometheus.GaugeValue, float64(kv.BytesUsed), name)
+		ch <- prometheus.MustNewConstMetric(kvCachedDesc, prometheus.GaugeValue, float64(kv.BlocksCached), name)
+		ch <- prometheus.MustNewConstMetric(kvEvictDesc, prometheus.CounterValue, float64(kv.Evictions), name)
+		ch <- prometheus.MustNewConstMetric(prefixQueryDesc, prometheus.CounterValue, float64(kv.PrefixQueryTokens), name)
+		ch <- prometheus.MustNewConstMetric(prefixHitDesc, prometheus.CounterValue, float64(kv.PrefixHitTokens), name)
 	}
 }

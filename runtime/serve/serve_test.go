@@ -385,6 +385,7 @@ func TestMetricsPromtool(t *testing.T) {
 	buf.ReadFrom(r.Body)
 	r.Body.Close()
 	for _, want := range []string{`edgeinfer_requests_total{class="interactive",model="tinylm",outcome="completed"} 1`, "edgeinfer_engine_kv_blocks{model=\"tinylm\"}",
+		`edgeinfer_engine_kv_evictions_total{model="tinylm"} 0`, `edgeinfer_engine_prefix_query_tokens_total{model="tinylm"}`,
 		`edgeinfer_http_requests_total{code="200",path="/v1/completions"} 1`, "go_goroutines", "edgeinfer_ttft_seconds_bucket"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("/metrics lacks %s", want)
