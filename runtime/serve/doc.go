@@ -14,8 +14,9 @@
 //	GET  /health                the process answers (no token needed)
 //	GET  /ready                 models loaded and not draining (503 otherwise)
 //	GET  /metrics               Prometheus text: request histograms, outcomes,
-//	                            tokens, queue, KV blocks per model, HTTP codes,
-//	                            Go runtime and process (RSS, goroutines)
+//	                            tokens, queue, KV blocks per model (in use,
+//	                            cached, evicted) and prefix-cache hits, HTTP
+//	                            codes, Go runtime and process (RSS, goroutines)
 //
 // Text requests take model, messages or prompt, stream (server-sent events,
 // ending with "data: [DONE]"), stream_options.include_usage, max_tokens (or
