@@ -167,6 +167,10 @@ func pagedInputs(t *testing.T, c *llama.Config, T, ctx int) map[string]*ort.Tens
 	add("context_lens", x, err)
 	x, err = ort.CopyTensor([]int64{1}, []int64{int64(T - 1)})
 	add("last_index", x, err)
+	// the kernel's attention writes the step's keys and values into the
+	// pools: with the table in order, position p's slot is p
+	x, err = ort.CopyTensor([]int64{1, int64(T)}, pos)
+	add("slots", x, err)
 	pool := make([]float32, c.NumKeyValueHeads*blocks*bs*c.HeadDim)
 	for i := range pool {
 		pool[i] = float32(math.Sin(float64(i))) / 4

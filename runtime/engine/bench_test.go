@@ -445,7 +445,8 @@ func prefillRate(b *testing.B, e *Engine, vocab int, seed uint64, promptLen int)
 // bareLoop runs the bundle's graph with runtime/ort directly: B rows of one
 // token at context length ctxLen, paged inputs like the executor's (each row
 // its own blocks), bound once and run back to back — no scheduler, no
-// scatter, no sampling. One session serves every round, so rounds differ
+// sampling, and no work on the step's keys and values beyond the graph's
+// own (a graph with slots writes them into the pools, as in the engine). One session serves every round, so rounds differ
 // only by what the machine does, not by where a fresh session's weights
 // landed.
 //
@@ -525,6 +526,14 @@ func newBareLoop(b *testing.B, bd *bundle.Bundle, B, ctxLen int) *bareLoop {
 		"context_lens": i64([]int64{nB}, func(int) int64 { return int64(ctxLen) }),
 		"last_index":   i64([]int64{nB}, func(int) int64 { return 0 }),
 	}
+	// A graph that writes the pools itself (pkg/onnx/llama's "Who writes
+	// the pools") takes each row's next slot, position ctxLen of its own
+	// blocks; an older one returns new_keys/new_values, which the loop
+	// leaves unscattered.
+	writes := slices.ContainsFunc(s.Inputs(), func(v ort.ValueInfo) bool { return v.Name == "slots" })
+	if writes {
+		in["slots"] = i64([]int64{nB, 1}, func(i int) int64 { return int64((i*mb+ctxLen/bs)*bs + ctxLen%bs) })
+	}
 	logits, _ := buf(ort.Float32, []int64{nB, int64(g.Vocab)}, 4)
 	out := map[string]*ort.Tensor{"logits": logits}
 	// The pools are a kvcache.Cache's, mapped as the engine's are; the
@@ -564,8 +573,10 @@ func newBareLoop(b *testing.B, bd *bundle.Bundle, B, ctxLen int) *bareLoop {
 			bl.tensors = append(bl.tensors, t)
 			in[name+li] = t
 		}
-		for _, k := range []string{"new_keys.", "new_values."} {
-			out[k+li], _ = buf(ort.Float32, []int64{nB, int64(g.KVHeads), 1, int64(g.HeadDim)}, 4)
+		if !writes {
+			for _, k := range []string{"new_keys.", "new_values."} {
+				out[k+li], _ = buf(ort.Float32, []int64{nB, int64(g.KVHeads), 1, int64(g.HeadDim)}, 4)
+			}
 		}
 	}
 	if bl.bind, err = s.Bind(in, out); err != nil {

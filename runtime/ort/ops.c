@@ -178,24 +178,27 @@ static OrtStatus* rotary_run(const char* op, OrtKernelContext* ctx, ei_rotary_jo
 
 static const char* attention_inputs[] = {"query",        "key",          "value",     "key_cache",  "value_cache",
                                          "block_tables", "context_lens", "key_scale", "value_scale",
-                                         "position_ids", "cos_cache",    "sin_cache"};
-#define ATTENTION_INPUTS 12
+                                         "position_ids", "cos_cache",    "sin_cache",   "slots"};
+#define ATTENTION_INPUTS 13
 
 // rotary_prepare runs RotaryQKV's arithmetic inside PagedAttention (the
 // fused form: query is the stacked projection qkv and position_ids,
 // cos_cache and sin_cache are present): q, k and v into *buf (the caller
-// puts it back), new_keys and new_values into outputs 1 and 2. One node
+// puts it back), new_keys and new_values into outputs 1 and 2 when
+// `outputs` (not when the node writes the pools itself). One node
 // a layer instead of two: at batch 1 RotaryQKV's dispatch and its five
 // output allocations cost ONNX Runtime more than its arithmetic
 // (quant's TestProfileDecodeAndPrefill lists the nodes).
 static OrtStatus* rotary_prepare(const char* op, OrtKernelContext* ctx, const tensor* in, ei_attention_job* a,
-                                 scratch* buf) {
+                                 scratch* buf, int outputs) {
   ei_rotary_job j = {0};
   j.Hq = a->Hq, j.Hkv = a->Hkv;
   TRY(rotary_inputs(op, "query (with position_ids, the stacked projection)", &in[0], &in[9], &in[10], &in[11], &j));
   const int64_t parts = j.Hq + 2 * j.Hkv;
-  TRY(output(ctx, 1, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.kh));
-  TRY(output(ctx, 2, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.vh));
+  if (outputs) {
+    TRY(output(ctx, 1, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.kh));
+    TRY(output(ctx, 2, (int64_t[]){j.B, j.Hkv, j.T, j.D}, 4, &j.vh));
+  }
   const int64_t n = j.B * j.T;
   const size_t floats = (size_t)(n * parts * j.D);
   TRY(scratch_get(ctx, floats * sizeof(float), buf,
@@ -224,16 +227,20 @@ static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx,
                   fused ? " (position_ids, cos_cache and sin_cache come together)" : "");
   if (fused && (in[1].v != NULL || in[2].v != NULL))
     return fail("%s: with position_ids, key and value come from query (the stacked projection): leave them empty", op);
+  const int writes = in[12].v != NULL;  // the node writes the pools itself
   size_t outs = 0;
   TRY(api->KernelContext_GetOutputCount(ctx, &outs));
-  if (fused != (outs == 3))
-    return fail("%s: %zu outputs; the fused form (with position_ids) has three (output, new_keys, new_values), "
-                "the plain form one", op, outs);
+  if (fused && !writes && outs != 3)
+    return fail("%s: %zu outputs; the fused form (with position_ids) without slots has three (output, new_keys, "
+                "new_values)", op, outs);
+  if ((!fused || writes) && outs != 1)
+    return fail("%s: %zu outputs; the plain form, and any form with slots (the node writes the pools), has one", op,
+                outs);
 
   ei_attention_job j = {0};
   j.Hq = kn->num_heads, j.Hkv = kn->kv_heads, j.G = j.Hq / j.Hkv;
   if (fused) {
-    TRY(rotary_prepare(op, ctx, in, &j, buf));
+    TRY(rotary_prepare(op, ctx, in, &j, buf, !writes));
   } else {
     if (in[0].rank != 3) return fail("%s: query has rank %zu, want 3 [B, T, Hq*D]", op, in[0].rank);
     j.B = in[0].dims[0], j.T = in[0].dims[1], j.D = in[0].dims[2] / j.Hq;
@@ -275,6 +282,20 @@ static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx,
   if ((j.int8 || j.f16) && j.D > EI_WIDE_MAX)  // the kernel widens at least one slot at a time
     return fail("%s: head size %lld above %d with int8 or float16 pools", op, (long long)j.D, EI_WIDE_MAX);
   j.kc = in[3].data, j.vc = in[4].data, j.bt = in[5].data, j.cl = in[6].data;
+  if (writes) {
+    if (j.int8)
+      return fail("%s: slots with int8 pools: the caller scatters int8 keys and values (a new key can grow its "
+                  "block's scale); leave slots empty", op);
+    TRY(check_shape(op, names[12], &in[12], 2, (int64_t[]){j.B, j.T}));
+    const int64_t* sl = in[12].data;
+    for (int64_t i = 0; i < j.B * j.T; i++)
+      if (sl[i] >= j.N * j.bs)
+        return fail("%s: slots[%lld] = %lld is outside the pool's %lld slots", op, (long long)i, (long long)sl[i],
+                    (long long)(j.N * j.bs));
+    // the pools are graph inputs the caller bound to its own memory: this
+    // node is the one writer of its layer's, and ONNX Runtime copies none
+    j.slots = sl, j.kdst = in[3].data, j.vdst = in[4].data;
+  }
   j.scale = kn->scale > 0 ? kn->scale : 1.0f / sqrtf((float)j.D);
 
   // Every slot read must lie in the pool: check the table once here rather
@@ -353,7 +374,7 @@ static OrtStatus* attention_create(const OrtKernelInfo* info, void** out) {
 static ONNXTensorElementDataType attention_input_type(size_t i) {
   switch (i) {
     case 3: case 4: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // float, float16 or int8, checked in compute
-    case 5: case 6: case 9: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+    case 5: case 6: case 9: case 12: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
     default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
   }
 }

@@ -32,7 +32,21 @@
 //  11 sin_cache    float [P, D/2]
 // It rotates q and k itself and has two more outputs, the step's keys
 // (rotated) and values head-major, new_keys and new_values [B, Hkv, T, D],
-// which the caller scatters into the pools. One node a layer instead of
+// which the caller scatters into the pools — or, with input
+//  12 slots        int64 [B, T]        (float and float16 pools)
+// the node writes them into the pools itself, token t of row b at pool
+// slot slots[b·T + t] (block · bs + offset, as kvcache's Sequence.Slots
+// makes them; negative: a padding position, not written), and has no
+// outputs but the first. The write happens in the work item that attends
+// with those keys, on the session's threads, while the keys are still in
+// the cache: the engine's own scatter after the run read them back and
+// wrote the pools on one thread (kvcache's BenchmarkScatter; the engine's
+// BenchmarkBatchScaling times a step both ways). No slot a step writes is
+// one it reads: a row reads slots below its context length and writes its
+// own next ones, and the cache never lets two rows share a block they
+// write (copy on write). Int8 pools keep the caller's scatter: a new key
+// can grow its block's scale and requantise the block's earlier rows.
+// One node a layer instead of
 // RotaryQKV and PagedAttention: a decode step's rotation is a few thousand
 // multiply-adds, less than ONNX Runtime's dispatch of a node and its five
 // outputs (quant's TestProfileDecodeAndPrefill).
@@ -420,10 +434,14 @@ static const variant variants[] = {
 static const variant* current = &variants[0];
 int ei_attention_prefetch_on = 1;
 static char supported[256], compiled[256];
+#ifdef EI_X86_LEVELS
+static int have_f16c;  // the pools' float16 writes convert with F16C (store_tokens)
+#endif
 
 void ei_attention_init(void) {
 #ifdef EI_X86_LEVELS
   __builtin_cpu_init();
+  have_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 #endif
   size_t n = 0, c = 0;
   supported[0] = 0;
@@ -491,6 +509,79 @@ void ei_attention_prep(void* p, size_t i) {
 }
 
 // ---------------------------------------------------------------------------
+// Writing the step's keys and values into the pools (the job's slots).
+
+// f2h is kvcache's float16 narrowing (pkg/f16's FromFloat32): to nearest,
+// ties to even; beyond the range ±Inf; a NaN becomes the quiet NaN 0x7e00
+// with its sign — so that a pool holds the same bits whichever side wrote
+// it (TestPagedAttentionWritesSlots compares them).
+static uint16_t f2h(float f) {
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  const uint16_t sign = (uint16_t)(b >> 16) & 0x8000;
+  const int32_t exp = (int32_t)(b >> 23) & 0xff;
+  uint32_t man = b & 0x7fffff;
+  if (exp == 0xff) return sign | (man != 0 ? 0x7e00 : 0x7c00);
+  const int32_t e = exp - 127 + 15;
+  if (e >= 0x1f) return sign | 0x7c00;
+  if (e <= 0) {
+    if (e < -10) return sign;
+    man |= 0x800000;
+    const uint32_t shift = (uint32_t)(14 - e), h = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    return sign | (uint16_t)(h + (rem > mid || (rem == mid && (h & 1))));
+  }
+  uint32_t h = (uint32_t)e << 10 | man >> 13;
+  const uint32_t rem = man & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+  return sign | (uint16_t)h;
+}
+
+#ifdef EI_X86_LEVELS
+// narrow8 is F16C's conversion (to nearest, ties to even, as f2h) of n
+// floats, eight at a time; eight that hold a NaN go through f2h, whose
+// NaN is one quiet NaN where F16C keeps the payload.
+EI_AVX2 static void narrow8(uint16_t* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(src + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)) != 0) {
+      for (int k = 0; k < 8; k++) dst[i + k] = f2h(src[i + k]);
+      continue;
+    }
+    _mm_storeu_si128((__m128i*)(dst + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; i++) dst[i] = f2h(src[i]);
+}
+#endif
+
+static void put_row(const ei_attention_job* j, void* pool, int64_t at, const float* src) {
+  if (!j->f16) {
+    memcpy((float*)pool + at, src, (size_t)j->D * sizeof(float));
+    return;
+  }
+  uint16_t* dst = (uint16_t*)pool + at;
+#ifdef EI_X86_LEVELS
+  if (have_f16c) {
+    narrow8(dst, src, j->D);
+    return;
+  }
+#endif
+  for (int64_t d = 0; d < j->D; d++) dst[d] = f2h(src[d]);
+}
+
+// store_tokens writes tokens [t0, t1) of row b, KV head h into their slots
+// (ops.c checked every slot lies in the pools).
+static void store_tokens(const ei_attention_job* j, int64_t b, int64_t h, int64_t t0, int64_t t1) {
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t slot = j->slots[b * j->T + t];
+    if (slot < 0) continue;
+    const int64_t src = ((b * j->T + t) * j->Hkv + h) * j->D, dst = (h * j->N * j->bs + slot) * j->D;
+    put_row(j, j->kdst, dst, j->k + src);
+    put_row(j, j->vdst, dst, j->v + src);
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Work items: (row, KV head, block of EI_TOKEN_BLOCK tokens).
 
 size_t ei_attention_items(ei_attention_job* j) {
@@ -518,4 +609,5 @@ void ei_attention_work(void* p, size_t i) {
   else
     v->attend(j, b, h, t0, t1, s, &v->fast);
   if (s != stack) free(s);
+  if (j->slots != NULL) store_tokens(j, b, h, t0, t1);
 }

@@ -22,6 +22,11 @@ typedef struct {
   const void *kc, *vc;  // pools
   const float *ks, *vs; // int8 pools: per-block scales [Hkv, N]
   const int64_t *bt, *cl;
+  // slots [B, T] (NULL: the caller scatters): token t of row b's key and
+  // value go into pool slot slots[b·T + t] (block · bs + offset; negative:
+  // none, a padding position) of kdst and vdst, the pools kc and vc.
+  const int64_t* slots;
+  void *kdst, *vdst;
   float* out;
   int64_t B, T, Hq, Hkv, G, D, N, bs, M;
   int64_t token_blocks;

@@ -44,6 +44,7 @@ void ei_rotary_work(void* p, size_t i) {
   rotate(row, q, j->Hq, D, cos, sin);
   rotate(row + j->Hq * D, k, j->Hkv, D, cos, sin);
   memcpy(v, row + (j->Hq + j->Hkv) * D, (size_t)(j->Hkv * D) * sizeof(float));
+  if (j->kh == NULL) return;  // PagedAttention writing the pools itself
   for (int64_t h = 0; h < j->Hkv; h++) {
     const int64_t at = ((b * j->Hkv + h) * j->T + t) * D;
     memcpy(j->kh + at, k + h * D, (size_t)D * sizeof(float));

@@ -12,7 +12,7 @@ typedef struct {
   const float *cos, *sin;  // [P, D/2]
   int64_t B, T, Hq, Hkv, D, P;
   float *q, *k, *v;      // [B, T, Hq·D], [B, T, Hkv·D] ×2: q and k rotated
-  float *kh, *vh;        // [B, Hkv, T, D] ×2: k (rotated) and v, head-major
+  float *kh, *vh;        // [B, Hkv, T, D] ×2: k (rotated) and v, head-major (NULL: not wanted)
   int64_t bad;           // set to 1 + the index of a position outside [0, P)
 } ei_rotary_job;
 

@@ -16,8 +16,8 @@ import (
 // BenchmarkDecodeStepPagedVsCompatible measures one decode step of
 // synthetic-110m fp32 in both contracts at batch 1 and 8, context 128, 512
 // and 2048, two intra-op threads, through runtime/ort Bindings (inputs
-// bound once, outputs pre-allocated; the Go-side K/V scatter is not
-// included). It reports each shape's paged ÷ compatible step time as a
+// bound once, outputs pre-allocated; the paged graph writes the step's
+// keys and values into its pools itself). It reports each shape's paged ÷ compatible step time as a
 // metric (it builds a 480 MB model twice: one iteration is the run).
 //
 //	go test ./pkg/onnx/llama -run XX -bench DecodeStepPagedVsCompatible -benchtime 1x
@@ -77,10 +77,14 @@ func BenchmarkDecodeStepPagedVsCompatible(b *testing.B) {
 				for _, k := range []string{"key_cache.", "value_cache."} {
 					in[k+li] = mk(ort.NewEmptyTensor(ort.Float32, []int64{hkv, nb, bs, hd}))
 				}
-				for _, k := range []string{"new_keys.", "new_values."} {
-					out[k+li] = mk(ort.NewEmptyTensor(ort.Float32, []int64{B, hkv, 1, hd}))
-				}
 			}
+			// the kernel's attention writes the pools at slots: row b's next
+			// position ctxLen lies in its block ctxLen/bs
+			slots := make([]int64, B)
+			for b := range B {
+				slots[b] = table[b*mb+ctxLen/bs]*bs + ctxLen%bs
+			}
+			in["slots"] = mk(ort.CopyTensor([]int64{B, 1}, slots))
 			pagedMs := timeSteps(t, sessions[ContractPaged], in, out)
 
 			mask := slices.Repeat([]int64{1}, int(B*(ctxLen+1)))

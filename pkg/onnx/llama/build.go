@@ -81,6 +81,14 @@ type Options struct {
 	// and SwiGLU as one node. Same initializers: SetMatMulKernel turns a
 	// model built either way into the other.
 	PortableMatMul bool
+	// CallerScatters keeps the paged kernel graph's step keys and values as
+	// outputs (new_keys.{i}, new_values.{i}) for the caller to scatter into
+	// the pools, the one form before GraphRevision 11. By default a graph
+	// on ai.edgeinfer.PagedAttention with float32 or float16 pools takes
+	// the input slots [B, T] and writes them itself (the package doc's
+	// "Who writes the pools"). Int8 pools and PortableAttention always
+	// leave the writing to the caller.
+	CallerScatters bool
 	// HiddenStates adds the output hidden_states float32 [B, T, hidden]:
 	// every position's final hidden state, after the last norm (the LM
 	// head's input), from which runtime/engine pools embeddings. The
@@ -143,6 +151,7 @@ type decoder struct {
 	cos, sin string
 	// paged: shared per-step values
 	blockTables, contextLens   string
+	slots                      string // the paged kernel graph's input slots (Options.writesPools)
 	maskPast, maskNew, splitLT string // portable attention only
 	// compatible: shared per-step values
 	seqlensK, totalLen string
@@ -360,8 +369,10 @@ func (d *decoder) weights(name string, out, in int, hasBias bool) (Tensor, []flo
 // with PagedAttention, the q/k/v split and rotary by ai.edgeinfer.RotaryQKV.
 // 8: quant's int4/int8 block scales rounded to float16. 9: on the kernel,
 // each RMSNorm in the MatMulNBits node it feeds. 10: RotaryQKV inside
-// PagedAttention (its fused form), one node a layer.
-const GraphRevision = 10
+// PagedAttention (its fused form), one node a layer. 11: PagedAttention
+// writes float32 and float16 pools itself (input slots, no new_keys /
+// new_values outputs).
+const GraphRevision = 11
 
 // linears emits the projections parts of one input x as one: their
 // weights (and biases) stacked along the output axis into name, one
@@ -443,6 +454,12 @@ func (o *Options) poolType() onnx.TensorProto_DataType {
 		return onnx.TensorProto_FLOAT16
 	}
 	return onnx.TensorProto_FLOAT
+}
+
+// writesPools reports whether the graph writes the step's keys and values
+// into the pools itself (input slots) rather than returning them.
+func (o *Options) writesPools() bool {
+	return o.Contract == ContractPaged && !o.PortableAttention && !o.KVInt8 && !o.CallerScatters
 }
 
 // kvDType names the pools' element type as the metadata and bundle

@@ -59,6 +59,7 @@ func TestContractsAgree(t *testing.T) {
 			set(r, "context_lens", []int64{1}, []int64{int64(from)})
 			set(r, "last_index", []int64{1}, []int64{int64(n - 1)})
 			pools[i].feed(r)
+			pools[i].slots(r, paged, [][]int64{table}, []int{from}, n)
 			po := r.run(paged)
 			pools[i].scatter(po, 0, n, from, table)
 			pagedLogits = append(pagedLogits, po["logits"].data)

@@ -27,10 +27,14 @@
 //	  (Options.KVInt8: both pools int8, plus
 //	  key_scale.{i}    float32 [kvH, N]        one scale per (head, block)
 //	  value_scale.{i}  float32 [kvH, N]        value = int8 × scale)
+//	  slots            int64   [B, T]      each new token's pool slot
+//	                                       (block·bs + offset; < 0: padding)
+//	                                       — the graph writes the pools
 //	outputs
 //	  logits           float32 [B, vocab]   (AllLogits: [B, T, vocab])
+//	  (where the caller writes the pools, instead of slots:
 //	  new_keys.{i}     float32 [B, kvH, T, D]  this step's keys, after RoPE
-//	  new_values.{i}   float32 [B, kvH, T, D]
+//	  new_values.{i}   float32 [B, kvH, T, D])
 //
 // Attention itself is one node per layer, ai.edgeinfer.PagedAttention,
 // edgeinfer's CPU kernel that runtime/ort registers with every session: it
@@ -56,9 +60,24 @@
 //
 // Row b attends to pool slots p < context_lens[b] — slot p lives in block
 // block_tables[b][p/bs] at offset p%bs — and causally to its own new
-// tokens. The graph never writes the pool: the caller scatters new_keys /
-// new_values of token t of row b to position context_lens[b]+t. Pool
-// slots must hold finite values (zero the pool once).
+// tokens. Pool slots must hold finite values (zero the pool once).
+//
+// # Who writes the pools
+//
+// Token t of row b belongs at position context_lens[b]+t. The kernel graph
+// with float32 or float16 pools (GraphRevision 11 on) takes that position's
+// slot in the input slots and its PagedAttention nodes write the token's
+// keys and values there, rounded to float16 for a float16 pool as
+// runtime/kvcache rounds them: each node while the keys are still in its
+// threads' caches, instead of the caller reading them back from outputs
+// and writing them on one thread after the run (runtime/engine's
+// BenchmarkBatchScaling times a step each way). The pools are inputs the
+// caller binds to its own memory, which the nodes write in place. Int8
+// pools (a new key can grow its block's scale and requantise the block),
+// the portable form, Options.CallerScatters and graphs built before
+// revision 11 return new_keys / new_values instead, and the caller
+// scatters them; runtime/internal/llm serves both forms, so bundles built
+// before keep working.
 //
 // The int4 and int8 projections (block 32, symmetric) run on edgeinfer's
 // ai.edgeinfer.MatMulNBits kernel unless Options.PortableMatMul, registered by runtime/ort

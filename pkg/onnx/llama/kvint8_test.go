@@ -77,7 +77,13 @@ func reducedPoolCases(t *testing.T, opts Options, differ string, pool func(rng *
 	fp := newSession(t, c, src, Options{PortableAttention: true})
 	portable := opts
 	portable.PortableAttention = true
-	reduced := map[string]*ort.Session{"kernel": newSession(t, c, src, opts), "portable": newSession(t, c, src, portable)}
+	caller := opts
+	caller.CallerScatters = true // new_keys/new_values out, to compare
+	reduced := map[string]*ort.Session{"kernel": newSession(t, c, src, caller), "portable": newSession(t, c, src, portable)}
+	const writer = "kernel, writing the pools" // float16: slots in, logits the one output
+	if !opts.KVInt8 {
+		reduced[writer] = newSession(t, c, src, opts)
+	}
 	tests := []struct {
 		name    string
 		t       int     // new tokens per row
@@ -109,8 +115,19 @@ func reducedPoolCases(t *testing.T, opts Options, differ string, pool func(rng *
 			for form, s := range reduced {
 				rr := newRunner(t)
 				feed(rr, true)
+				names := []string{"logits", "new_keys.1", "new_values.1"}
+				if form == writer {
+					var slots []int64
+					for b, n := range tt.ctxLens {
+						for p := n; p < n+T; p++ {
+							slots = append(slots, tt.table[int64(b)*4+p/DefaultBlockSize]*DefaultBlockSize+p%DefaultBlockSize)
+						}
+					}
+					set(rr, "slots", []int64{B, T}, slots)
+					names = names[:1]
+				}
 				got := rr.run(s)
-				for _, name := range []string{"logits", "new_keys.1", "new_values.1"} {
+				for _, name := range names {
 					if d := maxDiff(got[name].data, want[name].data); d > 1e-5 {
 						t.Errorf("%s attention, %s: %s by %g", form, name, differ, d)
 					}

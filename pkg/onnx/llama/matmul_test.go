@@ -157,6 +157,7 @@ func TestMatMulKernelEitherWay(t *testing.T) {
 		set(r, "context_lens", []int64{1}, []int64{0})
 		set(r, "last_index", []int64{1}, []int64{prompt - 1})
 		p.feed(r)
+		p.slots(r, s, [][]int64{table}, []int{0}, prompt)
 		logits[name] = r.run(s)["logits"].data
 	}
 	// Both quantise activations to int8 per block of 32, but ONNX Runtime's

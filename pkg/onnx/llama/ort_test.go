@@ -2,8 +2,10 @@ package llama
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -38,8 +40,9 @@ func newSession(t *testing.T, c *Config, src WeightSource, opts Options) *ort.Se
 
 // runner collects input tensors for one Run and closes them afterwards.
 type runner struct {
-	t  *testing.T
-	in map[string]*ort.Tensor
+	t    *testing.T
+	in   map[string]*ort.Tensor
+	pool *pool // fed pools, which a graph with slots writes (copied back after the run)
 }
 
 func newRunner(t *testing.T) *runner { return &runner{t: t, in: map[string]*ort.Tensor{}} }
@@ -67,6 +70,9 @@ func (r *runner) run(s *ort.Session) map[string]outTensor {
 		r.t.Fatal(err)
 	}
 	defer ort.CloseAll(out)
+	if r.pool != nil && r.in["slots"] != nil {
+		r.pool.readBack(r)
+	}
 	res := map[string]outTensor{}
 	for name, x := range out {
 		data, err := ort.Data[float32](x)
@@ -144,11 +150,46 @@ func (p *pool) feed(r *runner) {
 		set(r, "key_cache."+strconv.Itoa(i), shape, p.keys[i])
 		set(r, "value_cache."+strconv.Itoa(i), shape, p.values[i])
 	}
+	r.pool = p
+}
+
+// slots sets the input slots where s's graph writes the pools itself:
+// row b's T tokens at positions ctx[b], ctx[b]+1, … of block table
+// tables[b].
+func (p *pool) slots(r *runner, s *ort.Session, tables [][]int64, ctx []int, T int) {
+	if !slices.ContainsFunc(s.Inputs(), func(v ort.ValueInfo) bool { return v.Name == "slots" }) {
+		return
+	}
+	var slots []int64
+	for b, table := range tables {
+		for t := range T {
+			pos := ctx[b] + t
+			slots = append(slots, table[pos/p.bs]*int64(p.bs)+int64(pos%p.bs))
+		}
+	}
+	set(r, "slots", []int64{int64(len(tables)), int64(T)}, slots)
+}
+
+// readBack copies the pools a graph with slots wrote from r's tensors.
+func (p *pool) readBack(r *runner) {
+	for i := range p.c.NumHiddenLayers {
+		for kind, dst := range map[string][]float32{"key_cache.": p.keys[i], "value_cache.": p.values[i]} {
+			data, err := ort.Data[float32](r.in[kind+strconv.Itoa(i)])
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			copy(dst, data)
+		}
+	}
 }
 
 // scatter writes row b's tokens [0, n) of new_keys/new_values [B,kvH,T,D]
-// to positions ctx, ctx+1, … of the sequence whose block table is table.
+// to positions ctx, ctx+1, … of the sequence whose block table is table,
+// where the graph returned them (not where it wrote the pools itself).
 func (p *pool) scatter(out map[string]outTensor, b, n, ctx int, table []int64) {
+	if _, ok := out["new_keys.0"]; !ok {
+		return
+	}
 	d, hkv := p.c.HeadDim, p.c.NumKeyValueHeads
 	for i := range p.c.NumHiddenLayers {
 		for kind, dst := range map[string][]float32{"new_keys.": p.keys[i], "new_values.": p.values[i]} {
@@ -167,44 +208,57 @@ func (p *pool) scatter(out map[string]outTensor, b, n, ctx int, table []int64) {
 	}
 }
 
+// TestPagedMatchesReference: a prefill and decode steps over a scattered
+// block table match the reference, with the graph writing the pools
+// itself (slots) and with the caller scattering its new_keys/new_values.
 func TestPagedMatchesReference(t *testing.T) {
 	orttest.Need(t)
 	c, src := tinyModel(t)
 	const prompt, steps, bs = 16, 4, 4
 	ids := randomIDs(1, prompt+steps, c.VocabSize)
 	ref := refForward(c, src, ids)
-	s := newSession(t, c, src, Options{BlockSize: bs})
-
-	p := newPool(c, 8, bs)
-	table := []int64{6, 2, 7, 0, 3, 5} // scattered blocks: 24 slots
-	r := newRunner(t)
-	set(r, "input_ids", []int64{1, prompt}, ids[:prompt])
-	set(r, "position_ids", []int64{1, prompt}, iota64(0, prompt))
-	set(r, "block_tables", []int64{1, int64(len(table))}, table)
-	set(r, "context_lens", []int64{1}, []int64{0})
-	set(r, "last_index", []int64{1}, []int64{prompt - 1})
-	p.feed(r)
-	out := r.run(s)
-	if d := maxDiff(out["logits"].data, ref[prompt-1]); d > tolerance {
-		t.Fatalf("prefill logits differ from reference by %g", d)
-	}
-	p.scatter(out, 0, prompt, 0, table)
-	for step := range steps {
-		ctx := prompt + step
-		r := newRunner(t)
-		set(r, "input_ids", []int64{1, 1}, ids[ctx:ctx+1])
-		set(r, "position_ids", []int64{1, 1}, []int64{int64(ctx)})
-		set(r, "block_tables", []int64{1, int64(len(table))}, table)
-		set(r, "context_lens", []int64{1}, []int64{int64(ctx)})
-		set(r, "last_index", []int64{1}, []int64{0})
-		p.feed(r)
-		out := r.run(s)
-		d := maxDiff(out["logits"].data, ref[ctx])
-		t.Logf("decode step %d (context %d): max |Δlogit| = %.2g", step, ctx, d)
-		if d > tolerance {
-			t.Fatalf("decode step %d differs from reference by %g", step, d)
-		}
-		p.scatter(out, 0, 1, ctx, table)
+	for _, caller := range []bool{false, true} {
+		t.Run(fmt.Sprintf("caller scatters %v", caller), func(t *testing.T) {
+			s := newSession(t, c, src, Options{BlockSize: bs, CallerScatters: caller})
+			returns := slices.ContainsFunc(s.Outputs(), func(v ort.ValueInfo) bool { return v.Name == "new_keys.0" })
+			takes := slices.ContainsFunc(s.Inputs(), func(v ort.ValueInfo) bool { return v.Name == "slots" })
+			if returns != caller || takes == caller {
+				t.Fatalf("CallerScatters %v: new_keys.0 output %v, slots input %v", caller, returns, takes)
+			}
+			p := newPool(c, 8, bs)
+			table := []int64{6, 2, 7, 0, 3, 5} // scattered blocks: 24 slots
+			r := newRunner(t)
+			set(r, "input_ids", []int64{1, prompt}, ids[:prompt])
+			set(r, "position_ids", []int64{1, prompt}, iota64(0, prompt))
+			set(r, "block_tables", []int64{1, int64(len(table))}, table)
+			set(r, "context_lens", []int64{1}, []int64{0})
+			set(r, "last_index", []int64{1}, []int64{prompt - 1})
+			p.feed(r)
+			p.slots(r, s, [][]int64{table}, []int{0}, prompt)
+			out := r.run(s)
+			if d := maxDiff(out["logits"].data, ref[prompt-1]); d > tolerance {
+				t.Fatalf("prefill logits differ from reference by %g", d)
+			}
+			p.scatter(out, 0, prompt, 0, table)
+			for step := range steps {
+				ctx := prompt + step
+				r := newRunner(t)
+				set(r, "input_ids", []int64{1, 1}, ids[ctx:ctx+1])
+				set(r, "position_ids", []int64{1, 1}, []int64{int64(ctx)})
+				set(r, "block_tables", []int64{1, int64(len(table))}, table)
+				set(r, "context_lens", []int64{1}, []int64{int64(ctx)})
+				set(r, "last_index", []int64{1}, []int64{0})
+				p.feed(r)
+				p.slots(r, s, [][]int64{table}, []int{ctx}, 1)
+				out := r.run(s)
+				d := maxDiff(out["logits"].data, ref[ctx])
+				t.Logf("decode step %d (context %d): max |Δlogit| = %.2g", step, ctx, d)
+				if d > tolerance {
+					t.Fatalf("decode step %d differs from reference by %g", step, d)
+				}
+				p.scatter(out, 0, 1, ctx, table)
+			}
+		})
 	}
 }
 
@@ -224,12 +278,15 @@ func TestPagedHiddenStates(t *testing.T) {
 		set(r, "block_tables", []int64{1, int64(len(table))}, table)
 		set(r, "context_lens", []int64{1}, []int64{0})
 		set(r, "last_index", []int64{1}, []int64{prompt - 1})
-		newPool(c, 4, bs).feed(r)
 	}
 	for _, portable := range []bool{false, true} {
 		r := newRunner(t)
 		feed(r)
-		out := r.run(newSession(t, c, src, Options{BlockSize: bs, HiddenStates: true, PortableAttention: portable}))
+		s := newSession(t, c, src, Options{BlockSize: bs, HiddenStates: true, PortableAttention: portable})
+		p := newPool(c, 4, bs)
+		p.feed(r)
+		p.slots(r, s, [][]int64{table}, []int{0}, prompt)
+		out := r.run(s)
 		hs := out["hidden_states"]
 		if want := []int64{1, prompt, int64(c.HiddenSize)}; len(hs.shape) != 3 || hs.shape[1] != want[1] || hs.shape[2] != want[2] {
 			t.Fatalf("portable=%v: hidden_states shape %v, want %v", portable, hs.shape, want)
@@ -272,6 +329,7 @@ func TestPagedAllLogitsAndRaggedBatch(t *testing.T) {
 		set(r, "block_tables", []int64{1, 3}, tables[i])
 		set(r, "context_lens", []int64{1}, []int64{0})
 		p.feed(r)
+		p.slots(r, all, tables[i:i+1], []int{0}, n)
 		out := r.run(all)
 		if got := out["logits"].shape; got[1] != int64(n) || got[2] != int64(c.VocabSize) {
 			t.Fatalf("logits shape %v", got)
@@ -300,6 +358,7 @@ func TestPagedAllLogitsAndRaggedBatch(t *testing.T) {
 	set(r, "context_lens", []int64{B}, ctxs)
 	set(r, "last_index", []int64{B}, make([]int64, B))
 	p.feed(r)
+	p.slots(r, last, tables, lens, 1)
 	out := r.run(last)
 	V := c.VocabSize
 	for i, n := range lens {

@@ -15,6 +15,9 @@ func (d *decoder) pagedInputs() string {
 	pos := b.Input("position_ids", i64, onnx.Sym("batch"), onnx.Sym("seq"))
 	d.blockTables = b.Input("block_tables", i64, onnx.Sym("batch"), onnx.Sym("max_blocks"))
 	d.contextLens = b.Input("context_lens", i64, onnx.Sym("batch"))
+	if d.opts.writesPools() {
+		d.slots = b.Input("slots", i64, onnx.Sym("batch"), onnx.Sym("seq"))
+	}
 	if !d.opts.AllLogits {
 		b.Input("last_index", i64, onnx.Sym("batch"))
 	}
@@ -60,13 +63,15 @@ func (d *decoder) pagedInputs() string {
 }
 
 // fusedAttention emits attention over the pooled cache and the step's own
-// tokens from the stacked q/k/v projection qkv, returning [B,T,Hq·D], and
-// the outputs new_keys.i / new_values.i. By default (not
-// PortableAttention) that is one node, ai.edgeinfer.PagedAttention's fused
-// form: it splits qkv, rotates q and k, writes the step's keys and values
-// head-major (new_keys, new_values), and reads the pool through the block
-// table in place (runtime/ort/paged_attention.c) — in place of Split, two
-// RotaryEmbedding, two Reshape, two Transpose and the attention subgraph.
+// tokens from the stacked q/k/v projection qkv, returning [B,T,Hq·D]. By
+// default (not PortableAttention) that is one node,
+// ai.edgeinfer.PagedAttention's fused form: it splits qkv, rotates q and
+// k, reads the pool through the block table in place
+// (runtime/ort/paged_attention.c) and writes the step's keys and values
+// into the pools at slots — or, for int8 pools and CallerScatters, into
+// the outputs new_keys.i / new_values.i, head-major, for the caller to
+// scatter — in place of Split, two RotaryEmbedding, two Reshape, two
+// Transpose and the attention subgraph.
 func (d *decoder) fusedAttention(i int, qkv, pos string) string {
 	b, c := d.b, d.c
 	hkv, hd := int64(c.NumKeyValueHeads), int64(c.HeadDim)
@@ -77,6 +82,9 @@ func (d *decoder) fusedAttention(i int, qkv, pos string) string {
 		scaleK, scaleV = "key_scale."+li, "value_scale."+li
 	}
 	in := []string{qkv, "", "", "key_cache." + li, "value_cache." + li, d.blockTables, d.contextLens, scaleK, scaleV, pos, d.cos, d.sin}
+	if d.opts.writesPools() {
+		return b.Node(onnx.DomainEdgeInfer, "PagedAttention", append(in, d.slots), []string{""}, heads...)[0]
+	}
 	for _, name := range []string{"new_keys.", "new_values."} {
 		b.Output(name+li, onnx.TensorProto_FLOAT, onnx.Sym("batch"), onnx.Fixed(hkv), onnx.Sym("seq"), onnx.Fixed(hd))
 	}

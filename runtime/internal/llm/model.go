@@ -69,19 +69,24 @@ func (o Options) Validate() error {
 // Extend, Release, Step) belongs to one goroutine, the scheduler's device
 // loop, like the KV cache it drives. Stats-like reads go through Cache().Stats.
 type Model struct {
-	name         string
-	b            *bundle.Bundle
-	geom         bundle.Geometry
-	gen          bundle.Generation
-	opts         Options
-	sess         *ort.Session
-	cache        *kvcache.Cache
-	pools        []*ort.Tensor // key_cache.i, value_cache.i: the cache's mmap pools, wrapped once
-	scales       []*ort.Tensor // key_scale.i, value_scale.i of int8 pages (nil for float32)
-	io           *stepIO
-	seqs         map[uint64]*seqState
-	eos          map[int32]bool
-	compat       bool   // the compatible (Optimum) contract: past gathered per step
+	name   string
+	b      *bundle.Bundle
+	geom   bundle.Geometry
+	gen    bundle.Generation
+	opts   Options
+	sess   *ort.Session
+	cache  *kvcache.Cache
+	pools  []*ort.Tensor // key_cache.i, value_cache.i: the cache's mmap pools, wrapped once
+	scales []*ort.Tensor // key_scale.i, value_scale.i of int8 pages (nil for float32)
+	io     *stepIO
+	seqs   map[uint64]*seqState
+	eos    map[int32]bool
+	compat bool // the compatible (Optimum) contract: past gathered per step
+	// writesKV: the graph writes each step's keys and values into the pools
+	// itself (its input slots, pkg/onnx/llama's "Who writes the pools"), so
+	// the step does not scatter them; graphs built before, and int8 pools,
+	// return them for Cache.Scatter.
+	writesKV     bool
 	hasPositions bool   // compatible graph takes position_ids
 	ownIDs       uint64 // Generate/Score sequence ids
 	persist      persister
@@ -196,6 +201,10 @@ func (m *Model) checkSignature() error {
 		}
 	}
 	for _, in := range m.sess.Inputs() {
+		if in.Name == "slots" {
+			m.writesKV = true
+			continue
+		}
 		if !want[in.Name] {
 			return fmt.Errorf("%w: unexpected input %q in %s", ErrContract, in.Name, m.b.ModelPath())
 		}
@@ -206,6 +215,9 @@ func (m *Model) checkSignature() error {
 	}
 	for name := range want {
 		return fmt.Errorf("%w: %s lacks input %q of the paged contract", ErrContract, m.b.ModelPath(), name)
+	}
+	if m.writesKV && m.geom.KVInt8() {
+		return fmt.Errorf("%w: %s takes slots (its attention writes float pools itself), but the bundle says its KV pools are int8", ErrContract, m.b.ModelPath())
 	}
 	return nil
 }

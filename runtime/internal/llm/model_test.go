@@ -1,10 +1,14 @@
 package llm
 
 import (
+	"bytes"
 	"context"
-	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
+	"fmt"
 	"math"
+	"slices"
 	"testing"
+
+	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
 
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 
@@ -268,4 +272,95 @@ func TestCompatibleContractMatchesPaged(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A graph that writes the pools itself (llama.Options' default) and one
+// that returns new_keys/new_values for the step to scatter (CallerScatters,
+// the form of bundles built before graph revision 11) generate the same
+// tokens and leave the same bytes in every pool, float32 and float16:
+// prefill chunks, decode steps and a batch of rows in between.
+func TestGraphWritesPoolsAsScatter(t *testing.T) {
+	orttest.Need(t)
+	for _, f16 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("float16 %v", f16), func(t *testing.T) {
+			var models [2]*Model
+			for i, caller := range []bool{false, true} {
+				m, err := Load(context.Background(), tinyBundle(t, llama.Options{KVFloat16: f16, CallerScatters: caller}),
+					Options{Session: ort.Options{IntraOpThreads: 2}, KV: kvcache.Options{DisablePrefixCache: true}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = m.Close() })
+				if m.writesKV == caller {
+					t.Fatalf("CallerScatters %v: the model's writesKV is %v", caller, m.writesKV)
+				}
+				models[i] = m
+			}
+			V := models[0].Geometry().Vocab
+			var tokens [2][]int32
+			for i, m := range models {
+				for n := range 3 {
+					tokens[i] = append(tokens[i], collect(t, m, prompt(23+9*n, V)[n:], GenerateOptions{MaxTokens: 12})...)
+				}
+				tokens[i] = append(tokens[i], decodeTogether(t, m, [][]int32{prompt(14, V), prompt(30, V)[5:], prompt(9, V)[2:]}, 6)...)
+			}
+			if !slices.Equal(tokens[0], tokens[1]) {
+				t.Fatalf("tokens: the graph writing the pools %v, the step scattering %v", tokens[0], tokens[1])
+			}
+			c0, c1 := models[0].Cache(), models[1].Cache()
+			for l := range models[0].Geometry().Layers {
+				for _, pools := range [][2][]byte{{c0.KeyPoolBytes(l), c1.KeyPoolBytes(l)}, {c0.ValuePoolBytes(l), c1.ValuePoolBytes(l)}} {
+					if !bytes.Equal(pools[0], pools[1]) {
+						i := 0
+						for pools[0][i] == pools[1][i] {
+							i++
+						}
+						t.Fatalf("layer %d: the pools differ first at byte %d of %d", l, i, len(pools[0]))
+					}
+				}
+			}
+		})
+	}
+}
+
+// decodeTogether prefills each prompt alone, then decodes them as one batch
+// for steps steps, and returns the tokens each step chose, row after row;
+// the sequences stay admitted (their blocks in the pools) until t ends.
+func decodeTogether(t *testing.T, m *Model, prompts [][]int32, steps int) []int32 {
+	t.Helper()
+	ctx := context.Background()
+	var res sched.StepResult
+	var out []int32
+	last := make([]int32, len(prompts))
+	for i, p := range prompts {
+		id := sched.SeqID(1000 + i)
+		if _, err := m.Admit(ctx, sched.Sequence{ID: id, Tokens: p, PromptLen: len(p)}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Release(id) })
+		res.Tokens = res.Tokens[:0]
+		if err := m.prefill(ctx, &sched.PrefillChunk{Seq: id, Tokens: p, Pos: 0, Last: true}, &res); err != nil {
+			t.Fatal(err)
+		}
+		last[i] = res.Tokens[0].Token
+	}
+	for range steps {
+		rows := make([]sched.DecodeRow, len(prompts))
+		for i := range prompts {
+			id := sched.SeqID(1000 + i)
+			out = append(out, last[i])
+			if err := m.Extend(id, 1); err != nil {
+				t.Fatal(err)
+			}
+			rows[i] = sched.DecodeRow{Seq: id, Token: last[i], Pos: m.seqs[uint64(id)].kv.Computed()}
+		}
+		r, err := m.Step(ctx, &sched.Batch{Decode: rows})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range r.Tokens {
+			last[s.Seq-1000] = s.Token
+		}
+	}
+	return out
 }

@@ -231,10 +231,11 @@ func (m *Model) prefill(ctx context.Context, c *sched.PrefillChunk, res *sched.S
 	return nil
 }
 
-// runRows fills the block tables, runs the graph, scatters the new keys and
-// values into their slots and marks the tokens computed. It returns the
-// graph's run time (DecodePhases.Graph; with the compatible contract the
-// whole call, the past's gather and scatter included).
+// runRows fills the block tables (and the graph's slots where it writes
+// the pools), runs the graph, scatters the new keys and values into their
+// slots where it returned them, and marks the tokens computed. It returns
+// the graph's run time (DecodePhases.Graph; with the compatible contract
+// the whole call, the past's gather and scatter included).
 func (m *Model) runRows(ctx context.Context, seqs []*kvcache.Sequence, T int) (graph time.Duration, err error) {
 	if m.compat {
 		t0 := time.Now()
@@ -247,11 +248,20 @@ func (m *Model) runRows(ctx context.Context, seqs []*kvcache.Sequence, T int) (g
 	if err := m.cache.FillBlockTables(seqs, M, int64s(io.tables, B*M), int64s(io.ctxLens, B)); err != nil {
 		return 0, fmt.Errorf("llm: block tables: %w", err)
 	}
+	if m.writesKV {
+		if len(io.slots) != B*T {
+			return 0, fmt.Errorf("%w: %d slots for %d×%d tokens", ErrBatch, len(io.slots), B, T)
+		}
+		copy(int64s(io.slotsIn, B*T), io.slots)
+	}
 	t0 := time.Now()
 	if err := io.run(ctx, B, T, M); err != nil {
 		return 0, fmt.Errorf("llm: run %s %d×%d: %w", m.name, B, T, err)
 	}
 	graph = time.Since(t0)
+	if m.writesKV {
+		return graph, m.markComputed(seqs, T)
+	}
 	n := B * g.KVHeads * T * g.HeadDim
 	for l := range g.Layers {
 		io.newKs[l] = float32s(io.newK[l], n)
@@ -266,6 +276,11 @@ func (m *Model) commit(seqs []*kvcache.Sequence, B, T int) error {
 	if err := m.cache.Scatter(m.io.newKs, m.io.newVs, B, T, m.io.slots); err != nil {
 		return fmt.Errorf("llm: scatter: %w", err)
 	}
+	return m.markComputed(seqs, T)
+}
+
+// markComputed marks T more tokens of each sequence computed.
+func (m *Model) markComputed(seqs []*kvcache.Sequence, T int) error {
 	for _, s := range seqs {
 		if err := s.MarkComputed(T); err != nil {
 			return fmt.Errorf("llm: mark computed: %w", err)

@@ -20,7 +20,11 @@ type stepIO struct {
 
 	ids, pos, tables, ctxLens, last *ort.Buffer
 	logits                          *ort.Buffer
-	newK, newV                      []*ort.Buffer
+	// slotsIn is the graph's input slots [B, T] where it writes the pools
+	// (Model.writesKV); newK and newV its outputs new_keys / new_values
+	// where the step scatters them instead.
+	slotsIn    *ort.Buffer
+	newK, newV []*ort.Buffer
 	// hidden is the graph's hidden_states output [B, T, hiddenSize], when
 	// it has one (embeddings pool it); nil otherwise.
 	hidden     *ort.Buffer
@@ -68,9 +72,13 @@ func newStepIO(m *Model) (*stepIO, error) {
 	io.ctxLens = alloc(io.maxRows, 8)
 	io.last = alloc(io.maxRows, 8)
 	io.logits = alloc(io.maxRows*g.Vocab, 4)
-	for range g.Layers {
-		io.newK = append(io.newK, alloc(io.maxTokens*g.KVHeads*g.HeadDim, 4))
-		io.newV = append(io.newV, alloc(io.maxTokens*g.KVHeads*g.HeadDim, 4))
+	if m.writesKV {
+		io.slotsIn = alloc(io.maxTokens, 8)
+	} else {
+		for range g.Layers {
+			io.newK = append(io.newK, alloc(io.maxTokens*g.KVHeads*g.HeadDim, 4))
+			io.newV = append(io.newV, alloc(io.maxTokens*g.KVHeads*g.HeadDim, 4))
+		}
 	}
 	if !m.compat {
 		for _, o := range m.sess.Outputs() {
@@ -147,6 +155,9 @@ func (io *stepIO) bind(k stepShape) (*boundStep, error) {
 	if io.hidden != nil {
 		out["hidden_states"] = wrap(ort.Float32, []int64{B, T, int64(io.hiddenSize)}, io.hidden)
 	}
+	if io.slotsIn != nil {
+		in["slots"] = wrap(ort.Int64, []int64{B, T}, io.slotsIn)
+	}
 	kv := []int64{B, int64(g.KVHeads), T, int64(g.HeadDim)}
 	for l := range g.Layers {
 		s := strconv.Itoa(l)
@@ -156,8 +167,10 @@ func (io *stepIO) bind(k stepShape) (*boundStep, error) {
 			in["key_scale."+s] = io.m.scales[2*l]
 			in["value_scale."+s] = io.m.scales[2*l+1]
 		}
-		out["new_keys."+s] = wrap(ort.Float32, kv, io.newK[l])
-		out["new_values."+s] = wrap(ort.Float32, kv, io.newV[l])
+		if io.slotsIn == nil {
+			out["new_keys."+s] = wrap(ort.Float32, kv, io.newK[l])
+			out["new_values."+s] = wrap(ort.Float32, kv, io.newV[l])
+		}
 	}
 	for _, t := range bs.tensors {
 		if t == nil {
@@ -192,7 +205,7 @@ func (io *stepIO) unbindAll() error {
 
 func (io *stepIO) close() error {
 	errs := []error{io.unbindAll()}
-	for _, b := range append([]*ort.Buffer{io.ids, io.pos, io.tables, io.ctxLens, io.last, io.logits, io.hidden}, append(io.newK, io.newV...)...) {
+	for _, b := range append([]*ort.Buffer{io.ids, io.pos, io.tables, io.ctxLens, io.last, io.logits, io.hidden, io.slotsIn}, append(io.newK, io.newV...)...) {
 		if b != nil {
 			errs = append(errs, b.Close())
 		}
