@@ -82,7 +82,9 @@ func (s SchedStats) Overhead() float64 { return sched.Stats(s).Overhead() }
 
 // DecodePhases is where a decoder's decode steps spent their time since it
 // was loaded, summed: the graph's run (Graph), the block tables and the
-// scatter of the step's keys and values into their slots (KV), sampling
+// scatter of the step's keys and values into their slots (KV; a graph that
+// writes them itself, a bundle built since graph revision 11 with float32
+// or float16 pools, does so inside Graph), sampling
 // the rows and appending their tokens (Sample). Steps counts the decode
 // steps, Rows their rows. (KV + Sample) / Steps is a step's cost outside
 // the graph; the scheduler's own is Scheduler.LoopTime − ExecTime.

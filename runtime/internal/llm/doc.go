@@ -5,8 +5,10 @@
 // its KV cache (runtime/internal/kvcache) and its per-step tensors outside
 // the Go heap, and implements the scheduler's Decoder: Admit reserves KV
 // (reporting prefix-cache hits), Step runs the step's decode rows as one
-// batched run and each prefill chunk as a run of its own, scatters the new
-// keys and values into their pool slots and samples one token per row.
+// batched run and each prefill chunk as a run of its own — the graph writes
+// the step's new keys and values into their pool slots itself (its input
+// slots), or, for int8 pools and graphs built before that form, returns
+// them and the step scatters them — and samples one token per row.
 //
 // # Sampling
 //

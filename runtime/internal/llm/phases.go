@@ -7,13 +7,14 @@ import (
 
 // DecodePhases is where a decoder's decode steps spent their time since
 // Load, summed: the graph's run (Graph), the block tables and the scatter
-// of the step's keys and values into their slots (KV), and sampling the
-// rows and appending their tokens (Sample). Steps counts the decode steps
-// and Rows their rows; a step with prompt chunks beside its decode rows
-// counts only its decode part. With the compatible contract Graph holds
-// the gather of the past and the scatter too (they are one call there).
-// What a step costs outside the graph is KV + Sample over Steps; the
-// scheduler's own share is its LoopTime − ExecTime.
+// of the step's keys and values into their slots (KV; where the graph
+// writes them itself, the tables alone: the writes are in Graph), and
+// sampling the rows and appending their tokens (Sample). Steps counts the
+// decode steps and Rows their rows; a step with prompt chunks beside its
+// decode rows counts only its decode part. With the compatible contract
+// Graph holds the gather of the past and the scatter too (they are one
+// call there). What a step costs outside the graph is KV + Sample over
+// Steps; the scheduler's own share is its LoopTime − ExecTime.
 type DecodePhases struct {
 	Steps, Rows       uint64
 	Graph, KV, Sample time.Duration
