@@ -22,9 +22,9 @@ func init() {
 }
 
 const modelUsage = `usage:
-  edgeinfer model build --preset NAME --out DIR [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--hidden-states] [--kv-int8|--kv-float16] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--portable-matmul]]
+  edgeinfer model build --preset NAME --out DIR [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--hidden-states] [--kv-int8|--kv-float16] [--portable-attention] [--caller-scatters] [--scheme int4-b32|int8 [--keep lm_head] [--portable-matmul]]
   edgeinfer model import --onnx DIR --out DIR [--name NAME] [--version V]   (an Optimum/GenAI export, run through the compatible contract)
-  edgeinfer model import --hf DIR --out DIR [--name NAME] [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--hidden-states] [--kv-int8|--kv-float16] [--portable-attention] [--scheme int4-b32|int8 [--keep lm_head] [--portable-matmul]]
+  edgeinfer model import --hf DIR --out DIR [--name NAME] [--version V] [--contract paged|compatible] [--block-size N] [--all-logits] [--hidden-states] [--kv-int8|--kv-float16] [--portable-attention] [--caller-scatters] [--scheme int4-b32|int8 [--keep lm_head] [--portable-matmul]]
 presets: `
 
 func runModel(ctx context.Context, stdout io.Writer, args []string) error {
@@ -55,7 +55,10 @@ type graphFlags struct {
 	portable   bool
 	matmul     bool // --matmul-kernel: the default, asked for (an error where the scheme cannot have it)
 	portableMM bool
-	hidden     bool // --hidden-states: the output embeddings pool
+	// --caller-scatters: the graph returns each step's keys and values for
+	// the runtime to scatter (llama.Options.CallerScatters)
+	callerScatters bool
+	hidden         bool // --hidden-states: the output embeddings pool
 	// scheme and keep quantise while building (quant.NewEmitter): the
 	// weights are quantised one at a time as the builder emits them, so
 	// the fp32 model is never held whole.
@@ -74,6 +77,7 @@ func (g *graphFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.kvInt8, "kv-int8", false, "paged graph reads int8 KV pages (one scale per head and block; a quarter of the float32 KV memory, and faster decode: BenchmarkDecodeKVInt8)")
 	fs.BoolVar(&g.portable, "portable-attention", false, "paged graph computes attention from standard operators, not edgeinfer's ai.edgeinfer.PagedAttention kernel (for an ONNX Runtime or provider without it; slower on the CPU)")
 	fs.BoolVar(&g.portableMM, "portable-matmul", false, "keep the int4-b32/int8 projections on com.microsoft.MatMulNBits (any ONNX Runtime or provider) instead of edgeinfer's faster CPU kernel ai.edgeinfer.MatMulNBits (same weights)")
+	fs.BoolVar(&g.callerScatters, "caller-scatters", false, "paged graph returns each step's keys and values (new_keys/new_values) for the runtime to write into the KV pools, instead of its attention writing float32/float16 pools itself: the form SDK releases before graph revision 11 load (build for a fleet with older devices; int8 pools and --portable-attention always have it)")
 	fs.BoolVar(&g.matmul, "matmul-kernel", false, "require edgeinfer's ai.edgeinfer.MatMulNBits kernel (the default for --scheme int4-b32 and int8): an error for any other scheme")
 	fs.StringVar(&g.scheme, "scheme", "fp32", "weight format: fp32, or quantise while building: int4-b32|int4-b64|int4-b128|int8|int8-pc|fp16 (+ -asym, -accN; int8-pc: per-channel, DynamicQuantizeMatMul)")
 	fs.Func("keep", "with --scheme: keep weights whose names contain this fp32 (repeatable, comma-separated; e.g. lm_head, embed)", func(s string) error {
@@ -91,7 +95,7 @@ func (g *graphFlags) options() (llama.Options, error) {
 	if c != llama.ContractPaged && c != llama.ContractCompatible {
 		return llama.Options{}, fmt.Errorf("%w: --contract %q (want paged or compatible)", errUsage, g.contract)
 	}
-	opts := llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits, HiddenStates: g.hidden, KVInt8: g.kvInt8, KVFloat16: g.kvFloat16, PortableAttention: g.portable, PortableMatMul: g.portableMM}
+	opts := llama.Options{Contract: c, BlockSize: g.blockSize, AllLogits: g.allLogits, HiddenStates: g.hidden, KVInt8: g.kvInt8, KVFloat16: g.kvFloat16, PortableAttention: g.portable, PortableMatMul: g.portableMM, CallerScatters: g.callerScatters}
 	if g.scheme != "" && g.scheme != "fp32" {
 		em, err := quant.NewEmitter(g.scheme, g.keep...)
 		if err != nil {

@@ -7,9 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
@@ -76,5 +79,49 @@ func TestMatMulKernelNeedsInt4B32(t *testing.T) {
 		if code != 2 || !bytes.Contains(stderr.Bytes(), []byte("--matmul-kernel needs --scheme int4-b32 or int8")) {
 			t.Errorf("--scheme %s --matmul-kernel: exit %d, stderr %q; want 2 naming int4-b32", scheme, code, stderr.String())
 		}
+	}
+}
+
+// TestCallerScattersImport: `model import --caller-scatters` builds the
+// graph form older SDK releases load (new_keys/new_values out, no slots
+// in), the default one whose attention writes the pools (slots in); both
+// generate the same text from the trained tiny model, float16 pools.
+func TestCallerScattersImport(t *testing.T) {
+	orttest.Need(t)
+	hf := filepath.Join("..", "..", "..", "examples", "tinylm")
+	var texts []string
+	for _, caller := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "b")
+		args := []string{"model", "import", "--hf", hf, "--out", dir, "--kv-float16"}
+		if caller {
+			args = append(args, "--caller-scatters")
+		}
+		var stdout, stderr bytes.Buffer
+		if code := runMain(context.Background(), &stdout, &stderr, args); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
+		}
+		model, err := os.ReadFile(filepath.Join(dir, "model.onnx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := ort.ReadModelInfo(model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots := slices.ContainsFunc(info.Inputs, func(v ort.ValueInfo) bool { return v.Name == "slots" })
+		newKeys := slices.ContainsFunc(info.Outputs, func(v ort.ValueInfo) bool { return v.Name == "new_keys.0" })
+		if slots == caller || newKeys != caller {
+			t.Fatalf("--caller-scatters %v: input slots %v, output new_keys.0 %v", caller, slots, newKeys)
+		}
+		stdout.Reset()
+		args = []string{"generate", "--model", dir, "--prompt", "The label on the shelf says", "--max-tokens", "20"}
+		if code := runMain(context.Background(), &stdout, &stderr, args); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
+		}
+		text, _, _ := strings.Cut(stdout.String(), "\n")
+		texts = append(texts, text)
+	}
+	if texts[0] != texts[1] || !strings.HasPrefix(texts[0], "The label on the shelf says") {
+		t.Fatalf("generated %q writing the pools, %q scattering", texts[0], texts[1])
 	}
 }
