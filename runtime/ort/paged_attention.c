@@ -40,16 +40,18 @@
 // outputs but the first. The write happens in the work item that attends
 // with those keys, on the session's threads, while the keys are still in
 // the cache: the engine's own scatter after the run read them back and
-// wrote the pools on one thread (kvcache's BenchmarkScatter; the engine's
-// BenchmarkBatchScaling times a step both ways). No slot a step writes is
-// one it reads: a row reads slots below its context length and writes its
-// own next ones, and the cache never lets two rows share a block they
-// write (copy on write). Int8 pools keep the caller's scatter: a new key
-// can grow its block's scale and requantise the block's earlier rows.
-// One node a layer instead of
-// RotaryQKV and PagedAttention: a decode step's rotation is a few thousand
-// multiply-adds, less than ONNX Runtime's dispatch of a node and its five
-// outputs (quant's TestProfileDecodeAndPrefill).
+// wrote the pools on one thread (the engine's BenchmarkBatchScaling logs
+// its time a step; EDGEINFER_BENCH_BUNDLE runs it on a bundle built each
+// way). No slot a step writes is one it reads: a row reads slots below its
+// context length and writes its own next ones, and the cache never lets
+// two rows share a block they write (copy on write). Int8 pools keep the
+// caller's scatter: a new key can grow its block's scale and requantise
+// the block's earlier rows.
+//
+// The fused form is one node a layer instead of RotaryQKV and
+// PagedAttention: a decode step's rotation is a few thousand multiply-adds,
+// less than ONNX Runtime's dispatch of a node and its five outputs
+// (quant's TestProfileDecodeAndPrefill).
 // Attributes: num_heads, kv_num_heads (int), scale (float, default 1/sqrt(D)).
 //
 // Token t of row b (position context_lens[b] + t) sees the row's cached
