@@ -568,6 +568,23 @@ func runBound(b *testing.B, s *Session, in, out map[string]*Tensor) {
 	}
 }
 
+// fusedInputs is a random stacked q/k/v projection [B, T, width] for the
+// fused form, and each token's position (its row's context length on).
+func (c pagedCase) fusedInputs(r *rand.Rand) (qkv []float32, pos []int64, width int) {
+	width = (c.Hq + 2*c.Hkv) * c.D
+	qkv = make([]float32, c.B*c.T*width)
+	for i := range qkv {
+		qkv[i] = r.Float32()*2 - 1
+	}
+	pos = make([]int64, c.B*c.T)
+	for b := range c.B {
+		for t := range c.T {
+			pos[b*c.T+t] = c.ctx[b] + int64(t)
+		}
+	}
+	return qkv, pos, width
+}
+
 // TestPagedAttentionFused: the fused form (the stacked projection and the
 // rotary inputs in, new_keys and new_values out) gives exactly what
 // RotaryQKV feeding the plain form gives, for decode and prefill, float and
@@ -587,17 +604,7 @@ func TestPagedAttentionFused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(9, uint64(len(name))))
 			d := newPagedData(c, r)
-			width := (c.Hq + 2*c.Hkv) * c.D
-			qkv := make([]float32, c.B*c.T*width)
-			for i := range qkv {
-				qkv[i] = r.Float32()*2 - 1
-			}
-			pos := make([]int64, c.B*c.T)
-			for b := range c.B {
-				for tt := range c.T {
-					pos[b*c.T+tt] = c.ctx[b] + int64(tt)
-				}
-			}
+			qkv, pos, width := c.fusedInputs(r)
 			cos, sin := rotaryTables(P, c.D)
 			pool := c.poolType()
 			inputs := []tValue{

@@ -98,17 +98,7 @@ func TestPagedAttentionWritesSlots(t *testing.T) {
 				1 + 3.0/2048, 3e-6, -6e-8, 2.9e-8, 1e-9} {
 				special.k[3+7*i], special.v[5+11*i] = x, -x
 			}
-			width := (c.Hq + 2*c.Hkv) * c.D
-			qkv := make([]float32, c.B*c.T*width)
-			for i := range qkv {
-				qkv[i] = r.Float32()*2 - 1
-			}
-			pos := make([]int64, c.B*c.T)
-			for b := range c.B {
-				for tt := range c.T {
-					pos[b*c.T+tt] = c.ctx[b] + int64(tt)
-				}
-			}
+			qkv, pos, width := c.fusedInputs(r)
 			padding := []int{}
 			if c.B > 2 {
 				padding = append(padding, 1)

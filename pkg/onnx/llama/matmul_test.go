@@ -149,16 +149,7 @@ func TestMatMulKernelEitherWay(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		defer s.Close()
-		p := newPool(c, 4, bs)
-		r := newRunner(t)
-		set(r, "input_ids", []int64{1, prompt}, ids)
-		set(r, "position_ids", []int64{1, prompt}, iota64(0, prompt))
-		set(r, "block_tables", []int64{1, int64(len(table))}, table)
-		set(r, "context_lens", []int64{1}, []int64{0})
-		set(r, "last_index", []int64{1}, []int64{prompt - 1})
-		p.feed(r)
-		p.slots(r, s, [][]int64{table}, []int{0}, prompt)
-		logits[name] = r.run(s)["logits"].data
+		logits[name] = newPool(c, 4, bs).prefill(t, s, ids, table)["logits"].data
 	}
 	// Both quantise activations to int8 per block of 32, but ONNX Runtime's
 	// arm64 MatMulNBits rounds them differently from its x86 one (and from

@@ -170,6 +170,23 @@ func (p *pool) slots(r *runner, s *ort.Session, tables [][]int64, ctx []int, T i
 	set(r, "slots", []int64{int64(len(tables)), int64(T)}, slots)
 }
 
+// prefill runs one row's first chunk on s: ids at positions 0, 1, … over
+// block table table, the pools fed (and the slots set where s writes the
+// pools itself), the last position's logits out.
+func (p *pool) prefill(t *testing.T, s *ort.Session, ids, table []int64) map[string]outTensor {
+	t.Helper()
+	n := len(ids)
+	r := newRunner(t)
+	set(r, "input_ids", []int64{1, int64(n)}, ids)
+	set(r, "position_ids", []int64{1, int64(n)}, iota64(0, n))
+	set(r, "block_tables", []int64{1, int64(len(table))}, table)
+	set(r, "context_lens", []int64{1}, []int64{0})
+	set(r, "last_index", []int64{1}, []int64{int64(n - 1)})
+	p.feed(r)
+	p.slots(r, s, [][]int64{table}, []int{0}, n)
+	return r.run(s)
+}
+
 // readBack copies the pools a graph with slots wrote from r's tensors.
 func (p *pool) readBack(r *runner) {
 	for i := range p.c.NumHiddenLayers {
@@ -227,15 +244,7 @@ func TestPagedMatchesReference(t *testing.T) {
 			}
 			p := newPool(c, 8, bs)
 			table := []int64{6, 2, 7, 0, 3, 5} // scattered blocks: 24 slots
-			r := newRunner(t)
-			set(r, "input_ids", []int64{1, prompt}, ids[:prompt])
-			set(r, "position_ids", []int64{1, prompt}, iota64(0, prompt))
-			set(r, "block_tables", []int64{1, int64(len(table))}, table)
-			set(r, "context_lens", []int64{1}, []int64{0})
-			set(r, "last_index", []int64{1}, []int64{prompt - 1})
-			p.feed(r)
-			p.slots(r, s, [][]int64{table}, []int{0}, prompt)
-			out := r.run(s)
+			out := p.prefill(t, s, ids[:prompt], table)
 			if d := maxDiff(out["logits"].data, ref[prompt-1]); d > tolerance {
 				t.Fatalf("prefill logits differ from reference by %g", d)
 			}

@@ -35,15 +35,12 @@ func matmulKernelPerplexity(t *testing.T, scheme string) {
 	hf := filepath.Join("..", "..", "..", "examples", "tinylm")
 	nll := map[bool]float64{}
 	for _, kernel := range []bool{false, true} {
-		dir := filepath.Join(t.TempDir(), "b")
-		args := []string{"model", "import", "--hf", hf, "--out", dir, "--scheme", scheme}
+		flags := []string{"--scheme", scheme}
 		if !kernel {
-			args = append(args, "--portable-matmul")
+			flags = append(flags, "--portable-matmul")
 		}
+		dir := importTiny(t, flags...)
 		var stdout, stderr bytes.Buffer
-		if code := runMain(context.Background(), &stdout, &stderr, args); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
-		}
 		model, err := os.ReadFile(filepath.Join(dir, "model.onnx"))
 		if err != nil {
 			t.Fatal(err)
@@ -51,8 +48,7 @@ func matmulKernelPerplexity(t *testing.T, scheme string) {
 		if got := bytes.Contains(model, []byte("edgeinfer.matmul")); got != kernel {
 			t.Fatalf("kernel %v: model records edgeinfer.matmul: %v", kernel, got)
 		}
-		stdout.Reset()
-		args = []string{"perplexity", "--model", dir, "--text", filepath.Join(hf, "testdata", "heldout.txt"), "--window", "256"}
+		args := []string{"perplexity", "--model", dir, "--text", filepath.Join(hf, "testdata", "heldout.txt"), "--window", "256"}
 		if code := runMain(context.Background(), &stdout, &stderr, args); code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
 		}
@@ -88,18 +84,13 @@ func TestMatMulKernelNeedsInt4B32(t *testing.T) {
 // generate the same text from the trained tiny model, float16 pools.
 func TestCallerScattersImport(t *testing.T) {
 	orttest.Need(t)
-	hf := filepath.Join("..", "..", "..", "examples", "tinylm")
 	var texts []string
 	for _, caller := range []bool{false, true} {
-		dir := filepath.Join(t.TempDir(), "b")
-		args := []string{"model", "import", "--hf", hf, "--out", dir, "--kv-float16"}
+		flags := []string{"--kv-float16"}
 		if caller {
-			args = append(args, "--caller-scatters")
+			flags = append(flags, "--caller-scatters")
 		}
-		var stdout, stderr bytes.Buffer
-		if code := runMain(context.Background(), &stdout, &stderr, args); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
-		}
+		dir := importTiny(t, flags...)
 		model, err := os.ReadFile(filepath.Join(dir, "model.onnx"))
 		if err != nil {
 			t.Fatal(err)
@@ -113,8 +104,8 @@ func TestCallerScattersImport(t *testing.T) {
 		if slots == caller || newKeys != caller {
 			t.Fatalf("--caller-scatters %v: input slots %v, output new_keys.0 %v", caller, slots, newKeys)
 		}
-		stdout.Reset()
-		args = []string{"generate", "--model", dir, "--prompt", "The label on the shelf says", "--max-tokens", "20"}
+		var stdout, stderr bytes.Buffer
+		args := []string{"generate", "--model", dir, "--prompt", "The label on the shelf says", "--max-tokens", "20"}
 		if code := runMain(context.Background(), &stdout, &stderr, args); code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
 		}
@@ -124,4 +115,17 @@ func TestCallerScattersImport(t *testing.T) {
 	if texts[0] != texts[1] || !strings.HasPrefix(texts[0], "The label on the shelf says") {
 		t.Fatalf("generated %q writing the pools, %q scattering", texts[0], texts[1])
 	}
+}
+
+// importTiny imports the trained tiny model (examples/tinylm) with flags
+// into a new bundle directory and returns it.
+func importTiny(t *testing.T, flags ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "b")
+	args := append([]string{"model", "import", "--hf", filepath.Join("..", "..", "..", "examples", "tinylm"), "--out", dir}, flags...)
+	var stdout, stderr bytes.Buffer
+	if code := runMain(context.Background(), &stdout, &stderr, args); code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, stderr.String())
+	}
+	return dir
 }
