@@ -3,6 +3,8 @@ package llm
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -157,4 +159,113 @@ func TestRebuiltSamplerDrawsTheSame(t *testing.T) {
 			t.Fatalf("draw %d after rebuild = %d, want %d", i, tok, toks[i])
 		}
 	}
+}
+
+// BenchmarkSampleFullVocab samples a 32k row with each common filter set:
+// temperature alone (the OpenAI API's default), top-p or min-p without
+// top-k (what an OpenAI client sends), and llama.cpp's top-k 40 — on a
+// peaked row (logits of spread 3, as a trained model's are: the top-p cut
+// keeps a few dozen tokens) and a flat one (thousands of near-equal
+// logits: the cut keeps thousands).
+func BenchmarkSampleFullVocab(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	peaked, flat := make([]float32, 32000), make([]float32, 32000)
+	for i := range peaked {
+		peaked[i] = float32(r.NormFloat64() * 3)
+		flat[i] = float32(math.Sin(float64(i)*0.37)) * 8
+	}
+	for _, row := range []struct {
+		name   string
+		logits []float32
+	}{{"peaked", peaked}, {"flat", flat}} {
+		for _, p := range []struct {
+			name string
+			sp   SamplingParams
+		}{
+			{"t1", SamplingParams{Temperature: 1, Seed: 1}},
+			{"t0.8-p0.95", SamplingParams{Temperature: 0.8, TopP: 0.95, Seed: 1}},
+			{"t0.7-minp0.05", SamplingParams{Temperature: 0.7, MinP: 0.05, Seed: 1}},
+			{"t0.8-k40-p0.95", SamplingParams{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 1}},
+		} {
+			b.Run(row.name+"/"+p.name, func(b *testing.B) {
+				s, _ := NewSampler(p.sp, nil)
+				buf := make([]float32, len(row.logits))
+				for b.Loop() {
+					copy(buf, row.logits)
+					s.Sample(buf)
+				}
+			})
+		}
+	}
+}
+
+// TestNucleusMatchesFullSort: the top-p / min-p cut taken from a partial
+// sort is the cut of the whole row sorted (probability first, then token
+// id), token for token, on peaked, flat and tied rows with top-p alone,
+// min-p alone and both.
+func TestNucleusMatchesFullSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	rows := map[string]func(i int) float32{
+		"peaked": func(int) float32 { return float32(r.NormFloat64() * 3) },
+		"flat":   func(i int) float32 { return float32(math.Sin(float64(i)*0.37)) * 8 },
+		"tied":   func(int) float32 { return float32(r.IntN(6)) },
+		"one":    func(i int) float32 { return float32(-i) * 0.01 },
+	}
+	for name, gen := range rows {
+		for _, n := range []int{5, 300, 32000} {
+			for _, p := range []SamplingParams{{Temperature: 1, TopP: 0.9}, {Temperature: 0.6, TopP: 0.5}, {Temperature: 2, TopP: 0.999},
+				{Temperature: 1, MinP: 0.05}, {Temperature: 0.8, MinP: 0.3, TopP: 0.95}, {Temperature: 1.5, MinP: 1e-6, TopP: 0.99}} {
+				c := make([]candidate, n)
+				var sum float64
+				for i := range c {
+					c[i] = candidate{int32(i), float32(math.Exp(float64(gen(i)) / float64(p.Temperature)))}
+					sum += float64(c[i].p)
+				}
+				for i := range c {
+					c[i].p = float32(float64(c[i].p) / sum)
+				}
+				full := slices.Clone(c)
+				slices.SortFunc(full, byProb)
+				// top-p where the sum reaches a binade's end, and a float32
+				// step either side of it (the first four binades): the
+				// margin's cases
+				ps := []SamplingParams{p}
+				var acc float64
+				for i, x := range full {
+					acc += float64(x.p)
+					if len(ps) < 13 && i+1 < len(full) && math.Float32bits(full[i+1].p)>>23 != math.Float32bits(x.p)>>23 && acc < 1 && p.MinP == 0 {
+						for _, tp := range []float32{float32(acc), math.Nextafter32(float32(acc), 0), math.Nextafter32(float32(acc), 1)} {
+							q := p
+							q.TopP = tp
+							ps = append(ps, q)
+						}
+					}
+				}
+				for _, q := range ps {
+					if q.TopP <= 0 || q.TopP >= 1 {
+						continue
+					}
+					s, err := NewSampler(q, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := s.filterSorted(slices.Clone(full))
+					got := s.nucleus(slices.Clone(c))
+					if !slices.Equal(got, want) {
+						t.Fatalf("%s row of %d, %+v: nucleus kept %d candidates, the full sort %d (first difference at %d)",
+							name, n, q, len(got), len(want), firstDifference(got, want))
+					}
+				}
+			}
+		}
+	}
+}
+
+func firstDifference(a, b []candidate) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
