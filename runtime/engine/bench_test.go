@@ -15,6 +15,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -384,6 +385,24 @@ func decodeRate(b *testing.B, e *Engine, n, vocab int, seed uint64) float64 {
 	return decodeRateLen(b, e, n, vocab, seed, scalePrompt, scaleOutput)
 }
 
+// benchSampling is the decode benchmarks' sampling: the bundle's defaults
+// (greedy for the synthetic bundles), or the JSON of
+// EDGEINFER_BENCH_SAMPLING (e.g. {"temperature":0.8,"top_p":0.95}, what an
+// OpenAI client sends), so that a rate can be measured with sampling's
+// cost in it.
+func benchSampling(b *testing.B) *Sampling {
+	b.Helper()
+	v := os.Getenv("EDGEINFER_BENCH_SAMPLING")
+	if v == "" {
+		return nil
+	}
+	s := &Sampling{}
+	if err := json.Unmarshal([]byte(v), s); err != nil {
+		b.Fatalf("EDGEINFER_BENCH_SAMPLING: %v", err)
+	}
+	return s
+}
+
 // decodeRateLen is decodeRate with the prompt and output lengths given.
 func decodeRateLen(b *testing.B, e *Engine, n, vocab int, seed uint64, promptLen, outLen int) float64 {
 	b.Helper()
@@ -394,7 +413,7 @@ func decodeRateLen(b *testing.B, e *Engine, n, vocab int, seed uint64, promptLen
 	for i := range n {
 		p := randomPrompt(r, promptLen, vocab)
 		wg.Go(func() {
-			times[i], errs[i] = stream(context.Background(), e, p, GenerateOptions{MaxTokens: outLen})
+			times[i], errs[i] = stream(context.Background(), e, p, GenerateOptions{MaxTokens: outLen, Sampling: benchSampling(b)})
 		})
 	}
 	wg.Wait()

@@ -269,3 +269,48 @@ func firstDifference(a, b []candidate) int {
 	}
 	return min(len(a), len(b))
 }
+
+// exp32 is expScaled's exponential of one value.
+func exp32(x float32) float32 {
+	c := []candidate{{p: x}}
+	expScaled(c, 0, 1)
+	return c[0].p
+}
+
+// TestExpScaled: the softmax's exp is within two float32 ulp of math.Exp
+// over the exponents it meets ([−87.3, 0] and beyond), 0 below the normal
+// range and for −Inf, NaN for NaN; the sum is the values'.
+func TestExpScaled(t *testing.T) {
+	worst := 0.0
+	for i := 0; i <= 2_000_000; i++ {
+		x := -90 * float32(i) / 2_000_000
+		got, want := float64(exp32(x)), math.Exp(float64(x))
+		if x < -87.33654 {
+			if got != 0 {
+				t.Fatalf("exp32(%g) = %g, want 0 below the normal range", x, got)
+			}
+			continue
+		}
+		ulp := float64(math.Nextafter32(float32(want), float32(math.Inf(1))) - float32(want))
+		worst = max(worst, math.Abs(got-want)/ulp)
+	}
+	t.Logf("worst error %.2f ulp", worst)
+	if worst > 2 {
+		t.Errorf("exp32 is %.2f ulp from math.Exp, want at most 2", worst)
+	}
+	if e := exp32(float32(math.Inf(-1))); e != 0 {
+		t.Errorf("exp32(-Inf) = %g, want 0", e)
+	}
+	if e := exp32(float32(math.NaN())); e == e {
+		t.Errorf("exp32(NaN) = %g, want NaN", e)
+	}
+	c := []candidate{{p: 1}, {p: 2}, {p: 0}, {p: -3}, {p: 2}}
+	sum := expScaled(c, 2, 0.5)
+	want := 0.0
+	for _, x := range c {
+		want += float64(x.p)
+	}
+	if sum != want || c[1].p != 1 || math.Abs(float64(c[0].p)-math.Exp(-0.5)) > 1e-7 {
+		t.Errorf("expScaled: %v, sum %g; want e^((l−2)/2) each, sum %g", c, sum, want)
+	}
+}
