@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
@@ -39,7 +38,7 @@ type Sampler struct {
 	seen   map[int32]int // prompt and output tokens, for the repetition penalty
 	output map[int32]int // output tokens only, for presence/frequency
 	cand   []candidate   // scratch, reused between calls
-	best   []candidate   // nucleus's scratch: the most likely candidates, sorted
+	best   []candidate   // nucleus's result, reused between calls
 }
 
 type candidate struct {
@@ -267,27 +266,15 @@ func expScaled(c []candidate, maxL, inv float32) float64 {
 	return (sums[0] + sums[1]) + (sums[2] + sums[3])
 }
 
-// byProb orders candidates most likely first, equal probabilities by
-// token id: a total order, so that the nucleus sorted from a few of them is
-// the prefix of all of them sorted.
-func byProb(a, b candidate) int {
-	if c := cmp.Compare(b.p, a.p); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.id, b.id)
-}
-
-// nucleus is filterSorted of c sorted by byProb, without sorting all of c.
-// Sorting a 32k row took ~3 ms a token where the top-p or min-p cut keeps a
-// few dozen (BenchmarkSampleFullVocab's top-p and min-p cases). One pass
-// sums the probability by binade below the largest; the top-p cut then lies
-// in the first binades whose mass reaches top-p, and only the candidates in
-// those (and the next, a margin for the float32 sums filterSorted takes)
-// and above the min-p floor are sorted. Every candidate left out ranks
-// after every one kept, so the cut is exact when it ends among the kept
-// ones, or when they are all the candidates above the floor; otherwise the
-// next binade joins them. c is left in its order; the result lies in
-// s.best.
+// nucleus is what top-p and min-p keep of c, in token order (the order the
+// draw walks), in s.best: with min-p the candidates at or above min-p times
+// the largest probability; of those, with top-p, the most likely whose
+// probabilities first add up to top-p (equal probabilities taken in token
+// order) — the smallest set HF's and llama.cpp's top-p keep. Found without
+// sorting: sorting a 32k row took ~3 ms a token, and the nucleus of a flat
+// row (a random model's, or a high temperature's) is thousands of tokens
+// (BenchmarkSampleFullVocab's top-p and min-p cases); the cut's probability
+// comes from topPThreshold's three passes instead.
 func (s *Sampler) nucleus(c []candidate) []candidate {
 	pmax := float32(0)
 	for _, x := range c {
@@ -295,65 +282,81 @@ func (s *Sampler) nucleus(c []candidate) []candidate {
 			pmax = x.p
 		}
 	}
-	floor := float32(0) // filterSorted's min-p floor
+	floor := float32(0)
 	if s.p.MinP > 0 {
 		floor = s.p.MinP * pmax
 	}
-	top := int(math.Float32bits(pmax) >> 23)
-	binade := func(p float32) int { return min(max(top-int(math.Float32bits(p)>>23), 0), 63) }
-	var mass [64]float64
-	above := 0 // candidates at or above the floor
-	for _, x := range c {
-		mass[binade(x.p)] += float64(x.p)
-		if x.p >= floor {
-			above++
-		}
-	}
-	last := 63
+	t, ties := float32(0), -1 // keep p > t, and the first ties (all: −1) of p == t
 	if s.p.TopP > 0 && s.p.TopP < 1 {
-		acc := 0.0
-		for b, m := range mass {
-			if acc += m; acc >= float64(s.p.TopP) {
-				last = min(b+1, 63)
-				break
-			}
-		}
+		t, ties = topPThreshold(c, floor, float64(s.p.TopP))
 	}
-	for ; ; last++ {
-		s.best = s.best[:0]
-		for _, x := range c {
-			if x.p >= floor && binade(x.p) <= last {
-				s.best = append(s.best, x)
+	s.best = s.best[:0]
+	for _, x := range c {
+		if !(x.p >= floor && x.p > 0) || x.p < t {
+			continue
+		}
+		if x.p == t && ties >= 0 {
+			if ties == 0 {
+				continue
 			}
+			ties--
 		}
-		slices.SortFunc(s.best, byProb)
-		kept := s.filterSorted(s.best)
-		if len(kept) < len(s.best) || len(s.best) == above || last >= 63 {
-			return kept
-		}
+		s.best = append(s.best, x)
 	}
+	return s.best
 }
 
-// filterSorted applies top-p and min-p to candidates sorted by probability.
-func (s *Sampler) filterSorted(c []candidate) []candidate {
-	if s.p.MinP > 0 {
-		floor := s.p.MinP * c[0].p
-		n := 1
-		for n < len(c) && c[n].p >= floor {
-			n++
-		}
-		c = c[:n]
-	}
-	if s.p.TopP > 0 && s.p.TopP < 1 {
-		var acc float32
-		for i, x := range c {
-			acc += x.p
-			if acc >= s.p.TopP {
-				return c[:i+1]
+// topPThreshold is the probability t at which the candidates at or above
+// floor, most likely first, reach mass topP, and how many of those equal to
+// t the cut takes (the rest rank after them); t = floor and ties = −1 (all)
+// where their whole mass is short of topP. It selects by the bits of the
+// probabilities, which order positive floats as integers: a pass sums the
+// mass under each value of the top 11 bits, the bucket where the running
+// mass (from the top) crosses topP is refined by the next 11 bits in a
+// second pass, then the last 10 — three linear passes, no sort.
+func topPThreshold(c []candidate, floor float32, topP float64) (t float32, ties int) {
+	var acc float64 // mass ranked above the bucket being refined
+	var mass [1 << 11]float64
+	prefix, shift := uint32(0), uint(32)
+	for level, w := range []uint{11, 11, 10} {
+		shift -= w
+		clear(mass[:1<<w])
+		for _, x := range c {
+			if !(x.p >= floor && x.p > 0) {
+				continue
 			}
+			u := math.Float32bits(x.p)
+			if level > 0 && u>>(shift+w) != prefix>>(shift+w) {
+				continue
+			}
+			mass[u>>shift&(1<<w-1)] += float64(x.p)
 		}
+		b, low := -1, -1 // the bucket where topP is reached; the lowest with mass
+		for i := 1<<w - 1; i >= 0; i-- {
+			if mass[i] == 0 {
+				continue
+			}
+			low = i
+			if acc+mass[i] >= topP {
+				b = i
+				break
+			}
+			acc += mass[i]
+		}
+		switch {
+		case b >= 0:
+		case level == 0 || low < 0:
+			return floor, -1 // everything at or above the floor is short of topP
+		default:
+			// the parent bucket reached topP but its parts, summed in
+			// another order, fall short by a rounding: take its last part
+			b = low
+			acc -= mass[low]
+		}
+		prefix |= uint32(b) << shift
 	}
-	return c
+	t = math.Float32frombits(prefix)
+	return t, max(int(math.Ceil((topP-acc)/float64(t))), 1)
 }
 
 func (s *Sampler) applyPenalties(logits []float32) {
