@@ -303,6 +303,9 @@ func (s *Sampler) nucleus(c []candidate) []candidate {
 		}
 		s.best = append(s.best, x)
 	}
+	if len(s.best) == 0 {
+		return c // no positive probability (NaN logits): the draw's fallback decides
+	}
 	return s.best
 }
 

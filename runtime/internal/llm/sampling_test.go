@@ -344,3 +344,21 @@ func TestExpScaled(t *testing.T) {
 		t.Errorf("expScaled: %v, sum %g; want e^((l−2)/2) each, sum %g", c, sum, want)
 	}
 }
+
+// A row of NaN logits (a broken model) still yields a token, with every
+// filter set, rather than a panic.
+func TestNaNRowSamples(t *testing.T) {
+	for _, p := range []SamplingParams{{Temperature: 1}, {Temperature: 1, TopP: 0.9}, {Temperature: 1, MinP: 0.1}, {Temperature: 1, TopK: 5, TopP: 0.5}} {
+		s, err := NewSampler(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := make([]float32, 100)
+		for i := range row {
+			row[i] = float32(math.NaN())
+		}
+		if tok := s.Sample(row); tok < 0 || tok >= 100 {
+			t.Errorf("%+v: token %d from a NaN row", p, tok)
+		}
+	}
+}
