@@ -231,7 +231,8 @@ func firstAllowed(mask []uint64) int32 {
 	return 0
 }
 
-// expScaled replaces each candidate's logit l by e^((l − maxL)·inv) in
+// expScaledGo (expScaled's loop in Go, and where the CPU lacks AVX2 all
+// of it) replaces each candidate's logit l by e^((l − maxL)·inv) in
 // float32 and returns their sum. The exponential is Cephes' expf — n =
 // round(x·log2 e), r = x − n·ln 2 in two parts, e^r by its degree-6
 // polynomial, times 2^n — within one ulp of math.Exp (TestExpScaled),
@@ -240,7 +241,7 @@ func firstAllowed(mask []uint64) int32 {
 // this a fifth (BenchmarkSampleFullVocab's t1 cases). Below −87.3 (under
 // the smallest normal float32) and at −Inf (a masked token) it is 0; NaN
 // stays NaN. Four sums, not one chain of dependent additions.
-func expScaled(c []candidate, maxL, inv float32) float64 {
+func expScaledGo(c []candidate, maxL, inv float32) float64 {
 	var sums [4]float64
 	for i := range c {
 		x := (c[i].p - maxL) * inv

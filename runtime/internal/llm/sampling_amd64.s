@@ -1,0 +1,182 @@
+#include "textflag.h"
+
+// The constants of expScaled's exponential, each in eight lanes (see
+// sampling.go for the arithmetic this repeats operation for operation).
+DATA expconst<>+0(SB)/4, $0xc2aeac4f
+DATA expconst<>+4(SB)/4, $0xc2aeac4f
+DATA expconst<>+8(SB)/4, $0xc2aeac4f
+DATA expconst<>+12(SB)/4, $0xc2aeac4f
+DATA expconst<>+16(SB)/4, $0xc2aeac4f
+DATA expconst<>+20(SB)/4, $0xc2aeac4f
+DATA expconst<>+24(SB)/4, $0xc2aeac4f
+DATA expconst<>+28(SB)/4, $0xc2aeac4f
+DATA expconst<>+32(SB)/4, $0x3fb8aa3b
+DATA expconst<>+36(SB)/4, $0x3fb8aa3b
+DATA expconst<>+40(SB)/4, $0x3fb8aa3b
+DATA expconst<>+44(SB)/4, $0x3fb8aa3b
+DATA expconst<>+48(SB)/4, $0x3fb8aa3b
+DATA expconst<>+52(SB)/4, $0x3fb8aa3b
+DATA expconst<>+56(SB)/4, $0x3fb8aa3b
+DATA expconst<>+60(SB)/4, $0x3fb8aa3b
+DATA expconst<>+64(SB)/4, $0x4b400000
+DATA expconst<>+68(SB)/4, $0x4b400000
+DATA expconst<>+72(SB)/4, $0x4b400000
+DATA expconst<>+76(SB)/4, $0x4b400000
+DATA expconst<>+80(SB)/4, $0x4b400000
+DATA expconst<>+84(SB)/4, $0x4b400000
+DATA expconst<>+88(SB)/4, $0x4b400000
+DATA expconst<>+92(SB)/4, $0x4b400000
+DATA expconst<>+96(SB)/4, $0x3f318000
+DATA expconst<>+100(SB)/4, $0x3f318000
+DATA expconst<>+104(SB)/4, $0x3f318000
+DATA expconst<>+108(SB)/4, $0x3f318000
+DATA expconst<>+112(SB)/4, $0x3f318000
+DATA expconst<>+116(SB)/4, $0x3f318000
+DATA expconst<>+120(SB)/4, $0x3f318000
+DATA expconst<>+124(SB)/4, $0x3f318000
+DATA expconst<>+128(SB)/4, $0xb95e8083
+DATA expconst<>+132(SB)/4, $0xb95e8083
+DATA expconst<>+136(SB)/4, $0xb95e8083
+DATA expconst<>+140(SB)/4, $0xb95e8083
+DATA expconst<>+144(SB)/4, $0xb95e8083
+DATA expconst<>+148(SB)/4, $0xb95e8083
+DATA expconst<>+152(SB)/4, $0xb95e8083
+DATA expconst<>+156(SB)/4, $0xb95e8083
+DATA expconst<>+160(SB)/4, $0x39506967
+DATA expconst<>+164(SB)/4, $0x39506967
+DATA expconst<>+168(SB)/4, $0x39506967
+DATA expconst<>+172(SB)/4, $0x39506967
+DATA expconst<>+176(SB)/4, $0x39506967
+DATA expconst<>+180(SB)/4, $0x39506967
+DATA expconst<>+184(SB)/4, $0x39506967
+DATA expconst<>+188(SB)/4, $0x39506967
+DATA expconst<>+192(SB)/4, $0x3ab743ce
+DATA expconst<>+196(SB)/4, $0x3ab743ce
+DATA expconst<>+200(SB)/4, $0x3ab743ce
+DATA expconst<>+204(SB)/4, $0x3ab743ce
+DATA expconst<>+208(SB)/4, $0x3ab743ce
+DATA expconst<>+212(SB)/4, $0x3ab743ce
+DATA expconst<>+216(SB)/4, $0x3ab743ce
+DATA expconst<>+220(SB)/4, $0x3ab743ce
+DATA expconst<>+224(SB)/4, $0x3c088908
+DATA expconst<>+228(SB)/4, $0x3c088908
+DATA expconst<>+232(SB)/4, $0x3c088908
+DATA expconst<>+236(SB)/4, $0x3c088908
+DATA expconst<>+240(SB)/4, $0x3c088908
+DATA expconst<>+244(SB)/4, $0x3c088908
+DATA expconst<>+248(SB)/4, $0x3c088908
+DATA expconst<>+252(SB)/4, $0x3c088908
+DATA expconst<>+256(SB)/4, $0x3d2aa9c1
+DATA expconst<>+260(SB)/4, $0x3d2aa9c1
+DATA expconst<>+264(SB)/4, $0x3d2aa9c1
+DATA expconst<>+268(SB)/4, $0x3d2aa9c1
+DATA expconst<>+272(SB)/4, $0x3d2aa9c1
+DATA expconst<>+276(SB)/4, $0x3d2aa9c1
+DATA expconst<>+280(SB)/4, $0x3d2aa9c1
+DATA expconst<>+284(SB)/4, $0x3d2aa9c1
+DATA expconst<>+288(SB)/4, $0x3e2aaaaa
+DATA expconst<>+292(SB)/4, $0x3e2aaaaa
+DATA expconst<>+296(SB)/4, $0x3e2aaaaa
+DATA expconst<>+300(SB)/4, $0x3e2aaaaa
+DATA expconst<>+304(SB)/4, $0x3e2aaaaa
+DATA expconst<>+308(SB)/4, $0x3e2aaaaa
+DATA expconst<>+312(SB)/4, $0x3e2aaaaa
+DATA expconst<>+316(SB)/4, $0x3e2aaaaa
+DATA expconst<>+320(SB)/4, $0x3f000000
+DATA expconst<>+324(SB)/4, $0x3f000000
+DATA expconst<>+328(SB)/4, $0x3f000000
+DATA expconst<>+332(SB)/4, $0x3f000000
+DATA expconst<>+336(SB)/4, $0x3f000000
+DATA expconst<>+340(SB)/4, $0x3f000000
+DATA expconst<>+344(SB)/4, $0x3f000000
+DATA expconst<>+348(SB)/4, $0x3f000000
+DATA expconst<>+352(SB)/4, $0x3f800000
+DATA expconst<>+356(SB)/4, $0x3f800000
+DATA expconst<>+360(SB)/4, $0x3f800000
+DATA expconst<>+364(SB)/4, $0x3f800000
+DATA expconst<>+368(SB)/4, $0x3f800000
+DATA expconst<>+372(SB)/4, $0x3f800000
+DATA expconst<>+376(SB)/4, $0x3f800000
+DATA expconst<>+380(SB)/4, $0x3f800000
+DATA expconst<>+384(SB)/4, $127
+DATA expconst<>+388(SB)/4, $127
+DATA expconst<>+392(SB)/4, $127
+DATA expconst<>+396(SB)/4, $127
+DATA expconst<>+400(SB)/4, $127
+DATA expconst<>+404(SB)/4, $127
+DATA expconst<>+408(SB)/4, $127
+DATA expconst<>+412(SB)/4, $127
+GLOBL expconst<>(SB), RODATA|NOPTR, $416
+
+// func expScaledAVX2(c []candidate, maxL, inv float32) float64
+// expScaledGo over len(c) candidates (a multiple of 8, at least 8), eight at
+// a time: the probabilities picked out of the (id, p) pairs, the same
+// float32 operations in the same order (no fused multiply-adds), the
+// results put back beside their ids; the sum in float64, two accumulators.
+TEXT ·expScaledAVX2(SB), NOSPLIT, $0-40
+	MOVQ c_base+0(FP), SI
+	MOVQ c_len+8(FP), CX
+	VBROADCASTSS maxL+24(FP), Y14
+	VBROADCASTSS inv+28(FP), Y15
+	VXORPD Y12, Y12, Y12
+	VXORPD Y13, Y13, Y13
+	SHLQ $3, CX
+	ADDQ SI, CX
+loop:
+	VMOVUPS (SI), Y0                          // id0 p0 id1 p1 | id2 p2 id3 p3
+	VMOVUPS 32(SI), Y1                        // id4 p4 id5 p5 | id6 p6 id7 p7
+	VSHUFPS $0xdd, Y1, Y0, Y2                 // p0 p1 p4 p5 | p2 p3 p6 p7
+	VSHUFPS $0x88, Y1, Y0, Y3                 // the ids, in the same order
+	VSUBPS Y14, Y2, Y2
+	VMULPS Y15, Y2, Y2                        // x = (p − maxL)·inv
+	VCMPPS $0x1d, expconst<>+0(SB), Y2, Y4    // x ≥ −87.33654 (not NaN)
+	VCMPPS $3, Y2, Y2, Y5                     // NaN
+	VANDPS Y2, Y5, Y5                         // NaN where x is, else 0
+	VMAXPS expconst<>+0(SB), Y2, Y6           // x, or the bound (NaN, −Inf: the bound)
+	VMULPS expconst<>+32(SB), Y6, Y7
+	VADDPS expconst<>+64(SB), Y7, Y7
+	VSUBPS expconst<>+64(SB), Y7, Y7          // n = round(x·log2 e)
+	VMULPS expconst<>+96(SB), Y7, Y8
+	VSUBPS Y8, Y6, Y8                         // r = x − n·0.693359375
+	VMULPS expconst<>+128(SB), Y7, Y9
+	VSUBPS Y9, Y8, Y8                         // r −= n·−2.12194440e−4
+	VMOVUPS expconst<>+160(SB), Y9
+	VMULPS Y8, Y9, Y9
+	VADDPS expconst<>+192(SB), Y9, Y9
+	VMULPS Y8, Y9, Y9
+	VADDPS expconst<>+224(SB), Y9, Y9
+	VMULPS Y8, Y9, Y9
+	VADDPS expconst<>+256(SB), Y9, Y9
+	VMULPS Y8, Y9, Y9
+	VADDPS expconst<>+288(SB), Y9, Y9
+	VMULPS Y8, Y9, Y9
+	VADDPS expconst<>+320(SB), Y9, Y9         // the polynomial p
+	VMULPS Y8, Y9, Y9
+	VMULPS Y8, Y9, Y9
+	VADDPS Y8, Y9, Y9
+	VADDPS expconst<>+352(SB), Y9, Y9         // p·r·r + r + 1
+	VCVTTPS2DQ Y7, Y10
+	VPADDD expconst<>+384(SB), Y10, Y10
+	VPSLLD $23, Y10, Y10                      // 2^n
+	VMULPS Y10, Y9, Y9
+	VBLENDVPS Y4, Y9, Y5, Y9                  // in range: e; else 0, or NaN
+	VUNPCKLPS Y9, Y3, Y0                      // id0 e0 id1 e1 | id2 e2 id3 e3
+	VUNPCKHPS Y9, Y3, Y1                      // id4 e4 id5 e5 | id6 e6 id7 e7
+	VMOVUPS Y0, (SI)
+	VMOVUPS Y1, 32(SI)
+	VCVTPS2PD X9, Y6
+	VADDPD Y6, Y12, Y12
+	VEXTRACTF128 $1, Y9, X7
+	VCVTPS2PD X7, Y7
+	VADDPD Y7, Y13, Y13
+	ADDQ $64, SI
+	CMPQ SI, CX
+	JB loop
+	VADDPD Y13, Y12, Y12
+	VEXTRACTF128 $1, Y12, X13
+	VADDPD X13, X12, X12
+	VPERMILPD $1, X12, X13
+	VADDSD X13, X12, X12
+	VMOVSD X12, ret+32(FP)
+	VZEROUPPER
+	RET
