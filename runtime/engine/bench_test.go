@@ -409,11 +409,12 @@ func decodeRateLen(b *testing.B, e *Engine, n, vocab int, seed uint64, promptLen
 	r := rand.New(rand.NewPCG(seed, 3))
 	times := make([][]time.Time, n)
 	errs := make([]error, n)
+	sampling := benchSampling(b) // here: it may stop the benchmark, which only its goroutine may
 	var wg sync.WaitGroup
 	for i := range n {
 		p := randomPrompt(r, promptLen, vocab)
 		wg.Go(func() {
-			times[i], errs[i] = stream(context.Background(), e, p, GenerateOptions{MaxTokens: outLen, Sampling: benchSampling(b)})
+			times[i], errs[i] = stream(context.Background(), e, p, GenerateOptions{MaxTokens: outLen, Sampling: sampling})
 		})
 	}
 	wg.Wait()

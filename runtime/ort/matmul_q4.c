@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "f16.h"
 #include "matmul_q4.h"
 
 static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -63,23 +64,9 @@ size_t ei_q4_packed_size(int bits, int f16, int64_t N, int64_t nb) {
   return (size_t)((N + EI_Q4_GROUP - 1) / EI_Q4_GROUP) * group_bytes(bits, f16, nb);
 }
 
-// Float16 conversions, in C (F16C and NEON convert in the tiles): to_f16
-// rounds to nearest even; only its exact results are ever stored.
-static uint16_t to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, sizeof x);
-  const uint32_t sign = (x >> 16) & 0x8000, ax = x & 0x7FFFFFFF;
-  if (ax >= 0x47800000) return (uint16_t)(sign | (ax > 0x7F800000 ? 0x7E00 : 0x7C00));  // overflow, inf, nan
-  if (ax < 0x38800000) {  // a subnormal half (or zero)
-    float h;
-    const float a = fabsf(f) * 16777216.0f;  // 2^24: units of the smallest subnormal
-    h = rintf(a);
-    return (uint16_t)(sign | (uint32_t)h);
-  }
-  const uint32_t e = ax + 0xC8000FFF + ((ax >> 13) & 1);  // rebias, round to nearest even
-  return (uint16_t)(sign | (e >> 13));
-}
-
+// Float16 conversions, in C (F16C and NEON convert in the tiles):
+// ei_f16_from_float (f16.h) rounds to nearest even; only its exact results
+// are ever stored.
 static float from_f16(uint16_t h) {
   const uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 0x3FF;
   if (e == 0) return (sign ? -1.0f : 1.0f) * (float)m / 16777216.0f;
@@ -91,7 +78,7 @@ static float from_f16(uint16_t h) {
 
 int ei_q4_f16_exact(const float* scales, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (from_f16(to_f16(scales[i])) != scales[i] || !isfinite(scales[i])) return 0;
+    if (from_f16(ei_f16_from_float(scales[i])) != scales[i] || !isfinite(scales[i])) return 0;
   return 1;
 }
 
@@ -116,7 +103,7 @@ void ei_q4_pack(int bits, int f16, int swiglu, const uint8_t* b, const float* sc
         const int64_t n = first + c;
         const float s = n < N ? scales[n * nb + blk] : 0.0f;
         if (f16) {
-          const uint16_t h = to_f16(s);
+          const uint16_t h = ei_f16_from_float(s);
           memcpy(sc + 2 * c, &h, sizeof h);
         } else {
           memcpy(sc + 4 * c, &s, sizeof s);

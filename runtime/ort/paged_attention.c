@@ -67,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "f16.h"
 #include "paged_attention.h"
 
 #if defined(__x86_64__)
@@ -513,46 +514,22 @@ void ei_attention_prep(void* p, size_t i) {
 // ---------------------------------------------------------------------------
 // Writing the step's keys and values into the pools (the job's slots).
 
-// f2h is kvcache's float16 narrowing (pkg/f16's FromFloat32): to nearest,
-// ties to even; beyond the range ±Inf; a NaN becomes the quiet NaN 0x7e00
-// with its sign — so that a pool holds the same bits whichever side wrote
-// it (TestPagedAttentionWritesSlots compares them).
-static uint16_t f2h(float f) {
-  uint32_t b;
-  memcpy(&b, &f, sizeof b);
-  const uint16_t sign = (uint16_t)(b >> 16) & 0x8000;
-  const int32_t exp = (int32_t)(b >> 23) & 0xff;
-  uint32_t man = b & 0x7fffff;
-  if (exp == 0xff) return sign | (man != 0 ? 0x7e00 : 0x7c00);
-  const int32_t e = exp - 127 + 15;
-  if (e >= 0x1f) return sign | 0x7c00;
-  if (e <= 0) {
-    if (e < -10) return sign;
-    man |= 0x800000;
-    const uint32_t shift = (uint32_t)(14 - e), h = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    return sign | (uint16_t)(h + (rem > mid || (rem == mid && (h & 1))));
-  }
-  uint32_t h = (uint32_t)e << 10 | man >> 13;
-  const uint32_t rem = man & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
-  return sign | (uint16_t)h;
-}
-
 #ifdef EI_X86_LEVELS
-// narrow8 is F16C's conversion (to nearest, ties to even, as f2h) of n
-// floats, eight at a time; eight that hold a NaN go through f2h, whose
-// NaN is one quiet NaN where F16C keeps the payload.
+// narrow8 is F16C's conversion (to nearest, ties to even, as
+// ei_f16_from_float) of n floats, eight at a time; eight that hold a NaN go
+// through ei_f16_from_float, whose NaN is one quiet NaN where F16C keeps the
+// payload.
 EI_AVX2 static void narrow8(uint16_t* dst, const float* src, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 x = _mm256_loadu_ps(src + i);
     if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)) != 0) {
-      for (int k = 0; k < 8; k++) dst[i + k] = f2h(src[i + k]);
+      for (int k = 0; k < 8; k++) dst[i + k] = ei_f16_from_float(src[i + k]);
       continue;
     }
     _mm_storeu_si128((__m128i*)(dst + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
-  for (; i < n; i++) dst[i] = f2h(src[i]);
+  for (; i < n; i++) dst[i] = ei_f16_from_float(src[i]);
 }
 #endif
 
@@ -568,7 +545,7 @@ static void put_row(const ei_attention_job* j, void* pool, int64_t at, const flo
     return;
   }
 #endif
-  for (int64_t d = 0; d < j->D; d++) dst[d] = f2h(src[d]);
+  for (int64_t d = 0; d < j->D; d++) dst[d] = ei_f16_from_float(src[d]);
 }
 
 // store_tokens writes tokens [t0, t1) of row b, KV head h into their slots

@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
@@ -183,7 +182,8 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 	}
 	s.cand = c
 	if s.p.TopP > 0 && s.p.TopP < 1 || s.p.MinP > 0 {
-		c = s.nucleus(c)
+		// the largest probability is the maximum's, e⁰·norm
+		c = s.nucleus(c, float32(norm))
 		total = 0
 		for _, x := range c {
 			total += float64(x.p)
@@ -270,31 +270,21 @@ func expScaledGo(c []candidate, maxL, inv float32) float64 {
 
 // nucleus is what top-p and min-p keep of c, in token order (the order the
 // draw walks), in s.best: with min-p the candidates at or above min-p times
-// the largest probability; of those, with top-p, the most likely whose
+// the largest probability pmax; of those, with top-p, the most likely whose
 // probabilities first add up to top-p (equal probabilities taken in token
 // order) — the smallest set HF's and llama.cpp's top-p keep. Found without
 // sorting: sorting a 32k row took ~3 ms a token, and the nucleus of a flat
 // row (a random model's, or a high temperature's) is thousands of tokens
 // (BenchmarkSampleFullVocab's top-p and min-p cases); the cut's probability
 // comes from topPThreshold's three passes instead.
-func (s *Sampler) nucleus(c []candidate) []candidate {
-	pmax := float32(0)
-	for _, x := range c {
-		if x.p > pmax {
-			pmax = x.p
-		}
-	}
+func (s *Sampler) nucleus(c []candidate, pmax float32) []candidate {
 	floor := float32(0)
 	if s.p.MinP > 0 {
 		floor = s.p.MinP * pmax
 	}
 	t, ties := float32(0), -1 // keep p > t, and the first ties (all: −1) of p == t
 	if s.p.TopP > 0 && s.p.TopP < 1 {
-		if len(c) <= 256 { // top-k's few: a sort is cheaper than the passes
-			t, ties = s.topPSorted(c, floor, float64(s.p.TopP))
-		} else {
-			t, ties = topPThreshold(c, floor, float64(s.p.TopP))
-		}
+		t, ties, s.best = topPThreshold(c, floor, float64(s.p.TopP), s.best[:0])
 	}
 	s.best = s.best[:0]
 	for _, x := range c {
@@ -315,32 +305,6 @@ func (s *Sampler) nucleus(c []candidate) []candidate {
 	return s.best
 }
 
-// topPSorted is topPThreshold by sorting a copy of c (in s.best), most
-// likely first, equal probabilities in token order.
-func (s *Sampler) topPSorted(c []candidate, floor float32, topP float64) (t float32, ties int) {
-	s.best = append(s.best[:0], c...)
-	slices.SortFunc(s.best, func(a, b candidate) int {
-		if a.p != b.p {
-			return cmp.Compare(b.p, a.p)
-		}
-		return cmp.Compare(a.id, b.id)
-	})
-	var acc float64
-	for i, x := range s.best {
-		if !(x.p >= floor && x.p > 0) {
-			break
-		}
-		if acc += float64(x.p); acc >= topP {
-			ties = 1
-			for j := i - 1; j >= 0 && s.best[j].p == x.p; j-- {
-				ties++
-			}
-			return x.p, ties
-		}
-	}
-	return floor, -1
-}
-
 // topPThreshold is the probability t at which the candidates at or above
 // floor, most likely first, reach mass topP, and how many of those equal to
 // t the cut takes (the rest rank after them); t = floor and ties = −1 (all)
@@ -348,14 +312,17 @@ func (s *Sampler) topPSorted(c []candidate, floor float32, topP float64) (t floa
 // probabilities, which order positive floats as integers: a pass sums the
 // mass under each value of the top 11 bits, the bucket where the running
 // mass (from the top) crosses topP is refined by the next 11 bits in a
-// second pass, then the last 10 — three linear passes, no sort.
-func topPThreshold(c []candidate, floor float32, topP float64) (t float32, ties int) {
-	var acc float64 // mass ranked above the bucket being refined
-	var mass [1 << 11]float64
+// second pass, which also gathers that bucket's candidates (into scratch,
+// returned) for the last 10 bits' pass — two linear passes and a short
+// one, no sort.
+func topPThreshold(c []candidate, floor float32, topP float64, scratch []candidate) (t float32, ties int, _ []candidate) {
+	var acc float64           // mass ranked above the bucket being refined
+	var mass [1 << 11]float64 // each level clears what it touched
 	prefix, shift := uint32(0), uint(32)
 	for level, w := range []uint{11, 11, 10} {
 		shift -= w
-		clear(mass[:1<<w])
+		gather := level == 1
+		lo, hi := 1<<w, -1 // the buckets a pass touched: a few hundred at most
 		for _, x := range c {
 			if !(x.p >= floor && x.p > 0) {
 				continue
@@ -364,10 +331,18 @@ func topPThreshold(c []candidate, floor float32, topP float64) (t float32, ties 
 			if level > 0 && u>>(shift+w) != prefix>>(shift+w) {
 				continue
 			}
-			mass[u>>shift&(1<<w-1)] += float64(x.p)
+			i := int(u >> shift & (1<<w - 1))
+			mass[i] += float64(x.p)
+			lo, hi = min(lo, i), max(hi, i)
+			if gather {
+				scratch = append(scratch, x)
+			}
+		}
+		if gather {
+			c = scratch // the last pass reads only the bucket's candidates
 		}
 		b, low := -1, -1 // the bucket where topP is reached; the lowest with mass
-		for i := 1<<w - 1; i >= 0; i-- {
+		for i := hi; i >= lo; i-- {
 			if mass[i] == 0 {
 				continue
 			}
@@ -381,7 +356,7 @@ func topPThreshold(c []candidate, floor float32, topP float64) (t float32, ties 
 		switch {
 		case b >= 0:
 		case level == 0 || low < 0:
-			return floor, -1 // everything at or above the floor is short of topP
+			return floor, -1, scratch // everything at or above the floor is short of topP
 		default:
 			// the parent bucket reached topP but its parts, summed in
 			// another order, fall short by a rounding: take its last part
@@ -389,9 +364,12 @@ func topPThreshold(c []candidate, floor float32, topP float64) (t float32, ties 
 			acc -= mass[low]
 		}
 		prefix |= uint32(b) << shift
+		if hi >= lo {
+			clear(mass[lo : hi+1]) // for the next level
+		}
 	}
 	t = math.Float32frombits(prefix)
-	return t, max(int(math.Ceil((topP-acc)/float64(t))), 1)
+	return t, max(int(math.Ceil((topP-acc)/float64(t))), 1), scratch
 }
 
 func (s *Sampler) applyPenalties(logits []float32) {

@@ -254,7 +254,7 @@ func TestNucleusMatchesFullSort(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got := s.nucleus(slices.Clone(c))
+					got := s.nucleus(slices.Clone(c), sorted[0].p)
 					if !slices.Equal(got, want) && !(edge && absInt(len(got)-len(want)) == 1) {
 						t.Fatalf("%s row of %d, %+v: nucleus kept %d candidates, the full sort %d (first difference at %d)",
 							name, n, q, len(got), len(want), firstDifference(got, want))
