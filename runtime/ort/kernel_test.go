@@ -74,6 +74,12 @@ func TestKernelAttentionVariants(t *testing.T) {
 			ctx: []int64{19}, table: []int64{8, 3, 6, 1, 0, 5, 7}},
 		"float16 pools, decode, blocks of 16": {B: 2, T: 1, Hq: 12, Hkv: 4, D: 64, N: 12, bs: 16, M: 3, f16: true,
 			ctx: []int64{37, 16}, table: []int64{7, 2, 10, 5, 0, 0}},
+		// decode with four and eight query heads per KV head: the AVX-512
+		// loops' full tiles of four rows, and D past their 64 columns
+		"float16 pools, decode, 4 heads per KV head, D 128": {B: 2, T: 1, Hq: 8, Hkv: 2, D: 128, N: 12, bs: 16, M: 3, f16: true,
+			ctx: []int64{41, 7}, table: []int64{3, 9, 1, 6, 0, 0}},
+		"decode, 8 heads per KV head, D 80, two tokens": {B: 1, T: 2, Hq: 16, Hkv: 2, D: 80, N: 6, bs: 8, M: 4,
+			ctx: []int64{27}, table: []int64{5, 0, 2, 4}},
 		"float16 pools, D 24": {B: 1, T: 2, Hq: 2, Hkv: 1, D: 24, N: 4, bs: 4, M: 3, f16: true,
 			ctx: []int64{10}, table: []int64{3, 1, 2}},
 		// blocks of more than EI_WIDE_MAX elements: widened in chunks of slots

@@ -351,26 +351,49 @@ func TestPagedAttentionBadInput(t *testing.T) {
 }
 
 // BenchmarkPagedAttentionDecode times the kernel alone on one layer of a
-// synthetic-110m decode step (12 query heads, 4 KV heads, head size 64):
-// batch 8 at context 192 and batch 1 at contexts 128 and 2048, each row's
-// blocks in order, with float pools, int8 pools (per-block scales) and
-// float16 pools:
-// the kernel's arithmetic and its hand-over to the thread pool more than
-// the memory's speed (the pools stay in the last-level cache, but for
-// float ones at 2048).
+// decode step, synthetic-110m's (12 query heads, 4 KV heads, head size
+// 64) and synthetic-1b's (32 and 8, "-1b"): batch 8 at context 192 and
+// batch 1 at contexts 128 and 2048, each row's blocks in order, with float
+// pools, int8 pools (per-block scales) and float16 pools, on each variant
+// with hand-written loops this CPU runs (avx2, avx512; the one picked at
+// load is the engine's): the kernel's arithmetic and its hand-over to the
+// thread pool more than the memory's speed (the pools stay in the
+// last-level cache, but for float ones at 2048).
 func BenchmarkPagedAttentionDecode(b *testing.B) {
+	needLib(b)
+	defer useAttentionVariant(attentionVariant())
+	var variants []string
+	for _, v := range attentionVariants() {
+		if v != "generic" && !strings.HasSuffix(v, "-loops") {
+			variants = append(variants, v)
+		}
+	}
 	for _, pool := range []DType{Float32, Int8, Float16} {
 		suffix := map[DType]string{Float32: "", Int8: "-int8", Float16: "-f16"}[pool]
-		b.Run("b8-ctx192"+suffix, func(b *testing.B) { benchPagedDecode(b, 8, 192, pool) })
-		b.Run("b1-ctx128"+suffix, func(b *testing.B) { benchPagedDecode(b, 1, 128, pool) })
-		b.Run("b1-ctx2048"+suffix, func(b *testing.B) { benchPagedDecode(b, 1, 2048, pool) })
+		for _, shape := range []struct {
+			name   string
+			B, ctx int
+			Hq     int
+			Hkv    int
+		}{{"b8-ctx192", 8, 192, 12, 4}, {"b1-ctx128", 1, 128, 12, 4}, {"b1-ctx2048", 1, 2048, 12, 4}, {"b1-ctx192-1b", 1, 192, 32, 8}, {"b1-ctx16", 1, 16, 12, 4}} {
+			b.Run(shape.name+suffix, func(b *testing.B) {
+				for _, v := range variants {
+					b.Run(v, func(b *testing.B) {
+						if err := useAttentionVariant(v); err != nil {
+							b.Fatal(err)
+						}
+						benchPagedDecode(b, shape.B, shape.ctx, shape.Hq, shape.Hkv, pool)
+					})
+				}
+			})
+		}
 	}
 }
 
-func benchPagedDecode(b *testing.B, B, ctxLen int, pool DType) {
+func benchPagedDecode(b *testing.B, B, ctxLen, Hq, Hkv int, pool DType) {
 	needLib(b)
 	M := ctxLen/16 + 1
-	c := pagedCase{B: B, T: 1, Hq: 12, Hkv: 4, D: 64, N: B * M, bs: 16, M: M, int8: pool == Int8, f16: pool == Float16}
+	c := pagedCase{B: B, T: 1, Hq: Hq, Hkv: Hkv, D: 64, N: B * M, bs: 16, M: M, int8: pool == Int8, f16: pool == Float16}
 	for i := range B {
 		c.ctx = append(c.ctx, int64(ctxLen))
 		for m := range M {
