@@ -169,6 +169,16 @@ func useAttentionVariant(name string) error {
 	return nil
 }
 
+// setShapeInPlace turns the kernels' in-place read of their inputs'
+// shapes (C API 24) on or off, for the benchmark that measures it: no
+// session may be running.
+func setShapeInPlace(on bool) {
+	C.ei_ops_shape_in_place = 0
+	if on {
+		C.ei_ops_shape_in_place = 1
+	}
+}
+
 // setAttentionPrefetch turns the attention items' prefetch of their next
 // key and value blocks on or off, for the benchmark that measures it: no session
 // may be running.

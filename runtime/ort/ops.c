@@ -25,6 +25,10 @@
 #include "rotary_qkv.h"
 
 static const OrtApi* api;
+// api24: the same table where the runtime serves version 24, else NULL
+// (input's in-place shape read).
+static const OrtApi* api24;
+int ei_ops_shape_in_place = 1;
 
 static OrtStatus* fail(const char* format, ...) __attribute__((format(printf, 1, 2)));
 static OrtStatus* fail(const char* format, ...) {
@@ -51,10 +55,22 @@ typedef struct {
 } tensor;
 
 // input reads input i of a node; t->v is NULL for an absent optional one.
+// Where the runtime has C API 24 (ONNX Runtime 1.24 and later) the type and
+// shape are read in place (GetTensorElementTypeAndShapeDataReference);
+// before it, through an OrtTensorTypeAndShapeInfo that each read allocates
+// and frees. A decode step reads ~200 inputs (four a matrix product, nine
+// an attention node): BenchmarkNodeInputs times a node's inputs both ways.
 static OrtStatus* input(const char* op, OrtKernelContext* ctx, size_t i, tensor* t) {
   memset(t, 0, sizeof *t);
   TRY(api->KernelContext_GetInput(ctx, i, &t->v));
   if (t->v == NULL) return NULL;
+  if (api24 != NULL && ei_ops_shape_in_place) {
+    const int64_t* dims;
+    TRY(api24->GetTensorElementTypeAndShapeDataReference(t->v, &t->type, &dims, &t->rank));
+    if (t->rank > 8) return fail("%s: input %zu has rank %zu", op, i, t->rank);
+    if (t->rank > 0) memcpy(t->dims, dims, t->rank * sizeof t->dims[0]);
+    return api->GetTensorMutableData((OrtValue*)t->v, &t->data);
+  }
   OrtTensorTypeAndShapeInfo* info;
   TRY(api->GetTensorTypeAndShape(t->v, &info));
   OrtStatus* st = api->GetTensorElementType(info, &t->type);
@@ -690,6 +706,10 @@ int edgeinfer_ops_init(const char* path, char* err, size_t errlen) {
     dlclose(library), library = NULL, api = NULL;
     return -1;
   }
+  // asked only of a runtime that has it: an older one logs the refusal
+  int major = 0, minor = 0;
+  if (sscanf(base()->GetVersionString(), "%d.%d", &major, &minor) == 2 && (major > 1 || minor >= 24))
+    api24 = base()->GetApi(24);
   ei_attention_init();
   ei_q4_init();
   OrtStatus* mst = api->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &cpu_memory);
@@ -743,5 +763,5 @@ void edgeinfer_ops_release(void) {
   domain = NULL;
   if (library != NULL) dlclose(library);
   library = NULL;
-  api = NULL;
+  api = NULL, api24 = NULL;
 }

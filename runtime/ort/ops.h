@@ -14,5 +14,9 @@ int edgeinfer_ops_init(const char* path, char* err, size_t errlen);
 int edgeinfer_ops_register(void* session_options, char* err, size_t errlen);
 // edgeinfer_ops_release frees the domain before the library is unloaded.
 void edgeinfer_ops_release(void);
+// ei_ops_shape_in_place (1 unless a benchmark turns it off): the kernels
+// read their inputs' shapes in place where the runtime allows (ops.c's
+// input).
+extern int ei_ops_shape_in_place;
 
 #endif
