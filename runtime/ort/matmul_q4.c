@@ -189,7 +189,8 @@ static inline const float* block_of(const ei_q4_job* j, size_t i, int64_t blk, f
 // away from zero (the vector path below gives the same codes). A last
 // partial block is padded with zero codes, which add nothing whatever the
 // weights' padding holds.
-static void quantize_generic(const ei_q4_job* j, size_t i, float inv) {
+static void quantize_generic(const ei_q4_job* j, size_t i) {
+  const float inv = j->gamma != NULL ? row_norm(j, i) : 1.0f;
   const int64_t nb = j->nb;
   int8_t* q = j->qa + (int64_t)i * nb * EI_Q4_BLOCK;
   for (int64_t blk = 0; blk < nb; blk++) {
@@ -215,7 +216,9 @@ static void quantize_generic(const ei_q4_job* j, size_t i, float inv) {
 // Tiles: rows [m0, m0+R) of a, R ≤ 4, against groups [g0, g1).
 
 typedef void (*tile_fn)(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1);
-typedef void (*quantize_fn)(const ei_q4_job* j, size_t i, float inv);
+// quantize_fn quantises row i of a, normalising it first where the job
+// has a norm (j->gamma).
+typedef void (*quantize_fn)(const ei_q4_job* j, size_t i);
 
 // put8 writes one row's eight outputs of group g (fewer in a last group).
 // For swiglu a gate group's (even g) wait in pend for its up group's.
@@ -684,17 +687,62 @@ EI_BY_ROWS8(avx512_q8, avx512_tile, EI_512, 8)
 
 // The AVX2 quantiser: the generic one's arithmetic, eight lanes at a time
 // (the same float operations in the same order, so the same codes).
-EI_AVX2 static void quantize_avx2(const ei_q4_job* j, size_t i, float inv) {
-  const int64_t nb = j->nb;
+// row_norm_avx2 is row_norm's pass eight elements at a time: the skip's
+// sum stored, the squares summed in double in two vectors of four, lane e
+// row_norm's partial sum e.
+EI_AVX2 static float row_norm_avx2(const ei_q4_job* j, size_t i) {
+  const int64_t K = j->K;
+  const float* x = j->a + (int64_t)i * K;
+  __m256d s0 = _mm256_setzero_pd(), s1 = s0;
+  int64_t k = 0;
+  if (j->skip != NULL) {
+    const float* b = j->skip + (int64_t)i * K;
+    float* sum = j->sum + (int64_t)i * K;
+    for (; k + 8 <= K; k += 8) {
+      const __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(b + k));
+      _mm256_storeu_ps(sum + k, v);
+      const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+      s0 = _mm256_fmadd_pd(lo, lo, s0), s1 = _mm256_fmadd_pd(hi, hi, s1);
+    }
+    for (int64_t t = k; t < K; t++) sum[t] = x[t] + b[t];
+    x = sum;
+  } else {
+    for (; k + 8 <= K; k += 8) {
+      const __m256 v = _mm256_loadu_ps(x + k);
+      const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+      s0 = _mm256_fmadd_pd(lo, lo, s0), s1 = _mm256_fmadd_pd(hi, hi, s1);
+    }
+  }
+  // the tail into its partial sums and row_norm's order of additions: the
+  // squares of floats are exact in double, so the two give the same bits
+  double part[8];
+  _mm256_storeu_pd(part, s0), _mm256_storeu_pd(part + 4, s1);
+  for (; k < K; k++) part[k % 8] += (double)x[k] * x[k];
+  const double ss = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+  return (float)(1.0 / sqrt(ss / (double)K + (double)j->eps));
+}
+
+// quantize_avx2 normalises each full block in registers (x·inv·gamma, as
+// block_of does into its pad), one pass over the row after the norm's.
+// BenchmarkMatMulQ4NormRow times a decode row's norm and quantising.
+EI_AVX2 static void quantize_avx2(const ei_q4_job* j, size_t i) {
+  const float inv = j->gamma != NULL ? row_norm_avx2(j, i) : 1.0f;
+  const int64_t nb = j->nb, K = j->K;
   int8_t* q = j->qa + (int64_t)i * nb * EI_Q4_BLOCK;
-  const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f);
+  const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), vinv = _mm256_set1_ps(inv);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const int zp = zero_point(j->bits);
+  const float* row = (j->skip != NULL ? j->sum : j->a) + (int64_t)i * K;
   for (int64_t blk = 0; blk < nb; blk++) {
-    float pad[EI_Q4_BLOCK];
-    const float* x = block_of(j, i, blk, inv, pad);
     __m256 v[4];
-    for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
+    if (j->gamma != NULL && (blk + 1) * EI_Q4_BLOCK <= K) {
+      const float *x = row + blk * EI_Q4_BLOCK, *g = j->gamma + blk * EI_Q4_BLOCK;
+      for (int k = 0; k < 4; k++) v[k] = _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vinv), _mm256_loadu_ps(g + 8 * k));
+    } else {
+      float pad[EI_Q4_BLOCK];
+      const float* x = block_of(j, i, blk, inv, pad);
+      for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(x + 8 * k);
+    }
     __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
                              _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
@@ -894,7 +942,7 @@ int ei_q4_use(const char* name) {
 
 void ei_q4_quantize(void* p, size_t i) {
   const ei_q4_job* j = p;
-  __atomic_load_n(&current, __ATOMIC_ACQUIRE)->quantize(j, i, j->gamma != NULL ? row_norm(j, i) : 1.0f);
+  __atomic_load_n(&current, __ATOMIC_ACQUIRE)->quantize(j, i);
 }
 
 // Rows of a per tile (the variant's), and groups per work item: a decode
