@@ -143,6 +143,11 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 	// tokens so far through Observe) draws exactly what it would have.
 	s.pcg.Seed(s.p.Seed, uint64(s.drawn)*0x9e3779b97f4a7c15+1)
 	inv := 1 / s.p.Temperature
+	// the softmax's maximum, numerically stable (a comparison, not the
+	// builtin max, whose NaN handling took a sixth of a 32k row's
+	// sampling: BenchmarkSampleFullVocab); a whole row's in the pass that
+	// lists its candidates
+	maxL := float32(math.Inf(-1))
 	switch k := s.p.TopK; {
 	case sparse && k > 0 && k < len(c):
 		c = topKCandidates(c, k)
@@ -150,9 +155,12 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 	case k > 0 && k < len(logits):
 		c = topK(s.cand[:0], logits, k)
 	default:
-		c = s.cand[:0]
+		c = slices.Grow(s.cand[:0], len(logits))[:len(logits)]
 		for i, l := range logits {
-			c = append(c, candidate{int32(i), l})
+			c[i] = candidate{int32(i), l}
+			if l > maxL {
+				maxL = l
+			}
 		}
 	}
 	if mask != nil && !sparse {
@@ -162,35 +170,70 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 			return firstAllowed(mask)
 		}
 	}
-	// softmax over the kept candidates, numerically stable (a comparison,
-	// not the builtin max, whose NaN handling took a sixth of a 32k row's
-	// sampling: BenchmarkSampleFullVocab)
-	maxL := float32(math.Inf(-1))
-	for _, x := range c {
-		if x.p > maxL {
-			maxL = x.p
+	if math.IsInf(float64(maxL), -1) {
+		for _, x := range c {
+			if x.p > maxL {
+				maxL = x.p
+			}
 		}
 	}
-	// (the total to draw from in the same pass as the probabilities,
-	// unless a filter cuts them)
-	norm := 1 / expScaled(c, maxL, inv)
-	var total float64
-	for i := range c {
-		p := float32(float64(c[i].p) * norm)
-		c[i].p = p
-		total += float64(p)
-	}
+	// Each candidate's weight e^((l − max)/T), the maximum's exactly 1, and
+	// their total: the draw and the filters work on weights, a token's
+	// probability its weight over the total, with no pass that divides
+	// them out (a third of a 32k row's sampling at temperature alone:
+	// BenchmarkSampleFullVocab's t1 cases).
+	total := expScaled(c, maxL, inv)
 	s.cand = c
 	if s.p.TopP > 0 && s.p.TopP < 1 || s.p.MinP > 0 {
-		// the largest probability is the maximum's, e⁰·norm
-		c = s.nucleus(c, float32(norm))
+		c = s.nucleus(c, total)
 		total = 0
 		for _, x := range c {
 			total += float64(x.p)
 		}
 	}
-	r := s.rng.Float64() * total
+	return draw(c, s.rng.Float64()*total)
+}
+
+// drawBlock is how many weights draw sums at a time.
+const drawBlock = 64
+
+// draw is the candidate at which the running sum of the positive weights
+// of c passes r (r in [0, their total)), the last positive one when
+// rounding leaves r short, and with no positive weight (a NaN row) the
+// last candidate. Blocks of drawBlock weights are summed first, in
+// independent additions, and r is walked through them before the one
+// block it ends in is walked weight by weight: one chain of dependent
+// subtractions over a 32k row took a third of sampling at temperature
+// alone (BenchmarkSampleFullVocab's t1 cases).
+func draw(c []candidate, r float64) int32 {
 	last := c[0].id
+	if !(r >= 0) { // NaN (a NaN weight): the last candidate not ≤ 0, as the walk below would end
+		for _, x := range c {
+			if !(x.p <= 0) {
+				last = x.id
+			}
+		}
+		return last
+	}
+	for len(c) > drawBlock {
+		var parts [4]float64
+		for i, x := range c[:drawBlock] {
+			if x.p > 0 {
+				parts[i&3] += float64(x.p)
+			}
+		}
+		sum := (parts[0] + parts[1]) + (parts[2] + parts[3])
+		if r < sum {
+			break
+		}
+		r -= sum
+		for _, x := range c[:drawBlock] {
+			if x.p > 0 {
+				last = x.id
+			}
+		}
+		c = c[drawBlock:]
+	}
 	for _, x := range c {
 		if x.p <= 0 {
 			continue
@@ -268,23 +311,24 @@ func expScaledGo(c []candidate, maxL, inv float32) float64 {
 	return (sums[0] + sums[1]) + (sums[2] + sums[3])
 }
 
-// nucleus is what top-p and min-p keep of c, in token order (the order the
-// draw walks), in s.best: with min-p the candidates at or above min-p times
-// the largest probability pmax; of those, with top-p, the most likely whose
-// probabilities first add up to top-p (equal probabilities taken in token
-// order) — the smallest set HF's and llama.cpp's top-p keep. Found without
+// nucleus is what top-p and min-p keep of c (weights summing to total,
+// the largest 1), in token order (the order the draw walks), in s.best:
+// with min-p the candidates at or above min-p times the largest
+// probability; of those, with top-p, the most likely whose probabilities
+// first add up to top-p (equal probabilities taken in token order) — the
+// smallest set HF's and llama.cpp's top-p keep. Found without
 // sorting: sorting a 32k row took ~3 ms a token, and the nucleus of a flat
 // row (a random model's, or a high temperature's) is thousands of tokens
 // (BenchmarkSampleFullVocab's top-p and min-p cases); the cut's probability
 // comes from topPThreshold's three passes instead.
-func (s *Sampler) nucleus(c []candidate, pmax float32) []candidate {
+func (s *Sampler) nucleus(c []candidate, total float64) []candidate {
 	floor := float32(0)
 	if s.p.MinP > 0 {
-		floor = s.p.MinP * pmax
+		floor = s.p.MinP // times the largest weight, the maximum's: 1
 	}
 	t, ties := float32(0), -1 // keep p > t, and the first ties (all: −1) of p == t
 	if s.p.TopP > 0 && s.p.TopP < 1 {
-		t, ties, s.best = topPThreshold(c, floor, float64(s.p.TopP), s.best[:0])
+		t, ties, s.best = topPThreshold(c, floor, float64(s.p.TopP)*total, s.best[:0])
 	}
 	s.best = s.best[:0]
 	for _, x := range c {
@@ -305,11 +349,11 @@ func (s *Sampler) nucleus(c []candidate, pmax float32) []candidate {
 	return s.best
 }
 
-// topPThreshold is the probability t at which the candidates at or above
-// floor, most likely first, reach mass topP, and how many of those equal to
-// t the cut takes (the rest rank after them); t = floor and ties = −1 (all)
-// where their whole mass is short of topP. It selects by the bits of the
-// probabilities, which order positive floats as integers: a pass sums the
+// topPThreshold is the weight t at which the candidates at or above floor,
+// most likely first, reach mass topP (in the weights' units), and how many
+// of those equal to t the cut takes (the rest rank after them); t = floor
+// and ties = −1 (all) where their whole mass is short of topP. It selects
+// by the bits of the weights, which order positive floats as integers: a pass sums the
 // mass under each value of the top 11 bits, the bucket where the running
 // mass (from the top) crosses topP is refined by the next 11 bits in a
 // second pass, which also gathers that bucket's candidates (into scratch,

@@ -220,14 +220,18 @@ func TestNucleusMatchesFullSort(t *testing.T) {
 		for _, n := range []int{5, 300, 32000} {
 			for _, p := range []SamplingParams{{Temperature: 1, TopP: 0.9}, {Temperature: 0.6, TopP: 0.5}, {Temperature: 2, TopP: 0.999},
 				{Temperature: 1, MinP: 0.05}, {Temperature: 0.8, MinP: 0.3, TopP: 0.95}, {Temperature: 1.5, MinP: 1e-6, TopP: 0.99}} {
-				c := make([]candidate, n)
+				// weights as the sampler has them: the largest 1, the
+				// rest e^((l − max)/T), and their total
+				c, g := make([]candidate, n), make([]float64, n)
+				gmax := math.Inf(-1)
+				for i := range g {
+					g[i] = float64(gen(i)) // once: a row may draw at random
+					gmax = max(gmax, g[i])
+				}
 				var sum float64
 				for i := range c {
-					c[i] = candidate{int32(i), float32(math.Exp(float64(gen(i)) / float64(p.Temperature)))}
+					c[i] = candidate{int32(i), float32(math.Exp((g[i] - gmax) / float64(p.Temperature)))}
 					sum += float64(c[i].p)
-				}
-				for i := range c {
-					c[i].p = float32(float64(c[i].p) / sum)
 				}
 				sorted := slices.Clone(c)
 				slices.SortFunc(sorted, func(a, b candidate) int {
@@ -240,8 +244,9 @@ func TestNucleusMatchesFullSort(t *testing.T) {
 				var acc float64
 				for i, x := range sorted {
 					acc += float64(x.p)
-					if len(ps) < 13 && i+1 < len(sorted) && math.Float32bits(sorted[i+1].p)>>23 != math.Float32bits(x.p)>>23 && acc < 1 && p.MinP == 0 {
-						for _, tp := range []float32{float32(acc), math.Nextafter32(float32(acc), 0), math.Nextafter32(float32(acc), 1)} {
+					if len(ps) < 13 && i+1 < len(sorted) && math.Float32bits(sorted[i+1].p)>>23 != math.Float32bits(x.p)>>23 && acc < sum && p.MinP == 0 {
+						at := float32(acc / sum)
+						for _, tp := range []float32{at, math.Nextafter32(at, 0), math.Nextafter32(at, 1)} {
 							q := p
 							q.TopP = tp
 							ps = append(ps, q)
@@ -249,12 +254,12 @@ func TestNucleusMatchesFullSort(t *testing.T) {
 					}
 				}
 				for _, q := range ps {
-					want, edge := nucleusBySort(sorted, q)
+					want, edge := nucleusBySort(sorted, q, sum)
 					s, err := NewSampler(q, nil)
 					if err != nil {
 						t.Fatal(err)
 					}
-					got := s.nucleus(slices.Clone(c), sorted[0].p)
+					got := s.nucleus(slices.Clone(c), sum)
 					if !slices.Equal(got, want) && !(edge && absInt(len(got)-len(want)) == 1) {
 						t.Fatalf("%s row of %d, %+v: nucleus kept %d candidates, the full sort %d (first difference at %d)",
 							name, n, q, len(got), len(want), firstDifference(got, want))
@@ -265,23 +270,24 @@ func TestNucleusMatchesFullSort(t *testing.T) {
 	}
 }
 
-// nucleusBySort is the top-p / min-p cut of candidates sorted most likely
-// first, in token order, and whether top-p lay within a rounding of the
-// sum at the cut.
-func nucleusBySort(sorted []candidate, p SamplingParams) (kept []candidate, edge bool) {
+// nucleusBySort is the top-p / min-p cut of weights (summing to total)
+// sorted most likely first, in token order, and whether top-p's mass lay
+// within a rounding of the sum at the cut.
+func nucleusBySort(sorted []candidate, p SamplingParams, total float64) (kept []candidate, edge bool) {
 	floor := float32(0)
 	if p.MinP > 0 {
 		floor = p.MinP * sorted[0].p
 	}
 	var acc float64
+	target := float64(p.TopP) * total
 	for _, x := range sorted {
 		if x.p < floor || x.p <= 0 {
 			break
 		}
 		kept = append(kept, x)
 		acc += float64(x.p)
-		if p.TopP > 0 && p.TopP < 1 && acc >= float64(p.TopP) {
-			edge = acc-float64(p.TopP) < 1e-12 || acc-float64(x.p)-float64(p.TopP) > -1e-12
+		if p.TopP > 0 && p.TopP < 1 && acc >= target {
+			edge = acc-target < 1e-12*total || acc-float64(x.p)-target > -1e-12*total
 			break
 		}
 	}
@@ -360,5 +366,52 @@ func TestNaNRowSamples(t *testing.T) {
 		if tok := s.Sample(row); tok < 0 || tok >= 100 {
 			t.Errorf("%+v: token %d from a NaN row", p, tok)
 		}
+	}
+}
+
+// TestDrawMatchesWalk: draw, which sums blocks of weights before walking
+// one, picks what one walk over every weight picks — rows shorter and
+// longer than a block, zeros among the weights, r near the total — and a
+// row with a NaN weight its last candidate not ≤ 0.
+func TestDrawMatchesWalk(t *testing.T) {
+	walk := func(c []candidate, r float64) int32 {
+		last := c[0].id
+		for _, x := range c {
+			if x.p <= 0 {
+				continue
+			}
+			last = x.id
+			r -= float64(x.p)
+			if r < 0 {
+				return x.id
+			}
+		}
+		return last
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, n := range []int{1, drawBlock - 1, drawBlock, drawBlock + 1, 3*drawBlock + 5, 32000} {
+		c := make([]candidate, n)
+		var total float64
+		for i := range c {
+			p := rng.Float32()
+			if rng.IntN(4) == 0 {
+				p = 0
+			}
+			c[i] = candidate{int32(i), p}
+			total += float64(p)
+		}
+		rs := []float64{0, total * (1 - 1e-9), total}
+		for range 200 {
+			rs = append(rs, rng.Float64()*total)
+		}
+		for _, r := range rs {
+			if got, want := draw(c, r), walk(c, r); got != want {
+				t.Fatalf("row of %d, r %v of %v: draw picked %d, the walk %d", n, r, total, got, want)
+			}
+		}
+	}
+	c := []candidate{{0, 0.5}, {1, float32(math.NaN())}, {2, 0}}
+	if got := draw(c, math.NaN()); got != 1 {
+		t.Fatalf("a row with a NaN weight: draw picked %d, want 1 (its last candidate not ≤ 0)", got)
 	}
 }
