@@ -185,6 +185,9 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 	total := expScaled(c, maxL, inv)
 	s.cand = c
 	if s.p.TopP > 0 && s.p.TopP < 1 || s.p.MinP > 0 {
+		if i, ok := s.nucleusDraw(c, total); ok {
+			return c[i].id
+		}
 		c = s.nucleus(c, total)
 		total = 0
 		for _, x := range c {
@@ -194,30 +197,82 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 	return draw(c, s.rng.Float64()*total)
 }
 
+// nucleusDraw draws from all of c (weights summing to total) and keeps the
+// draw where it lies in the nucleus — the cut nucleus makes: at or above
+// min-p times the largest weight (1), and ranked (most likely first, equal
+// weights in c's order) where the mass ranked before it is still short of
+// top-p. That is rejection sampling: a kept draw is distributed as a draw
+// from the nucleus alone. It tries twice and reports false after two
+// draws outside (the caller then cuts the nucleus and draws from it: the
+// three together still draw each token of the nucleus with its weight
+// over the nucleus's mass, TestNucleusDrawDistribution). It runs for top-p
+// of one half and more, where most draws fall inside; min-p alone cuts in
+// one pass, and a peaked row's min-p nucleus can hold a small part of the
+// mass. One draw and one pass that sums what ranks before it cost half of
+// topPThreshold's passes and the cut's (BenchmarkSampleFullVocab's top-p
+// cases).
+func (s *Sampler) nucleusDraw(c []candidate, total float64) (int, bool) {
+	if !(s.p.TopP >= 0.5 && s.p.TopP < 1) || !(total > 0) {
+		return 0, false
+	}
+	floor := float32(0)
+	if s.p.MinP > 0 {
+		floor = s.p.MinP
+	}
+	target := float64(s.p.TopP) * total
+	for range 2 {
+		i := drawAt(c, s.rng.Float64()*total)
+		w := c[i].p
+		if !(w >= floor && w > 0) {
+			continue
+		}
+		// the mass ranked before c[i]: heavier, or as heavy and earlier
+		var parts [4]float64
+		for j, x := range c[:i] {
+			if x.p >= w {
+				parts[j&3] += float64(x.p)
+			}
+		}
+		for j, x := range c[i+1:] {
+			if x.p > w {
+				parts[j&3] += float64(x.p)
+			}
+		}
+		if (parts[0]+parts[1])+(parts[2]+parts[3]) < target {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
 // drawBlock is how many weights draw sums at a time.
 const drawBlock = 64
 
-// draw is the candidate at which the running sum of the positive weights
-// of c passes r (r in [0, their total)), the last positive one when
-// rounding leaves r short, and with no positive weight (a NaN row) the
-// last candidate. Blocks of drawBlock weights are summed first, in
-// independent additions, and r is walked through them before the one
-// block it ends in is walked weight by weight: one chain of dependent
-// subtractions over a 32k row took a third of sampling at temperature
-// alone (BenchmarkSampleFullVocab's t1 cases).
-func draw(c []candidate, r float64) int32 {
-	last := c[0].id
+// draw is the id of the candidate drawAt picks.
+func draw(c []candidate, r float64) int32 { return c[drawAt(c, r)].id }
+
+// drawAt is the index of the candidate at which the running sum of the
+// positive weights of c passes r (r in [0, their total)), the last
+// positive one when rounding leaves r short, and for a NaN r (a NaN
+// weight) the last candidate not ≤ 0. Blocks of drawBlock weights are
+// summed first, in independent additions, and r is walked through them
+// before the one block it ends in is walked weight by weight: one chain
+// of dependent subtractions over a 32k row took a third of sampling at
+// temperature alone (BenchmarkSampleFullVocab's t1 cases).
+func drawAt(c []candidate, r float64) int {
+	last := 0
 	if !(r >= 0) { // NaN (a NaN weight): the last candidate not ≤ 0, as the walk below would end
-		for _, x := range c {
+		for i, x := range c {
 			if !(x.p <= 0) {
-				last = x.id
+				last = i
 			}
 		}
 		return last
 	}
-	for len(c) > drawBlock {
+	at := 0 // c[at:] is left to walk
+	for len(c)-at > drawBlock {
 		var parts [4]float64
-		for i, x := range c[:drawBlock] {
+		for i, x := range c[at : at+drawBlock] {
 			if x.p > 0 {
 				parts[i&3] += float64(x.p)
 			}
@@ -227,21 +282,21 @@ func draw(c []candidate, r float64) int32 {
 			break
 		}
 		r -= sum
-		for _, x := range c[:drawBlock] {
+		for i, x := range c[at : at+drawBlock] {
 			if x.p > 0 {
-				last = x.id
+				last = at + i
 			}
 		}
-		c = c[drawBlock:]
+		at += drawBlock
 	}
-	for _, x := range c {
+	for i, x := range c[at:] {
 		if x.p <= 0 {
 			continue
 		}
-		last = x.id
+		last = at + i
 		r -= float64(x.p)
 		if r < 0 {
-			return x.id
+			return at + i
 		}
 	}
 	return last

@@ -415,3 +415,62 @@ func TestDrawMatchesWalk(t *testing.T) {
 		t.Fatalf("a row with a NaN weight: draw picked %d, want 1 (its last candidate not ≤ 0)", got)
 	}
 }
+
+// TestNucleusDrawDistribution: top-p sampling, which draws from the whole
+// row and keeps a draw inside the nucleus (nucleusDraw) before it falls
+// back on cutting the nucleus, draws each token of the nucleus with its
+// weight over the nucleus's mass, and nothing else: 20,000 seeded draws
+// against the cut by the threshold (itself checked against a full sort)
+// by a chi-square statistic, on a row of many equal logits, with and
+// without min-p, for top-p where nearly every draw falls inside and
+// where many take the fallback.
+func TestNucleusDrawDistribution(t *testing.T) {
+	const V, draws = 200, 20000
+	logits := make([]float32, V)
+	for i := range logits {
+		logits[i] = float32(i*7919%23) / 4 // 23 values: ties at every cut
+	}
+	for _, p := range []SamplingParams{{Temperature: 1, TopP: 0.9}, {Temperature: 0.7, TopP: 0.6, MinP: 0.05}, {Temperature: 1.3, TopP: 0.5}, {Temperature: 1, TopP: 0.97}} {
+		// the nucleus and its weights, as the threshold cuts them
+		ref, _ := NewSampler(p, nil)
+		c := make([]candidate, V)
+		maxL := slices.Max(logits)
+		for i, l := range logits {
+			c[i] = candidate{int32(i), l}
+		}
+		total := expScaled(c, maxL, 1/p.Temperature)
+		want := map[int32]float64{}
+		var mass float64
+		for _, x := range ref.nucleus(slices.Clone(c), total) {
+			want[x.id] = float64(x.p)
+			mass += float64(x.p)
+		}
+		got := map[int32]int{}
+		fallbacks := 0
+		for seed := range uint64(draws) {
+			q := p
+			q.Seed = seed
+			s, _ := NewSampler(q, nil)
+			tok := s.Sample(slices.Clone(logits))
+			if _, ok := want[tok]; !ok {
+				t.Fatalf("%+v seed %d: drew %d, outside the nucleus of %d tokens", p, seed, tok, len(want))
+			}
+			got[tok]++
+			s2, _ := NewSampler(q, nil)
+			if _, ok := s2.nucleusDraw(slices.Clone(c), total); !ok {
+				fallbacks++
+			}
+		}
+		var chi2 float64
+		for id, w := range want {
+			e := draws * w / mass
+			chi2 += (float64(got[id]) - e) * (float64(got[id]) - e) / e
+		}
+		df := float64(len(want) - 1)
+		t.Logf("%+v: nucleus of %d tokens, chi-square %.1f on %.0f degrees of freedom; nucleusDraw alone fell outside twice in %d of %d tries",
+			p, len(want), chi2, df, fallbacks, draws)
+		if chi2 > df+6*math.Sqrt(2*df) {
+			t.Fatalf("%+v: chi-square %.1f on %.0f degrees of freedom: the draws are not the nucleus's weights", p, chi2, df)
+		}
+	}
+}
