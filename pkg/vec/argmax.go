@@ -12,6 +12,22 @@ import "math"
 // no number above −Inf, or x empty, it returns 0.
 func Argmax(x []float32) int { return argmax(x) }
 
+// Max returns the largest value of x: NaNs are never it, and with no
+// number above −Inf, or x empty, it is −Inf.
+func Max(x []float32) float32 { return maxOf(x) }
+
+// maxGeneric is Max in Go: the value at argmaxGeneric's index (its
+// lanes written for speed), −Inf where that is not a number above −Inf.
+func maxGeneric(x []float32) float32 {
+	if len(x) == 0 {
+		return float32(math.Inf(-1))
+	}
+	if v := x[argmaxGeneric(x)]; v == v {
+		return v
+	}
+	return float32(math.Inf(-1))
+}
+
 // argmaxGeneric is Argmax in Go, for every CPU.
 //
 // It runs once per row per step over the whole vocabulary, so it is

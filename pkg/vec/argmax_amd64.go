@@ -39,3 +39,18 @@ func argmax(x []float32) int {
 	}
 	return 0
 }
+
+// maxOf is Max on the vector path: blocks of 32, the tail in Go.
+func maxOf(x []float32) float32 {
+	if !useAVX2 || len(x) < 32 {
+		return maxGeneric(x)
+	}
+	n := len(x) &^ 31
+	best := maxAVX2(x[:n])
+	for _, v := range x[n:] {
+		if v > best {
+			best = v
+		}
+	}
+	return best
+}

@@ -85,3 +85,34 @@ func BenchmarkArgmax(b *testing.B) {
 		}
 	})
 }
+
+// TestMax: Max is the value at Argmax's index on the vector path and the
+// Go one — NaNs never the maximum, −Inf for none — at lengths around the
+// vector path's blocks.
+func TestMax(t *testing.T) {
+	inf, nan := float32(math.Inf(-1)), float32(math.NaN())
+	for _, tc := range []struct {
+		x    []float32
+		want float32
+	}{{nil, inf}, {[]float32{nan}, inf}, {[]float32{inf, nan}, inf}, {[]float32{nan, 2, 5, nan, 5}, 5}} {
+		if got := Max(tc.x); got != tc.want {
+			t.Fatalf("Max(%v) = %v, want %v", tc.x, got, tc.want)
+		}
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{1, 31, 32, 33, 95, 1000, 32000} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+			if r.IntN(7) == 0 {
+				x[i] = nan
+			}
+		}
+		if want := x[Argmax(x)]; want == want && Max(x) != want {
+			t.Fatalf("n %d: Max %v, Argmax's value %v", n, Max(x), want)
+		}
+		if got, want := maxOf(x), maxGeneric(x); got != want && !(got != got && want != want) {
+			t.Fatalf("n %d: vector path %v, Go %v", n, got, want)
+		}
+	}
+}

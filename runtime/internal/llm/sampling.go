@@ -37,8 +37,16 @@ type Sampler struct {
 	drawn  int           // output tokens so far: the index of the next draw
 	seen   map[int32]int // prompt and output tokens, for the repetition penalty
 	output map[int32]int // output tokens only, for presence/frequency
-	cand   []candidate   // scratch, reused between calls
-	best   []candidate   // nucleus's result, reused between calls
+	cand   []candidate   // top-k's and a sparse mask's candidates, reused between calls
+	// scratch reused between calls: the candidates' logits and ids (nil
+	// for a whole row: index i is token i), their weights, what the
+	// nucleus keeps, and topPThreshold's gathered bucket
+	x      []float32
+	ids    []int32
+	w      []float32
+	keptID []int32
+	keptW  []float32
+	bucket []float32
 }
 
 type candidate struct {
@@ -143,64 +151,66 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 	// tokens so far through Observe) draws exactly what it would have.
 	s.pcg.Seed(s.p.Seed, uint64(s.drawn)*0x9e3779b97f4a7c15+1)
 	inv := 1 / s.p.Temperature
-	// the softmax's maximum, numerically stable (a comparison, not the
-	// builtin max, whose NaN handling took a sixth of a 32k row's
-	// sampling: BenchmarkSampleFullVocab); a whole row's in the pass that
-	// lists its candidates
-	maxL := float32(math.Inf(-1))
+	// The candidates: a whole row's logits where they are (token i at
+	// index i), or top-k's and a sparse mask's few as logits and ids.
+	x, ids := logits, []int32(nil)
 	switch k := s.p.TopK; {
 	case sparse && k > 0 && k < len(c):
-		c = topKCandidates(c, k)
+		x, ids = s.split(topKCandidates(c, k))
 	case sparse:
+		x, ids = s.split(c)
 	case k > 0 && k < len(logits):
-		c = topK(s.cand[:0], logits, k)
-	default:
-		c = slices.Grow(s.cand[:0], len(logits))[:len(logits)]
-		for i, l := range logits {
-			c[i] = candidate{int32(i), l}
-			if l > maxL {
-				maxL = l
-			}
-		}
+		s.cand = topK(s.cand[:0], logits, k)
+		x, ids = s.split(s.cand)
 	}
-	if mask != nil && !sparse {
-		// masked tokens left by top-k have no probability: drop them
-		c = slices.DeleteFunc(c, func(x candidate) bool { return math.IsInf(float64(x.p), -1) })
-		if len(c) == 0 {
-			return firstAllowed(mask)
-		}
+	// the softmax's maximum, numerically stable (NaNs are never it)
+	maxL := vec.Max(x)
+	if mask != nil && math.IsInf(float64(maxL), -1) {
+		return firstAllowed(mask) // every allowed logit −Inf
 	}
-	if math.IsInf(float64(maxL), -1) {
-		for _, x := range c {
-			if x.p > maxL {
-				maxL = x.p
-			}
-		}
-	}
-	// Each candidate's weight e^((l − max)/T), the maximum's exactly 1, and
-	// their total: the draw and the filters work on weights, a token's
-	// probability its weight over the total, with no pass that divides
-	// them out (a third of a 32k row's sampling at temperature alone:
-	// BenchmarkSampleFullVocab's t1 cases).
-	total := expScaled(c, maxL, inv)
-	s.cand = c
+	// Each candidate's weight e^((l − max)/T), the maximum's exactly 1 (a
+	// masked token's 0), and their total: the draw and the filters work on
+	// weights, a token's probability its weight over the total, with no
+	// pass that divides them out (a third of a 32k row's sampling at
+	// temperature alone: BenchmarkSampleFullVocab's t1 cases).
+	s.w = slices.Grow(s.w[:0], len(x))[:len(x)]
+	w := s.w
+	total := expWeights(w, x, maxL, inv)
 	if s.p.TopP > 0 && s.p.TopP < 1 || s.p.MinP > 0 {
-		if i, ok := s.nucleusDraw(c, total); ok {
-			return c[i].id
+		if i, ok := s.nucleusDraw(w, total); ok {
+			return token(ids, i)
 		}
-		c = s.nucleus(c, total)
+		ids, w = s.nucleus(ids, w, total)
 		total = 0
-		for _, x := range c {
-			total += float64(x.p)
+		for _, p := range w {
+			total += float64(p)
 		}
 	}
-	return draw(c, s.rng.Float64()*total)
+	return token(ids, drawAt(w, s.rng.Float64()*total))
 }
 
-// nucleusDraw draws from all of c (weights summing to total) and keeps the
+// split lists candidates' logits and ids apart, into the sampler's scratch.
+func (s *Sampler) split(c []candidate) ([]float32, []int32) {
+	s.x, s.ids = s.x[:0], s.ids[:0]
+	for _, x := range c {
+		s.x, s.ids = append(s.x, x.p), append(s.ids, x.id)
+	}
+	return s.x, s.ids
+}
+
+// token is candidate i's token: ids[i], or i itself where ids is nil (a
+// whole row).
+func token(ids []int32, i int) int32 {
+	if ids == nil {
+		return int32(i)
+	}
+	return ids[i]
+}
+
+// nucleusDraw draws from all of w (weights summing to total) and keeps the
 // draw where it lies in the nucleus — the cut nucleus makes: at or above
 // min-p times the largest weight (1), and ranked (most likely first, equal
-// weights in c's order) where the mass ranked before it is still short of
+// weights in w's order) where the mass ranked before it is still short of
 // top-p. That is rejection sampling: a kept draw is distributed as a draw
 // from the nucleus alone. It tries twice and reports false after two
 // draws outside (the caller then cuts the nucleus and draws from it: the
@@ -211,7 +221,7 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 // mass. One draw and one pass that sums what ranks before it cost half of
 // topPThreshold's passes and the cut's (BenchmarkSampleFullVocab's top-p
 // cases).
-func (s *Sampler) nucleusDraw(c []candidate, total float64) (int, bool) {
+func (s *Sampler) nucleusDraw(w []float32, total float64) (int, bool) {
 	if !(s.p.TopP >= 0.5 && s.p.TopP < 1) || !(total > 0) {
 		return 0, false
 	}
@@ -221,21 +231,21 @@ func (s *Sampler) nucleusDraw(c []candidate, total float64) (int, bool) {
 	}
 	target := float64(s.p.TopP) * total
 	for range 2 {
-		i := drawAt(c, s.rng.Float64()*total)
-		w := c[i].p
-		if !(w >= floor && w > 0) {
+		i := drawAt(w, s.rng.Float64()*total)
+		wi := w[i]
+		if !(wi >= floor && wi > 0) {
 			continue
 		}
-		// the mass ranked before c[i]: heavier, or as heavy and earlier
+		// the mass ranked before candidate i: heavier, or as heavy and earlier
 		var parts [4]float64
-		for j, x := range c[:i] {
-			if x.p >= w {
-				parts[j&3] += float64(x.p)
+		for j, p := range w[:i] {
+			if p >= wi {
+				parts[j&3] += float64(p)
 			}
 		}
-		for j, x := range c[i+1:] {
-			if x.p > w {
-				parts[j&3] += float64(x.p)
+		for j, p := range w[i+1:] {
+			if p > wi {
+				parts[j&3] += float64(p)
 			}
 		}
 		if (parts[0]+parts[1])+(parts[2]+parts[3]) < target {
@@ -245,61 +255,54 @@ func (s *Sampler) nucleusDraw(c []candidate, total float64) (int, bool) {
 	return 0, false
 }
 
-// drawBlock is how many weights draw sums at a time.
+// drawBlock is how many weights drawAt sums at a time.
 const drawBlock = 64
 
-// draw is the id of the candidate drawAt picks.
-func draw(c []candidate, r float64) int32 { return c[drawAt(c, r)].id }
-
-// drawAt is the index of the candidate at which the running sum of the
-// positive weights of c passes r (r in [0, their total)), the last
+// drawAt is the index of the weight at which the running sum of the
+// weights w (≥ 0, or some NaN) passes r (r in [0, their total)), the last
 // positive one when rounding leaves r short, and for a NaN r (a NaN
-// weight) the last candidate not ≤ 0. Blocks of drawBlock weights are
-// summed first, in independent additions, and r is walked through them
-// before the one block it ends in is walked weight by weight: one chain
-// of dependent subtractions over a 32k row took a third of sampling at
+// weight) the last one not ≤ 0. Blocks of drawBlock weights are summed
+// first, in independent additions, and r is walked through them before
+// the one block it ends in is walked weight by weight: one chain of
+// dependent subtractions over a 32k row took a third of sampling at
 // temperature alone (BenchmarkSampleFullVocab's t1 cases).
-func drawAt(c []candidate, r float64) int {
-	last := 0
-	if !(r >= 0) { // NaN (a NaN weight): the last candidate not ≤ 0, as the walk below would end
-		for i, x := range c {
-			if !(x.p <= 0) {
+func drawAt(w []float32, r float64) int {
+	if !(r >= 0) { // NaN (a NaN weight): the last weight not ≤ 0, as a walk would end
+		last := 0
+		for i, p := range w {
+			if !(p <= 0) {
 				last = i
 			}
 		}
 		return last
 	}
-	at := 0 // c[at:] is left to walk
-	for len(c)-at > drawBlock {
+	at := 0 // w[at:] is left to walk
+	for ; len(w)-at > drawBlock; at += drawBlock {
 		var parts [4]float64
-		for i, x := range c[at : at+drawBlock] {
-			if x.p > 0 {
-				parts[i&3] += float64(x.p)
-			}
+		for i, p := range w[at : at+drawBlock] {
+			parts[i&3] += float64(p) // zeros add nothing
 		}
 		sum := (parts[0] + parts[1]) + (parts[2] + parts[3])
 		if r < sum {
 			break
 		}
 		r -= sum
-		for i, x := range c[at : at+drawBlock] {
-			if x.p > 0 {
-				last = at + i
-			}
-		}
-		at += drawBlock
 	}
-	for i, x := range c[at:] {
-		if x.p <= 0 {
+	for i, p := range w[at:] {
+		if p <= 0 {
 			continue
 		}
-		last = at + i
-		r -= float64(x.p)
+		r -= float64(p)
 		if r < 0 {
 			return at + i
 		}
 	}
-	return last
+	for i := len(w) - 1; i > 0; i-- { // rounding left r short: the last positive weight
+		if w[i] > 0 {
+			return i
+		}
+	}
+	return 0
 }
 
 // topKCandidates keeps the k most likely of c (reordered in place), by
@@ -329,9 +332,9 @@ func firstAllowed(mask []uint64) int32 {
 	return 0
 }
 
-// expScaledGo (expScaled's loop in Go, and where the CPU lacks AVX2 all
-// of it) replaces each candidate's logit l by e^((l − maxL)·inv) in
-// float32 and returns their sum. The exponential is Cephes' expf — n =
+// expWeightsGo (expWeights' loop in Go, and where the CPU lacks AVX2 all
+// of it) writes each logit l's weight e^((l − maxL)·inv) in float32 to w
+// (as long as x; it may be x) and returns their sum. The exponential is Cephes' expf — n =
 // round(x·log2 e), r = x − n·ln 2 in two parts, e^r by its degree-6
 // polynomial, times 2^n — within one ulp of math.Exp (TestExpScaled),
 // written out in the loop (a call per candidate cost as much again): on a
@@ -339,10 +342,11 @@ func firstAllowed(mask []uint64) int32 {
 // this a fifth (BenchmarkSampleFullVocab's t1 cases). Below −87.3 (under
 // the smallest normal float32) and at −Inf (a masked token) it is 0; NaN
 // stays NaN. Four sums, not one chain of dependent additions.
-func expScaledGo(c []candidate, maxL, inv float32) float64 {
+func expWeightsGo(w, x []float32, maxL, inv float32) float64 {
 	var sums [4]float64
-	for i := range c {
-		x := (c[i].p - maxL) * inv
+	w = w[:len(x)]
+	for i, l := range x {
+		x := (l - maxL) * inv
 		e := x // NaN stays NaN
 		switch {
 		case x >= -87.33654:
@@ -360,14 +364,15 @@ func expScaledGo(c []candidate, maxL, inv float32) float64 {
 		case x == x:
 			e = 0
 		}
-		c[i].p = e
+		w[i] = e
 		sums[i&3] += float64(e)
 	}
 	return (sums[0] + sums[1]) + (sums[2] + sums[3])
 }
 
-// nucleus is what top-p and min-p keep of c (weights summing to total,
-// the largest 1), in token order (the order the draw walks), in s.best:
+// nucleus is what top-p and min-p keep of the weights w (summing to
+// total, the largest 1; ids as token says), in token order (the order the
+// draw walks), as tokens and weights in the sampler's scratch:
 // with min-p the candidates at or above min-p times the largest
 // probability; of those, with top-p, the most likely whose probabilities
 // first add up to top-p (equal probabilities taken in token order) — the
@@ -376,32 +381,32 @@ func expScaledGo(c []candidate, maxL, inv float32) float64 {
 // row (a random model's, or a high temperature's) is thousands of tokens
 // (BenchmarkSampleFullVocab's top-p and min-p cases); the cut's probability
 // comes from topPThreshold's three passes instead.
-func (s *Sampler) nucleus(c []candidate, total float64) []candidate {
+func (s *Sampler) nucleus(ids []int32, w []float32, total float64) ([]int32, []float32) {
 	floor := float32(0)
 	if s.p.MinP > 0 {
 		floor = s.p.MinP // times the largest weight, the maximum's: 1
 	}
 	t, ties := float32(0), -1 // keep p > t, and the first ties (all: −1) of p == t
 	if s.p.TopP > 0 && s.p.TopP < 1 {
-		t, ties, s.best = topPThreshold(c, floor, float64(s.p.TopP)*total, s.best[:0])
+		t, ties, s.bucket = topPThreshold(w, floor, float64(s.p.TopP)*total, s.bucket[:0])
 	}
-	s.best = s.best[:0]
-	for _, x := range c {
-		if !(x.p >= floor && x.p > 0) || x.p < t {
+	s.keptID, s.keptW = s.keptID[:0], s.keptW[:0]
+	for i, p := range w {
+		if !(p >= floor && p > 0) || p < t {
 			continue
 		}
-		if x.p == t && ties >= 0 {
+		if p == t && ties >= 0 {
 			if ties == 0 {
 				continue
 			}
 			ties--
 		}
-		s.best = append(s.best, x)
+		s.keptID, s.keptW = append(s.keptID, token(ids, i)), append(s.keptW, p)
 	}
-	if len(s.best) == 0 {
-		return c // no positive probability (NaN logits): the draw's fallback decides
+	if len(s.keptW) == 0 {
+		return ids, w // no positive weight (NaN logits): the draw's fallback decides
 	}
-	return s.best
+	return s.keptID, s.keptW
 }
 
 // topPThreshold is the weight t at which the candidates at or above floor,
@@ -414,7 +419,7 @@ func (s *Sampler) nucleus(c []candidate, total float64) []candidate {
 // second pass, which also gathers that bucket's candidates (into scratch,
 // returned) for the last 10 bits' pass — two linear passes and a short
 // one, no sort.
-func topPThreshold(c []candidate, floor float32, topP float64, scratch []candidate) (t float32, ties int, _ []candidate) {
+func topPThreshold(c []float32, floor float32, topP float64, scratch []float32) (t float32, ties int, _ []float32) {
 	var acc float64           // mass ranked above the bucket being refined
 	var mass [1 << 11]float64 // each level clears what it touched
 	prefix, shift := uint32(0), uint(32)
@@ -425,22 +430,22 @@ func topPThreshold(c []candidate, floor float32, topP float64, scratch []candida
 		if level == 0 {
 			lo, hi = topBuckets(c, floor, &mass)
 		}
-		for _, x := range c {
+		for _, p := range c {
 			if level == 0 {
 				break // topBuckets made this level's histogram
 			}
-			if !(x.p >= floor && x.p > 0) {
+			if !(p >= floor && p > 0) {
 				continue
 			}
-			u := math.Float32bits(x.p)
+			u := math.Float32bits(p)
 			if level > 0 && u>>(shift+w) != prefix>>(shift+w) {
 				continue
 			}
 			i := int(u >> shift & (1<<w - 1))
-			mass[i] += float64(x.p)
+			mass[i] += float64(p)
 			lo, hi = min(lo, i), max(hi, i)
 			if gather {
-				scratch = append(scratch, x)
+				scratch = append(scratch, p)
 			}
 		}
 		if gather {
@@ -483,13 +488,13 @@ func topPThreshold(c []candidate, floor float32, topP float64, scratch []candida
 // in turn: a row's neighbours mostly share a bucket, and with one
 // histogram each addition waited for the store of the one before (a
 // quarter of a 32k row's top-p: BenchmarkSampleFullVocab's top-p cases).
-func topBuckets(c []candidate, floor float32, mass *[1 << 11]float64) (lo, hi int) {
+func topBuckets(c []float32, floor float32, mass *[1 << 11]float64) (lo, hi int) {
 	var part [4][1 << 11]float64
 	lo, hi = 1<<11, -1
-	add := func(h *[1 << 11]float64, x candidate) {
-		if x.p >= floor && x.p > 0 {
-			i := int(math.Float32bits(x.p) >> 21)
-			h[i] += float64(x.p)
+	add := func(h *[1 << 11]float64, p float32) {
+		if p >= floor && p > 0 {
+			i := int(math.Float32bits(p) >> 21)
+			h[i] += float64(p)
 			lo, hi = min(lo, i), max(hi, i)
 		}
 	}

@@ -1,6 +1,6 @@
 #include "textflag.h"
 
-// The constants of expScaled's exponential, each in eight lanes (see
+// The constants of expWeights' exponential, each in eight lanes (see
 // sampling.go for the arithmetic this repeats operation for operation).
 DATA expconst<>+0(SB)/4, $0xc2aeac4f
 DATA expconst<>+4(SB)/4, $0xc2aeac4f
@@ -108,27 +108,24 @@ DATA expconst<>+408(SB)/4, $127
 DATA expconst<>+412(SB)/4, $127
 GLOBL expconst<>(SB), RODATA|NOPTR, $416
 
-// func expScaledAVX2(c []candidate, maxL, inv float32) float64
-// expScaledGo over len(c) candidates (a multiple of 8, at least 8), eight at
-// a time: the probabilities picked out of the (id, p) pairs, the same
-// float32 operations in the same order (no fused multiply-adds), the
-// results put back beside their ids; the sum in float64, two accumulators.
-TEXT ·expScaledAVX2(SB), NOSPLIT, $0-40
-	MOVQ c_base+0(FP), SI
-	MOVQ c_len+8(FP), CX
-	VBROADCASTSS maxL+24(FP), Y14
-	VBROADCASTSS inv+28(FP), Y15
+// func expWeightsAVX2(w, x []float32, maxL, inv float32) float64
+// expWeightsGo over len(x) logits (a multiple of 8, at least 8; w as long),
+// eight at a time: the same float32 operations in the same order (no fused
+// multiply-adds); the sum in float64, two accumulators.
+TEXT ·expWeightsAVX2(SB), NOSPLIT, $0-64
+	MOVQ w_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VBROADCASTSS maxL+48(FP), Y14
+	VBROADCASTSS inv+52(FP), Y15
 	VXORPD Y12, Y12, Y12
 	VXORPD Y13, Y13, Y13
-	SHLQ $3, CX
+	SHLQ $2, CX
 	ADDQ SI, CX
 loop:
-	VMOVUPS (SI), Y0                          // id0 p0 id1 p1 | id2 p2 id3 p3
-	VMOVUPS 32(SI), Y1                        // id4 p4 id5 p5 | id6 p6 id7 p7
-	VSHUFPS $0xdd, Y1, Y0, Y2                 // p0 p1 p4 p5 | p2 p3 p6 p7
-	VSHUFPS $0x88, Y1, Y0, Y3                 // the ids, in the same order
+	VMOVUPS (SI), Y2
 	VSUBPS Y14, Y2, Y2
-	VMULPS Y15, Y2, Y2                        // x = (p − maxL)·inv
+	VMULPS Y15, Y2, Y2                        // x = (l − maxL)·inv
 	VCMPPS $0x1d, expconst<>+0(SB), Y2, Y4    // x ≥ −87.33654 (not NaN)
 	VCMPPS $3, Y2, Y2, Y5                     // NaN
 	VANDPS Y2, Y5, Y5                         // NaN where x is, else 0
@@ -160,16 +157,14 @@ loop:
 	VPSLLD $23, Y10, Y10                      // 2^n
 	VMULPS Y10, Y9, Y9
 	VBLENDVPS Y4, Y9, Y5, Y9                  // in range: e; else 0, or NaN
-	VUNPCKLPS Y9, Y3, Y0                      // id0 e0 id1 e1 | id2 e2 id3 e3
-	VUNPCKHPS Y9, Y3, Y1                      // id4 e4 id5 e5 | id6 e6 id7 e7
-	VMOVUPS Y0, (SI)
-	VMOVUPS Y1, 32(SI)
+	VMOVUPS Y9, (DI)
 	VCVTPS2PD X9, Y6
 	VADDPD Y6, Y12, Y12
 	VEXTRACTF128 $1, Y9, X7
 	VCVTPS2PD X7, Y7
 	VADDPD Y7, Y13, Y13
-	ADDQ $64, SI
+	ADDQ $32, SI
+	ADDQ $32, DI
 	CMPQ SI, CX
 	JB loop
 	VADDPD Y13, Y12, Y12
@@ -177,6 +172,6 @@ loop:
 	VADDPD X13, X12, X12
 	VPERMILPD $1, X12, X13
 	VADDSD X13, X12, X12
-	VMOVSD X12, ret+32(FP)
+	VMOVSD X12, ret+56(FP)
 	VZEROUPPER
 	RET

@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestExpScaledVector: the AVX2 loop gives the Go loop's values bit for bit
+// TestExpWeightsVector: the AVX2 loop gives the Go loop's values bit for bit
 // — over random logits, the edges of the range, −Inf, +Inf and NaN, every
 // length from 0 to 40 (its tails) — and the same sum to rounding.
-func TestExpScaledVector(t *testing.T) {
+func TestExpWeightsVector(t *testing.T) {
 	if !useAVX2 {
 		t.Skip("no AVX2")
 	}
@@ -18,20 +18,20 @@ func TestExpScaledVector(t *testing.T) {
 		math.Nextafter32(-87.33654, 0), 1e-30, -1e-30}
 	for n := range 41 {
 		for trial := range 20 {
-			c := make([]candidate, n)
-			for i := range c {
-				c[i] = candidate{int32(i), float32(r.NormFloat64() * 20)}
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(r.NormFloat64() * 20)
 				if trial%3 == 0 && i%5 == 0 {
-					c[i].p = specials[(i/5+trial)%len(specials)]
+					x[i] = specials[(i/5+trial)%len(specials)]
 				}
 			}
 			inv := float32(0.3 + r.Float64()*2)
-			goSide, vec := append([]candidate(nil), c...), append([]candidate(nil), c...)
-			want := expScaledGo(goSide, 0, inv)
-			got := expScaled(vec, 0, inv)
-			for i := range c {
-				if vec[i].id != goSide[i].id || math.Float32bits(vec[i].p) != math.Float32bits(goSide[i].p) {
-					t.Fatalf("n %d: candidate %d of logit %g: AVX2 %v, Go %v", n, i, c[i].p, vec[i], goSide[i])
+			goSide, vec := make([]float32, n), make([]float32, n)
+			want := expWeightsGo(goSide, x, 0, inv)
+			got := expWeights(vec, x, 0, inv)
+			for i := range x {
+				if math.Float32bits(vec[i]) != math.Float32bits(goSide[i]) {
+					t.Fatalf("n %d: weight %d of logit %g: AVX2 %v, Go %v", n, i, x[i], vec[i], goSide[i])
 				}
 			}
 			if !(got == want || math.Abs(got-want) <= 1e-12*math.Abs(want) || (math.IsNaN(got) && math.IsNaN(want))) {

@@ -2,4 +2,6 @@
 
 package llm
 
-func expScaled(c []candidate, maxL, inv float32) float64 { return expScaledGo(c, maxL, inv) }
+func expWeights(w, x []float32, maxL, inv float32) float64 {
+	return expWeightsGo(w[:len(x)], x, maxL, inv)
+}

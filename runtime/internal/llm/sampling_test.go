@@ -259,7 +259,7 @@ func TestNucleusMatchesFullSort(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got := s.nucleus(slices.Clone(c), sum)
+					got := nucleusOf(s, c, sum)
 					if !slices.Equal(got, want) && !(edge && absInt(len(got)-len(want)) == 1) {
 						t.Fatalf("%s row of %d, %+v: nucleus kept %d candidates, the full sort %d (first difference at %d)",
 							name, n, q, len(got), len(want), firstDifference(got, want))
@@ -297,6 +297,30 @@ func nucleusBySort(sorted []candidate, p SamplingParams, total float64) (kept []
 
 func absInt(x int) int { return max(x, -x) }
 
+// nucleusOf is s.nucleus over candidates: their ids and weights apart,
+// what it keeps put back together.
+func nucleusOf(s *Sampler, c []candidate, total float64) []candidate {
+	ids, w := make([]int32, len(c)), make([]float32, len(c))
+	for i, x := range c {
+		ids[i], w[i] = x.id, x.p
+	}
+	keptIDs, keptW := s.nucleus(ids, w, total)
+	kept := make([]candidate, len(keptIDs))
+	for i := range kept {
+		kept[i] = candidate{keptIDs[i], keptW[i]}
+	}
+	return kept
+}
+
+// weightsOf is the weights of candidates.
+func weightsOf(c []candidate) []float32 {
+	w := make([]float32, len(c))
+	for i, x := range c {
+		w[i] = x.p
+	}
+	return w
+}
+
 func firstDifference(a, b []candidate) int {
 	for i := range min(len(a), len(b)) {
 		if a[i] != b[i] {
@@ -308,15 +332,15 @@ func firstDifference(a, b []candidate) int {
 
 // exp32 is expScaled's exponential of one value.
 func exp32(x float32) float32 {
-	c := []candidate{{p: x}}
-	expScaled(c, 0, 1)
-	return c[0].p
+	w := []float32{x}
+	expWeights(w, w, 0, 1)
+	return w[0]
 }
 
-// TestExpScaled: the softmax's exp is within two float32 ulp of math.Exp
+// TestExpWeights: the softmax's exp is within two float32 ulp of math.Exp
 // over the exponents it meets ([−87.3, 0] and beyond), 0 below the normal
 // range and for −Inf, NaN for NaN; the sum is the values'.
-func TestExpScaled(t *testing.T) {
+func TestExpWeights(t *testing.T) {
 	worst := 0.0
 	for i := 0; i <= 2_000_000; i++ {
 		x := -90 * float32(i) / 2_000_000
@@ -340,14 +364,15 @@ func TestExpScaled(t *testing.T) {
 	if e := exp32(float32(math.NaN())); e == e {
 		t.Errorf("exp32(NaN) = %g, want NaN", e)
 	}
-	c := []candidate{{p: 1}, {p: 2}, {p: 0}, {p: -3}, {p: 2}}
-	sum := expScaled(c, 2, 0.5)
+	x := []float32{1, 2, 0, -3, 2}
+	w := make([]float32, len(x))
+	sum := expWeights(w, x, 2, 0.5)
 	want := 0.0
-	for _, x := range c {
-		want += float64(x.p)
+	for _, p := range w {
+		want += float64(p)
 	}
-	if sum != want || c[1].p != 1 || math.Abs(float64(c[0].p)-math.Exp(-0.5)) > 1e-7 {
-		t.Errorf("expScaled: %v, sum %g; want e^((l−2)/2) each, sum %g", c, sum, want)
+	if sum != want || w[1] != 1 || math.Abs(float64(w[0])-math.Exp(-0.5)) > 1e-7 {
+		t.Errorf("expWeights: %v, sum %g; want e^((l−2)/2) each, sum %g", w, sum, want)
 	}
 }
 
@@ -405,13 +430,12 @@ func TestDrawMatchesWalk(t *testing.T) {
 			rs = append(rs, rng.Float64()*total)
 		}
 		for _, r := range rs {
-			if got, want := draw(c, r), walk(c, r); got != want {
+			if got, want := c[drawAt(weightsOf(c), r)].id, walk(c, r); got != want {
 				t.Fatalf("row of %d, r %v of %v: draw picked %d, the walk %d", n, r, total, got, want)
 			}
 		}
 	}
-	c := []candidate{{0, 0.5}, {1, float32(math.NaN())}, {2, 0}}
-	if got := draw(c, math.NaN()); got != 1 {
+	if got := drawAt([]float32{0.5, float32(math.NaN()), 0}, math.NaN()); got != 1 {
 		t.Fatalf("a row with a NaN weight: draw picked %d, want 1 (its last candidate not ≤ 0)", got)
 	}
 }
@@ -433,15 +457,13 @@ func TestNucleusDrawDistribution(t *testing.T) {
 	for _, p := range []SamplingParams{{Temperature: 1, TopP: 0.9}, {Temperature: 0.7, TopP: 0.6, MinP: 0.05}, {Temperature: 1.3, TopP: 0.5}, {Temperature: 1, TopP: 0.97}} {
 		// the nucleus and its weights, as the threshold cuts them
 		ref, _ := NewSampler(p, nil)
-		c := make([]candidate, V)
-		maxL := slices.Max(logits)
-		for i, l := range logits {
-			c[i] = candidate{int32(i), l}
-		}
-		total := expScaled(c, maxL, 1/p.Temperature)
+		w := make([]float32, V)
+		total := expWeights(w, logits, slices.Max(logits), 1/p.Temperature)
 		want := map[int32]float64{}
 		var mass float64
-		for _, x := range ref.nucleus(slices.Clone(c), total) {
+		keptIDs, keptW := ref.nucleus(nil, w, total)
+		for i, id := range keptIDs {
+			x := candidate{id, keptW[i]}
 			want[x.id] = float64(x.p)
 			mass += float64(x.p)
 		}
@@ -457,7 +479,7 @@ func TestNucleusDrawDistribution(t *testing.T) {
 			}
 			got[tok]++
 			s2, _ := NewSampler(q, nil)
-			if _, ok := s2.nucleusDraw(slices.Clone(c), total); !ok {
+			if _, ok := s2.nucleusDraw(w, total); !ok {
 				fallbacks++
 			}
 		}
