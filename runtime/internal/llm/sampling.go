@@ -346,13 +346,13 @@ func expWeightsGo(w, x []float32, maxL, inv float32) float64 {
 	var sums [4]float64
 	w = w[:len(x)]
 	for i, l := range x {
-		x := (l - maxL) * inv
-		e := x // NaN stays NaN
+		v := (l - maxL) * inv
+		e := v // NaN stays NaN
 		switch {
-		case x >= -87.33654:
+		case v >= -87.33654:
 			const shifter = 1.5 * (1 << 23) // adding it rounds to an integer
-			n := (x*1.44269504 + shifter) - shifter
-			r := x - n*0.693359375
+			n := (v*1.44269504 + shifter) - shifter
+			r := v - n*0.693359375
 			r -= n * -2.12194440e-4
 			p := float32(1.9875691500e-4)
 			p = p*r + 1.3981999507e-3
@@ -361,7 +361,7 @@ func expWeightsGo(w, x []float32, maxL, inv float32) float64 {
 			p = p*r + 1.6666665459e-1
 			p = p*r + 5.0000001201e-1
 			e = (p*r*r + r + 1) * math.Float32frombits(uint32(int32(n)+127)<<23)
-		case x == x:
+		case v == v:
 			e = 0
 		}
 		w[i] = e

@@ -330,7 +330,7 @@ func firstDifference(a, b []candidate) int {
 	return min(len(a), len(b))
 }
 
-// exp32 is expScaled's exponential of one value.
+// exp32 is expWeights' exponential of one value.
 func exp32(x float32) float32 {
 	w := []float32{x}
 	expWeights(w, w, 0, 1)
