@@ -15,19 +15,13 @@ func maxAVX2(x []float32) float32
 //go:noescape
 func indexAVX2(x []float32, v float32) int
 
-// argmax is Argmax on the vector path: the maximum in blocks of 32, then
+// argmax is Argmax on the vector path: the maximum (maxOf), then
 // its first index in blocks of 8, the tails in Go.
 func argmax(x []float32) int {
 	if !useAVX2 || len(x) < 32 {
 		return argmaxGeneric(x)
 	}
-	n := len(x) &^ 31
-	best := maxAVX2(x[:n])
-	for _, v := range x[n:] {
-		if v > best {
-			best = v
-		}
-	}
+	best := maxOf(x)
 	m := len(x) &^ 7
 	if j := indexAVX2(x[:m], best); j >= 0 {
 		return j
