@@ -175,3 +175,74 @@ loop:
 	VMOVSD X12, ret+56(FP)
 	VZEROUPPER
 	RET
+
+// func expWeightsAVX512(w, x []float32, maxL, inv float32) float64
+// expWeightsAVX2 sixteen lanes at a time (len(x) a multiple of 16, at least
+// 16): the same operations, each constant broadcast from its first lane,
+// the masks in K registers; the sum in float64, two accumulators of eight.
+TEXT ·expWeightsAVX512(SB), NOSPLIT, $0-64
+	MOVQ w_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VBROADCASTSS maxL+48(FP), Z14
+	VBROADCASTSS inv+52(FP), Z15
+	VXORPD Z12, Z12, Z12
+	VXORPD Z13, Z13, Z13
+	SHLQ $2, CX
+	ADDQ SI, CX
+loop512:
+	VMOVUPS (SI), Z2
+	VSUBPS Z14, Z2, Z2
+	VMULPS Z15, Z2, Z2                              // x = (l − maxL)·inv
+	VCMPPS.BCST $0x1d, expconst<>+0(SB), Z2, K1     // x ≥ −87.33654 (not NaN)
+	VCMPPS $3, Z2, Z2, K2                           // NaN
+	VXORPS Z5, Z5, Z5
+	VMOVAPS Z2, K2, Z5                              // NaN where x is, else 0
+	VMAXPS.BCST expconst<>+0(SB), Z2, Z6            // x, or the bound (NaN, −Inf: the bound)
+	VMULPS.BCST expconst<>+32(SB), Z6, Z7
+	VADDPS.BCST expconst<>+64(SB), Z7, Z7
+	VSUBPS.BCST expconst<>+64(SB), Z7, Z7           // n = round(x·log2 e)
+	VMULPS.BCST expconst<>+96(SB), Z7, Z8
+	VSUBPS Z8, Z6, Z8                               // r = x − n·0.693359375
+	VMULPS.BCST expconst<>+128(SB), Z7, Z9
+	VSUBPS Z9, Z8, Z8                               // r −= n·−2.12194440e−4
+	VBROADCASTSS expconst<>+160(SB), Z9
+	VMULPS Z8, Z9, Z9
+	VADDPS.BCST expconst<>+192(SB), Z9, Z9
+	VMULPS Z8, Z9, Z9
+	VADDPS.BCST expconst<>+224(SB), Z9, Z9
+	VMULPS Z8, Z9, Z9
+	VADDPS.BCST expconst<>+256(SB), Z9, Z9
+	VMULPS Z8, Z9, Z9
+	VADDPS.BCST expconst<>+288(SB), Z9, Z9
+	VMULPS Z8, Z9, Z9
+	VADDPS.BCST expconst<>+320(SB), Z9, Z9          // the polynomial p
+	VMULPS Z8, Z9, Z9
+	VMULPS Z8, Z9, Z9
+	VADDPS Z8, Z9, Z9
+	VADDPS.BCST expconst<>+352(SB), Z9, Z9          // p·r·r + r + 1
+	VCVTTPS2DQ Z7, Z10
+	VPADDD.BCST expconst<>+384(SB), Z10, Z10
+	VPSLLD $23, Z10, Z10                            // 2^n
+	VMULPS Z10, Z9, Z9
+	VBLENDMPS Z9, Z5, K1, Z9                        // in range: e; else 0, or NaN
+	VMOVUPS Z9, (DI)
+	VCVTPS2PD Y9, Z6
+	VADDPD Z6, Z12, Z12
+	VEXTRACTF64X4 $1, Z9, Y7
+	VCVTPS2PD Y7, Z7
+	VADDPD Z7, Z13, Z13
+	ADDQ $64, SI
+	ADDQ $64, DI
+	CMPQ SI, CX
+	JB loop512
+	VADDPD Z13, Z12, Z12
+	VEXTRACTF64X4 $1, Z12, Y13
+	VADDPD Y13, Y12, Y12
+	VEXTRACTF128 $1, Y12, X13
+	VADDPD X13, X12, X12
+	VPERMILPD $1, X12, X13
+	VADDSD X13, X12, X12
+	VMOVSD X12, ret+56(FP)
+	VZEROUPPER
+	RET

@@ -6,13 +6,22 @@ import (
 	"testing"
 )
 
-// TestExpWeightsVector: the AVX2 loop gives the Go loop's values bit for bit
-// — over random logits, the edges of the range, −Inf, +Inf and NaN, every
-// length from 0 to 40 (its tails) — and the same sum to rounding.
+// TestExpWeightsVector: the AVX-512 and the AVX2 loops give the Go loop's
+// values bit for bit — over random logits, the edges of the range, −Inf,
+// +Inf and NaN, every length from 0 to 40 (their tails) — and the same sum
+// to rounding; with AVX-512 on (where the CPU has it) and off.
 func TestExpWeightsVector(t *testing.T) {
 	if !useAVX2 {
 		t.Skip("no AVX2")
 	}
+	defer func(on bool) { useAVX512 = on }(useAVX512)
+	for _, avx512 := range []bool{useAVX512, false} {
+		useAVX512 = avx512
+		t.Run(map[bool]string{true: "avx512", false: "avx2"}[avx512], expWeightsVector)
+	}
+}
+
+func expWeightsVector(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	specials := []float32{float32(math.NaN()), float32(math.Inf(-1)), float32(math.Inf(1)), 0, -87.33654, -87.33655, -87.3, -100, -1e30,
 		math.Nextafter32(-87.33654, 0), 1e-30, -1e-30}
