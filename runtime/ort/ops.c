@@ -58,7 +58,7 @@ typedef struct {
 // Where the runtime has C API 24 (ONNX Runtime 1.24 and later) the type and
 // shape are read in place (GetTensorElementTypeAndShapeDataReference);
 // before it, through an OrtTensorTypeAndShapeInfo that each read allocates
-// and frees. A decode step reads ~200 inputs (four a matrix product, nine
+// and frees. A decode step reads 300–400 inputs (four a matrix product, nine
 // an attention node): BenchmarkNodeInputs times a node's inputs both ways.
 static OrtStatus* input(const char* op, OrtKernelContext* ctx, size_t i, tensor* t) {
   memset(t, 0, sizeof *t);
