@@ -23,8 +23,6 @@ func validateSampling(p SamplingParams) error {
 	return nil
 }
 
-func isNaN32(f float32) bool { return f != f }
-
 // Sampler draws tokens for one sequence. It keeps the sequence's token counts
 // for the penalties and its own random stream, so two sequences never share
 // randomness and a seeded run is reproducible whatever else is batched with it.
@@ -51,7 +49,7 @@ type Sampler struct {
 
 type candidate struct {
 	id int32
-	p  float32 // logit, then probability
+	p  float32 // logit
 }
 
 // NewSampler returns a sampler for a sequence that starts with prompt.
@@ -225,10 +223,7 @@ func (s *Sampler) nucleusDraw(w []float32, total float64) (int, bool) {
 	if !(s.p.TopP >= 0.5 && s.p.TopP < 1) || !(total > 0) {
 		return 0, false
 	}
-	floor := float32(0)
-	if s.p.MinP > 0 {
-		floor = s.p.MinP
-	}
+	floor := s.p.MinP // times the largest weight, the maximum's: 1
 	target := float64(s.p.TopP) * total
 	for range 2 {
 		i := drawAt(w, s.rng.Float64()*total)
@@ -334,10 +329,10 @@ func firstAllowed(mask []uint64) int32 {
 
 // expWeightsGo (expWeights' loop in Go, and where the CPU lacks AVX2 all
 // of it) writes each logit l's weight e^((l − maxL)·inv) in float32 to w
-// (as long as x; it may be x) and returns their sum. The exponential is Cephes' expf — n =
-// round(x·log2 e), r = x − n·ln 2 in two parts, e^r by its degree-6
-// polynomial, times 2^n — within one ulp of math.Exp (TestExpScaled),
-// written out in the loop (a call per candidate cost as much again): on a
+// (as long as x; it may be x) and returns their sum. The exponential is
+// Cephes' expf — n = round(x·log2 e), r = x − n·ln 2 in two parts, e^r by its degree-6
+// polynomial, times 2^n — within one ulp of math.Exp (TestExpWeights),
+// written out in the loop (a call per weight cost as much again): on a
 // 32k row math.Exp in float64 was half of sampling at temperature alone,
 // this a fifth (BenchmarkSampleFullVocab's t1 cases). Below −87.3 (under
 // the smallest normal float32) and at −Inf (a masked token) it is 0; NaN
@@ -382,10 +377,7 @@ func expWeightsGo(w, x []float32, maxL, inv float32) float64 {
 // (BenchmarkSampleFullVocab's top-p and min-p cases); the cut's probability
 // comes from topPThreshold's three passes instead.
 func (s *Sampler) nucleus(ids []int32, w []float32, total float64) ([]int32, []float32) {
-	floor := float32(0)
-	if s.p.MinP > 0 {
-		floor = s.p.MinP // times the largest weight, the maximum's: 1
-	}
+	floor := s.p.MinP         // times the largest weight, the maximum's: 1
 	t, ties := float32(0), -1 // keep p > t, and the first ties (all: −1) of p == t
 	if s.p.TopP > 0 && s.p.TopP < 1 {
 		t, ties, s.bucket = topPThreshold(w, floor, float64(s.p.TopP)*total, s.bucket[:0])
@@ -409,47 +401,30 @@ func (s *Sampler) nucleus(ids []int32, w []float32, total float64) ([]int32, []f
 	return s.keptID, s.keptW
 }
 
-// topPThreshold is the weight t at which the candidates at or above floor,
+// topPThreshold is the weight t at which the weights w at or above floor,
 // most likely first, reach mass topP (in the weights' units), and how many
 // of those equal to t the cut takes (the rest rank after them); t = floor
 // and ties = −1 (all) where their whole mass is short of topP. It selects
-// by the bits of the weights, which order positive floats as integers: a pass sums the
-// mass under each value of the top 11 bits (topBuckets), the bucket where the running
-// mass (from the top) crosses topP is refined by the next 11 bits in a
-// second pass, which also gathers that bucket's candidates (into scratch,
-// returned) for the last 10 bits' pass — two linear passes and a short
-// one, no sort.
-func topPThreshold(c []float32, floor float32, topP float64, scratch []float32) (t float32, ties int, _ []float32) {
+// by the bits of the weights, which order positive floats as integers: a
+// pass sums the mass under each value of the top 11 bits (topBuckets),
+// the bucket where the running mass (from the top) crosses topP is refined
+// by the next 11 bits in a second pass (refineBuckets), which also gathers
+// that bucket's weights (into scratch, returned) for the last 10 bits' —
+// two linear passes and a short one, no sort.
+func topPThreshold(w []float32, floor float32, topP float64, scratch []float32) (t float32, ties int, _ []float32) {
 	var acc float64           // mass ranked above the bucket being refined
 	var mass [1 << 11]float64 // each level clears what it touched
 	prefix, shift := uint32(0), uint(32)
-	for level, w := range []uint{11, 11, 10} {
-		shift -= w
-		gather := level == 1
-		lo, hi := 1<<w, -1 // the buckets a pass touched: a few hundred at most
-		if level == 0 {
-			lo, hi = topBuckets(c, floor, &mass)
-		}
-		for _, p := range c {
-			if level == 0 {
-				break // topBuckets made this level's histogram
-			}
-			if !(p >= floor && p > 0) {
-				continue
-			}
-			u := math.Float32bits(p)
-			if level > 0 && u>>(shift+w) != prefix>>(shift+w) {
-				continue
-			}
-			i := int(u >> shift & (1<<w - 1))
-			mass[i] += float64(p)
-			lo, hi = min(lo, i), max(hi, i)
-			if gather {
-				scratch = append(scratch, p)
-			}
-		}
-		if gather {
-			c = scratch // the last pass reads only the bucket's candidates
+	for level, width := range []uint{11, 11, 10} {
+		shift -= width
+		var lo, hi int // the buckets the level touched: a few hundred at most
+		switch level {
+		case 0:
+			lo, hi = topBuckets(w, floor, &mass)
+		case 1:
+			lo, hi, scratch = refineBuckets(w, floor, prefix, shift, width, &mass, true, scratch[:0])
+		default:
+			lo, hi, _ = refineBuckets(scratch, floor, prefix, shift, width, &mass, false, nil)
 		}
 		b, low := -1, -1 // the bucket where topP is reached; the lowest with mass
 		for i := hi; i >= lo; i-- {
@@ -482,8 +457,29 @@ func topPThreshold(c []float32, floor float32, topP float64, scratch []float32) 
 	return t, max(int(math.Ceil((topP-acc)/float64(t))), 1), scratch
 }
 
-// topBuckets is topPThreshold's first level: the mass of the candidates at
-// or above floor under each value of their top 11 bits, in mass, and the
+// refineBuckets is a later level of topPThreshold: the mass of the weights
+// at or above floor whose bits above shift+width are prefix's, under each
+// value of their next width bits, in mass; the lowest and highest bucket
+// it touched; and, with gather, those weights appended to into.
+func refineBuckets(w []float32, floor float32, prefix uint32, shift, width uint, mass *[1 << 11]float64, gather bool, into []float32) (lo, hi int, _ []float32) {
+	lo, hi = 1<<width, -1
+	for _, p := range w {
+		u := math.Float32bits(p)
+		if u>>(shift+width) != prefix>>(shift+width) || !(p >= floor && p > 0) {
+			continue
+		}
+		i := int(u >> shift & (1<<width - 1))
+		mass[i] += float64(p)
+		lo, hi = min(lo, i), max(hi, i)
+		if gather {
+			into = append(into, p)
+		}
+	}
+	return lo, hi, into
+}
+
+// topBuckets is topPThreshold's first level: the mass of the weights at or
+// above floor under each value of their top 11 bits, in mass, and the
 // lowest and highest bucket it touched. Four histograms take the elements
 // in turn: a row's neighbours mostly share a bucket, and with one
 // histogram each addition waited for the store of the one before (a
