@@ -108,20 +108,32 @@ DATA expconst<>+408(SB)/4, $127
 DATA expconst<>+412(SB)/4, $127
 GLOBL expconst<>(SB), RODATA|NOPTR, $416
 
+// EXPW_ARGS loads expWeights' arguments for both loops: DI the weights, SI
+// the logits, CX the end of the logits.
+#define EXPW_ARGS \
+	MOVQ w_base+0(FP), DI \
+	MOVQ x_base+24(FP), SI \
+	MOVQ x_len+32(FP), CX \
+	SHLQ $2, CX \
+	ADDQ SI, CX
+
+// EXPW_SUM leaves the sum of Y12's four doubles in X12's low lane.
+#define EXPW_SUM \
+	VEXTRACTF128 $1, Y12, X13 \
+	VADDPD X13, X12, X12 \
+	VPERMILPD $1, X12, X13 \
+	VADDSD X13, X12, X12
+
 // func expWeightsAVX2(w, x []float32, maxL, inv float32) float64
 // expWeightsGo over len(x) logits (a multiple of 8, at least 8; w as long),
 // eight at a time: the same float32 operations in the same order (no fused
 // multiply-adds); the sum in float64, two accumulators.
 TEXT ·expWeightsAVX2(SB), NOSPLIT, $0-64
-	MOVQ w_base+0(FP), DI
-	MOVQ x_base+24(FP), SI
-	MOVQ x_len+32(FP), CX
+	EXPW_ARGS
 	VBROADCASTSS maxL+48(FP), Y14
 	VBROADCASTSS inv+52(FP), Y15
 	VXORPD Y12, Y12, Y12
 	VXORPD Y13, Y13, Y13
-	SHLQ $2, CX
-	ADDQ SI, CX
 loop:
 	VMOVUPS (SI), Y2
 	VSUBPS Y14, Y2, Y2
@@ -168,10 +180,7 @@ loop:
 	CMPQ SI, CX
 	JB loop
 	VADDPD Y13, Y12, Y12
-	VEXTRACTF128 $1, Y12, X13
-	VADDPD X13, X12, X12
-	VPERMILPD $1, X12, X13
-	VADDSD X13, X12, X12
+	EXPW_SUM
 	VMOVSD X12, ret+56(FP)
 	VZEROUPPER
 	RET
@@ -181,15 +190,11 @@ loop:
 // 16): the same operations, each constant broadcast from its first lane,
 // the masks in K registers; the sum in float64, two accumulators of eight.
 TEXT ·expWeightsAVX512(SB), NOSPLIT, $0-64
-	MOVQ w_base+0(FP), DI
-	MOVQ x_base+24(FP), SI
-	MOVQ x_len+32(FP), CX
+	EXPW_ARGS
 	VBROADCASTSS maxL+48(FP), Z14
 	VBROADCASTSS inv+52(FP), Z15
 	VXORPD Z12, Z12, Z12
 	VXORPD Z13, Z13, Z13
-	SHLQ $2, CX
-	ADDQ SI, CX
 loop512:
 	VMOVUPS (SI), Z2
 	VSUBPS Z14, Z2, Z2
@@ -239,10 +244,7 @@ loop512:
 	VADDPD Z13, Z12, Z12
 	VEXTRACTF64X4 $1, Z12, Y13
 	VADDPD Y13, Y12, Y12
-	VEXTRACTF128 $1, Y12, X13
-	VADDPD X13, X12, X12
-	VPERMILPD $1, X12, X13
-	VADDSD X13, X12, X12
+	EXPW_SUM
 	VMOVSD X12, ret+56(FP)
 	VZEROUPPER
 	RET
