@@ -19,21 +19,6 @@ static inline float EI_FN(dot_f32)(const float* restrict a, const float* restric
   return s;
 }
 
-// h2f widens IEEE float16 bits exactly, branch-free so that a loop of it
-// vectorises on every target without F16C or NEON's fp16 conversions: the
-// exponent and mantissa shifted into float32 place and scaled by 2^112
-// (which also turns a float16 subnormal into its float32 value), then
-// infinities and NaNs given float32's all-ones exponent, then the sign.
-static inline float EI_FN(h2f)(uint16_t h) {
-  union { uint32_t u; float f; } v;
-  const uint32_t em = h & 0x7fffu;
-  v.u = em << 13;
-  v.f *= 0x1p112f;
-  v.u |= em >= 0x7c00u ? 0x7f800000u : 0u;
-  v.u |= (uint32_t)(h & 0x8000u) << 16;
-  return v.f;
-}
-
 static inline void EI_FN(axpy_f32)(float* restrict y, float w, const float* restrict x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] += w * x[i];
 }
@@ -103,7 +88,8 @@ static void EI_FN(value_f32)(float* const* o, int64_t rows, const void* v, int64
 
 // widen_f16 is n float16 values as floats: eight at a time by the
 // conversion instructions where the copy's target has them (F16C in
-// x86-64-v3 and v4, NEON's fcvtl on arm64), h2f for the rest. (h2f alone,
+// x86-64-v3 and v4, NEON's fcvtl on arm64), ei_f16_to_float (f16.h) for
+// the rest. (That alone,
 // though it vectorises, made float16 pools twice as slow as float ones:
 // BenchmarkPagedAttentionDecode -f16.)
 static inline void EI_FN(widen_f16)(const uint16_t* restrict x, float* restrict y, int64_t n) {
@@ -113,7 +99,7 @@ static inline void EI_FN(widen_f16)(const uint16_t* restrict x, float* restrict 
 #elif defined(__aarch64__)
   for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i))));
 #endif
-  for (; i < n; i++) y[i] = EI_FN(h2f)(x[i]);
+  for (; i < n; i++) y[i] = ei_f16_to_float(x[i]);
 }
 
 // widen_i8 is n int8 codes as floats (vectorised: sign-extend, convert).

@@ -64,21 +64,9 @@ size_t ei_q4_packed_size(int bits, int f16, int64_t N, int64_t nb) {
   return (size_t)((N + EI_Q4_GROUP - 1) / EI_Q4_GROUP) * group_bytes(bits, f16, nb);
 }
 
-// Float16 conversions, in C (F16C and NEON convert in the tiles):
-// ei_f16_from_float (f16.h) rounds to nearest even; only its exact results
-// are ever stored.
-static float from_f16(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 0x3FF;
-  if (e == 0) return (sign ? -1.0f : 1.0f) * (float)m / 16777216.0f;
-  uint32_t x = sign | (e == 31 ? 0x7F800000 | m << 13 : ((e + 112) << 23) | m << 13);
-  float f;
-  memcpy(&f, &x, sizeof f);
-  return f;
-}
-
 int ei_q4_f16_exact(const float* scales, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (from_f16(ei_f16_from_float(scales[i])) != scales[i] || !isfinite(scales[i])) return 0;
+    if (ei_f16_to_float(ei_f16_from_float(scales[i])) != scales[i] || !isfinite(scales[i])) return 0;
   return 1;
 }
 
@@ -252,7 +240,7 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, 
           if (j->f16) {
             uint16_t h;
             memcpy(&h, sp + 2 * c, sizeof h);
-            sw[c] = from_f16(h);
+            sw[c] = ei_f16_to_float(h);
           } else {
             memcpy(&sw[c], sp + 4 * c, sizeof sw[c]);
           }

@@ -613,7 +613,7 @@ void ei_attention_prep(void* p, size_t i) {
       for (int64_t d = 0; d < D; d++) kt[EI_KT(c, d, D)] = ks * (float)k[d], vt[c * D + d] = vs * (float)v[d];
     } else if (j->f16) {
       const uint16_t *k = (const uint16_t*)j->kc + slot, *v = (const uint16_t*)j->vc + slot;
-      for (int64_t d = 0; d < D; d++) kt[EI_KT(c, d, D)] = h2f_generic(k[d]), vt[c * D + d] = h2f_generic(v[d]);
+      for (int64_t d = 0; d < D; d++) kt[EI_KT(c, d, D)] = ei_f16_to_float(k[d]), vt[c * D + d] = ei_f16_to_float(v[d]);
     } else {
       const float *k = (const float*)j->kc + slot, *v = (const float*)j->vc + slot;
       for (int64_t d = 0; d < D; d++) kt[EI_KT(c, d, D)] = k[d];
