@@ -358,41 +358,6 @@ EI_AVX512 static void pscore_avx512(const float* const* q, int64_t rows, const f
 #undef EI_CALL
 }
 
-// Values, 32 columns by up to eight rows (16 columns where D is an odd
-// multiple of 16).
-EI_AVX512 static inline __attribute__((always_inline)) void pvalue_rows_avx512(float* const* o, const int R,
-                                                                             const float* v, int64_t n, int64_t D,
-                                                                             const float* s, int64_t stride) {
-  int64_t d = 0;
-  for (; d + 32 <= D; d += 32) {
-    __m512 a[8][2];
-    for (int r = 0; r < R; r++) a[r][0] = a[r][1] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < n; c++) {
-      const __m512 v0 = _mm512_loadu_ps(v + c * D + d), v1 = _mm512_loadu_ps(v + c * D + d + 16);
-      for (int r = 0; r < R; r++) {
-        const __m512 p = _mm512_set1_ps(s[r * stride + c]);
-        a[r][0] = _mm512_fmadd_ps(p, v0, a[r][0]), a[r][1] = _mm512_fmadd_ps(p, v1, a[r][1]);
-      }
-    }
-    for (int r = 0; r < R; r++) _mm512_storeu_ps(o[r] + d, a[r][0]), _mm512_storeu_ps(o[r] + d + 16, a[r][1]);
-  }
-  if (d < D) {
-    __m512 a[8];
-    for (int r = 0; r < R; r++) a[r] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < n; c++) {
-      const __m512 v0 = _mm512_loadu_ps(v + c * D + d);
-      for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(s[r * stride + c]), v0, a[r]);
-    }
-    for (int r = 0; r < R; r++) _mm512_storeu_ps(o[r] + d, a[r]);
-  }
-}
-EI_AVX512 static void pvalue_avx512(float* const* o, int64_t rows, const float* v, int64_t n, int64_t D,
-                                    const float* s, int64_t stride) {
-#define EI_CALL(r, R) pvalue_rows_avx512(o + (r), R, v, n, D, s + (r) * stride, stride)
-  EI_TILES8(rows, EI_CALL);
-#undef EI_CALL
-}
-
 // The decode loops with AVX-512: the AVX2 ones' shape (scores four keys at a
 // time, values with the rows' accumulators in registers across the run of
 // keys) at sixteen lanes, and up to four query rows a pass, so that a
@@ -510,6 +475,14 @@ EI_AVX512 static void value_f16_avx512(float* const* o, int64_t rows, const void
 #define EI_CALL(r, R) value_rows_512(o + (r), R, values, step, n, D, w, s + (r) * stride + col0, stride, 1)
   EI_TILES4(rows, EI_CALL);
 #undef EI_CALL
+}
+
+// Prefill values are the decode loop's (value_avx512) over one run of
+// keys, into zeroed rows, as with AVX2.
+EI_AVX512 static void pvalue_avx512(float* const* o, int64_t rows, const float* v, int64_t n, int64_t D,
+                                    const float* s, int64_t stride) {
+  for (int64_t r = 0; r < rows; r++) memset(o[r], 0, (size_t)D * sizeof(float));
+  value_avx512(o, rows, v, D, n, D, 1.0f, s, stride, 0);
 }
 #endif
 
