@@ -333,7 +333,10 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
 // ei_q4_gemv). On the Xeon the kernel was first tuned on, 2 KiB ahead made
 // a single-thread GEMV of 37 MB 1.3–1.5× faster (its hardware prefetchers
 // alone left the bus idle between blocks), and batch 8 was 1.06–1.18×
-// faster at 4 KiB than 2 KiB. On Zen 5 (family 26) the 256-bit tile that
+// faster at 4 KiB than 2 KiB; gemv_pair there (family 6 model 167, its
+// 1B shape streaming from DRAM) still reads more of the bus at 2 KiB than
+// at 4 or 8 KiB or with none (BenchmarkGEMVShare, the programs built with
+// each EI_Q4_AHEAD and alternated). On Zen 5 (family 26) the 256-bit tile that
 // batch-1 products first ran on was as fast or faster with none, but
 // gemv_pair, whose arithmetic per byte is a third shorter, leaves the
 // hardware prefetchers alone well short of the read loop and takes 8 KiB
