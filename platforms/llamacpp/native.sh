@@ -38,7 +38,8 @@
 # fetch: a git clone of https://github.com/ggml-org/llama.cpp or
 # https://github.com/ikawrakow/ik_llama.cpp into the cache at the commit
 # measured in this tree's notes (PIN=<commit> for another, URL=<url or path>
-# for a mirror of the repository; nothing of either is kept in this tree). build: that checkout (or SRC), built with cmake
+# for a mirror of the repository, whose missing blobs the checkout leaves
+# out; nothing of either is kept in this tree). build: that checkout (or SRC), built with cmake
 # (apt-get install cmake) into the cache: Release, -DGGML_NATIVE=ON, no curl, static; for ik
 # -DGGML_IQK_FA_ALL_QUANTS=OFF shortens the build (~35 min on 2 cores with
 # all quant flash-attention kernels). RTR=1 passes -rtr (ik's run-time
@@ -64,10 +65,26 @@ case "${1:-}" in
 fetch)
   name="${2:?usage: native.sh fetch llama.cpp|ik_llama.cpp}"
   [[ -n ${REPO[$name]:-} ]] || { echo "native.sh: fetch llama.cpp or ik_llama.cpp, not $name" >&2; exit 2; }
-  dst="$WORK/src/$name"
-  [[ -d $dst/.git ]] || git clone --filter=blob:none "${URL:-${REPO[$name]}}" "$dst"
-  git -C "$dst" fetch --quiet origin "${PIN:-${COMMIT[$name]}}" 2>/dev/null || true
-  git -C "$dst" checkout --quiet "${PIN:-${COMMIT[$name]}}"
+  dst="$WORK/src/$name" src="${URL:-${REPO[$name]}}" pin="${PIN:-${COMMIT[$name]}}"
+  # A local mirror is cloned whole (its objects hard-linked); a remote one
+  # without blobs, fetched as the checkout needs them.
+  filter=(--filter=blob:none); [[ -d $src ]] && filter=()
+  [[ -d $dst/.git ]] || git clone --quiet --no-checkout "${filter[@]}" "$src" "$dst"
+  git -C "$dst" fetch --quiet origin "$pin" 2>/dev/null || true
+  if [[ -d $src ]]; then
+    # A mirror may lack its largest blobs (test models, a web UI bundle),
+    # which the two tools never build from: the checkout leaves out what
+    # the clone does not hold instead of failing on it.
+    missing="$(git -C "$dst" ls-tree -r "$pin" | awk '$2 == "blob" { print $3 }' | git -C "$dst" cat-file --batch-check |
+      awk '$2 == "missing" { print $1 }')"
+    if [[ -n $missing ]]; then
+      { echo '/*'; git -C "$dst" ls-tree -r "$pin" | awk 'NR == FNR { m[$1] = 1; next } $2 == "blob" && ($3 in m) { print "!/" $4 }' <(printf '%s\n' "$missing") -; } |
+        git -C "$dst" sparse-checkout set --no-cone --stdin
+      echo "native.sh: $(wc -l <<<"$missing") files the mirror lacks left out of the checkout" >&2
+    fi
+  fi
+  git -C "$dst" -c advice.detachedHead=false checkout --quiet --detach "$pin" 2>/dev/null || true
+  git -C "$dst" reset --quiet --hard "$pin"
   echo "fetched $dst at $(git -C "$dst" rev-parse HEAD)"
   ;;
 build)
