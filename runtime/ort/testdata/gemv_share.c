@@ -10,6 +10,8 @@
 // batches handed out in order and laid out for the threads (ei_q4_plan),
 // both in each round. Weights are in 2 MiB
 // pages where the kernel allows (the engine's sessions are: hugepages.go).
+// A variant whose product disagrees with a double reference (check) ends
+// the program with status 1 before any of its figures print.
 //
 //   gemv_share [rounds [bits]]    (bits 4, the default, or 8)
 #define _GNU_SOURCE
