@@ -684,25 +684,19 @@ EI_BY_ROWS8(avx512_q8, avx512_tile, EI_512, 8)
 EI_AVX2 static float row_norm_avx2(const ei_q4_job* j, size_t i) {
   const int64_t K = j->K;
   const float* x = j->a + (int64_t)i * K;
+  const float* b = j->skip != NULL ? j->skip + (int64_t)i * K : NULL;
+  float* sum = b != NULL ? j->sum + (int64_t)i * K : NULL;
   __m256d s0 = _mm256_setzero_pd(), s1 = s0;
   int64_t k = 0;
-  if (j->skip != NULL) {
-    const float* b = j->skip + (int64_t)i * K;
-    float* sum = j->sum + (int64_t)i * K;
-    for (; k + 8 <= K; k += 8) {
-      const __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(b + k));
-      _mm256_storeu_ps(sum + k, v);
-      const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-      s0 = _mm256_fmadd_pd(lo, lo, s0), s1 = _mm256_fmadd_pd(hi, hi, s1);
-    }
+  for (; k + 8 <= K; k += 8) {
+    __m256 v = _mm256_loadu_ps(x + k);
+    if (b != NULL) v = _mm256_add_ps(v, _mm256_loadu_ps(b + k)), _mm256_storeu_ps(sum + k, v);
+    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    s0 = _mm256_fmadd_pd(lo, lo, s0), s1 = _mm256_fmadd_pd(hi, hi, s1);
+  }
+  if (b != NULL) {
     for (int64_t t = k; t < K; t++) sum[t] = x[t] + b[t];
     x = sum;
-  } else {
-    for (; k + 8 <= K; k += 8) {
-      const __m256 v = _mm256_loadu_ps(x + k);
-      const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-      s0 = _mm256_fmadd_pd(lo, lo, s0), s1 = _mm256_fmadd_pd(hi, hi, s1);
-    }
   }
   // the tail into its partial sums and row_norm's order of additions: the
   // squares of floats are exact in double, so the two give the same bits
