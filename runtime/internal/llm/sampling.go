@@ -178,11 +178,7 @@ func (s *Sampler) SampleMasked(logits []float32, mask []uint64) int32 {
 		if i, ok := s.nucleusDraw(w, total); ok {
 			return token(ids, i)
 		}
-		ids, w = s.nucleus(ids, w, total)
-		total = 0
-		for _, p := range w {
-			total += float64(p)
-		}
+		ids, w, total = s.nucleus(ids, w, total)
 	}
 	return token(ids, drawAt(w, s.rng.Float64()*total))
 }
@@ -367,7 +363,8 @@ func expWeightsGo(w, x []float32, maxL, inv float32) float64 {
 
 // nucleus is what top-p and min-p keep of the weights w (summing to
 // total, the largest 1; ids as token says), in token order (the order the
-// draw walks), as tokens and weights in the sampler's scratch:
+// draw walks), as tokens and weights in the sampler's scratch, with their
+// total:
 // with min-p the candidates at or above min-p times the largest
 // probability; of those, with top-p, the most likely whose probabilities
 // first add up to top-p (equal probabilities taken in token order) — the
@@ -376,13 +373,14 @@ func expWeightsGo(w, x []float32, maxL, inv float32) float64 {
 // row (a random model's, or a high temperature's) is thousands of tokens
 // (BenchmarkSampleFullVocab's top-p and min-p cases); the cut's probability
 // comes from topPThreshold's three passes instead.
-func (s *Sampler) nucleus(ids []int32, w []float32, total float64) ([]int32, []float32) {
+func (s *Sampler) nucleus(ids []int32, w []float32, total float64) ([]int32, []float32, float64) {
 	floor := s.p.MinP         // times the largest weight, the maximum's: 1
 	t, ties := float32(0), -1 // keep p > t, and the first ties (all: −1) of p == t
 	if s.p.TopP > 0 && s.p.TopP < 1 {
 		t, ties, s.bucket = topPThreshold(w, floor, float64(s.p.TopP)*total, s.bucket[:0])
 	}
 	s.keptID, s.keptW = s.keptID[:0], s.keptW[:0]
+	kept := 0.0
 	for i, p := range w {
 		if !(p >= floor && p > 0) || p < t {
 			continue
@@ -394,11 +392,12 @@ func (s *Sampler) nucleus(ids []int32, w []float32, total float64) ([]int32, []f
 			ties--
 		}
 		s.keptID, s.keptW = append(s.keptID, token(ids, i)), append(s.keptW, p)
+		kept += float64(p)
 	}
 	if len(s.keptW) == 0 {
-		return ids, w // no positive weight (NaN logits): the draw's fallback decides
+		return ids, w, total // no positive weight (NaN logits): the draw's fallback decides
 	}
-	return s.keptID, s.keptW
+	return s.keptID, s.keptW, kept
 }
 
 // topPThreshold is the weight t at which the weights w at or above floor,

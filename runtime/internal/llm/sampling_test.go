@@ -259,7 +259,7 @@ func TestNucleusMatchesFullSort(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got := nucleusOf(s, c, sum)
+					got := nucleusOf(t, s, c, sum)
 					if !slices.Equal(got, want) && !(edge && absInt(len(got)-len(want)) == 1) {
 						t.Fatalf("%s row of %d, %+v: nucleus kept %d candidates, the full sort %d (first difference at %d)",
 							name, n, q, len(got), len(want), firstDifference(got, want))
@@ -298,16 +298,22 @@ func nucleusBySort(sorted []candidate, p SamplingParams, total float64) (kept []
 func absInt(x int) int { return max(x, -x) }
 
 // nucleusOf is s.nucleus over candidates: their ids and weights apart,
-// what it keeps put back together.
-func nucleusOf(s *Sampler, c []candidate, total float64) []candidate {
+// what it keeps put back together, checking the total it reports is the
+// kept weights'.
+func nucleusOf(t *testing.T, s *Sampler, c []candidate, total float64) []candidate {
+	t.Helper()
 	ids, w := make([]int32, len(c)), make([]float32, len(c))
 	for i, x := range c {
 		ids[i], w[i] = x.id, x.p
 	}
-	keptIDs, keptW := s.nucleus(ids, w, total)
-	kept := make([]candidate, len(keptIDs))
+	keptIDs, keptW, keptTotal := s.nucleus(ids, w, total)
+	kept, sum := make([]candidate, len(keptIDs)), 0.0
 	for i := range kept {
 		kept[i] = candidate{keptIDs[i], keptW[i]}
+		sum += float64(keptW[i])
+	}
+	if keptTotal != sum {
+		t.Fatalf("nucleus reported a total of %v for weights summing to %v", keptTotal, sum)
 	}
 	return kept
 }
@@ -461,7 +467,7 @@ func TestNucleusDrawDistribution(t *testing.T) {
 		total := expWeights(w, logits, slices.Max(logits), 1/p.Temperature)
 		want := map[int32]float64{}
 		var mass float64
-		keptIDs, keptW := ref.nucleus(nil, w, total)
+		keptIDs, keptW, _ := ref.nucleus(nil, w, total)
 		for i, id := range keptIDs {
 			x := candidate{id, keptW[i]}
 			want[x.id] = float64(x.p)
