@@ -296,10 +296,9 @@ EI_AVX2 static void value_f16_avx2(float* const* o, int64_t rows, const void* va
 
 // The prefill loops by hand. Scores: a tile of rows against sixteen keys,
 // one query element broadcast against a 64-byte aligned vector of kt's,
-// the tile's accumulators in registers across the whole head. Values:
-// AVX2 reuses value_avx2 over one run of keys; AVX-512 has tiles of eight
-// rows by 32 columns, each value vector loaded once for the tile. D is a
-// multiple of 16 (checked by the caller).
+// the tile's accumulators in registers across the whole head. Values: each
+// variant's decode loop (value_avx2, value_avx512) over one run of keys,
+// into zeroed rows. D is a multiple of 16 (checked by the caller).
 EI_AVX2 static inline __attribute__((always_inline)) void pscore_rows_avx2(const float* const* q, const int R,
                                                                          const float* kt, int64_t n,
                                                                          int64_t D, float scale, float* s,

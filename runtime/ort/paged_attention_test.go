@@ -778,3 +778,34 @@ func BenchmarkNodeInputs(b *testing.B) {
 		b.ReportMetric(median(out)-median(in), "saved-µs")
 	}
 }
+
+// BenchmarkPagedAttentionPrefill times a 64-token prefill chunk's
+// attention node after 128 cached tokens (synthetic-110m's heads, float32
+// pools) on every variant this CPU runs, the compiled loops ("generic",
+// "-loops") included, whose code shifts with how the shared prefill driver
+// calls its loops (attention_loops.h's attend_prefill).
+func BenchmarkPagedAttentionPrefill(b *testing.B) {
+	needLib(b)
+	defer useAttentionVariant(attentionVariant())
+	const T, ctxLen = 64, 128
+	M := (ctxLen+T)/16 + 1
+	c := pagedCase{B: 1, T: T, Hq: 12, Hkv: 4, D: 64, N: M, bs: 16, M: M, ctx: []int64{ctxLen}}
+	for m := range M {
+		c.table = append(c.table, int64(m))
+	}
+	for _, v := range attentionVariants() {
+		b.Run(v, func(b *testing.B) {
+			if err := useAttentionVariant(v); err != nil {
+				b.Fatal(err)
+			}
+			s, err := NewSession(context.Background(), pagedModel(c), Options{IntraOpThreads: 2})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			d := newPagedData(c, rand.New(rand.NewPCG(1, 2)))
+			in, out := c.tensors(b, d, true), map[string]*Tensor{"o": c.output(b)}
+			runBound(b, s, in, out)
+		})
+	}
+}
