@@ -411,6 +411,12 @@ func benchPagedDecode(b *testing.B, B, ctxLen, Hq, Hkv int, pool DType) {
 			c.table = append(c.table, int64(i*M+m))
 		}
 	}
+	benchPagedCase(b, c)
+}
+
+// benchPagedCase times case c's attention node, two intra-op threads.
+func benchPagedCase(b *testing.B, c pagedCase) {
+	b.Helper()
 	s, err := NewSession(context.Background(), pagedModel(c), Options{IntraOpThreads: 2})
 	if err != nil {
 		b.Fatal(err)
@@ -798,14 +804,7 @@ func BenchmarkPagedAttentionPrefill(b *testing.B) {
 			if err := useAttentionVariant(v); err != nil {
 				b.Fatal(err)
 			}
-			s, err := NewSession(context.Background(), pagedModel(c), Options{IntraOpThreads: 2})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			d := newPagedData(c, rand.New(rand.NewPCG(1, 2)))
-			in, out := c.tensors(b, d, true), map[string]*Tensor{"o": c.output(b)}
-			runBound(b, s, in, out)
+			benchPagedCase(b, c)
 		})
 	}
 }
