@@ -341,8 +341,11 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
 // gemv_pair, whose arithmetic per byte is a third shorter, leaves the
 // hardware prefetchers alone well short of the read loop and takes 8 KiB
 // ahead: 4 KiB was as good where the bus gave ~50 GB/s and behind it at
-// ~77 (BenchmarkGEMVShare's program, distances alternated in one run). CPUs
-// not measured keep the Xeon's.
+// ~77 (BenchmarkGEMVShare's program, distances alternated in one run).
+// Rerun once the program's scratch was fixed (it had multiplied garbage
+// scales), the order held where the bus was fast, 2 KiB well behind 4 and
+// 8, and where it gave ~40 GB/s every distance, none included, fell within
+// the rounds' spread. CPUs not measured keep the Xeon's.
 #ifndef EI_Q4_AHEAD
 #define EI_Q4_AHEAD 2048
 #endif
