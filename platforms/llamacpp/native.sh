@@ -75,14 +75,18 @@ fetch)
     # A mirror may lack its largest blobs (test models, a web UI bundle),
     # which the two tools never build from: the checkout leaves out what
     # the clone does not hold instead of failing on it.
-    missing="$(git -C "$dst" ls-tree -r "$pin" | awk '$2 == "blob" { print $3 }' | git -C "$dst" cat-file --batch-check |
-      awk '$2 == "missing" { print $1 }')"
+    files="$(git -C "$dst" -c core.quotePath=false ls-tree -r --format='%(objecttype) %(objectname)%x09%(path)' "$pin" |
+      sed -n 's/^blob //p')"  # object, tab, path
+    missing="$(cut -f1 <<<"$files" | git -C "$dst" cat-file --batch-check | awk '$2 == "missing" { print $1 }')"
     if [[ -n $missing ]]; then
-      { echo '/*'; git -C "$dst" ls-tree -r "$pin" | awk 'NR == FNR { m[$1] = 1; next } $2 == "blob" && ($3 in m) { print "!/" $4 }' <(printf '%s\n' "$missing") -; } |
-        git -C "$dst" sparse-checkout set --no-cone --stdin
-      echo "native.sh: $(wc -l <<<"$missing") files the mirror lacks left out of the checkout" >&2
+      left="$(awk -F'\t' 'NR == FNR { m[$1] = 1; next } $1 in m { print "!/" $2 }' <(printf '%s\n' "$missing") <(printf '%s\n' "$files"))"
+      printf '/*\n%s\n' "$left" | git -C "$dst" sparse-checkout set --no-cone --stdin
+      echo "native.sh: $(wc -l <<<"$left") files the mirror lacks left out of the checkout" >&2
     fi
   fi
+  # Detached at the pin. checkout alone names each blob a mirror lacks as an
+  # "invalid object" though it leaves them out (sparse); reset makes the
+  # tree the pin's and fails, loudly, where it cannot.
   git -C "$dst" -c advice.detachedHead=false checkout --quiet --detach "$pin" 2>/dev/null || true
   git -C "$dst" reset --quiet --hard "$pin"
   echo "fetched $dst at $(git -C "$dst" rev-parse HEAD)"
