@@ -330,22 +330,16 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
 // chunk from the cache many times and gains nothing from it.
 //
 // ahead1 is chosen per microarchitecture at load (ei_q4_init; reported by
-// ei_q4_gemv). On the Xeon the kernel was first tuned on, 2 KiB ahead made
-// a single-thread GEMV of 37 MB 1.3–1.5× faster (its hardware prefetchers
-// alone left the bus idle between blocks), and batch 8 was 1.06–1.18×
-// faster at 4 KiB than 2 KiB; gemv_pair there (family 6 model 167, its
-// 1B shape streaming from DRAM) still reads more of the bus at 2 KiB than
-// at 4 or 8 KiB or with none (BenchmarkGEMVShare, the programs built with
-// each EI_Q4_AHEAD and alternated). On Zen 5 (family 26) the 256-bit tile that
-// batch-1 products first ran on was as fast or faster with none, but
-// gemv_pair, whose arithmetic per byte is a third shorter, leaves the
-// hardware prefetchers alone well short of the read loop and takes 8 KiB
-// ahead: 4 KiB was as good where the bus gave ~50 GB/s and behind it at
-// ~77 (BenchmarkGEMVShare's program, distances alternated in one run).
-// Rerun once the program's scratch was fixed (it had multiplied garbage
-// scales), the order held where the bus was fast, 2 KiB well behind 4 and
-// 8, and where it gave ~40 GB/s every distance, none included, fell within
-// the rounds' spread. CPUs not measured keep the Xeon's.
+// ei_q4_gemv), by BenchmarkGEMVShare's program built with each EI_Q4_AHEAD
+// and alternated over synthetic-1b's weights from DRAM. On the Xeon (family
+// 6 model 167) gemv_pair reads more of the bus at 2 KiB than at 4 or 8 KiB
+// or with none; there 2 KiB first made a single-thread GEMV 1.3–1.5×
+// faster, its hardware prefetchers alone leaving the bus idle between
+// blocks, and batch 8 gained from 4 KiB over 2. On Zen 5 (family 26), where
+// the bus gives ~70 GB/s, gemv_pair — a third less arithmetic per byte than
+// the 256-bit tile — reads well short of it at 2 KiB and ~0.95 of it at 4
+// or 8 KiB; where it gives ~40 GB/s every distance, none included, is
+// within the rounds' spread: 8 KiB. CPUs not measured keep the Xeon's.
 #ifndef EI_Q4_AHEAD
 #define EI_Q4_AHEAD 2048
 #endif
