@@ -219,6 +219,20 @@ func (b *Builder) Model() (*ModelProto, error) {
 	return b.model, nil
 }
 
+// Adopt records as defined every value a node of the graph now produces,
+// for a pass that rewrote Model's graph in place (pkg/onnx/llama's
+// SetMatMulKernel adds a node output that becomes a graph output): Model
+// then accepts the graph outputs those values are.
+func (b *Builder) Adopt() {
+	for _, n := range b.graph.GetNode() {
+		for _, o := range n.GetOutput() {
+			if o != "" {
+				b.names[o] = struct{}{}
+			}
+		}
+	}
+}
+
 // Marshal returns the model's protobuf encoding. Protobuf caps one message
 // at 2 GiB: larger models need SetExternalData.
 func (b *Builder) Marshal() ([]byte, error) {

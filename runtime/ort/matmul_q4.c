@@ -835,6 +835,58 @@ EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, i
 static int has_dotprod(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
 #endif
 
+// The row argmax beside the product (ei_q4_job's best). A sampler's
+// greedy pick reads every logit of its row once more after the product:
+// at batch 8 a 32k vocabulary is 1 MiB of outputs, half of them in the
+// other core's cache, read back by one thread. Here each batch's thread
+// looks at the outputs it has just written, still in its own cache, and
+// the step hands the sampler an index a row (BenchmarkBatchScaling's
+// sampling phase in runtime/engine is the read this removes).
+//
+// A variant's best_fn finds the largest of y[0..n) above *v (NaNs never:
+// a comparison with one is false), the first of equals, and sets *v and
+// its index base+k in *at; nothing changes when none is above *v.
+typedef void (*best_fn)(const float* y, int64_t n, int64_t base, float* v, int32_t* at);
+
+static void best_in_generic(const float* y, int64_t n, int64_t base, float* v, int32_t* at) {
+  float m = *v;
+  int64_t k0 = -1;
+  for (int64_t k = 0; k < n; k++)
+    if (y[k] > m) m = y[k], k0 = k;
+  if (k0 >= 0) *v = m, *at = (int32_t)(base + k0);
+}
+
+#ifdef EI_Q4_X86
+// The x86 variants': the maximum eight lanes at a time, then the first
+// index holding it, eight at a time too; maxps(y, m) is m where y is NaN,
+// as the comparison above.
+EI_AVX2 static void best_in_avx2(const float* y, int64_t n, int64_t base, float* v, int32_t* at) {
+  __m256 m8 = _mm256_set1_ps(*v);
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) m8 = _mm256_max_ps(_mm256_loadu_ps(y + k), m8);
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+  float m = _mm_cvtss_f32(h);
+  for (; k < n; k++)
+    if (y[k] > m) m = y[k];
+  if (!(m > *v)) return;
+  const __m256 want = _mm256_set1_ps(m);
+  for (k = 0; k + 8 <= n; k += 8) {
+    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(y + k), want, _CMP_EQ_OQ));
+    if (eq != 0) {
+      *v = m, *at = (int32_t)(base + k + __builtin_ctz((unsigned)eq));
+      return;
+    }
+  }
+  for (; k < n; k++)
+    if (y[k] == m) {
+      *v = m, *at = (int32_t)(base + k);
+      return;
+    }
+}
+#endif
+
 // ---------------------------------------------------------------------------
 // Variants (best last) and work items.
 
@@ -848,21 +900,23 @@ typedef struct {
   // batch-1 decode step) in place of q4 and q8.
   tile_fn gemv4, gemv8;
   const char* gemv_tile;  // gemv4/gemv8's name, when set (ei_q4_gemv_tile)
+  best_fn best;           // the job's best, a row's run of outputs at a time
 } variant;
 
 static int always(void) { return 1; }
 
 static const variant variants[] = {
-    {"generic", tile_generic, tile_generic, quantize_generic, always, 4, NULL, NULL, NULL},
+    {"generic", tile_generic, tile_generic, quantize_generic, always, 4, NULL, NULL, NULL, best_in_generic},
 #ifdef EI_Q4_X86
-    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4, NULL, NULL, NULL},
-    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4, NULL, NULL, NULL},
+    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4, NULL, NULL, NULL, best_in_avx2},
+    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4, NULL, NULL, NULL, best_in_avx2},
 #endif
 #ifdef EI_Q4_512
-    {"avx512vnni", avx512_q4, avx512_q8, quantize_avx2, has_avx512, 8, gemv_pair_q4, gemv_pair_q8, "512-bit block pairs"},
+    {"avx512vnni", avx512_q4, avx512_q8, quantize_avx2, has_avx512, 8, gemv_pair_q4, gemv_pair_q8, "512-bit block pairs",
+     best_in_avx2},
 #endif
 #ifdef EI_Q4_DOTPROD
-    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, NULL, NULL, NULL},
+    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, NULL, NULL, NULL, best_in_generic},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -942,6 +996,62 @@ size_t ei_q4_items(ei_q4_job* j) {
   return (size_t)(j->row_tiles * j->col_chunks);
 }
 
+// best_of_batch sets batch at's best of each row over the outputs of its
+// items lo..hi-1, once they are all written: a batch's items are
+// consecutive, so for every row the columns they cover are one run (the
+// chunks of its row tile among them), after those of every batch before
+// it, and reducing the batches in order taking only a larger value keeps
+// the first of equals. One run a row rather than one a work item: a
+// decode step's items are 16 columns, and a call per item and row cost
+// the head as much as the sampler's read it replaces
+// (BenchmarkMatMulQ4Best); a batch's outputs are still in its thread's
+// second-level cache.
+static void best_of_batch(const ei_q4_job* j, size_t lo, size_t hi, size_t at) {
+  const variant* v = j->impl;
+  const int64_t width = j->chunk * EI_Q4_GROUP;
+  for (int64_t t = 0; t < j->row_tiles; t++) {
+    // chunks c with lo <= c·row_tiles + t < hi
+    const int64_t c0 = ((int64_t)lo - t + j->row_tiles - 1 < 0 ? 0 : ((int64_t)lo - t + j->row_tiles - 1) / j->row_tiles);
+    const int64_t c1 = (int64_t)hi - 1 - t < 0 ? -1 : ((int64_t)hi - 1 - t) / j->row_tiles;  // last, inclusive
+    const int64_t m0 = t * v->rows, R = j->M - m0 < v->rows ? j->M - m0 : v->rows;
+    const int64_t n0 = c0 * width, n1 = (c1 + 1) * width < j->N ? (c1 + 1) * width : j->N;
+    for (int64_t r = m0; r < m0 + R; r++) {
+      float* bv = &j->best_v[(int64_t)at * j->M + r];
+      int32_t* bi = &j->best_i[(int64_t)at * j->M + r];
+      *bv = -INFINITY, *bi = -1;
+      if (c1 >= c0 && n1 > n0) v->best(j->y + r * j->N + n0, n1 - n0, n0, bv, bi);
+    }
+  }
+}
+
+size_t ei_q4_best_scratch(const ei_q4_job* j) {
+  return 2 * align64((size_t)j->batches * (size_t)j->M * sizeof(float)) + 64;
+}
+
+void ei_q4_best_bind(ei_q4_job* j, void* scratch) {
+  char* p = (char*)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+  j->best_v = (float*)p;
+  j->best_i = (int32_t*)(p + align64((size_t)j->batches * (size_t)j->M * sizeof(float)));
+}
+
+void ei_q4_best(const ei_q4_job* j) {
+  for (int64_t r = 0; r < j->M; r++) {
+    float v = -INFINITY;
+    int32_t at = -1;
+    for (size_t b = 0; b < j->batches; b++)
+      if (j->best_v[(int64_t)b * j->M + r] > v) v = j->best_v[(int64_t)b * j->M + r], at = j->best_i[(int64_t)b * j->M + r];
+    if (at < 0) {  // no number above −Inf: the first −Inf, else 0
+      at = 0;
+      for (int64_t k = 0; k < j->N; k++)
+        if (j->y[r * j->N + k] == -INFINITY) {
+          at = (int32_t)k;
+          break;
+        }
+    }
+    j->best[r] = at;
+  }
+}
+
 // Batches. A thread pool hands batches out in order, each to the first
 // thread free, so with its threads alike they take them in turn: thread 0
 // batches 0, T, 2T..., thread 1 batches 1, T+1, ... Laid out in order, a
@@ -982,7 +1092,9 @@ void ei_q4_batch(void* p, size_t b) {
   const uint64_t bit = 1ull << (thread_id & 63);
   if (!(__atomic_load_n(&j->seen, __ATOMIC_RELAXED) & bit)) __atomic_fetch_or(&j->seen, bit, __ATOMIC_RELAXED);
   const size_t at = ei_q4_batch_at(b, j->batches, j->threads);
-  for (size_t i = j->items * at / j->batches, hi = j->items * (at + 1) / j->batches; i < hi; i++) ei_q4_work(j, i);
+  const size_t lo = j->items * at / j->batches, hi = j->items * (at + 1) / j->batches;
+  for (size_t i = lo; i < hi; i++) ei_q4_work(j, i);
+  if (j->best != NULL) best_of_batch(j, lo, hi, at);
 }
 
 int ei_q4_threads_seen(const ei_q4_job* j) { return __builtin_popcountll(__atomic_load_n(&j->seen, __ATOMIC_RELAXED)); }

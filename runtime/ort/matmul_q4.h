@@ -52,6 +52,15 @@ typedef struct {
   size_t items, batches;
   int threads;
   uint64_t seen;
+  // best, when set: the index of each row's largest output to best [M],
+  // as pkg/vec's Argmax picks it (the first of equals; NaNs never; with no
+  // number above −Inf the first −Inf, else 0) — found by each batch over
+  // its outputs while they are in its thread's cache, the best of each
+  // batch in best_v/best_i [batches, M] (ei_q4_best_bind), and the batches'
+  // results reduced in order by ei_q4_best (not with swiglu).
+  int64_t* best;
+  float* best_v;
+  int32_t* best_i;
 } ei_q4_job;
 
 // ei_q4_packed_size is the bytes ei_q4_pack writes for N weight rows of nb
@@ -80,6 +89,12 @@ void ei_q4_work(void* j, size_t i);
 size_t ei_q4_plan(ei_q4_job* j, int threads);
 void ei_q4_batch(void* j, size_t b);
 int ei_q4_threads_seen(const ei_q4_job* j);
+// ei_q4_best_scratch is the bytes ei_q4_best_bind points best_v and best_i
+// into, for a job planned already (its batches known); ei_q4_best writes
+// best once every batch has run.
+size_t ei_q4_best_scratch(const ei_q4_job* j);
+void ei_q4_best_bind(ei_q4_job* j, void* scratch);
+void ei_q4_best(const ei_q4_job* j);
 // ei_q4_batch_at is where batch b of n lies for a pool of t threads.
 size_t ei_q4_batch_at(size_t b, size_t n, int t);
 

@@ -89,6 +89,12 @@ static OrtStatus* output(OrtKernelContext* ctx, size_t i, const int64_t* dims, s
   return api->GetTensorMutableData(v, (void**)data);
 }
 
+static OrtStatus* output_int64(OrtKernelContext* ctx, size_t i, const int64_t* dims, size_t rank, int64_t** data) {
+  OrtValue* v;
+  TRY(api->KernelContext_GetOutput(ctx, i, dims, rank, &v));
+  return api->GetTensorMutableData(v, (void**)data);
+}
+
 // scratch is memory one run of a node needs and frees before it returns (a
 // step's rotated q/k/v, a prefill chunk's gathered keys, quantised
 // activations). Blocks of EI_ARENA_MIN bytes and more come from the
@@ -403,7 +409,10 @@ static ONNXTensorElementDataType attention_input_type(size_t i) {
 // attribute epsilon), and input 5, skip (shaped as A: A+skip is
 // normalised, and that sum is output 1) — the graph's
 // (Skip)SimplifiedLayerNormalization and the MatMulNBits it feeds in one
-// node (pkg/onnx/llama's norm.go fuses them).
+// node (pkg/onnx/llama's norm.go fuses them). Output 2, int64 and shaped
+// as A without its last axis, is the index of each row's largest output
+// (pkg/vec's Argmax of the row): a language model's head gives the greedy
+// token with its logits (pkg/onnx/llama's greedy.go adds it).
 
 // Constant weights are packed when the node loads into memory of the
 // node's own (ei_q4_pack's layout): the initializers may be pages of the
@@ -466,6 +475,12 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   memcpy(odims, in[0].dims, in[0].rank * sizeof odims[0]);
   odims[in[0].rank - 1] = EI_Q4_Y(&j);
   TRY(output(ctx, 0, odims, in[0].rank, &j.y));
+  if (outputs >= 3) {
+    if (j.swiglu) return fail("%s: output 2 (each row's largest output) with swiglu: leave it out", op);
+    TRY(output_int64(ctx, 2, in[0].dims, in[0].rank - 1, &j.best));
+    if (j.N == 0)
+      for (int64_t r = 0; r < j.M; r++) j.best[r] = 0;  // an empty row's argmax, as pkg/vec's
+  }
   if (j.M == 0 || j.N == 0) return NULL;
 
   scratch packed = {0}, act = {0};
@@ -494,12 +509,19 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   // not in the custom-op API; the first run lays them in order).
   // Concurrent runs may race on the count: a lower one stored last only
   // costs the layout until the next run raises it again.
+  scratch best = {0};
   if (st == NULL) {
     const size_t batches = ei_q4_plan(&j, __atomic_load_n(&kn->threads, __ATOMIC_RELAXED));
-    st = api->KernelContext_ParallelFor(ctx, ei_q4_batch, batches, batches, &j);
+    if (j.best != NULL) {
+      st = scratch_get(ctx, ei_q4_best_scratch(&j), &best, "MatMulNBits: out of memory for the rows' largest outputs");
+      if (st == NULL) ei_q4_best_bind(&j, best.p);
+    }
+    if (st == NULL) st = api->KernelContext_ParallelFor(ctx, ei_q4_batch, batches, batches, &j);
+    if (st == NULL && j.best != NULL) ei_q4_best(&j);
     const int seen = ei_q4_threads_seen(&j);
     if (seen > __atomic_load_n(&kn->threads, __ATOMIC_RELAXED)) __atomic_store_n(&kn->threads, seen, __ATOMIC_RELAXED);
   }
+  scratch_put(&best);
   scratch_put(&act);
   scratch_put(&packed);
   return st;
@@ -581,6 +603,10 @@ static ONNXTensorElementDataType q4_input_type(size_t i) {
   return i == 1 || i == 3 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
 }
 
+static ONNXTensorElementDataType q4_output_type(size_t i) {
+  return i == 2 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+}
+
 // ---------------------------------------------------------------------------
 // RotaryQKV (the contract is in rotary_qkv.c): inputs qkv [B, T, (Hq +
 // 2·Hkv)·D], position_ids [B, T], cos_cache and sin_cache [P, D/2];
@@ -639,6 +665,7 @@ typedef struct {
   size_t outputs;           // 0: one
   size_t outputs_required;  // outputs from this on are optional (0: none are)
   ONNXTensorElementDataType (*input_type)(size_t i);
+  ONNXTensorElementDataType (*output_type)(size_t i);  // NULL: every output float
   OrtStatus* (*create)(const OrtKernelInfo* info, void** node);
   OrtStatus* (*compute)(void* node, OrtKernelContext* ctx);
   void (*destroy)(void* node);
@@ -652,8 +679,7 @@ static size_t n_inputs(const OrtCustomOp* op) { return DEF(op)->inputs; }
 static size_t n_outputs(const OrtCustomOp* op) { return DEF(op)->outputs ? DEF(op)->outputs : 1; }
 static ONNXTensorElementDataType input_type(const OrtCustomOp* op, size_t i) { return DEF(op)->input_type(i); }
 static ONNXTensorElementDataType output_type(const OrtCustomOp* op, size_t i) {
-  (void)op, (void)i;
-  return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  return DEF(op)->output_type ? DEF(op)->output_type(i) : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
 }
 static OrtCustomOpInputOutputCharacteristic input_kind(const OrtCustomOp* op, size_t i) {
   return i >= DEF(op)->required ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
@@ -678,8 +704,9 @@ static opdef ops[] = {
     {.name = "PagedAttention", .inputs = ATTENTION_INPUTS, .required = 1, .outputs = 3, .outputs_required = 1,
      .input_type = attention_input_type,
      .create = attention_create, .compute = attention_compute, .destroy = free_node},
-    {.name = "MatMulNBits", .inputs = 6, .required = 3, .outputs = 2, .outputs_required = 1,
-     .input_type = q4_input_type, .create = q4_create, .compute = q4_compute, .destroy = q4_destroy},
+    {.name = "MatMulNBits", .inputs = 6, .required = 3, .outputs = 3, .outputs_required = 1,
+     .input_type = q4_input_type, .output_type = q4_output_type, .create = q4_create, .compute = q4_compute,
+     .destroy = q4_destroy},
     {.name = "RotaryQKV", .inputs = 4, .required = 4, .outputs = 5, .input_type = rotary_input_type,
      .create = rotary_create, .compute = rotary_compute, .destroy = free_node},
 };

@@ -190,6 +190,7 @@ func Build(b *onnx.Builder, c *Config, src WeightSource, opts Options) error {
 		return err
 	}
 	SetMatMulKernel(m, true)
+	b.Adopt() // the head's greedy output (greedy.go)
 	return nil
 }
 
@@ -371,8 +372,9 @@ func (d *decoder) weights(name string, out, in int, hasBias bool) (Tensor, []flo
 // each RMSNorm in the MatMulNBits node it feeds. 10: RotaryQKV inside
 // PagedAttention (its fused form), one node a layer. 11: PagedAttention
 // writes float32 and float16 pools itself (input slots, no new_keys /
-// new_values outputs).
-const GraphRevision = 11
+// new_values outputs). 12: on the kernel, the head's greedy token as the
+// output greedy_token (greedy.go).
+const GraphRevision = 12
 
 // linears emits the projections parts of one input x as one: their
 // weights (and biases) stacked along the output axis into name, one

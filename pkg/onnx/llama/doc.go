@@ -32,6 +32,10 @@
 //	                                       — the graph writes the pools
 //	outputs
 //	  logits           float32 [B, vocab]   (AllLogits: [B, T, vocab])
+//	  greedy_token     int64   [B]         each row's argmax of its logits,
+//	                                       found by the head as it writes
+//	                                       them (on the kernel, without
+//	                                       AllLogits: OutputGreedy)
 //	  (where the caller writes the pools, instead of slots:
 //	  new_keys.{i}     float32 [B, kvH, T, D]  this step's keys, after RoPE
 //	  new_values.{i}   float32 [B, kvH, T, D])

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/pkg/vec"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
@@ -149,7 +150,22 @@ func TestMatMulKernelEitherWay(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		defer s.Close()
-		logits[name] = newPool(c, 4, bs).prefill(t, s, ids, table)["logits"].data
+		out := newPool(c, 4, bs).prefill(t, s, ids, table)
+		logits[name] = out["logits"].data
+		// on the kernel, the head gives each row's argmax beside the logits
+		greedy, has := out[OutputGreedy]
+		if kernel := !strings.HasSuffix(name, "portable"); has != kernel {
+			t.Fatalf("%s graph: output %s present %v, want %v", name, OutputGreedy, has, kernel)
+		}
+		V := c.VocabSize
+		for row, g := range greedy.ints {
+			if want := vec.Argmax(logits[name][row*V : (row+1)*V]); g != int64(want) {
+				t.Errorf("%s graph row %d: %s %d, the argmax of its logits %d", name, row, OutputGreedy, g, want)
+			}
+		}
+		if has && len(greedy.ints) != len(logits[name])/V {
+			t.Errorf("%s graph: %d greedy tokens for %d rows of logits", name, len(greedy.ints), len(logits[name])/V)
+		}
 	}
 	// Both quantise activations to int8 per block of 32, but ONNX Runtime's
 	// arm64 MatMulNBits rounds them differently from its x86 one (and from

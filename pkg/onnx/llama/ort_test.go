@@ -75,6 +75,14 @@ func (r *runner) run(s *ort.Session) map[string]outTensor {
 	}
 	res := map[string]outTensor{}
 	for name, x := range out {
+		if x.DType() == ort.Int64 { // the head's greedy token (greedy.go)
+			data, err := ort.Data[int64](x)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			res[name] = outTensor{shape: x.Shape(), ints: append([]int64(nil), data...)}
+			continue
+		}
 		data, err := ort.Data[float32](x)
 		if err != nil {
 			r.t.Fatal(err)
@@ -87,6 +95,7 @@ func (r *runner) run(s *ort.Session) map[string]outTensor {
 type outTensor struct {
 	shape []int64
 	data  []float32
+	ints  []int64 // an int64 output's
 }
 
 func maxDiff(a, b []float32) float64 {

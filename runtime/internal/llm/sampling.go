@@ -509,6 +509,14 @@ func topBuckets(c []float32, floor float32, mass *[1 << 11]float64) (lo, hi int)
 	return lo, hi
 }
 
+// Greedy reports whether Sample takes the argmax of the row as it comes:
+// temperature 0 and no penalty to apply first. Then a graph's own argmax
+// of the row is the token (Model.greedyToken).
+func (s *Sampler) Greedy() bool {
+	return s.p.Temperature == 0 && (s.p.RepetitionPenalty == 0 || s.p.RepetitionPenalty == 1) &&
+		s.p.PresencePenalty == 0 && s.p.FrequencyPenalty == 0
+}
+
 func (s *Sampler) applyPenalties(logits []float32) {
 	if rp := s.p.RepetitionPenalty; rp != 0 && rp != 1 {
 		for t := range s.seen {

@@ -29,6 +29,9 @@ type stepIO struct {
 	// it has one (embeddings pool it); nil otherwise.
 	hidden     *ort.Buffer
 	hiddenSize int
+	// greedy is the graph's outputGreedy [B], when it has one: each row's
+	// argmax of its logits, found by the head as it wrote them.
+	greedy *ort.Buffer
 
 	bound map[stepShape]*boundStep
 
@@ -82,6 +85,9 @@ func newStepIO(m *Model) (*stepIO, error) {
 	}
 	if !m.compat {
 		for _, o := range m.sess.Outputs() {
+			if o.Name == outputGreedy {
+				io.greedy = alloc(io.maxRows, 8)
+			}
 			if o.Name == "hidden_states" {
 				io.hiddenSize = g.Hidden
 				if len(o.Shape) == 3 && o.Shape[2] > 0 {
@@ -155,6 +161,9 @@ func (io *stepIO) bind(k stepShape) (*boundStep, error) {
 	if io.hidden != nil {
 		out["hidden_states"] = wrap(ort.Float32, []int64{B, T, int64(io.hiddenSize)}, io.hidden)
 	}
+	if io.greedy != nil {
+		out[outputGreedy] = wrap(ort.Int64, []int64{B}, io.greedy)
+	}
 	if io.slotsIn != nil {
 		in["slots"] = wrap(ort.Int64, []int64{B, T}, io.slotsIn)
 	}
@@ -205,7 +214,7 @@ func (io *stepIO) unbindAll() error {
 
 func (io *stepIO) close() error {
 	errs := []error{io.unbindAll()}
-	for _, b := range append([]*ort.Buffer{io.ids, io.pos, io.tables, io.ctxLens, io.last, io.logits, io.hidden, io.slotsIn}, append(io.newK, io.newV...)...) {
+	for _, b := range append([]*ort.Buffer{io.ids, io.pos, io.tables, io.ctxLens, io.last, io.logits, io.hidden, io.greedy, io.slotsIn}, append(io.newK, io.newV...)...) {
 		if b != nil {
 			errs = append(errs, b.Close())
 		}

@@ -1,0 +1,128 @@
+package llm
+
+import (
+	"context"
+	"testing"
+
+	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
+	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
+	"github.com/edgeinfer/edgeinfer/pkg/vec"
+	"github.com/edgeinfer/edgeinfer/quant"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+)
+
+func TestGreedyOutputName(t *testing.T) {
+	if outputGreedy != llama.OutputGreedy {
+		t.Fatalf("outputGreedy %q, pkg/onnx/llama's OutputGreedy %q", outputGreedy, llama.OutputGreedy)
+	}
+}
+
+// TestGreedyOutputMatches: on the kernel's int4 graph, which has the
+// greedy output, every row of prefill and decode steps (three sequences
+// decoding together) gets from the graph the argmax of its logits, and
+// the step emits it; a row that is not plain greedy (a penalty, a
+// temperature) or an index outside the vocabulary leaves the token to the
+// sampler.
+func TestGreedyOutputMatches(t *testing.T) {
+	orttest.Need(t)
+	cfg, src, err := llama.Preset("tiny-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	em, err := quant.NewEmitter("int4-b32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bd, err := build.BuildDecoder(context.Background(), t.TempDir(), build.DecoderSpec{
+		Name: "tiny-test", Version: "1", Config: cfg, Weights: src, Options: llama.Options{Emitter: em}, CreatedBy: "llm test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(context.Background(), bd, Options{Session: ort.Options{IntraOpThreads: 2}, KV: kvcache.Options{DisablePrefixCache: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.io.greedy == nil {
+		t.Fatalf("the int4 kernel graph has no %s output", outputGreedy)
+	}
+	ctx := context.Background()
+	V := m.Geometry().Vocab
+	check := func(what string, rows int, got []sched.Sampled) {
+		t.Helper()
+		g := int64s(m.io.greedy, rows)
+		for i := range rows {
+			want := vec.Argmax(m.Logits(i))
+			if g[i] != int64(want) {
+				t.Fatalf("%s row %d: the graph's argmax %d, the logits' %d", what, i, g[i], want)
+			}
+			if got[i].Token != int32(want) {
+				t.Fatalf("%s row %d: emitted %d, want the argmax %d", what, i, got[i].Token, want)
+			}
+		}
+	}
+	prompts := [][]int32{prompt(14, V), prompt(30, V)[5:], prompt(9, V)[2:]}
+	last := make([]int32, len(prompts))
+	for i, p := range prompts {
+		id := sched.SeqID(i + 1)
+		if _, err := m.Admit(ctx, sched.Sequence{ID: id, Tokens: p, PromptLen: len(p)}); err != nil {
+			t.Fatal(err)
+		}
+		defer m.Release(id)
+		var res sched.StepResult
+		if err := m.prefill(ctx, &sched.PrefillChunk{Seq: id, Tokens: p, Pos: 0, Last: true}, &res); err != nil {
+			t.Fatal(err)
+		}
+		check("prefill", 1, res.Tokens)
+		last[i] = res.Tokens[0].Token
+	}
+	for step := range 6 {
+		rows := make([]sched.DecodeRow, len(prompts))
+		for i := range prompts {
+			id := sched.SeqID(i + 1)
+			if err := m.Extend(id, 1); err != nil {
+				t.Fatal(err)
+			}
+			rows[i] = sched.DecodeRow{Seq: id, Token: last[i], Pos: m.seqs[uint64(id)].kv.Computed()}
+		}
+		r, err := m.Step(ctx, &sched.Batch{Decode: rows})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("decode step "+string(rune('0'+step)), len(prompts), r.Tokens)
+		for i, s := range r.Tokens {
+			last[i] = s.Token
+		}
+	}
+
+	st := m.seqs[1]
+	if _, ok := m.greedyToken(st, 0); !ok {
+		t.Fatal("a plain greedy row did not take the graph's argmax")
+	}
+	int64s(m.io.greedy, 1)[0] = int64(V)
+	if _, ok := m.greedyToken(st, 0); ok {
+		t.Fatalf("the index %d, outside the vocabulary, was taken", V)
+	}
+	for _, p := range []SamplingParams{{RepetitionPenalty: 1.3}, {PresencePenalty: 0.5}, {FrequencyPenalty: 0.5}, {Temperature: 0.7}} {
+		s, err := NewSampler(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Greedy() {
+			t.Errorf("%+v: Greedy, but the sampler changes or draws from the row", p)
+		}
+	}
+	for _, p := range []SamplingParams{{}, {RepetitionPenalty: 1}, {TopK: 5, TopP: 0.9}} {
+		s, err := NewSampler(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.Greedy() {
+			t.Errorf("%+v: not Greedy, but the sampler takes the argmax of the row as it is", p)
+		}
+	}
+}
