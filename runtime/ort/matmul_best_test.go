@@ -130,7 +130,7 @@ func TestKernelMatMulQ4BestRefuses(t *testing.T) {
 	m := tModel{
 		opsets: map[string]int64{"": 17, OpDomain: 1},
 		inputs: []tValue{{name: "a", dtype: Float32, dims: []any{"M", c.K}}},
-		inits: []tInit{{name: "b", dims: []int64{16, 2, 16}, u8: c.b}, {name: "scales", dims: []int64{32}, f32: c.scales}},
+		inits:  []tInit{{name: "b", dims: []int64{16, 2, 16}, u8: c.b}, {name: "scales", dims: []int64{32}, f32: c.scales}},
 		nodes: []tNode{{op: "MatMulNBits", domain: OpDomain, in: []string{"a", "b", "scales"}, out: []string{"y", "", "best"},
 			attrs: [][]byte{attrInt("K", 64), attrInt("N", 16), attrInt("bits", 4), attrInt("block_size", 32), attrInt("swiglu", 1)}}},
 		outs: []tValue{{name: "y", dtype: Float32, dims: []any{"M", 8}}, {name: "best", dtype: Int64, dims: []any{"M"}}},
