@@ -404,15 +404,17 @@ static ONNXTensorElementDataType attention_input_type(size_t i) {
 // ---------------------------------------------------------------------------
 // MatMulNBits (the contract is in matmul_q4.c): com.microsoft.MatMulNBits'
 // inputs and attributes, for bits 4 or 8, block_size 32 and no zero points,
-// and two inputs of its own for the RMSNorm in front of a projection:
+// and inputs of its own: two for the RMSNorm in front of a projection:
 // input 4, the norm's weight gamma [K] (A is normalised first, with the
 // attribute epsilon), and input 5, skip (shaped as A: A+skip is
 // normalised, and that sum is output 1) — the graph's
 // (Skip)SimplifiedLayerNormalization and the MatMulNBits it feeds in one
-// node (pkg/onnx/llama's norm.go fuses them). Output 2, int64 and shaped
-// as A without its last axis, is the index of each row's largest output
-// (pkg/vec's Argmax of the row): a language model's head gives the greedy
-// token with its logits (pkg/onnx/llama's greedy.go adds it).
+// node (pkg/onnx/llama's norm.go fuses them); and input 6, last_index,
+// for the head of a paged graph (last_rows says what it does). Output 2,
+// int64 and shaped as A without its last axis, is the index of each row's
+// largest output (pkg/vec's Argmax of the row): a language model's head
+// gives the greedy token with its logits (pkg/onnx/llama's greedy.go adds
+// it).
 
 // Constant weights are packed when the node loads into memory of the
 // node's own (ei_q4_pack's layout): the initializers may be pages of the
@@ -428,17 +430,79 @@ typedef struct {
   int threads; // the most threads a run of the node was seen on
 } q4_node;
 
+static OrtStatus* q4_run(q4_node* kn, OrtKernelContext* ctx, tensor* in);
+
+// last_rows is input 6, last_index [B]: the node multiplies row
+// last_index[b] of each batch entry of A [B, T, K] (plus skip's, input 5,
+// when given: their sum is the row normalised) and its outputs are [B, N]
+// and [B] — the language-model head of a paged graph, which takes each
+// sequence's last position, in one node where ONNX operators took five
+// (the residual Add, then Unsqueeze, Expand, GatherElements and Reshape
+// of the rows; pkg/onnx/llama's lastrow.go). It copies the rows (summed)
+// into *rows and points in[0] at them as A [B, K], with skip left out:
+// the sum is the same float additions the ONNX Add made, so the logits are
+// those of the five nodes' graph bit for bit. Output 1 (the sum) is not
+// written.
+static OrtStatus* last_rows(const char* op, OrtKernelContext* ctx, int64_t K, tensor* in, scratch* rows) {
+  tensor* a = &in[0];
+  if (a->rank != 3 || a->dims[2] != K)
+    return fail("%s: with last_index (input 6), A is [batch, seq, K = %lld]; it has rank %zu", op, (long long)K,
+                a->rank);
+  const int64_t B = a->dims[0], T = a->dims[1];
+  TRY(check_shape(op, "last_index (input 6)", &in[6], 1, (int64_t[]){B}));
+  if (in[6].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) return fail("%s: last_index (input 6) must be int64", op);
+  const float* skip = NULL;
+  if (in[5].v != NULL) {
+    TRY(check_shape(op, "skip (input 5)", &in[5], 3, a->dims));
+    skip = in[5].data;
+  }
+  const int64_t* last = in[6].data;
+  for (int64_t b = 0; b < B; b++)
+    if (last[b] < 0 || last[b] >= T)
+      return fail("%s: last_index[%lld] = %lld, outside A's %lld rows of batch entry %lld", op, (long long)b,
+                  (long long)last[b], (long long)T, (long long)b);
+  TRY(scratch_get(ctx, (size_t)(B * K) * sizeof(float), rows, "MatMulNBits: out of memory for the last rows"));
+  float* r = rows->p;
+  const float* x = a->data;
+  for (int64_t b = 0; b < B; b++) {
+    const float* src = x + (b * T + last[b]) * K;
+    if (skip == NULL) {
+      memcpy(r + b * K, src, (size_t)K * sizeof(float));
+      continue;
+    }
+    const float* s = skip + (b * T + last[b]) * K;
+    for (int64_t k = 0; k < K; k++) r[b * K + k] = src[k] + s[k];
+  }
+  a->rank = 2, a->dims[1] = K, a->data = r;
+  memset(&in[5], 0, sizeof in[5]);
+  return NULL;
+}
+
 static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
   static const char* op = "MatMulNBits";
   q4_node* kn = node;
-  tensor in[6] = {0};
+  tensor in[7] = {0};
   // B and scales packed when the node loaded (their sizes checked then) are
   // not read again: a shape query an input, ~0.2 µs each, in a node whose
   // decode-step product at 110m takes ~30 µs.
-  for (size_t i = 0; i < 6; i++) {
+  for (size_t i = 0; i < 7; i++) {
     if (kn->w != NULL && (i == 1 || i == 2)) continue;
     TRY(input(op, ctx, i, &in[i]));
   }
+  scratch rows = {0};
+  if (in[6].v != NULL) {  // last_index: the product of one row of each batch entry
+    TRY(last_rows(op, ctx, kn->K, in, &rows));
+    OrtStatus* st = q4_run(kn, ctx, in);
+    scratch_put(&rows);
+    return st;
+  }
+  return q4_run(kn, ctx, in);
+}
+
+// q4_run is q4_compute once its inputs are read (and last_rows has made
+// in[0] the rows the product takes).
+static OrtStatus* q4_run(q4_node* kn, OrtKernelContext* ctx, tensor* in) {
+  static const char* op = "MatMulNBits";
   if (in[3].v != NULL)
     return fail("%s: zero_points are not supported (symmetric weights only); build the bundle's weights "
                 "without -asym, or use com.microsoft.MatMulNBits", op);
@@ -600,7 +664,11 @@ static OrtStatus* q4_create(const OrtKernelInfo* info, void** out) {
 }
 
 static ONNXTensorElementDataType q4_input_type(size_t i) {
-  return i == 1 || i == 3 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8 : ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  switch (i) {
+    case 1: case 3: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
+    case 6: return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+    default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  }
 }
 
 static ONNXTensorElementDataType q4_output_type(size_t i) {
@@ -704,7 +772,7 @@ static opdef ops[] = {
     {.name = "PagedAttention", .inputs = ATTENTION_INPUTS, .required = 1, .outputs = 3, .outputs_required = 1,
      .input_type = attention_input_type,
      .create = attention_create, .compute = attention_compute, .destroy = free_node},
-    {.name = "MatMulNBits", .inputs = 6, .required = 3, .outputs = 3, .outputs_required = 1,
+    {.name = "MatMulNBits", .inputs = 7, .required = 3, .outputs = 3, .outputs_required = 1,
      .input_type = q4_input_type, .output_type = q4_output_type, .create = q4_create, .compute = q4_compute,
      .destroy = q4_destroy},
     {.name = "RotaryQKV", .inputs = 4, .required = 4, .outputs = 5, .input_type = rotary_input_type,

@@ -373,8 +373,9 @@ func (d *decoder) weights(name string, out, in int, hasBias bool) (Tensor, []flo
 // PagedAttention (its fused form), one node a layer. 11: PagedAttention
 // writes float32 and float16 pools itself (input slots, no new_keys /
 // new_values outputs). 12: on the kernel, the head's greedy token as the
-// output greedy_token (greedy.go).
-const GraphRevision = 12
+// output greedy_token (greedy.go). 13: on the kernel, the head picks and
+// adds its last rows itself (lastrow.go).
+const GraphRevision = 13
 
 // linears emits the projections parts of one input x as one: their
 // weights (and biases) stacked along the output axis into name, one

@@ -26,8 +26,9 @@ const (
 // attributes, so the weights are untouched: a model built for one runs on
 // the other after this. On the kernel, an MLP's gate/up projection and its
 // SwiGLU activation become one node (swiglu.go), each RMSNorm joins the
-// projection it feeds (norm.go), the head gives the greedy token beside
-// the logits (greedy.go), and going back splits them again. It
+// projection it feeds (norm.go), the head picks its last rows itself
+// (lastrow.go) and gives the greedy token beside the logits (greedy.go),
+// and going back splits them again. It
 // returns the number of nodes moved.
 func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
 	from, to := onnx.DomainMicrosoft, onnx.DomainEdgeInfer
@@ -36,6 +37,7 @@ func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
 	}
 	if !kernel {
 		splitGreedy(m.GetGraph())
+		splitLastRow(m.GetGraph())
 		splitNorm(m.GetGraph())
 		splitSwiGLU(m.GetGraph())
 	}
@@ -50,6 +52,7 @@ func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
 	if kernel {
 		fuseSwiGLU(m.GetGraph())
 		fuseNorm(m.GetGraph())
+		fuseLastRow(m.GetGraph())
 		fuseGreedy(m.GetGraph())
 	}
 	if moved > 0 {
