@@ -50,12 +50,11 @@ func TestGreedyOutputMatches(t *testing.T) {
 	if m.io.greedy == nil {
 		t.Fatalf("the int4 kernel graph has no %s output", outputGreedy)
 	}
-	ctx := context.Background()
 	V := m.Geometry().Vocab
-	check := func(what string, rows int, got []sched.Sampled) {
+	check := func(what string, got []sched.Sampled) {
 		t.Helper()
-		g := int64s(m.io.greedy, rows)
-		for i := range rows {
+		g := int64s(m.io.greedy, len(got))
+		for i := range got {
 			want := vec.Argmax(m.Logits(i))
 			if g[i] != int64(want) {
 				t.Fatalf("%s row %d: the graph's argmax %d, the logits' %d", what, i, g[i], want)
@@ -65,41 +64,9 @@ func TestGreedyOutputMatches(t *testing.T) {
 			}
 		}
 	}
-	prompts := [][]int32{prompt(14, V), prompt(30, V)[5:], prompt(9, V)[2:]}
-	last := make([]int32, len(prompts))
-	for i, p := range prompts {
-		id := sched.SeqID(i + 1)
-		if _, err := m.Admit(ctx, sched.Sequence{ID: id, Tokens: p, PromptLen: len(p)}); err != nil {
-			t.Fatal(err)
-		}
-		defer m.Release(id)
-		var res sched.StepResult
-		if err := m.prefill(ctx, &sched.PrefillChunk{Seq: id, Tokens: p, Pos: 0, Last: true}, &res); err != nil {
-			t.Fatal(err)
-		}
-		check("prefill", 1, res.Tokens)
-		last[i] = res.Tokens[0].Token
-	}
-	for step := range 6 {
-		rows := make([]sched.DecodeRow, len(prompts))
-		for i := range prompts {
-			id := sched.SeqID(i + 1)
-			if err := m.Extend(id, 1); err != nil {
-				t.Fatal(err)
-			}
-			rows[i] = sched.DecodeRow{Seq: id, Token: last[i], Pos: m.seqs[uint64(id)].kv.Computed()}
-		}
-		r, err := m.Step(ctx, &sched.Batch{Decode: rows})
-		if err != nil {
-			t.Fatal(err)
-		}
-		check("decode step "+string(rune('0'+step)), len(prompts), r.Tokens)
-		for i, s := range r.Tokens {
-			last[i] = s.Token
-		}
-	}
+	decodeTogetherEach(t, m, [][]int32{prompt(14, V), prompt(30, V)[5:], prompt(9, V)[2:]}, 6, check)
 
-	st := m.seqs[1]
+	st := m.seqs[1000]
 	if _, ok := m.greedyToken(st, 0); !ok {
 		t.Fatal("a plain greedy row did not take the graph's argmax")
 	}

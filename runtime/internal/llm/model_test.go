@@ -328,6 +328,14 @@ func TestGraphWritesPoolsAsScatter(t *testing.T) {
 // the sequences stay admitted (their blocks in the pools) until t ends.
 func decodeTogether(t *testing.T, m *Model, prompts [][]int32, steps int) []int32 {
 	t.Helper()
+	return decodeTogetherEach(t, m, prompts, steps, nil)
+}
+
+// decodeTogetherEach is decodeTogether calling each, when set, with every
+// prefill's and step's sampled tokens while its logits are still the
+// model's (what: "prefill" or "decode step").
+func decodeTogetherEach(t *testing.T, m *Model, prompts [][]int32, steps int, each func(what string, got []sched.Sampled)) []int32 {
+	t.Helper()
 	ctx := context.Background()
 	var res sched.StepResult
 	var out []int32
@@ -341,6 +349,9 @@ func decodeTogether(t *testing.T, m *Model, prompts [][]int32, steps int) []int3
 		res.Tokens = res.Tokens[:0]
 		if err := m.prefill(ctx, &sched.PrefillChunk{Seq: id, Tokens: p, Pos: 0, Last: true}, &res); err != nil {
 			t.Fatal(err)
+		}
+		if each != nil {
+			each("prefill", res.Tokens)
 		}
 		last[i] = res.Tokens[0].Token
 	}
@@ -357,6 +368,9 @@ func decodeTogether(t *testing.T, m *Model, prompts [][]int32, steps int) []int3
 		r, err := m.Step(ctx, &sched.Batch{Decode: rows})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if each != nil {
+			each("decode step", r.Tokens)
 		}
 		for _, s := range r.Tokens {
 			last[s.Seq-1000] = s.Token
