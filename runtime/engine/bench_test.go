@@ -804,6 +804,43 @@ func BenchmarkBatch1VsBare(b *testing.B) {
 	}
 }
 
+// BenchmarkBareAB is a graph change's payoff: the bare ONNX Runtime loop
+// (bareLoop) on the bundle EDGEINFER_BENCH_AB_BUNDLE names, built by an
+// earlier revision or with other options, against the same loop on the
+// bundle benchModel builds now, at batch 1 and 8 and context 176: nine
+// rounds of ~0.3 s a side, alternated with a pause between them (settle),
+// and the median of the paired ratios, now ÷ then. The two sessions stay
+// open together, so each side reads its weights from where the other left
+// the caches, as the sides of every paired round here do.
+//
+//	EDGEINFER_BENCH_AB_BUNDLE=~/.cache/edgeinfer/bench/synthetic-110m-int4-b32-kernel-g12 \
+//	  go test ./runtime/engine -run '^$' -bench BareAB -benchtime 1x
+func BenchmarkBareAB(b *testing.B) {
+	dir := os.Getenv("EDGEINFER_BENCH_AB_BUNDLE")
+	if dir == "" {
+		b.Skip("EDGEINFER_BENCH_AB_BUNDLE names the bundle to compare with")
+	}
+	then, err := bundle.Load(dir)
+	if err != nil {
+		b.Fatalf("EDGEINFER_BENCH_AB_BUNDLE: %v", err)
+	}
+	now := benchModel(b)
+	b.Logf("then %s; now %s", then.Dir, now.Dir)
+	const ctxLen = scalePrompt + scaleOutput/2
+	for b.Loop() {
+		for _, B := range []int{1, 8} {
+			t, n := newBareLoop(b, then, B, ctxLen), newBareLoop(b, now, B, ctxLen)
+			steps := max(1, int(0.3*t.rate(b, 3)/float64(B)))
+			nows, thens, ratios := pairedRounds(9, func(int) float64 { return n.rate(b, steps) }, func() float64 { return t.rate(b, steps) })
+			b.Logf("batch %d: now %.1f tok/s (rounds %.1f), then %.1f (rounds %.1f), %d steps a round; paired ratios now ÷ then %.3f",
+				B, median(nows), nows, median(thens), thens, steps, ratios)
+			b.ReportMetric(median(ratios), "b"+strconv.Itoa(B)+"-now/then")
+			t.close()
+			n.close()
+		}
+	}
+}
+
 // -----------------------------------------------------------------------------
 // Decode rate through the engine, for the quantisation issue's comparison
 // with llama.cpp (platforms/llamacpp/compare.sh runs both in one session).
