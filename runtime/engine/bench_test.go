@@ -808,7 +808,7 @@ func BenchmarkBatch1VsBare(b *testing.B) {
 // (bareLoop) on the bundle EDGEINFER_BENCH_AB_BUNDLE names, built by an
 // earlier revision or with other options, against the same loop on the
 // bundle benchModel builds now, at batch 1 and 8 and context 176: nine
-// rounds of ~0.3 s a side, alternated with a pause between them (settle),
+// rounds of ~0.5 s a side, alternated with a pause between them (settle),
 // and the median of the paired ratios, now ÷ then. The two sessions stay
 // open together, so each side reads its weights from where the other left
 // the caches, as the sides of every paired round here do.
@@ -830,7 +830,7 @@ func BenchmarkBareAB(b *testing.B) {
 	for b.Loop() {
 		for _, B := range []int{1, 8} {
 			t, n := newBareLoop(b, then, B, ctxLen), newBareLoop(b, now, B, ctxLen)
-			steps := max(1, int(0.3*t.rate(b, 3)/float64(B)))
+			steps := max(1, int(0.5*t.rate(b, 30)/float64(B))) // ~0.5 s a side
 			nows, thens, ratios := pairedRounds(9, func(int) float64 { return n.rate(b, steps) }, func() float64 { return t.rate(b, steps) })
 			b.Logf("batch %d: now %.1f tok/s (rounds %.1f), then %.1f (rounds %.1f), %d steps a round; paired ratios now ÷ then %.3f",
 				B, median(nows), nows, median(thens), thens, steps, ratios)
