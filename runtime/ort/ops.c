@@ -19,6 +19,7 @@
 
 #include "include/onnxruntime_c_api.h"
 
+#include "gather_blocks.h"
 #include "matmul_q4.h"
 #include "ops.h"
 #include "paged_attention.h"
@@ -676,6 +677,98 @@ static ONNXTensorElementDataType q4_output_type(size_t i) {
 }
 
 // ---------------------------------------------------------------------------
+// GatherBlockQuantized (the contract is in gather_blocks.c): data uint8
+// [V, H·bits/8], indices int64 or int32 of any shape, scales float
+// [V, H/block_size], no zero_points (input 3); attributes bits (4 or 8),
+// block_size (a power of 2 from 16, dividing H), gather_axis 0,
+// quantize_axis 1. Output [indices…, H]. An index outside [−V, V) is an
+// error, as it is com.microsoft's; a negative one counts from the end.
+
+typedef struct {
+  int64_t bits, block;
+} gather_node;
+
+static OrtStatus* gather_compute(void* node, OrtKernelContext* ctx) {
+  static const char* op = "GatherBlockQuantized";
+  const gather_node* kn = node;
+  tensor in[4];
+  for (size_t i = 0; i < 4; i++) TRY(input(op, ctx, i, &in[i]));
+  if (in[3].v != NULL)
+    return fail("%s: zero_points are not supported (symmetric tables only); use com.microsoft.GatherBlockQuantized", op);
+  if (in[0].rank != 2 || in[0].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8)
+    return fail("%s: data must be uint8 [rows, columns·bits/8] (rank %zu)", op, in[0].rank);
+  ei_gather_job j = {.bits = kn->bits, .block = kn->block};
+  const int64_t V = in[0].dims[0];
+  j.H = in[0].dims[1] * 8 / kn->bits;
+  if (j.H % j.block != 0)
+    return fail("%s: %lld columns are not whole blocks of %lld", op, (long long)j.H, (long long)j.block);
+  TRY(check_shape(op, "scales", &in[2], 2, (int64_t[]){V, j.H / j.block}));
+  if (in[2].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) return fail("%s: scales must be float", op);
+  const int wide = in[1].type == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+  if (!wide && in[1].type != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) return fail("%s: indices must be int64 or int32", op);
+  int64_t n = 1, odims[9];
+  for (size_t d = 0; d < in[1].rank; d++) n *= in[1].dims[d], odims[d] = in[1].dims[d];
+  odims[in[1].rank] = j.H;
+  TRY(output(ctx, 0, odims, in[1].rank + 1, &j.out));
+  if (n == 0) return NULL;
+  scratch rows = {0};
+  TRY(scratch_get(ctx, (size_t)n * sizeof(int64_t), &rows, "GatherBlockQuantized: out of memory for the indices"));
+  int64_t* r = rows.p;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t x = wide ? ((const int64_t*)in[1].data)[i] : ((const int32_t*)in[1].data)[i];
+    if (x < -V || x >= V) {
+      scratch_put(&rows);
+      return fail("%s: indices[%lld] = %lld, outside the table's %lld rows", op, (long long)i, (long long)x, (long long)V);
+    }
+    r[i] = x < 0 ? x + V : x;
+  }
+  j.data = in[0].data, j.scales = in[2].data, j.rows = r;
+  OrtStatus* st = NULL;
+  if (n <= 16)  // a decode step's few rows: on this thread, sparing the pool a hand-over
+    for (int64_t i = 0; i < n; i++) ei_gather_work(&j, (size_t)i);
+  else
+    st = api->KernelContext_ParallelFor(ctx, ei_gather_work, (size_t)n, 0, &j);
+  scratch_put(&rows);
+  return st;
+}
+
+static OrtStatus* gather_create(const OrtKernelInfo* info, void** out) {
+  gather_node* k = calloc(1, sizeof *k);
+  if (k == NULL) return api->CreateStatus(ORT_FAIL, "GatherBlockQuantized: out of memory");
+  int64_t gather_axis = 0, quantize_axis = 1;
+  k->bits = 4, k->block = 128;  // com.microsoft's defaults
+  struct {
+    const char* name;
+    int64_t* v;
+  } attrs[] = {{"bits", &k->bits}, {"block_size", &k->block}, {"gather_axis", &gather_axis}, {"quantize_axis", &quantize_axis}};
+  for (size_t i = 0; i < sizeof attrs / sizeof attrs[0]; i++) {
+    OrtStatus* none = api->KernelInfoGetAttribute_int64(info, attrs[i].name, attrs[i].v);
+    if (none != NULL) api->ReleaseStatus(none);  // absent: the default
+  }
+  OrtStatus* st = NULL;
+  if ((k->bits != 4 && k->bits != 8) || k->block < 16 || (k->block & (k->block - 1)) != 0 || gather_axis != 0 ||
+      (quantize_axis != 1 && quantize_axis != -1))
+    st = fail("GatherBlockQuantized: bits %lld, block_size %lld, gather_axis %lld, quantize_axis %lld: this kernel "
+              "runs bits 4 or 8, a block_size that is a power of 2 from 16, gather_axis 0 and quantize_axis 1; use "
+              "com.microsoft.GatherBlockQuantized for others",
+              (long long)k->bits, (long long)k->block, (long long)gather_axis, (long long)quantize_axis);
+  if (st != NULL) {
+    free(k);
+    return st;
+  }
+  *out = k;
+  return NULL;
+}
+
+static ONNXTensorElementDataType gather_input_type(size_t i) {
+  switch (i) {
+    case 0: case 3: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
+    case 1: return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;  // int64 or int32, checked in compute
+    default: return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  }
+}
+
+// ---------------------------------------------------------------------------
 // RotaryQKV (the contract is in rotary_qkv.c): inputs qkv [B, T, (Hq +
 // 2·Hkv)·D], position_ids [B, T], cos_cache and sin_cache [P, D/2];
 // attributes num_heads and kv_num_heads; outputs q, k, v [B, T, H·D] (q and
@@ -775,6 +868,8 @@ static opdef ops[] = {
     {.name = "MatMulNBits", .inputs = 7, .required = 3, .outputs = 3, .outputs_required = 1,
      .input_type = q4_input_type, .output_type = q4_output_type, .create = q4_create, .compute = q4_compute,
      .destroy = q4_destroy},
+    {.name = "GatherBlockQuantized", .inputs = 4, .required = 3, .outputs = 1, .input_type = gather_input_type,
+     .create = gather_create, .compute = gather_compute, .destroy = free_node},
     {.name = "RotaryQKV", .inputs = 4, .required = 4, .outputs = 5, .input_type = rotary_input_type,
      .create = rotary_create, .compute = rotary_compute, .destroy = free_node},
 };

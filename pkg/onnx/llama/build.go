@@ -374,8 +374,9 @@ func (d *decoder) weights(name string, out, in int, hasBias bool) (Tensor, []flo
 // writes float32 and float16 pools itself (input slots, no new_keys /
 // new_values outputs). 12: on the kernel, the head's greedy token as the
 // output greedy_token (greedy.go). 13: on the kernel, the head picks and
-// adds its last rows itself (lastrow.go).
-const GraphRevision = 13
+// adds its last rows itself (lastrow.go). 14: on the kernel, the quantised
+// embedding by ai.edgeinfer.GatherBlockQuantized (gather.go).
+const GraphRevision = 14
 
 // linears emits the projections parts of one input x as one: their
 // weights (and biases) stacked along the output axis into name, one

@@ -28,7 +28,8 @@ const (
 // SwiGLU activation become one node (swiglu.go), each RMSNorm joins the
 // projection it feeds (norm.go), the head picks its last rows itself
 // (lastrow.go) and gives the greedy token beside the logits (greedy.go),
-// and going back splits them again. It
+// the quantised embedding moves with them (gather.go), and going back
+// splits them again. It
 // returns the number of nodes moved.
 func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
 	from, to := onnx.DomainMicrosoft, onnx.DomainEdgeInfer
@@ -49,6 +50,7 @@ func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
 		n.Domain = proto.String(to)
 		moved++
 	}
+	moved += moveGather(m.GetGraph(), from, to)
 	if kernel {
 		fuseSwiGLU(m.GetGraph())
 		fuseNorm(m.GetGraph())

@@ -23,8 +23,21 @@ func (int4Emitter) Scheme() string { return "int4-b32-test" }
 
 func (int4Emitter) Linear(b *onnx.Builder, name, x string, w Tensor, bias []float32) (string, error) {
 	n, k := w.Shape[0], w.Shape[1]
-	nb := (k + 31) / 32
-	codes, scales := make([]uint8, n*nb*16), make([]float32, n*nb)
+	nb, codes, scales := int4Blocks(w)
+	y := b.MS("MatMulNBits", []string{x,
+		b.Uint8(name+".qweight", []int64{int64(n), int64(nb), 16}, codes),
+		b.Float32(name+".scales", []int64{int64(n * nb)}, scales)},
+		onnx.AttrInt("K", int64(k)), onnx.AttrInt("N", int64(n)), onnx.AttrInt("bits", 4),
+		onnx.AttrInt("block_size", 32), onnx.AttrInt("accuracy_level", 4))
+	return y, b.Err()
+}
+
+// int4Blocks quantises w [n, k] symmetrically in blocks of 32 along k:
+// the codes (low nibble first) and scales, nb blocks a row.
+func int4Blocks(w Tensor) (nb int, codes []uint8, scales []float32) {
+	n, k := w.Shape[0], w.Shape[1]
+	nb = (k + 31) / 32
+	codes, scales = make([]uint8, n*nb*16), make([]float32, n*nb)
 	for r := range n {
 		for blk := range nb {
 			amax := float32(0)
@@ -42,12 +55,21 @@ func (int4Emitter) Linear(b *onnx.Builder, name, x string, w Tensor, bias []floa
 			}
 		}
 	}
-	y := b.MS("MatMulNBits", []string{x,
-		b.Uint8(name+".qweight", []int64{int64(n), int64(nb), 16}, codes),
-		b.Float32(name+".scales", []int64{int64(n * nb)}, scales)},
-		onnx.AttrInt("K", int64(k)), onnx.AttrInt("N", int64(n)), onnx.AttrInt("bits", 4),
-		onnx.AttrInt("block_size", 32), onnx.AttrInt("accuracy_level", 4))
-	return y, b.Err()
+	return nb, codes, scales
+}
+
+// int4EmbedEmitter is int4Emitter with the token embedding int4 too, as
+// quant stores it: com.microsoft.GatherBlockQuantized of a uint8 table in
+// blocks of 32.
+type int4EmbedEmitter struct{ int4Emitter }
+
+func (int4EmbedEmitter) Embedding(b *onnx.Builder, name, ids string, table Tensor) (string, error) {
+	v, h := table.Shape[0], table.Shape[1]
+	nb, codes, scales := int4Blocks(table)
+	return b.MS("GatherBlockQuantized", []string{
+		b.Uint8(name+".qweight", []int64{int64(v), int64(h / 2)}, codes), ids,
+		b.Float32(name+".scales", []int64{int64(v), int64(nb)}, scales)},
+		onnx.AttrInt("bits", 4), onnx.AttrInt("block_size", 32), onnx.AttrInt("gather_axis", 0), onnx.AttrInt("quantize_axis", 1)), b.Err()
 }
 
 // TestMatMulKernelEitherWay: a paged graph built with Options.MatMulKernel

@@ -1,0 +1,70 @@
+package llama
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/edgeinfer/edgeinfer/pkg/onnx"
+	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+)
+
+// TestGatherOnKernel: an int4 embedding runs as
+// ai.edgeinfer.GatherBlockQuantized on the kernel and as com.microsoft's
+// on the portable graph, and the kernel graph with only the embedding
+// moved back gives the same logits bit for bit.
+func TestGatherOnKernel(t *testing.T) {
+	orttest.Need(t)
+	c, src := tinyModel(t)
+	b := onnx.NewBuilder("test")
+	if err := Build(b, c, src, Options{BlockSize: 4, Emitter: int4EmbedEmitter{}}); err != nil {
+		t.Fatal(err)
+	}
+	kernel, err := b.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathers := func(m *onnx.ModelProto, domain string) int {
+		n := 0
+		for _, node := range m.GetGraph().GetNode() {
+			if node.GetOpType() == "GatherBlockQuantized" && node.GetDomain() == domain {
+				n++
+			}
+		}
+		return n
+	}
+	if n := gathers(kernel, onnx.DomainEdgeInfer); n != 1 {
+		t.Fatalf("kernel graph: %d ai.edgeinfer.GatherBlockQuantized nodes, want 1", n)
+	}
+	portable := proto.Clone(kernel).(*onnx.ModelProto)
+	SetMatMulKernel(portable, false)
+	if n := gathers(portable, onnx.DomainMicrosoft); n != 1 {
+		t.Fatalf("portable graph: %d com.microsoft.GatherBlockQuantized nodes, want 1", n)
+	}
+	theirs := proto.Clone(kernel).(*onnx.ModelProto)
+	if n := moveGather(theirs.GetGraph(), onnx.DomainEdgeInfer, onnx.DomainMicrosoft); n != 1 {
+		t.Fatalf("moved %d embeddings back, want 1", n)
+	}
+	ids := randomIDs(5, 12, c.VocabSize)
+	var logits [2][]float32
+	for i, m := range []*onnx.ModelProto{kernel, theirs} {
+		raw, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ort.NewSession(context.Background(), raw, ort.Options{IntraOpThreads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits[i] = newPool(c, 4, 4).prefill(t, s, ids, []int64{2, 0, 3})["logits"].data
+		s.Close()
+	}
+	for i, x := range logits[0] {
+		if math.Float32bits(x) != math.Float32bits(logits[1][i]) {
+			t.Fatalf("logit %d: %g with ai.edgeinfer's embedding, %g with com.microsoft's", i, x, logits[1][i])
+		}
+	}
+}
