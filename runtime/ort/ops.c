@@ -490,14 +490,12 @@ static OrtStatus* q4_compute(void* node, OrtKernelContext* ctx) {
     if (kn->w != NULL && (i == 1 || i == 2)) continue;
     TRY(input(op, ctx, i, &in[i]));
   }
-  scratch rows = {0};
-  if (in[6].v != NULL) {  // last_index: the product of one row of each batch entry
-    TRY(last_rows(op, ctx, kn->K, in, &rows));
-    OrtStatus* st = q4_run(kn, ctx, in);
-    scratch_put(&rows);
-    return st;
-  }
-  return q4_run(kn, ctx, in);
+  if (in[6].v == NULL) return q4_run(kn, ctx, in);
+  scratch rows = {0};  // last_index: the product of one row of each batch entry
+  TRY(last_rows(op, ctx, kn->K, in, &rows));
+  OrtStatus* st = q4_run(kn, ctx, in);
+  scratch_put(&rows);
+  return st;
 }
 
 // q4_run is q4_compute once its inputs are read (and last_rows has made
