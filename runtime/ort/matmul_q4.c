@@ -856,6 +856,35 @@ static void best_in_generic(const float* y, int64_t n, int64_t base, float* v, i
   if (k0 >= 0) *v = m, *at = (int32_t)(base + k0);
 }
 
+#ifdef EI_Q4_DOTPROD
+// The NEON variant's: best_in_avx2's two passes four lanes at a time; the
+// lanes keep y where y > m (a compare and a select: FMAXNM would take a
+// signalling NaN), as the comparison above.
+static void best_in_neon(const float* y, int64_t n, int64_t base, float* v, int32_t* at) {
+  float32x4_t m4 = vdupq_n_f32(*v);
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const float32x4_t x = vld1q_f32(y + k);
+    m4 = vbslq_f32(vcgtq_f32(x, m4), x, m4);
+  }
+  float lanes[4], m = *v;
+  vst1q_f32(lanes, m4);
+  for (int c = 0; c < 4; c++)
+    if (lanes[c] > m) m = lanes[c];
+  for (; k < n; k++)
+    if (y[k] > m) m = y[k];
+  if (!(m > *v)) return;
+  const float32x4_t want = vdupq_n_f32(m);
+  for (k = 0; k + 4 <= n; k += 4)
+    if (vmaxvq_u32(vceqq_f32(vld1q_f32(y + k), want)) != 0) break;
+  for (; k < n; k++)
+    if (y[k] == m) {
+      *v = m, *at = (int32_t)(base + k);
+      return;
+    }
+}
+#endif
+
 #ifdef EI_Q4_X86
 // The x86 variants': the maximum eight lanes at a time, then the first
 // index holding it, eight at a time too; maxps(y, m) is m where y is NaN,
@@ -916,7 +945,7 @@ static const variant variants[] = {
      best_in_avx2},
 #endif
 #ifdef EI_Q4_DOTPROD
-    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, NULL, NULL, NULL, best_in_generic},
+    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, NULL, NULL, NULL, best_in_neon},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
