@@ -108,7 +108,7 @@ func splitLastRow(g *onnx.GraphProto) bool {
 	split := false
 	for _, head := range g.GetNode() {
 		in := head.GetInput()
-		if head.GetOpType() != "MatMulNBits" || len(in) <= lastIndexInput || in[lastIndexInput] == "" {
+		if head.GetOpType() != "MatMulNBits" || len(in) <= lastIndexInput || in[lastIndexInput] == "" || len(head.GetOutput()) == 0 {
 			nodes = append(nodes, head)
 			continue
 		}

@@ -32,6 +32,9 @@ const (
 // splits them again. It
 // returns the number of nodes moved.
 func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
+	if m.GetGraph() == nil {
+		return 0 // no graph: nothing to move (the passes write to it)
+	}
 	from, to := onnx.DomainMicrosoft, onnx.DomainEdgeInfer
 	if !kernel {
 		from, to = to, from

@@ -109,7 +109,7 @@ func maxDiff(a, b []float32) float64 {
 	return m
 }
 
-func tinyModel(t *testing.T) (*Config, WeightSource) {
+func tinyModel(t testing.TB) (*Config, WeightSource) {
 	c, src, err := Preset("tiny-test")
 	if err != nil {
 		t.Fatal(err)
