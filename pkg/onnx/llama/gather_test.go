@@ -18,15 +18,8 @@ import (
 // moved back gives the same logits bit for bit.
 func TestGatherOnKernel(t *testing.T) {
 	orttest.Need(t)
-	c, src := tinyModel(t)
-	b := onnx.NewBuilder("test")
-	if err := Build(b, c, src, Options{BlockSize: 4, Emitter: int4EmbedEmitter{}}); err != nil {
-		t.Fatal(err)
-	}
-	kernel, err := b.Model()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := tinyModel(t)
+	kernel := tinyGraph(t, Options{BlockSize: 4, Emitter: int4EmbedEmitter{}})
 	gathers := func(m *onnx.ModelProto, domain string) int {
 		n := 0
 		for _, node := range m.GetGraph().GetNode() {

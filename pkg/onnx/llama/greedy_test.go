@@ -12,18 +12,9 @@ import (
 // moving a graph off the kernel takes both the graph output and the
 // node's output away.
 func TestGreedyOutputWhere(t *testing.T) {
-	c, src := tinyModel(t)
 	build := func(opts Options) *onnx.ModelProto {
-		b := onnx.NewBuilder("test")
 		opts.BlockSize, opts.Emitter = 4, int4Emitter{}
-		if err := Build(b, c, src, opts); err != nil {
-			t.Fatal(err)
-		}
-		m, err := b.Model()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
+		return tinyGraph(t, opts)
 	}
 	count := func(m *onnx.ModelProto) (outputs, producers int) {
 		for _, o := range m.GetGraph().GetOutput() {

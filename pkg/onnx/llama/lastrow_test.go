@@ -20,15 +20,8 @@ import (
 // last indices differ; an index outside the rows is refused, naming it.
 func TestLastRowsFused(t *testing.T) {
 	orttest.Need(t)
-	c, src := tinyModel(t)
-	b := onnx.NewBuilder("test")
-	if err := Build(b, c, src, Options{BlockSize: 4, Emitter: int4Emitter{}}); err != nil {
-		t.Fatal(err)
-	}
-	fused, err := b.Model()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := tinyModel(t)
+	fused := tinyGraph(t, Options{BlockSize: 4, Emitter: int4Emitter{}})
 	split := proto.Clone(fused).(*onnx.ModelProto)
 	if !splitLastRow(split.GetGraph()) {
 		t.Fatal("splitLastRow found no head with last_index in the kernel graph")

@@ -17,17 +17,9 @@ import (
 // norm, the head), with the constants they read and without the weights'
 // bytes.
 func rewriteSeeds(tb testing.TB) [][]byte {
-	c, src := tinyModel(tb)
 	var seeds [][]byte
 	for _, portable := range []bool{false, true} {
-		b := onnx.NewBuilder("fuzz")
-		if err := Build(b, c, src, Options{BlockSize: 4, Emitter: int4EmbedEmitter{}, PortableMatMul: portable}); err != nil {
-			tb.Fatal(err)
-		}
-		m, err := b.Model()
-		if err != nil {
-			tb.Fatal(err)
-		}
+		m := tinyGraph(tb, Options{BlockSize: 4, Emitter: int4EmbedEmitter{}, PortableMatMul: portable})
 		g := m.GetGraph()
 		nodes := g.GetNode()
 		keep := []*onnx.NodeProto{nodes[0]}

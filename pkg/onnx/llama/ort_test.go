@@ -109,6 +109,21 @@ func maxDiff(a, b []float32) float64 {
 	return m
 }
 
+// tinyGraph builds the tiny-test preset's graph with opts.
+func tinyGraph(tb testing.TB, opts Options) *onnx.ModelProto {
+	tb.Helper()
+	c, src := tinyModel(tb)
+	b := onnx.NewBuilder("test")
+	if err := Build(b, c, src, opts); err != nil {
+		tb.Fatal(err)
+	}
+	m, err := b.Model()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
 func tinyModel(t testing.TB) (*Config, WeightSource) {
 	c, src, err := Preset("tiny-test")
 	if err != nil {
