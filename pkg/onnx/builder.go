@@ -211,26 +211,28 @@ func (b *Builder) Model() (*ModelProto, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
+	// What the graph defines now, not what the builder defined: a pass may
+	// have rewritten the graph in place since (pkg/onnx/llama's
+	// SetMatMulKernel adds a node output that is a graph output, and drops
+	// nodes).
+	defined := map[string]bool{}
+	for _, v := range b.graph.GetInput() {
+		defined[v.GetName()] = true
+	}
+	for _, t := range b.graph.GetInitializer() {
+		defined[t.GetName()] = true
+	}
+	for _, n := range b.graph.GetNode() {
+		for _, o := range n.GetOutput() {
+			defined[o] = o != ""
+		}
+	}
 	for _, o := range b.graph.Output {
-		if _, ok := b.names[o.GetName()]; !ok {
+		if !defined[o.GetName()] {
 			return nil, fmt.Errorf("%w: output %q is produced by no node", ErrBuild, o.GetName())
 		}
 	}
 	return b.model, nil
-}
-
-// Adopt records as defined every value a node of the graph now produces,
-// for a pass that rewrote Model's graph in place (pkg/onnx/llama's
-// SetMatMulKernel adds a node output that becomes a graph output): Model
-// then accepts the graph outputs those values are.
-func (b *Builder) Adopt() {
-	for _, n := range b.graph.GetNode() {
-		for _, o := range n.GetOutput() {
-			if o != "" {
-				b.names[o] = struct{}{}
-			}
-		}
-	}
 }
 
 // Marshal returns the model's protobuf encoding. Protobuf caps one message

@@ -85,6 +85,30 @@ func TestBuilderErrors(t *testing.T) {
 	}
 }
 
+// TestBuilderModelReadsTheGraph: Model checks the graph outputs against
+// the graph as it is, after a pass rewrote it in place: a node output made
+// a graph output is accepted, an output whose node was removed refused.
+func TestBuilderModelReadsTheGraph(t *testing.T) {
+	b := NewBuilder("rewritten")
+	x := b.Input("x", TensorProto_FLOAT, Fixed(2))
+	y := b.Op("Relu", []string{x})
+	b.Output(y, TensorProto_FLOAT, Fixed(2))
+	m, err := b.Model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := m.GetGraph().GetNode()[0]
+	n.Output = append(n.Output, "extra")
+	m.Graph.Output = append(m.Graph.Output, valueInfo("extra", TensorProto_FLOAT, []Dim{Fixed(2)}))
+	if _, err := b.Model(); err != nil {
+		t.Fatalf("a node's new output as a graph output: %v", err)
+	}
+	m.Graph.Node = nil
+	if _, err := b.Model(); !errors.Is(err, ErrBuild) {
+		t.Fatalf("outputs whose node was removed: err = %v, want ErrBuild", err)
+	}
+}
+
 func TestExternalData(t *testing.T) {
 	var data bytes.Buffer
 	b := NewBuilder("ext")

@@ -190,7 +190,6 @@ func Build(b *onnx.Builder, c *Config, src WeightSource, opts Options) error {
 		return err
 	}
 	SetMatMulKernel(m, true)
-	b.Adopt() // the head's greedy output (greedy.go)
 	return nil
 }
 
