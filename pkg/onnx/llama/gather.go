@@ -1,33 +1,21 @@
 package llama
 
-import (
-	"google.golang.org/protobuf/proto"
-
-	"github.com/edgeinfer/edgeinfer/pkg/onnx"
-)
+import "github.com/edgeinfer/edgeinfer/pkg/onnx"
 
 // The quantised embedding on the kernel. quant stores an int4 or int8
 // token embedding as com.microsoft.GatherBlockQuantized of a uint8 table;
 // on the kernel it runs as ai.edgeinfer.GatherBlockQuantized, the same
 // inputs, attributes and floats (runtime/ort's gather_blocks.c says why),
-// and SetMatMulKernel moves it back and forth with the projections.
+// and SetMatMulKernel moves the nodes gatherRuns accepts back and forth with
+// the projections.
 
-// moveGather moves the GatherBlockQuantized nodes of g that the kernel
-// runs from one domain to the other and returns how many it moved.
-func moveGather(g *onnx.GraphProto, from, to string) int {
+// uint8Initializers says which of g's initializers are uint8 tensors.
+func uint8Initializers(g *onnx.GraphProto) map[string]bool {
 	uint8s := map[string]bool{}
 	for _, t := range g.GetInitializer() {
 		uint8s[t.GetName()] = t.GetDataType() == int32(onnx.TensorProto_UINT8)
 	}
-	moved := 0
-	for _, n := range g.GetNode() {
-		if n.GetOpType() != "GatherBlockQuantized" || n.GetDomain() != from || !gatherRuns(n, uint8s) {
-			continue
-		}
-		n.Domain = proto.String(to)
-		moved++
-	}
-	return moved
+	return uint8s
 }
 
 // gatherRuns reports whether the kernel runs a GatherBlockQuantized node:

@@ -46,14 +46,21 @@ func SetMatMulKernel(m *onnx.ModelProto, kernel bool) int {
 		splitSwiGLU(m.GetGraph())
 	}
 	moved := 0
+	uint8s := uint8Initializers(m.GetGraph())
 	for _, n := range m.GetGraph().GetNode() {
-		if n.GetOpType() != "MatMulNBits" || n.GetDomain() != from || !kernelRuns(n) {
+		runs := false
+		switch n.GetOpType() {
+		case "MatMulNBits":
+			runs = kernelRuns(n)
+		case "GatherBlockQuantized":
+			runs = gatherRuns(n, uint8s)
+		}
+		if !runs || n.GetDomain() != from {
 			continue
 		}
 		n.Domain = proto.String(to)
 		moved++
 	}
-	moved += moveGather(m.GetGraph(), from, to)
 	if kernel {
 		fuseSwiGLU(m.GetGraph())
 		fuseNorm(m.GetGraph())
