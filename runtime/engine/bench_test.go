@@ -556,8 +556,8 @@ func newBareLoop(b *testing.B, bd *bundle.Bundle, B, ctxLen int) *bareLoop {
 	}
 	logits, _ := buf(ort.Float32, []int64{nB, int64(g.Vocab)}, 4)
 	out := map[string]*ort.Tensor{"logits": logits}
-	if slices.ContainsFunc(s.Outputs(), func(v ort.ValueInfo) bool { return v.Name == "greedy_token" }) {
-		out["greedy_token"], _ = buf(ort.Int64, []int64{nB}, 8) // the head's argmax (pkg/onnx/llama's greedy.go)
+	if slices.ContainsFunc(s.Outputs(), func(v ort.ValueInfo) bool { return v.Name == llama.OutputGreedy }) {
+		out[llama.OutputGreedy], _ = buf(ort.Int64, []int64{nB}, 8) // the head's argmax
 	}
 	// The pools are a kvcache.Cache's, mapped as the engine's are; the
 	// loop uses their memory, not the cache's block bookkeeping.

@@ -509,16 +509,31 @@ func topBuckets(c []float32, floor float32, mass *[1 << 11]float64) (lo, hi int)
 	return lo, hi
 }
 
-// Greedy reports whether Sample takes the argmax of the row as it comes:
-// temperature 0 and no penalty to apply first. Then a graph's own argmax
-// of the row is the token (Model.greedyToken).
-func (s *Sampler) Greedy() bool {
-	return s.p.Temperature == 0 && (s.p.RepetitionPenalty == 0 || s.p.RepetitionPenalty == 1) &&
-		s.p.PresencePenalty == 0 && s.p.FrequencyPenalty == 0
+// SampleMaskedArgmax is SampleMasked told the row's argmax as it came
+// (pkg/vec's Argmax of logits before any penalty: a graph computes it
+// beside the logits, pkg/onnx/llama's OutputGreedy), or −1 for none.
+// Where the pick is that argmax — temperature 0, no penalty, no mask — it
+// returns it without reading the row; an index outside the row is not
+// taken.
+func (s *Sampler) SampleMaskedArgmax(logits []float32, mask []uint64, argmax int) int32 {
+	if mask == nil && argmax >= 0 && argmax < len(logits) && s.p.Temperature == 0 && !s.repeats() && !s.presence() {
+		return int32(argmax)
+	}
+	return s.SampleMasked(logits, mask)
 }
 
+// repeats and presence report whether applyPenalties applies the
+// repetition penalty, and the presence or frequency penalty.
+func (s *Sampler) repeats() bool {
+	rp := s.p.RepetitionPenalty
+	return rp != 0 && rp != 1
+}
+
+func (s *Sampler) presence() bool { return s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0 }
+
 func (s *Sampler) applyPenalties(logits []float32) {
-	if rp := s.p.RepetitionPenalty; rp != 0 && rp != 1 {
+	if s.repeats() {
+		rp := s.p.RepetitionPenalty
 		for t := range s.seen {
 			if int(t) < len(logits) {
 				if logits[t] > 0 {
@@ -529,7 +544,7 @@ func (s *Sampler) applyPenalties(logits []float32) {
 			}
 		}
 	}
-	if s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0 {
+	if s.presence() {
 		for t, n := range s.output {
 			if int(t) < len(logits) {
 				logits[t] -= s.p.PresencePenalty + s.p.FrequencyPenalty*float32(n)

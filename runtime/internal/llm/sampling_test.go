@@ -31,6 +31,39 @@ func TestGreedyPicksFirstMax(t *testing.T) {
 	}
 }
 
+// TestSampleMaskedArgmax: the argmax a graph gives is the token exactly
+// where SampleMasked would take the row's argmax as it came — greedy, no
+// penalty, no mask — and is not read elsewhere. The hint is planted wrong
+// (token 1, where the row's largest is 3), so a pick that took it where it
+// must not, or read the row where it need not, shows.
+func TestSampleMaskedArgmax(t *testing.T) {
+	row := func() []float32 { return []float32{0, 1, 2, 9, 3, 4, 5, 6} }
+	for _, c := range []struct {
+		p      SamplingParams
+		mask   []uint64
+		argmax int
+		want   int32
+	}{
+		{SamplingParams{}, nil, 1, 1},
+		{SamplingParams{RepetitionPenalty: 1, TopK: 5, TopP: 0.9}, nil, 1, 1},
+		{SamplingParams{}, nil, -1, 3},
+		{SamplingParams{}, nil, 8, 3},                      // outside the row
+		{SamplingParams{}, []uint64{0b0111_0111}, 1, 6},    // tokens 3 and 7 left out
+		{SamplingParams{RepetitionPenalty: 2}, nil, 1, 7},  // token 3 was in the prompt: 9/2 < 6
+		{SamplingParams{PresencePenalty: 0.5}, nil, 1, 3},  // no output yet: nothing to apply, but not taken
+		{SamplingParams{FrequencyPenalty: 0.5}, nil, 1, 3}, // likewise
+		{SamplingParams{Temperature: 0.01, Seed: 1}, nil, 1, 3},
+	} {
+		s, err := NewSampler(c.p, []int32{3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.SampleMaskedArgmax(row(), c.mask, c.argmax); got != c.want {
+			t.Errorf("%+v, mask %v, argmax %d: token %d, want %d", c.p, c.mask, c.argmax, got, c.want)
+		}
+	}
+}
+
 func TestSeededSamplingIsDeterministic(t *testing.T) {
 	logits := func() []float32 {
 		l := make([]float32, 1000)

@@ -311,12 +311,13 @@ func (m *Model) sampleRow(id sched.SeqID, st *seqState, i int, res *sched.StepRe
 		}
 		mask = st.mask
 	}
-	var tok int32
-	if t, ok := m.greedyToken(st, i); ok {
-		tok = t
-	} else {
-		tok = st.sampler.SampleMasked(row, mask)
+	argmax := -1 // the graph's argmax of the row, where it has one (outputGreedy)
+	if m.io.greedy != nil {
+		if a := int64s(m.io.greedy, i+1)[i]; a >= 0 && a < int64(V) {
+			argmax = int(a)
+		}
 	}
+	tok := st.sampler.SampleMaskedArgmax(row, mask, argmax)
 	if st.dec != nil && st.dec.LogProbs != nil {
 		st.dec.LogProbs.put(st.kv.Len()-st.promptLen, logProbs(row, mask, tok, st.sampler.p.Temperature, st.dec.TopLogProbs))
 	}
@@ -338,27 +339,6 @@ func (m *Model) sampleRow(id sched.SeqID, st *seqState, i int, res *sched.StepRe
 		return
 	}
 	res.Tokens = append(res.Tokens, sched.Sampled{Seq: id, Token: tok})
-}
-
-// outputGreedy is pkg/onnx/llama's OutputGreedy (TestGreedyOutputName):
-// the graph output of each row's argmax, on the kernel's graphs.
-const outputGreedy = "greedy_token"
-
-// greedyToken is row i's token from the graph's argmax, where the row
-// would be sampled as greedy from its logits as they came — no grammar
-// mask, no penalty, no log-probabilities to report — and the graph has
-// one: the same token SampleMasked would pick (TestGreedyOutputMatches),
-// without reading the row again. An index outside the vocabulary is
-// not taken (ok false): the sampler reads the row instead.
-func (m *Model) greedyToken(st *seqState, i int) (int32, bool) {
-	if m.io.greedy == nil || st.matcher != nil || st.dec != nil && st.dec.LogProbs != nil || !st.sampler.Greedy() {
-		return 0, false
-	}
-	t := int64s(m.io.greedy, i+1)[i]
-	if t < 0 || t >= int64(m.geom.Vocab) {
-		return 0, false
-	}
-	return int32(t), true
 }
 
 // Logits returns row i of the last step's logits (valid until the next

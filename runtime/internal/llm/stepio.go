@@ -40,6 +40,10 @@ type stepIO struct {
 	newKs, newVs [][]float32
 }
 
+// outputGreedy is pkg/onnx/llama's OutputGreedy (TestGreedyOutputName):
+// the graph output of each row's argmax, on the kernel's graphs.
+const outputGreedy = "greedy_token"
+
 type stepShape struct{ b, t, m int }
 
 type boundStep struct {
