@@ -42,6 +42,9 @@
 #include "matmul_q4.h"
 
 static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+// at64 is p rounded up to 64 bytes: scratch's start (ei_q4_scratch and
+// ei_q4_best_scratch allow for it).
+static inline char* at64(void* p) { return (char*)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 
 // ---------------------------------------------------------------------------
 // Packing the weights.
@@ -118,7 +121,7 @@ size_t ei_q4_scratch(int64_t M, int64_t nb) {
 }
 
 void ei_q4_bind(ei_q4_job* j, void* scratch) {
-  char* p = (char*)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+  char* p = at64(scratch);
   j->qa = (int8_t*)p;
   p += align64((size_t)(j->M * j->nb * EI_Q4_BLOCK));
   j->sa = (float*)p;
@@ -1040,8 +1043,8 @@ static void best_of_batch(const ei_q4_job* j, size_t lo, size_t hi, size_t at) {
   const int64_t width = j->chunk * EI_Q4_GROUP;
   for (int64_t t = 0; t < j->row_tiles; t++) {
     // chunks c with lo <= c·row_tiles + t < hi
-    const int64_t c0 = ((int64_t)lo - t + j->row_tiles - 1 < 0 ? 0 : ((int64_t)lo - t + j->row_tiles - 1) / j->row_tiles);
-    const int64_t c1 = (int64_t)hi - 1 - t < 0 ? -1 : ((int64_t)hi - 1 - t) / j->row_tiles;  // last, inclusive
+    const int64_t c0 = ((int64_t)lo - t + j->row_tiles - 1) / j->row_tiles;          // ≥ 0: lo ≥ 0, t < row_tiles
+    const int64_t c1 = (int64_t)hi - 1 - t < 0 ? -1 : ((int64_t)hi - 1 - t) / j->row_tiles;  // the last, inclusive
     const int64_t m0 = t * v->rows, R = j->M - m0 < v->rows ? j->M - m0 : v->rows;
     const int64_t n0 = c0 * width, n1 = (c1 + 1) * width < j->N ? (c1 + 1) * width : j->N;
     for (int64_t r = m0; r < m0 + R; r++) {
@@ -1058,7 +1061,7 @@ size_t ei_q4_best_scratch(const ei_q4_job* j) {
 }
 
 void ei_q4_best_bind(ei_q4_job* j, void* scratch) {
-  char* p = (char*)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+  char* p = at64(scratch);
   j->best_v = (float*)p;
   j->best_i = (int32_t*)(p + align64((size_t)j->batches * (size_t)j->M * sizeof(float)));
 }

@@ -83,14 +83,9 @@ static OrtStatus* input(const char* op, OrtKernelContext* ctx, size_t i, tensor*
   return api->GetTensorMutableData((OrtValue*)t->v, &t->data);
 }
 
-// output allocates output i of dims and returns its data.
-static OrtStatus* output(OrtKernelContext* ctx, size_t i, const int64_t* dims, size_t rank, float** data) {
-  OrtValue* v;
-  TRY(api->KernelContext_GetOutput(ctx, i, dims, rank, &v));
-  return api->GetTensorMutableData(v, (void**)data);
-}
-
-static OrtStatus* output_int64(OrtKernelContext* ctx, size_t i, const int64_t* dims, size_t rank, int64_t** data) {
+// output allocates output i of dims and sets *data (a float* or an
+// int64_t*, by the output's type) to its data.
+static OrtStatus* output(OrtKernelContext* ctx, size_t i, const int64_t* dims, size_t rank, void* data) {
   OrtValue* v;
   TRY(api->KernelContext_GetOutput(ctx, i, dims, rank, &v));
   return api->GetTensorMutableData(v, (void**)data);
@@ -144,6 +139,15 @@ static void scratch_put(scratch* s) {
   s->arena = NULL, s->p = NULL;
 }
 
+// run_items runs fn over n independent items: a decode step's few (up to
+// 16 tokens or rows) on this thread, sparing the pool a hand-over, more
+// on the session's threads.
+static OrtStatus* run_items(OrtKernelContext* ctx, void (*fn)(void*, size_t), size_t n, void* job) {
+  if (n > 16) return api->KernelContext_ParallelFor(ctx, fn, n, 0, job);
+  for (size_t i = 0; i < n; i++) fn(job, i);
+  return NULL;
+}
+
 // check_shape wants rank dimensions equal to want, where want[d] ≥ 0.
 static OrtStatus* check_shape(const char* op, const char* name, const tensor* t, size_t rank, const int64_t* want) {
   if (t->rank != rank) return fail("%s: %s has rank %zu, want %zu", op, name, t->rank, rank);
@@ -187,12 +191,7 @@ static OrtStatus* rotary_inputs(const char* op, const char* qkv_name, const tens
 // rotary_run runs a rotary job's tokens and names a position outside the
 // caches (RotaryQKV, and PagedAttention's fused form).
 static OrtStatus* rotary_run(const char* op, OrtKernelContext* ctx, ei_rotary_job* j) {
-  const int64_t n = j->B * j->T;
-  // a decode step's few tokens: on this thread, sparing the pool a hand-over
-  if (n <= 16)
-    for (int64_t i = 0; i < n; i++) ei_rotary_work(j, (size_t)i);
-  else
-    TRY(api->KernelContext_ParallelFor(ctx, ei_rotary_work, (size_t)n, 0, j));
+  TRY(run_items(ctx, ei_rotary_work, (size_t)(j->B * j->T), j));
   if (j->bad != 0)
     return fail("%s: position_ids[%lld] is %lld, outside the rotary caches' %lld positions", op,
                 (long long)(j->bad - 1), (long long)j->pos[j->bad - 1], (long long)j->P);
@@ -540,7 +539,7 @@ static OrtStatus* q4_run(q4_node* kn, OrtKernelContext* ctx, tensor* in) {
   TRY(output(ctx, 0, odims, in[0].rank, &j.y));
   if (outputs >= 3) {
     if (j.swiglu) return fail("%s: output 2 (each row's largest output) with swiglu: leave it out", op);
-    TRY(output_int64(ctx, 2, in[0].dims, in[0].rank - 1, &j.best));
+    TRY(output(ctx, 2, in[0].dims, in[0].rank - 1, &j.best));
     if (j.N == 0)
       for (int64_t r = 0; r < j.M; r++) j.best[r] = 0;  // an empty row's argmax, as pkg/vec's
   }
@@ -721,11 +720,7 @@ static OrtStatus* gather_compute(void* node, OrtKernelContext* ctx) {
     r[i] = x < 0 ? x + V : x;
   }
   j.data = in[0].data, j.scales = in[2].data, j.rows = r;
-  OrtStatus* st = NULL;
-  if (n <= 16)  // a decode step's few rows: on this thread, sparing the pool a hand-over
-    for (int64_t i = 0; i < n; i++) ei_gather_work(&j, (size_t)i);
-  else
-    st = api->KernelContext_ParallelFor(ctx, ei_gather_work, (size_t)n, 0, &j);
+  OrtStatus* st = run_items(ctx, ei_gather_work, (size_t)n, &j);
   scratch_put(&rows);
   return st;
 }
