@@ -1,14 +1,11 @@
 package llama
 
 import (
-	"context"
-	"math"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
-	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
@@ -46,20 +43,7 @@ func TestGatherOnKernel(t *testing.T) {
 	ids := randomIDs(5, 12, c.VocabSize)
 	var logits [2][]float32
 	for i, m := range []*onnx.ModelProto{kernel, theirs} {
-		raw, err := proto.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := ort.NewSession(context.Background(), raw, ort.Options{IntraOpThreads: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		logits[i] = newPool(c, 4, 4).prefill(t, s, ids, []int64{2, 0, 3})["logits"].data
-		s.Close()
+		logits[i] = newPool(c, 4, 4).prefill(t, graphSession(t, m, 2), ids, []int64{2, 0, 3})["logits"].data
 	}
-	for i, x := range logits[0] {
-		if math.Float32bits(x) != math.Float32bits(logits[1][i]) {
-			t.Fatalf("logit %d: %g with ai.edgeinfer's embedding, %g with com.microsoft's", i, x, logits[1][i])
-		}
-	}
+	sameBits(t, "logits with ai.edgeinfer's embedding against com.microsoft's", logits[0], logits[1])
 }

@@ -2,7 +2,6 @@ package llama
 
 import (
 	"context"
-	"math"
 	"strings"
 	"testing"
 
@@ -48,15 +47,7 @@ func TestLastRowsFused(t *testing.T) {
 
 	const B, T, bs = 2, 5, 4
 	run := func(m *onnx.ModelProto, last []int64) (map[string]outTensor, error) {
-		raw, err := proto.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := ort.NewSession(context.Background(), raw, ort.Options{IntraOpThreads: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := graphSession(t, m, 2)
 		p := newPool(c, 4, bs)
 		r := newRunner(t)
 		set(r, "input_ids", []int64{B, T}, randomIDs(7, B*T, c.VocabSize))
@@ -92,11 +83,7 @@ func TestLastRowsFused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, x := range a["logits"].data {
-		if math.Float32bits(x) != math.Float32bits(want["logits"].data[i]) {
-			t.Fatalf("logit %d: %g with the head taking last_index, %g with the five nodes", i, x, want["logits"].data[i])
-		}
-	}
+	sameBits(t, "logits with the head taking last_index against the five nodes", a["logits"].data, want["logits"].data)
 	for i, x := range a[OutputGreedy].ints {
 		if x != want[OutputGreedy].ints[i] {
 			t.Fatalf("row %d: greedy token %d with the head taking last_index, %d with the five nodes", i, x, want[OutputGreedy].ints[i])

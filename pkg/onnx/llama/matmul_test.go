@@ -1,7 +1,6 @@
 package llama
 
 import (
-	"context"
 	"math"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/pkg/vec"
-	"github.com/edgeinfer/edgeinfer/runtime/ort"
 	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
@@ -163,16 +161,7 @@ func TestMatMulKernelEitherWay(t *testing.T) {
 	logits := map[string][]float32{}
 	for name, m := range map[string]*onnx.ModelProto{"kernel": kernel, "portable": portable,
 		"kernel→portable": converted, "portable→kernel": back} {
-		bytes, err := proto.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := ort.NewSession(context.Background(), bytes, ort.Options{IntraOpThreads: 1})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		defer s.Close()
-		out := newPool(c, 4, bs).prefill(t, s, ids, table)
+		out := newPool(c, 4, bs).prefill(t, graphSession(t, m, 1), ids, table)
 		logits[name] = out["logits"].data
 		// on the kernel, the head gives each row's argmax beside the logits
 		greedy, has := out[OutputGreedy]

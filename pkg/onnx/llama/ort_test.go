@@ -9,10 +9,11 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
+	"github.com/edgeinfer/edgeinfer/runtime/ort/orttest"
 )
 
 // The graphs are checked by running them in ONNX Runtime (through
@@ -107,6 +108,36 @@ func maxDiff(a, b []float32) float64 {
 		m = math.Max(m, math.Abs(float64(a[i])-float64(b[i])))
 	}
 	return m
+}
+
+// graphSession opens m in a session of threads intra-op threads, closed
+// when tb ends.
+func graphSession(tb testing.TB, m *onnx.ModelProto, threads int) *ort.Session {
+	tb.Helper()
+	raw, err := proto.Marshal(m)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := ort.NewSession(context.Background(), raw, ort.Options{IntraOpThreads: threads})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// sameBits fails tb at the first element where got and want differ in
+// any bit (what names the two sides).
+func sameBits(tb testing.TB, what string, got, want []float32) {
+	tb.Helper()
+	if len(got) != len(want) {
+		tb.Fatalf("%s: %d values against %d", what, len(got), len(want))
+	}
+	for i, x := range got {
+		if math.Float32bits(x) != math.Float32bits(want[i]) {
+			tb.Fatalf("%s: value %d is %g against %g", what, i, x, want[i])
+		}
+	}
 }
 
 // tinyGraph builds the tiny-test preset's graph with opts.
