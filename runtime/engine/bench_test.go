@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -801,6 +803,76 @@ func BenchmarkBatch1VsBare(b *testing.B) {
 		b.ReportMetric(median(ratios), "b1-vs-bare")
 		b.ReportMetric(median(ones), "b1-tok/s")
 		b.ReportMetric(median(bares), "bare-b1-tok/s")
+	}
+}
+
+// BenchmarkStepSplit is where a bare ONNX Runtime decode step (bareLoop,
+// context 176) spends its time, at batch 1 and 8, without the profiler
+// (whose per-node events lengthen the step they time): seven rounds of a
+// read of the bandwidth (two threads over 256 MiB), then ~0.3 s of steps
+// with ort.SetKernelTiming on; per round, each of edgeinfer's operators'
+// time a step, and the rest — ONNX Runtime's executor between the nodes
+// and the loop's own call — and for the matrix products the weights'
+// bytes ÷ their time against the bandwidth read beside them (the
+// roofline of a step that streams its weights once). Logs the medians and
+// each round's shares; reports the batch-1 medians.
+func BenchmarkStepSplit(b *testing.B) {
+	bd := benchModel(b)
+	logPrecision(b, bd)
+	streamed := streamedBytes(b, bd)
+	const ctxLen, rounds = scalePrompt + scaleOutput/2, 7
+	for b.Loop() {
+		for _, B := range []int{1, 8} {
+			l := newBareLoop(b, bd, B, ctxLen)
+			steps := max(1, int(0.3*l.rate(b, 20)/float64(B)))
+			per := map[string][]float64{} // µs a step, by operator, "step" and "rest"
+			var bws, matmulShares, stepShares []float64
+			for range rounds {
+				bw := orttest.ReadBandwidth(benchThreads)
+				ort.SetKernelTiming(true)
+				start := time.Now()
+				l.rate(b, steps)
+				step := float64(time.Since(start).Microseconds()) / float64(steps)
+				ort.SetKernelTiming(false)
+				rest := step
+				for _, k := range ort.KernelTimes() {
+					if k.Runs == 0 {
+						continue
+					}
+					us := float64(k.Time.Microseconds()) / float64(steps)
+					per[k.Op] = append(per[k.Op], us)
+					rest -= us
+					if k.Op == "MatMulNBits" && streamed > 0 {
+						matmulShares = append(matmulShares, streamed/(us*1e-6)/bw)
+					}
+				}
+				per["step"], per["rest"] = append(per["step"], step), append(per["rest"], rest)
+				bws, stepShares = append(bws, bw), append(stepShares, streamed/(step*1e-6)/bw)
+			}
+			l.close()
+			var line strings.Builder
+			fmt.Fprintf(&line, "batch %d, %d steps a round: step %.0f µs", B, steps, median(per["step"]))
+			for _, op := range slices.Sorted(maps.Keys(per)) {
+				if op != "step" {
+					fmt.Fprintf(&line, ", %s %.0f µs (%.1f %%)", op, median(per[op]), 100*median(per[op])/median(per["step"]))
+				}
+			}
+			b.Log(line.String())
+			if streamed > 0 {
+				b.Logf("batch %d: %.1f MB of weights a step; read bandwidth %.1f GB/s (rounds %.1f); the products read %.3f of it (rounds %.3f), the whole step %.3f (rounds %.3f)",
+					B, streamed/1e6, median(bws)/1e9, scaled(bws, 1e-9), median(matmulShares), matmulShares, median(stepShares), stepShares)
+			}
+			if B == 1 {
+				b.ReportMetric(median(per["step"]), "b1-step-µs")
+				b.ReportMetric(median(per["MatMulNBits"]), "b1-matmul-µs")
+				b.ReportMetric(median(per["PagedAttention"]), "b1-attention-µs")
+				b.ReportMetric(median(per["rest"]), "b1-rest-µs")
+				if streamed > 0 {
+					b.ReportMetric(median(matmulShares), "b1-matmul-share")
+					b.ReportMetric(median(stepShares), "b1-step-share")
+				}
+			}
+		}
 	}
 }
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "include/onnxruntime_c_api.h"
 
@@ -868,6 +869,52 @@ static opdef ops[] = {
 };
 #define N_OPS (sizeof ops / sizeof ops[0])
 
+// Timing (ops.h): each operator's compute runs under timed, which counts
+// its runs and wall time while timing is set and only calls it while not
+// (one load and one call more a node).
+static int timing;
+static long long timed_ns[N_OPS], timed_runs[N_OPS];
+
+static long long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static OrtStatus* timed(size_t i, void* node, OrtKernelContext* ctx) {
+  if (!__atomic_load_n(&timing, __ATOMIC_RELAXED)) return ops[i].compute(node, ctx);
+  const long long t0 = now_ns();
+  OrtStatus* st = ops[i].compute(node, ctx);
+  __atomic_fetch_add(&timed_ns[i], now_ns() - t0, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&timed_runs[i], 1, __ATOMIC_RELAXED);
+  return st;
+}
+#define TIMED(i) \
+  static OrtStatus* timed_##i(void* node, OrtKernelContext* ctx) { return timed(i, node, ctx); }
+TIMED(0)
+TIMED(1)
+TIMED(2)
+TIMED(3)
+static OrtStatus* (*const timed_fns[])(void*, OrtKernelContext*) = {timed_0, timed_1, timed_2, timed_3};
+_Static_assert(sizeof timed_fns / sizeof timed_fns[0] == N_OPS, "one timed wrapper an operator");
+
+void ei_ops_set_timing(int on) { __atomic_store_n(&timing, on, __ATOMIC_RELAXED); }
+size_t ei_ops_count(void) { return N_OPS; }
+
+const char* ei_ops_time(size_t i, long long* ns, long long* runs) {
+  if (i >= N_OPS) return NULL;
+  *ns = __atomic_load_n(&timed_ns[i], __ATOMIC_RELAXED);
+  *runs = __atomic_load_n(&timed_runs[i], __ATOMIC_RELAXED);
+  return ops[i].name;
+}
+
+void ei_ops_time_reset(void) {
+  for (size_t i = 0; i < N_OPS; i++) {
+    __atomic_store_n(&timed_ns[i], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&timed_runs[i], 0, __ATOMIC_RELAXED);
+  }
+}
+
 static OrtCustomOpDomain* domain;
 static void* library;
 
@@ -912,7 +959,7 @@ int edgeinfer_ops_init(const char* path, char* err, size_t errlen) {
         .GetOutputCharacteristic = output_kind,
         .GetInputMemoryType = input_mem,
         .CreateKernelV2 = create_kernel,
-        .KernelComputeV2 = ops[i].compute,
+        .KernelComputeV2 = timed_fns[i],
         .GetStartVersion = start_version,
         .GetEndVersion = end_version,
     };

@@ -18,5 +18,14 @@ void edgeinfer_ops_release(void);
 // read their inputs' shapes in place where the runtime allows (ops.c's
 // input).
 extern int ei_ops_shape_in_place;
+// ei_ops_set_timing (off unless a caller turns it on): while on, each
+// operator's runs and the wall nanoseconds in its compute function, thread
+// pool hand-outs included, are summed over every session of the process.
+// ei_ops_time reads operator i's (i < ei_ops_count(); its name, NULL past
+// the last), ei_ops_time_reset zeroes them all.
+void ei_ops_set_timing(int on);
+size_t ei_ops_count(void);
+const char* ei_ops_time(size_t i, long long* ns, long long* runs);
+void ei_ops_time_reset(void);
 
 #endif
