@@ -329,7 +329,8 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
 // product is a decode step's (M ≤ 8) and the CPU gains from it: then the
 // kernel streams each weight once from memory. The distance: ahead1 for
 // one row, EI_Q4_AHEAD_ROWS for two to eight, whose longer arithmetic per
-// block lets more lines be in flight. A prefill chunk reads each weight
+// block lets more lines be in flight (each of the 512-bit tile's two
+// streams: ahead2). A prefill chunk reads each weight
 // chunk from the cache many times and gains nothing from it.
 //
 // ahead1 is chosen per microarchitecture at load (ei_q4_init; reported by
@@ -573,6 +574,23 @@ EI_512 EI_INLINE void store16(const ei_q4_job* j, int64_t row, int64_t g, __m512
   store8(j, row, g + 1, _mm512_extractf32x8_ps(v, 1), &pend);
 }
 
+// ahead2 is ahead for the tile's two streams, groups g and g+1 one group
+// (gb bytes) apart, at offset `at` of a block in them: the distance is
+// taken within each group, and past a group's end it lands where the
+// stream goes next, the same offset in the next pair of groups (g+2 and
+// g+3). Taken from each block's address as one stream's (ahead), it landed
+// in the other stream's group, on lines that stream was reading or had
+// read, or two pairs on, and a batch-8 product ran far below the bus
+// (BenchmarkGEMVShare at 8 rows; runtime/engine's BenchmarkStepSplit, the
+// products' time in a batch-8 step).
+EI_512 EI_INLINE void ahead2(const ei_q4_job* j, const uint8_t* b0, size_t at, size_t gb, const int bits) {
+  if (j->M > 8) return;
+  const size_t d = EI_Q4_AHEAD_ROWS, skip = at + d < gb ? d : d + gb;
+  const size_t bytes = ((size_t)(code_bytes(bits) + scale_bytes(j->f16)) + 63) & ~(size_t)63;
+  const char *p0 = (const char*)b0 + skip, *p1 = p0 + gb;
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p0 + o, _MM_HINT_T0), _mm_prefetch(p1 + o, _MM_HINT_T0);
+}
+
 EI_512 EI_INLINE void avx512_tile(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1, const int bits) {
   const int64_t nb = j->nb;
   const size_t gb = group_bytes(bits, j->f16, nb);
@@ -583,7 +601,7 @@ EI_512 EI_INLINE void avx512_tile(const ei_q4_job* j, int64_t m0, const int R, i
     const uint8_t *w0 = j->w + (size_t)g * gb, *w1 = w0 + gb;
     for (int64_t blk = 0; blk < nb; blk++) {
       const uint8_t *b0 = w0 + code_at(bits, j->f16, blk), *b1 = w1 + code_at(bits, j->f16, blk);
-      ahead(j, b0, bits, 1), ahead(j, b1, bits, 1);
+      ahead2(j, b0, (size_t)(b0 - w0), gb, bits);
       __m512i c[8];
       unpack16(bits, b0, b1, c);
       const __m512 sw = scales16(j->f16, w0 + scale_at(bits, j->f16, blk), w1 + scale_at(bits, j->f16, blk));
