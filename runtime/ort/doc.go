@@ -25,7 +25,10 @@
 // RotaryQKV is that step as a node of its own, for older bundles); and MatMulNBits,
 // com.microsoft.MatMulNBits' contract for int4 and int8 block-32 weights
 // with integer dot products (matmul_q4.c), which graphs built with
-// pkg/onnx/llama use unless built with Options.PortableMatMul.
+// pkg/onnx/llama use unless built with Options.PortableMatMul; and
+// GatherBlockQuantized, the quantised embedding (gather_blocks.c).
+// SetKernelTiming and KernelTimes say how long each of them ran, in every
+// session of the process, without ONNX Runtime's profiler.
 //
 // Usage:
 //
