@@ -1,10 +1,7 @@
 package llama
 
 import (
-	"encoding/binary"
 	"slices"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/edgeinfer/edgeinfer/pkg/onnx"
 )
@@ -40,10 +37,7 @@ func fuseLastRow(g *onnx.GraphProto) bool {
 	for _, o := range g.GetOutput() {
 		users[o.GetName()]++
 	}
-	consts := map[string]*onnx.TensorProto{}
-	for _, t := range g.GetInitializer() {
-		consts[t.GetName()] = t
-	}
+	consts := initializers(g)
 	// from's node, the one producer of name, when it is op with only the
 	// one user
 	from := func(name, op string) (int, *onnx.NodeProto) {
@@ -114,48 +108,20 @@ func splitLastRow(g *onnx.GraphProto) bool {
 		}
 		K := onnx.IntAttr(head, "K", 0)
 		p := head.GetOutput()[0] + "/last"
-		constant := func(name string, v ...int64) string {
-			raw := make([]byte, 8*len(v))
-			for i, x := range v {
-				binary.LittleEndian.PutUint64(raw[8*i:], uint64(x))
-			}
-			g.Initializer = append(g.Initializer, &onnx.TensorProto{Name: proto.String(name), Dims: []int64{int64(len(v))},
-				DataType: proto.Int32(int32(onnx.TensorProto_INT64)), RawData: raw})
-			return name
-		}
-		node := func(op string, inputs []string, out string, attrs ...*onnx.AttributeProto) *onnx.NodeProto {
-			return &onnx.NodeProto{OpType: proto.String(op), Domain: proto.String(onnx.DomainONNX), Input: inputs,
-				Output: []string{out}, Name: proto.String(out), Attribute: attrs}
-		}
 		x := in[0]
 		if len(in) > normSkipInput && in[normSkipInput] != "" {
-			nodes = append(nodes, node("Add", []string{in[0], in[normSkipInput]}, p+".sum"))
+			nodes = append(nodes, onnxNode("Add", []string{in[0], in[normSkipInput]}, p+".sum"))
 			x = p + ".sum"
 		}
 		nodes = append(nodes,
-			node("Unsqueeze", []string{in[lastIndexInput], constant(p+".axes", 1, 2)}, p+".index"),
-			node("Expand", []string{p + ".index", constant(p+".shape", 1, 1, K)}, p+".indices"),
-			node("GatherElements", []string{x, p + ".indices"}, p+".rows", onnx.AttrInt("axis", 1)),
-			node("Reshape", []string{p + ".rows", constant(p+".flat", -1, K)}, p+".row"))
+			onnxNode("Unsqueeze", []string{in[lastIndexInput], addInt64s(g, p+".axes", 1, 2)}, p+".index"),
+			onnxNode("Expand", []string{p + ".index", addInt64s(g, p+".shape", 1, 1, K)}, p+".indices"),
+			onnxNode("GatherElements", []string{x, p + ".indices"}, p+".rows", onnx.AttrInt("axis", 1)),
+			onnxNode("Reshape", []string{p + ".rows", addInt64s(g, p+".flat", -1, K)}, p+".row"))
 		head.Input = []string{p + ".row", in[1], in[2], "", in[normWeightInput]}
 		nodes = append(nodes, head)
 		split = true
 	}
 	g.Node = nodes
 	return split
-}
-
-// int64sAre reports whether t is a 1-D int64 constant holding want.
-func int64sAre(t *onnx.TensorProto, want ...int64) bool {
-	if t == nil || t.GetDataType() != int32(onnx.TensorProto_INT64) {
-		return false
-	}
-	got := t.GetInt64Data()
-	if raw := t.GetRawData(); len(got) == 0 && len(raw) == 8*len(want) {
-		got = make([]int64, len(want))
-		for i := range got {
-			got[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
-		}
-	}
-	return slices.Equal(got, want)
 }

@@ -1,12 +1,6 @@
 package llama
 
-import (
-	"encoding/binary"
-
-	"google.golang.org/protobuf/proto"
-
-	"github.com/edgeinfer/edgeinfer/pkg/onnx"
-)
+import "github.com/edgeinfer/edgeinfer/pkg/onnx"
 
 // attrSwiGLU marks an ai.edgeinfer.MatMulNBits node whose B stacks an MLP's
 // gate and up projections and whose output is the SwiGLU activation
@@ -36,6 +30,7 @@ func fuseSwiGLU(g *onnx.GraphProto) int {
 		}
 		return nil
 	}
+	consts := initializers(g)
 	removed, sizes := map[*onnx.NodeProto]bool{}, map[string]bool{} // the Splits' size constants, used by nothing else
 	fused := 0
 	for _, mm := range g.GetNode() {
@@ -46,7 +41,7 @@ func fuseSwiGLU(g *onnx.GraphProto) int {
 		}
 		split := only(mm.GetOutput()[0], "Split")
 		if split == nil || len(split.GetInput()) != 2 || len(split.GetOutput()) != 2 || onnx.IntAttr(split, "axis", 0) != -1 ||
-			!halves(g, split.GetInput()[1], n) {
+			!int64sAre(consts[split.GetInput()[1]], n/2, n/2) {
 			continue
 		}
 		gate, up := split.GetOutput()[0], split.GetOutput()[1]
@@ -113,38 +108,15 @@ func splitSwiGLU(g *onnx.GraphProto) int {
 		out := mm.GetOutput()[0]
 		stacked, sizes, gate, up, sig, silu := out+"/gate_up", out+"/split_sizes", out+"/gate", out+"/up", out+"/sigmoid", out+"/silu"
 		mm.Output[0] = stacked
-		half := make([]byte, 16)
-		binary.LittleEndian.PutUint64(half, uint64(onnx.IntAttr(mm, "N", 0)/2))
-		binary.LittleEndian.PutUint64(half[8:], uint64(onnx.IntAttr(mm, "N", 0)/2))
-		g.Initializer = append(g.Initializer, &onnx.TensorProto{Name: proto.String(sizes), Dims: []int64{2},
-			DataType: proto.Int32(int32(onnx.TensorProto_INT64)), RawData: half})
-		node := func(op string, in []string, out string, attrs ...*onnx.AttributeProto) *onnx.NodeProto {
-			return &onnx.NodeProto{OpType: proto.String(op), Domain: proto.String(onnx.DomainONNX), Input: in,
-				Output: []string{out}, Name: proto.String(out), Attribute: attrs}
-		}
-		s := node("Split", []string{stacked, sizes}, gate, onnx.AttrInt("axis", -1))
+		half := onnx.IntAttr(mm, "N", 0) / 2
+		s := onnxNode("Split", []string{stacked, addInt64s(g, sizes, half, half)}, gate, onnx.AttrInt("axis", -1))
 		s.Output = append(s.Output, up)
-		nodes = append(nodes, s, node("Sigmoid", []string{gate}, sig), node("Mul", []string{gate, sig}, silu),
-			node("Mul", []string{silu, up}, out))
+		nodes = append(nodes, s, onnxNode("Sigmoid", []string{gate}, sig), onnxNode("Mul", []string{gate, sig}, silu),
+			onnxNode("Mul", []string{silu, up}, out))
 		split++
 	}
 	g.Node = nodes
 	return split
-}
-
-// halves reports whether initializer name holds two int64 values, each n/2.
-func halves(g *onnx.GraphProto, name string, n int64) bool {
-	for _, t := range g.GetInitializer() {
-		if t.GetName() != name {
-			continue
-		}
-		raw := t.GetRawData()
-		if t.GetDataType() != int32(onnx.TensorProto_INT64) || len(raw) != 16 {
-			return false
-		}
-		return int64(binary.LittleEndian.Uint64(raw)) == n/2 && int64(binary.LittleEndian.Uint64(raw[8:])) == n/2
-	}
-	return false
 }
 
 // sameInputs reports whether n's two inputs are a and b in either order.
