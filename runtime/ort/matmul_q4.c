@@ -575,20 +575,17 @@ EI_512 EI_INLINE void store16(const ei_q4_job* j, int64_t row, int64_t g, __m512
 }
 
 // ahead2 is ahead for the tile's two streams, groups g and g+1 one group
-// (gb bytes) apart, at offset `at` of a block in them: the distance is
-// taken within each group, and past a group's end it lands where the
-// stream goes next, the same offset in the next pair of groups (g+2 and
-// g+3). Taken from each block's address as one stream's (ahead), it landed
+// (gb bytes) apart, at offset `at` of a block in them: ahead's distance
+// (EI_Q4_AHEAD_ROWS: the tile runs two to eight rows) is taken within each
+// group, and past a group's end it lands where the stream goes next, the
+// same offset in the next pair of groups (g+2 and g+3). Taken from each block's address as one stream's (ahead), it landed
 // in the other stream's group, on lines that stream was reading or had
 // read, or two pairs on, and a batch-8 product ran far below the bus
 // (BenchmarkGEMVShare at 8 rows; runtime/engine's BenchmarkStepSplit, the
 // products' time in a batch-8 step).
 EI_512 EI_INLINE void ahead2(const ei_q4_job* j, const uint8_t* b0, size_t at, size_t gb, const int bits) {
-  if (j->M > 8) return;
-  const size_t d = EI_Q4_AHEAD_ROWS, skip = at + d < gb ? d : d + gb;
-  const size_t bytes = ((size_t)(code_bytes(bits) + scale_bytes(j->f16)) + 63) & ~(size_t)63;
-  const char *p0 = (const char*)b0 + skip, *p1 = p0 + gb;
-  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(p0 + o, _MM_HINT_T0), _mm_prefetch(p1 + o, _MM_HINT_T0);
+  const uint8_t* from = at + EI_Q4_AHEAD_ROWS < gb ? b0 : b0 + gb;
+  ahead(j, from, bits, 1), ahead(j, from + gb, bits, 1);
 }
 
 EI_512 EI_INLINE void avx512_tile(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1, const int bits) {
