@@ -17,21 +17,12 @@ func TestGatherOnKernel(t *testing.T) {
 	orttest.Need(t)
 	c, _ := tinyModel(t)
 	kernel := tinyGraph(t, Options{BlockSize: 4, Emitter: int4EmbedEmitter{}})
-	gathers := func(m *onnx.ModelProto, domain string) int {
-		n := 0
-		for _, node := range m.GetGraph().GetNode() {
-			if node.GetOpType() == "GatherBlockQuantized" && node.GetDomain() == domain {
-				n++
-			}
-		}
-		return n
-	}
-	if n := gathers(kernel, onnx.DomainEdgeInfer); n != 1 {
+	if n := nodesOf(kernel, "GatherBlockQuantized", onnx.DomainEdgeInfer); n != 1 {
 		t.Fatalf("kernel graph: %d ai.edgeinfer.GatherBlockQuantized nodes, want 1", n)
 	}
 	portable := proto.Clone(kernel).(*onnx.ModelProto)
 	SetMatMulKernel(portable, false)
-	if n := gathers(portable, onnx.DomainMicrosoft); n != 1 {
+	if n := nodesOf(portable, "GatherBlockQuantized", onnx.DomainMicrosoft); n != 1 {
 		t.Fatalf("portable graph: %d com.microsoft.GatherBlockQuantized nodes, want 1", n)
 	}
 	theirs := proto.Clone(kernel).(*onnx.ModelProto)

@@ -88,20 +88,11 @@ func TestMatMulKernelEitherWay(t *testing.T) {
 		}
 		return m
 	}
-	count := func(m *onnx.ModelProto, domain string) int {
-		n := 0
-		for _, node := range m.GetGraph().GetNode() {
-			if node.GetOpType() == "MatMulNBits" && node.GetDomain() == domain {
-				n++
-			}
-		}
-		return n
-	}
 	kernel, portable := build(true), build(false)
-	want := count(portable, onnx.DomainMicrosoft)
-	if want == 0 || count(kernel, onnx.DomainEdgeInfer) != want || count(kernel, onnx.DomainMicrosoft) != 0 {
+	want := nodesOf(portable, "MatMulNBits", onnx.DomainMicrosoft)
+	if want == 0 || nodesOf(kernel, "MatMulNBits", onnx.DomainEdgeInfer) != want || nodesOf(kernel, "MatMulNBits", onnx.DomainMicrosoft) != 0 {
 		t.Fatalf("kernel graph: %d ai.edgeinfer and %d com.microsoft MatMulNBits, want %d and 0",
-			count(kernel, onnx.DomainEdgeInfer), count(kernel, onnx.DomainMicrosoft), want)
+			nodesOf(kernel, "MatMulNBits", onnx.DomainEdgeInfer), nodesOf(kernel, "MatMulNBits", onnx.DomainMicrosoft), want)
 	}
 	converted := proto.Clone(kernel).(*onnx.ModelProto)
 	if n := SetMatMulKernel(converted, false); n != want {

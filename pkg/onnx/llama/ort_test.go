@@ -491,3 +491,14 @@ func onesI64(n int) []int64 {
 	}
 	return out
 }
+
+// nodesOf counts m's nodes of op, in domain (any domain where it is "*").
+func nodesOf(m *onnx.ModelProto, op, domain string) int {
+	n := 0
+	for _, node := range m.GetGraph().GetNode() {
+		if node.GetOpType() == op && (domain == "*" || node.GetDomain() == domain) {
+			n++
+		}
+	}
+	return n
+}
