@@ -76,19 +76,9 @@ func (int4EmbedEmitter) Embedding(b *onnx.Builder, name, ids string, table Tenso
 // weights) and back, and all three give the same logits.
 func TestMatMulKernelEitherWay(t *testing.T) {
 	orttest.Need(t)
-	c, src := tinyModel(t)
-	build := func(kernel bool) *onnx.ModelProto {
-		b := onnx.NewBuilder("test")
-		if err := Build(b, c, src, Options{BlockSize: 4, Emitter: int4Emitter{}, PortableMatMul: !kernel}); err != nil {
-			t.Fatal(err)
-		}
-		m, err := b.Model()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	kernel, portable := build(true), build(false)
+	c, _ := tinyModel(t)
+	kernel := tinyGraph(t, Options{BlockSize: 4, Emitter: int4Emitter{}})
+	portable := tinyGraph(t, Options{BlockSize: 4, Emitter: int4Emitter{}, PortableMatMul: true})
 	want := nodesOf(portable, "MatMulNBits", onnx.DomainMicrosoft)
 	if want == 0 || nodesOf(kernel, "MatMulNBits", onnx.DomainEdgeInfer) != want || nodesOf(kernel, "MatMulNBits", onnx.DomainMicrosoft) != 0 {
 		t.Fatalf("kernel graph: %d ai.edgeinfer and %d com.microsoft MatMulNBits, want %d and 0",

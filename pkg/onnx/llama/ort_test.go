@@ -23,20 +23,21 @@ const tolerance = 1e-4
 
 func newSession(t *testing.T, c *Config, src WeightSource, opts Options) *ort.Session {
 	t.Helper()
+	return graphSession(t, buildGraph(t, c, src, opts), 1)
+}
+
+// buildGraph builds c's graph from src with opts.
+func buildGraph(tb testing.TB, c *Config, src WeightSource, opts Options) *onnx.ModelProto {
+	tb.Helper()
 	b := onnx.NewBuilder("test")
 	if err := Build(b, c, src, opts); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	model, err := b.Marshal()
+	m, err := b.Model()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	s, err := ort.NewSession(context.Background(), model, ort.Options{IntraOpThreads: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return m
 }
 
 // runner collects input tensors for one Run and closes them afterwards.
@@ -144,15 +145,7 @@ func sameBits(tb testing.TB, what string, got, want []float32) {
 func tinyGraph(tb testing.TB, opts Options) *onnx.ModelProto {
 	tb.Helper()
 	c, src := tinyModel(tb)
-	b := onnx.NewBuilder("test")
-	if err := Build(b, c, src, opts); err != nil {
-		tb.Fatal(err)
-	}
-	m, err := b.Model()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return m
+	return buildGraph(tb, c, src, opts)
 }
 
 func tinyModel(t testing.TB) (*Config, WeightSource) {
