@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/edgeinfer/edgeinfer/pkg/bundle/build"
 	"github.com/edgeinfer/edgeinfer/pkg/onnx/llama"
 	"github.com/edgeinfer/edgeinfer/pkg/vec"
 	"github.com/edgeinfer/edgeinfer/quant"
@@ -27,21 +26,11 @@ func TestGreedyOutputName(t *testing.T) {
 // it).
 func TestGreedyOutputMatches(t *testing.T) {
 	orttest.Need(t)
-	cfg, src, err := llama.Preset("tiny-test")
-	if err != nil {
-		t.Fatal(err)
-	}
 	em, err := quant.NewEmitter("int4-b32")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bd, err := build.BuildDecoder(context.Background(), t.TempDir(), build.DecoderSpec{
-		Name: "tiny-test", Version: "1", Config: cfg, Weights: src, Options: llama.Options{Emitter: em}, CreatedBy: "llm test",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := Load(context.Background(), bd, Options{Session: ort.Options{IntraOpThreads: 2}, KV: kvcache.Options{DisablePrefixCache: true}})
+	m, err := Load(context.Background(), tinyBundle(t, llama.Options{Emitter: em}), Options{Session: ort.Options{IntraOpThreads: 2}, KV: kvcache.Options{DisablePrefixCache: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
