@@ -739,14 +739,12 @@ static OrtStatus* gather_create(const OrtKernelInfo* info, void** out) {
     OrtStatus* none = api->KernelInfoGetAttribute_int64(info, attrs[i].name, attrs[i].v);
     if (none != NULL) api->ReleaseStatus(none);  // absent: the default
   }
-  OrtStatus* st = NULL;
   if ((k->bits != 4 && k->bits != 8) || k->block < 16 || (k->block & (k->block - 1)) != 0 || gather_axis != 0 ||
-      (quantize_axis != 1 && quantize_axis != -1))
-    st = fail("GatherBlockQuantized: bits %lld, block_size %lld, gather_axis %lld, quantize_axis %lld: this kernel "
-              "runs bits 4 or 8, a block_size that is a power of 2 from 16, gather_axis 0 and quantize_axis 1; use "
-              "com.microsoft.GatherBlockQuantized for others",
-              (long long)k->bits, (long long)k->block, (long long)gather_axis, (long long)quantize_axis);
-  if (st != NULL) {
+      (quantize_axis != 1 && quantize_axis != -1)) {
+    OrtStatus* st = fail("GatherBlockQuantized: bits %lld, block_size %lld, gather_axis %lld, quantize_axis %lld: this "
+                         "kernel runs bits 4 or 8, a block_size that is a power of 2 from 16, gather_axis 0 and "
+                         "quantize_axis 1; use com.microsoft.GatherBlockQuantized for others",
+                         (long long)k->bits, (long long)k->block, (long long)gather_axis, (long long)quantize_axis);
     free(k);
     return st;
   }
