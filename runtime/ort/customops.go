@@ -195,17 +195,24 @@ func q4Variants() []string { return strings.Split(C.GoString(C.ei_q4_variants())
 func q4Compiled() []string { return strings.Split(C.GoString(C.ei_q4_compiled()), ",") }
 func q4Variant() string    { return C.GoString(C.ei_q4_current()) }
 
-// q4BatchAt is where the kernel lays batch b of n for a pool of t threads
-// (ei_q4_batch_at), for its test.
-func q4BatchAt(b, n, t int) int { return int(C.ei_q4_batch_at(C.size_t(b), C.size_t(n), C.int(t))) }
+// q4Plan is how ei_q4_plan splits a product of M rows by N×K int4
+// weights (float16 scales) for a pool of `threads`: its batches, and the
+// regions, pieces and items a piece when split by regions, for its test.
+func q4Plan(M, N, K, threads int) (batches, regions, pieces, piece, items int) {
+	var j C.ei_q4_job
+	j.M, j.N, j.K, j.nb, j.bits, j.f16 = C.int64_t(M), C.int64_t(N), C.int64_t(K), C.int64_t((K+31)/32), 4, 1
+	batches = int(C.ei_q4_plan(&j, C.int(threads)))
+	return batches, int(j.regions), int(j.pieces), int(j.piece), int(j.items)
+}
 
 // Kernels names the variants edgeinfer's operators run on this CPU, for a
 // report's version matrix: the int4/int8 matrix kernel's, the code its
 // batch-1 product runs on and how that streams the weights (the prefetch
-// distance chosen for this CPU at load; a decode step's batches laid out
-// one stream a thread, ei_q4_plan), and the paged attention kernel's.
+// distance chosen for this CPU at load; a decode step's product split in
+// one region a thread, the others' taken from the back by a thread done
+// with its own, ei_q4_plan), and the paged attention kernel's.
 func Kernels() string {
-	return fmt.Sprintf("matmul %s (batch 1: %s, %s, one stream a thread), attention %s", q4Variant(), C.GoString(C.ei_q4_gemv_tile()), C.GoString(C.ei_q4_gemv()), attentionVariant())
+	return fmt.Sprintf("matmul %s (batch 1: %s, %s, one region a thread), attention %s", q4Variant(), C.GoString(C.ei_q4_gemv_tile()), C.GoString(C.ei_q4_gemv()), attentionVariant())
 }
 
 func useQ4Variant(name string) error {

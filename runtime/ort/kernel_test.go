@@ -200,9 +200,10 @@ func TestKernelMatMulQ4VNNIEmulated(t *testing.T) {
 // products of synthetic-1b (584 MB in int4, 1,104 MB in int8) on two
 // threads beside a read loop over the same bytes, alternated, for every
 // variant this CPU runs at 1 and 8 activation rows, its batches in order
-// and laid out for the threads (ei_q4_plan), and prints the medians. Each
-// line is logged; the metrics are the current variant's batch-1 shares,
-// laid out (as the engine runs it) and in order, per precision.
+// and split by regions for the threads (ei_q4_plan), and prints the
+// medians. Each line is logged; the metrics are the current variant's
+// batch-1 shares, by regions (as the engine runs it) and in order, per
+// precision.
 func BenchmarkGEMVShare(b *testing.B) {
 	if goruntime.GOARCH != "amd64" {
 		b.Skip("the program's read loop is x86-64 code")
@@ -217,7 +218,7 @@ func BenchmarkGEMVShare(b *testing.B) {
 				}
 				for line := range strings.Lines(string(out)) {
 					b.Log(strings.TrimSpace(line))
-					for layout, metric := range map[string]string{"laid out": "share-b1", "in order": "share-b1-in-order"} {
+					for layout, metric := range map[string]string{"by regions": "share-b1", "in order": "share-b1-in-order"} {
 						if share, ok := batch1Share(line, layout); ok {
 							b.ReportMetric(share, metric)
 						}

@@ -1071,21 +1071,25 @@ static void best_of_batch(const ei_q4_job* j, size_t lo, size_t hi, size_t at) {
   }
 }
 
+// units is how many runs of outputs have a best of their own: the
+// batches, or the pieces of a product split by regions.
+static size_t units(const ei_q4_job* j) { return j->regions ? j->pieces : j->batches; }
+
 size_t ei_q4_best_scratch(const ei_q4_job* j) {
-  return 2 * align64((size_t)j->batches * (size_t)j->M * sizeof(float)) + 64;
+  return 2 * align64(units(j) * (size_t)j->M * sizeof(float)) + 64;
 }
 
 void ei_q4_best_bind(ei_q4_job* j, void* scratch) {
   char* p = at64(scratch);
   j->best_v = (float*)p;
-  j->best_i = (int32_t*)(p + align64((size_t)j->batches * (size_t)j->M * sizeof(float)));
+  j->best_i = (int32_t*)(p + align64(units(j) * (size_t)j->M * sizeof(float)));
 }
 
 void ei_q4_best(const ei_q4_job* j) {
   for (int64_t r = 0; r < j->M; r++) {
     float v = -INFINITY;
     int32_t at = -1;
-    for (size_t b = 0; b < j->batches; b++)
+    for (size_t b = 0; b < units(j); b++)
       if (j->best_v[(int64_t)b * j->M + r] > v) v = j->best_v[(int64_t)b * j->M + r], at = j->best_i[(int64_t)b * j->M + r];
     if (at < 0) {  // no number above −Inf: the first −Inf, else 0
       at = 0;
@@ -1099,35 +1103,68 @@ void ei_q4_best(const ei_q4_job* j) {
   }
 }
 
-// Batches. A thread pool hands batches out in order, each to the first
-// thread free, so with its threads alike they take them in turn: thread 0
-// batches 0, T, 2T..., thread 1 batches 1, T+1, ... Laid out in order, a
-// thread's batches lie T apart, and a decode step's product (the weights
-// read once, from memory) became 16/T streams a thread, each restarting
-// the prefetchers. ei_q4_batch_at lays batch b at (b mod T)·n/T + b/T: a
-// thread's batches in turn are one stream through its T-th of the matrix,
-// while a thread that falls behind still leaves its batches to the
-// others (BenchmarkGEMVShare: the batch-1 share at 16 batches in order
-// and laid out so). A pool whose threads take batches otherwise only
-// loses what the layout would have won.
+// Batches. A decode step's product (M ≤ 8) reads its weights once, from
+// memory: each thread should stream one run of them from start to end,
+// and the threads should finish together. ONNX Runtime's pool hands a
+// ParallelFor's batches out from one shard of consecutive indices a
+// thread (its loop counter), stealing from another shard only when its
+// own is done; a layout built for a pool that deals batches in turn made
+// each thread there read two runs by turns, and the last batch, 1/16 of
+// the product, left a thread idle at the end of most products. So a pool
+// of T ≥ 2 threads gets T batches, one region of the items each, claimed
+// in pieces of ~EI_Q4_PIECE bytes: the thread that takes region r claims
+// from its front; a thread done with its own takes pieces from the back
+// of the others', so that the owner's stream runs on unbroken and the
+// threads end within about a piece of each other (BenchmarkStepSplit in
+// runtime/engine logs the products' time against the bandwidth). Which
+// thread takes which region does not matter. A prefill chunk's product
+// (its weights read from the cache many times) keeps EI_Q4_BATCHES
+// batches in order, as does a pool not yet seen (threads 0).
+#ifndef EI_Q4_PIECE
+#define EI_Q4_PIECE 32768
+#endif
 
-size_t ei_q4_batch_at(size_t b, size_t n, int t) {
-  if (t <= 1 || n % (size_t)t != 0) return b;
-  return (b % (size_t)t) * (n / (size_t)t) + b / (size_t)t;
-}
-
-// A decode step's product (M ≤ 8) is laid out for the pool's threads; a
-// prefill chunk's (its weights read from the cache many times) in order.
 size_t ei_q4_plan(ei_q4_job* j, int threads) {
   j->items = ei_q4_items(j);
-  size_t n = EI_Q4_BATCHES;  // in order
-  if (j->M > 8 || threads < 2)
-    threads = 0;
-  else  // a multiple of the threads, so that each lays its own part
-    n = (size_t)threads * (EI_Q4_BATCHES >= threads ? EI_Q4_BATCHES / threads : 1);
-  if (n > j->items) n = j->items;
-  j->batches = n, j->threads = threads, j->seen = 0;
-  return n;
+  j->seen = 0, j->regions = 0;
+  if (j->M <= 8 && threads >= 2 && threads <= EI_Q4_REGIONS) {
+    // one group an item, so that a piece can be as small as EI_Q4_PIECE
+    // (swiglu's items keep their gate and up groups together: two)
+    if (j->row_tiles == 1 && !j->swiglu) j->chunk = 1, j->col_chunks = j->groups, j->items = (size_t)j->groups;
+    const size_t item = (size_t)j->chunk * group_bytes(j->bits, j->f16, j->nb);
+    const size_t piece = item < EI_Q4_PIECE ? EI_Q4_PIECE / item : 1, pieces = (j->items + piece - 1) / piece;
+    if (pieces >= (size_t)threads) {
+      j->piece = piece, j->pieces = pieces, j->regions = threads, j->batches = (size_t)threads;
+      for (int r = 0; r < threads; r++)
+        j->claim[r].v = (uint64_t)(pieces * (size_t)r / (size_t)threads) |
+                        (uint64_t)(pieces * (size_t)(r + 1) / (size_t)threads) << 32;
+      return j->batches;
+    }
+  }
+  j->batches = EI_Q4_BATCHES < j->items ? EI_Q4_BATCHES : j->items;
+  return j->batches;
+}
+
+// claim takes region r's next piece from its front, or from its back (a
+// thread done with its own), into *piece; 0 when the region is done.
+static int claim(ei_q4_job* j, size_t r, int back, size_t* piece) {
+  uint64_t s = __atomic_load_n(&j->claim[r].v, __ATOMIC_RELAXED);
+  for (;;) {
+    const uint32_t front = (uint32_t)s, end = (uint32_t)(s >> 32);
+    if (front >= end) return 0;
+    if (__atomic_compare_exchange_n(&j->claim[r].v, &s, back ? s - (1ull << 32) : s + 1, 1, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED)) {
+      *piece = back ? end - 1 : front;
+      return 1;
+    }
+  }
+}
+
+// run_items runs items lo..hi-1 and, when the job wants them, their best
+// of each row as unit u's.
+static void run_items(ei_q4_job* j, size_t lo, size_t hi, size_t u) {
+  for (size_t i = lo; i < hi; i++) ei_q4_work(j, i);
+  if (j->best != NULL) best_of_batch(j, lo, hi, u);
 }
 
 static _Thread_local int thread_id = -1;
@@ -1138,10 +1175,18 @@ void ei_q4_batch(void* p, size_t b) {
   if (thread_id < 0) thread_id = __atomic_fetch_add(&thread_ids, 1, __ATOMIC_RELAXED);
   const uint64_t bit = 1ull << (thread_id & 63);
   if (!(__atomic_load_n(&j->seen, __ATOMIC_RELAXED) & bit)) __atomic_fetch_or(&j->seen, bit, __ATOMIC_RELAXED);
-  const size_t at = ei_q4_batch_at(b, j->batches, j->threads);
-  const size_t lo = j->items * at / j->batches, hi = j->items * (at + 1) / j->batches;
-  for (size_t i = lo; i < hi; i++) ei_q4_work(j, i);
-  if (j->best != NULL) best_of_batch(j, lo, hi, at);
+  if (j->regions == 0) {
+    run_items(j, j->items * b / j->batches, j->items * (b + 1) / j->batches, b);
+    return;
+  }
+  size_t piece;
+  for (int d = 0; d < j->regions; d++) {
+    const size_t r = (b + (size_t)d) % (size_t)j->regions;
+    while (claim(j, r, d > 0, &piece)) {
+      const size_t lo = piece * j->piece;
+      run_items(j, lo, lo + j->piece < j->items ? lo + j->piece : j->items, piece);
+    }
+  }
 }
 
 int ei_q4_threads_seen(const ei_q4_job* j) { return __builtin_popcountll(__atomic_load_n(&j->seen, __ATOMIC_RELAXED)); }

@@ -17,6 +17,9 @@
 // a prefill chunk has hundreds of small items, and one task each cost more
 // in the pool than their arithmetic (TinyLM's 256x256 by 768, two threads).
 #define EI_Q4_BATCHES 16
+// EI_Q4_REGIONS is the most threads a decode step's product is split over
+// by regions (ei_q4_plan); a larger pool gets EI_Q4_BATCHES batches.
+#define EI_Q4_REGIONS 16
 #define EI_Q4_Y(j) ((j)->swiglu ? (j)->N / 2 : (j)->N)  // y's row length
 
 typedef struct {
@@ -47,17 +50,25 @@ typedef struct {
   int64_t row_tiles, col_chunks, chunk;
   const void* impl;
   // Batches handed to the thread pool (ei_q4_plan sets them): items, the
-  // batch count, the pool's threads the batches are laid out for (0 or 1:
-  // in order), and the threads seen running them (a bit each).
-  size_t items, batches;
-  int threads;
+  // batch count, and the threads seen running them (a bit each). A decode
+  // step's product on a pool of T ≥ 2 threads is T batches, `regions`:
+  // batch r is region r of the items, in pieces of `piece` items (of
+  // `pieces` in all), which the thread running it claims from the front
+  // and a thread done with its own region from the back; claim[r] holds
+  // region r's next front piece (low 32 bits) and its end (high 32 bits).
+  size_t items, batches, piece, pieces;
+  int regions;
   uint64_t seen;
+  struct {
+    _Alignas(64) uint64_t v;  // a line each: the owner's claims stay in its cache
+  } claim[EI_Q4_REGIONS];
   // best, when set: the index of each row's largest output to best [M],
   // as pkg/vec's Argmax picks it (the first of equals; NaNs never; with no
-  // number above −Inf the first −Inf, else 0) — found by each batch over
-  // its outputs while they are in its thread's cache, the best of each
-  // batch in best_v/best_i [batches, M] (ei_q4_best_bind), and the batches'
-  // results reduced in order by ei_q4_best (not with swiglu).
+  // number above −Inf the first −Inf, else 0) — found by each batch (each
+  // piece, when split by regions) over its outputs while they are in its
+  // thread's cache, the best of each in best_v/best_i [units, M]
+  // (ei_q4_best_bind), and those reduced in order by ei_q4_best (not with
+  // swiglu).
   int64_t* best;
   float* best_v;
   int32_t* best_i;
@@ -81,9 +92,9 @@ void ei_q4_quantize(void* j, size_t i);
 // Second pass: ei_q4_items work items of the product.
 size_t ei_q4_items(ei_q4_job* j);
 void ei_q4_work(void* j, size_t i);
-// Or the second pass in batches of work items (EI_Q4_BATCHES, or a
-// multiple of the threads near it): ei_q4_plan lays them out
-// for a pool of `threads` threads (0: not known) and returns how many;
+// Or the second pass in batches of work items: ei_q4_plan splits them for
+// a pool of `threads` threads (0: not known) and returns how many batches
+// (EI_Q4_BATCHES in order, or a decode step's one region a thread);
 // ei_q4_batch(j, b) runs batch b (a pool's ParallelFor over the batches,
 // one each); ei_q4_threads_seen counts the threads that ran them.
 size_t ei_q4_plan(ei_q4_job* j, int threads);
@@ -95,8 +106,6 @@ int ei_q4_threads_seen(const ei_q4_job* j);
 size_t ei_q4_best_scratch(const ei_q4_job* j);
 void ei_q4_best_bind(ei_q4_job* j, void* scratch);
 void ei_q4_best(const ei_q4_job* j);
-// ei_q4_batch_at is where batch b of n lies for a pool of t threads.
-size_t ei_q4_batch_at(size_t b, size_t n, int t);
 
 // Variants, as the attention kernel's (paged_attention.h).
 void ei_q4_init(void);

@@ -186,26 +186,68 @@ func runOutputs(t testing.TB, s *Session, feeds map[string]*Tensor) map[string][
 	return got
 }
 
-// TestQ4BatchLayout: the kernel's batches, laid out for a pool's threads,
-// are every position once, and the batches one thread takes in turn (b,
-// b+t, b+2t, ... when the pool hands them out in order) are one run of
-// consecutive positions; a count the threads do not divide stays in order.
-func TestQ4BatchLayout(t *testing.T) {
-	for n := 1; n <= 40; n++ {
-		for threads := 0; threads <= 8; threads++ {
-			seen := make([]bool, n)
-			for b := range n {
-				at := q4BatchAt(b, n, threads)
-				if at < 0 || at >= n || seen[at] {
-					t.Fatalf("%d batches, %d threads: batch %d at %d (out of range or taken twice)", n, threads, b, at)
-				}
-				seen[at] = true
-				if threads < 2 || n%threads != 0 {
-					if at != b {
-						t.Fatalf("%d batches, %d threads: batch %d at %d, want in order", n, threads, b, at)
-					}
-				} else if b >= threads && at != q4BatchAt(b-threads, n, threads)+1 {
-					t.Fatalf("%d batches, %d threads: batch %d at %d, not after batch %d's %d", n, threads, b, at, b-threads, q4BatchAt(b-threads, n, threads))
+// TestQ4Plan: a decode step's product (M ≤ 8) on a pool of 2..16 threads
+// is one batch a thread, split by regions into pieces that cover every
+// item, pieces of at most ~32 KiB of weights unless one item is larger;
+// a prefill chunk (M > 8), an unknown pool (0 or 1 threads), a larger
+// pool or a product with fewer pieces than threads keeps 16 batches in
+// order (or one an item, fewer than 16).
+func TestQ4Plan(t *testing.T) {
+	for _, c := range []struct{ M, N, K, threads int }{
+		{1, 2048, 2048, 2}, {1, 768, 768, 2}, {8, 2048, 8192, 2}, {1, 32000, 2048, 3}, {1, 256, 32768, 2},
+		{1, 2048, 2048, 16}, {1, 2048, 2048, 17}, {1, 2048, 2048, 1}, {1, 2048, 2048, 0}, {9, 2048, 2048, 2},
+		{1, 16, 64, 2},
+	} {
+		batches, regions, pieces, piece, items := q4Plan(c.M, c.N, c.K, c.threads)
+		groups := (c.N + 7) / 8
+		itemBytes := 8 * (c.K + 31) / 32 * (16 + 2) // a group: 8 rows of 16-byte blocks and float16 scales
+		decode := c.M <= 8 && c.threads >= 2 && c.threads <= 16
+		switch {
+		case decode && regions > 0:
+			if regions != c.threads || batches != c.threads || items != groups || pieces < c.threads ||
+				piece < 1 || (piece-1)*itemBytes >= 32768 || pieces != (items+piece-1)/piece {
+				t.Fatalf("%+v: %d batches, %d regions, %d pieces of %d items (%d items, %d B each): want one region a thread "+
+					"covering the groups in pieces of at most 32 KiB", c, batches, regions, pieces, piece, items, itemBytes)
+			}
+		case decode && groups*itemBytes >= c.threads*32768:
+			t.Fatalf("%+v: %d batches, no regions, for a product of %d pieces", c, batches, groups*itemBytes/32768)
+		default:
+			if regions != 0 || batches != min(16, items) {
+				t.Fatalf("%+v: %d batches, %d regions: want min(16, %d items) in order", c, batches, regions, items)
+			}
+		}
+	}
+}
+
+// TestQ4RegionsAgree: a decode step's product split by regions on two
+// threads (every run after a node's first, ei_q4_plan) writes the same
+// bits as on one thread, run after run on new activations, whichever
+// thread takes which region and however many pieces one takes from the
+// other's back: each output is one item's, whoever runs it.
+func TestQ4RegionsAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	for _, sh := range []struct{ bits, M, N, K int }{{4, 1, 4096, 512}, {8, 1, 1000, 2080}, {4, 3, 2048, 1024}, {4, 8, 4104, 256}} {
+		c := newNBitsCase(sh.bits, sh.M, sh.N, sh.K, r)
+		if _, regions, _, _, _ := q4Plan(sh.M, sh.N, sh.K, 2); regions != 2 {
+			t.Fatalf("%+v: not split by regions on two threads", sh)
+		}
+		var sessions [2]*Session
+		for i := range sessions {
+			s, err := NewSession(context.Background(), q4Model(c), Options{IntraOpThreads: i + 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			sessions[i] = s
+		}
+		for run := range 20 {
+			for i := range c.a {
+				c.a[i] = float32(r.NormFloat64())
+			}
+			want, got := c.run(t, sessions[0]), c.run(t, sessions[1])
+			for i, y := range got["y"] {
+				if math.Float32bits(y) != math.Float32bits(want["y"][i]) {
+					t.Fatalf("%+v, run %d: y[%d] = %g on two threads, %g on one", sh, run, i, y, want["y"][i])
 				}
 			}
 		}

@@ -567,11 +567,11 @@ static OrtStatus* q4_run(q4_node* kn, OrtKernelContext* ctx, tensor* in) {
     for (int64_t i = 0; i < j.M; i++) ei_q4_quantize(&j, (size_t)i);
   else
     st = api->KernelContext_ParallelFor(ctx, ei_q4_quantize, (size_t)j.M, EI_Q4_BATCHES, &j);
-  // The product in batches of consecutive items (EI_Q4_BATCHES), laid out
-  // for the most threads a run of the node was seen on (the pool's size is
-  // not in the custom-op API; the first run lays them in order).
-  // Concurrent runs may race on the count: a lower one stored last only
-  // costs the layout until the next run raises it again.
+  // The product in batches (ei_q4_plan), split for the most threads a run
+  // of the node was seen on (the pool's size is not in the custom-op API;
+  // the first run takes EI_Q4_BATCHES in order). Concurrent runs may race
+  // on the count: a lower one stored last only costs the split until the
+  // next run raises it again.
   scratch best = {0};
   if (st == NULL) {
     const size_t batches = ei_q4_plan(&j, __atomic_load_n(&kn->threads, __ATOMIC_RELAXED));

@@ -7,8 +7,8 @@
 // and for rows = 1 (a batch-1 decode step) and 8, the medians of the
 // kernel's and the read loop's GB/s and of their per-round ratio (the
 // share of the read bandwidth the kernel reached), with the kernel's
-// batches handed out in order and laid out for the threads (ei_q4_plan),
-// both in each round. Weights are in 2 MiB
+// batches handed out in order and split by regions for the threads
+// (ei_q4_plan), both in each round. Weights are in 2 MiB
 // pages where the kernel allows (the engine's sessions are: hugepages.go).
 // A variant whose product disagrees with a double reference (check) ends
 // the program with status 1 before any of its figures print.
@@ -59,9 +59,8 @@ __attribute__((target("avx2"))) static void readloop(const uint8_t* p, size_t n)
 }
 
 // share runs thread tid's part of matrix cur: the read loop's half of its
-// bytes, or the kernel's batches (ei_q4_plan's, for `layout` threads)
-// taken in turn, as ONNX Runtime's ParallelFor hands the operator's out
-// (ops.c).
+// bytes, or the kernel's batches (ei_q4_plan's, for `layout` threads),
+// each to the first thread free.
 static int layout;
 static void share(int tid) {
   ei_q4_job* j = &jobs[cur];
@@ -198,7 +197,7 @@ int main(int argc, char** argv) {
         for (int64_t i = 0; i < rows; i++) ei_q4_quantize(&jobs[m], (size_t)i);
       }
       // each round: the read loop, then the kernel's batches in order and
-      // laid out for the threads, in turns
+      // split by regions for the threads, in turns
       double kern[2][100], rd[100], ratio[2][100];
       step(), reading = 1, step(), reading = 0;  // warm
       if (!check(v, bits, a, rows)) return 1;
@@ -219,7 +218,7 @@ int main(int argc, char** argv) {
         qsort(kern[l], (size_t)rounds, sizeof(double), by_value);
         qsort(ratio[l], (size_t)rounds, sizeof(double), by_value);
         printf("%s rows %d %s: kernel %.1f GB/s, read %.1f GB/s, share %.3f (range %.3f-%.3f)\n", v, rows,
-               l ? "laid out" : "in order", kern[l][rounds / 2], rd[rounds / 2], ratio[l][rounds / 2], ratio[l][0],
+               l ? "by regions" : "in order", kern[l][rounds / 2], rd[rounds / 2], ratio[l][rounds / 2], ratio[l][0],
                ratio[l][rounds - 1]);
       }
     }
