@@ -196,13 +196,14 @@ func q4Compiled() []string { return strings.Split(C.GoString(C.ei_q4_compiled())
 func q4Variant() string    { return C.GoString(C.ei_q4_current()) }
 
 // q4Plan is how ei_q4_plan splits a product of M rows by N×K int4
-// weights (float16 scales) for a pool of `threads`: its batches, and the
-// regions, pieces and items a piece when split by regions, for its test.
-func q4Plan(M, N, K, threads int) (batches, regions, pieces, piece, items int) {
+// weights (float16 scales) for a pool of `threads` on the current variant:
+// its batches, the regions, pieces and items a piece when split by
+// regions, the items, the groups an item and the row tiles, for its test.
+func q4Plan(M, N, K, threads int) (batches, regions, pieces, piece, items, chunk, rowTiles int) {
 	var j C.ei_q4_job
 	j.M, j.N, j.K, j.nb, j.bits, j.f16 = C.int64_t(M), C.int64_t(N), C.int64_t(K), C.int64_t((K+31)/32), 4, 1
 	batches = int(C.ei_q4_plan(&j, C.int(threads)))
-	return batches, int(j.regions), int(j.pieces), int(j.piece), int(j.items)
+	return batches, int(j.regions), int(j.pieces), int(j.piece), int(j.items), int(j.chunk), int(j.row_tiles)
 }
 
 // Kernels names the variants edgeinfer's operators run on this CPU, for a

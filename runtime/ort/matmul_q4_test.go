@@ -188,29 +188,38 @@ func runOutputs(t testing.TB, s *Session, feeds map[string]*Tensor) map[string][
 
 // TestQ4Plan: a decode step's product (M ≤ 8) on a pool of 2..16 threads
 // is one batch a thread, split by regions into pieces that cover every
-// item, pieces of at most ~32 KiB of weights unless one item is larger;
-// a prefill chunk (M > 8), an unknown pool (0 or 1 threads), a larger
-// pool or a product with fewer pieces than threads keeps 16 batches in
-// order (or one an item, fewer than 16).
+// item, pieces of at most ~32 KiB of weights unless one item is larger,
+// one group an item where the rows fit one tile; a prefill chunk (M > 8),
+// an unknown pool (0 or 1 threads), a larger pool or a product with
+// fewer pieces than threads keeps 16 batches in order (or one an item,
+// fewer than 16). On every variant: their tiles take 4 or 8 rows.
 func TestQ4Plan(t *testing.T) {
+	forEachVariant(t, "int4 matmul", q4Compiled(), q4Variants(), q4Variant(), useQ4Variant, func(t *testing.T, v string) { testQ4Plan(t) })
+}
+
+func testQ4Plan(t *testing.T) {
 	for _, c := range []struct{ M, N, K, threads int }{
 		{1, 2048, 2048, 2}, {1, 768, 768, 2}, {8, 2048, 8192, 2}, {1, 32000, 2048, 3}, {1, 256, 32768, 2},
 		{1, 2048, 2048, 16}, {1, 2048, 2048, 17}, {1, 2048, 2048, 1}, {1, 2048, 2048, 0}, {9, 2048, 2048, 2},
 		{1, 16, 64, 2},
 	} {
-		batches, regions, pieces, piece, items := q4Plan(c.M, c.N, c.K, c.threads)
+		batches, regions, pieces, piece, items, chunk, rowTiles := q4Plan(c.M, c.N, c.K, c.threads)
 		groups := (c.N + 7) / 8
-		itemBytes := 8 * (c.K + 31) / 32 * (16 + 2) // a group: 8 rows of 16-byte blocks and float16 scales
+		groupBytes := 8 * (c.K + 31) / 32 * (16 + 2) // 8 rows of 16-byte blocks and float16 scales
+		itemBytes := chunk * groupBytes
+		if items != rowTiles*((groups+chunk-1)/chunk) {
+			t.Fatalf("%+v: %d items of %d groups in %d row tiles, want every group in each", c, items, chunk, rowTiles)
+		}
 		decode := c.M <= 8 && c.threads >= 2 && c.threads <= 16
 		switch {
 		case decode && regions > 0:
-			if regions != c.threads || batches != c.threads || items != groups || pieces < c.threads ||
-				piece < 1 || (piece-1)*itemBytes >= 32768 || pieces != (items+piece-1)/piece {
+			if regions != c.threads || batches != c.threads || pieces < c.threads || piece < 1 ||
+				(piece-1)*itemBytes >= 32768 || pieces != (items+piece-1)/piece || (rowTiles == 1 && chunk != 1) {
 				t.Fatalf("%+v: %d batches, %d regions, %d pieces of %d items (%d items, %d B each): want one region a thread "+
-					"covering the groups in pieces of at most 32 KiB", c, batches, regions, pieces, piece, items, itemBytes)
+					"covering the items in pieces of at most 32 KiB", c, batches, regions, pieces, piece, items, itemBytes)
 			}
-		case decode && groups*itemBytes >= c.threads*32768:
-			t.Fatalf("%+v: %d batches, no regions, for a product of %d pieces", c, batches, groups*itemBytes/32768)
+		case decode && groups*groupBytes*rowTiles >= 2*c.threads*32768:
+			t.Fatalf("%+v: %d batches, no regions, for a product of %d KiB", c, batches, groups*groupBytes*rowTiles/1024)
 		default:
 			if regions != 0 || batches != min(16, items) {
 				t.Fatalf("%+v: %d batches, %d regions: want min(16, %d items) in order", c, batches, regions, items)
@@ -228,7 +237,7 @@ func TestQ4RegionsAgree(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
 	for _, sh := range []struct{ bits, M, N, K int }{{4, 1, 4096, 512}, {8, 1, 1000, 2080}, {4, 3, 2048, 1024}, {4, 8, 4104, 256}} {
 		c := newNBitsCase(sh.bits, sh.M, sh.N, sh.K, r)
-		if _, regions, _, _, _ := q4Plan(sh.M, sh.N, sh.K, 2); regions != 2 {
+		if _, regions, _, _, _, _, _ := q4Plan(sh.M, sh.N, sh.K, 2); regions != 2 {
 			t.Fatalf("%+v: not split by regions on two threads", sh)
 		}
 		var sessions [2]*Session
