@@ -1043,6 +1043,14 @@ size_t ei_q4_items(ei_q4_job* j) {
   return (size_t)(j->row_tiles * j->col_chunks);
 }
 
+// tile_of is the job's tile: its variant's for its bits, or the batch-1
+// product's where the variant has one.
+static tile_fn tile_of(const ei_q4_job* j) {
+  const variant* v = j->impl;
+  if (j->M == 1 && v->gemv4 != NULL) return j->bits == 8 ? v->gemv8 : v->gemv4;
+  return j->bits == 8 ? v->q8 : v->q4;
+}
+
 // best_of_batch sets batch at's best of each row over the outputs of its
 // items lo..hi-1, once they are all written: a batch's items are
 // consecutive, so for every row the columns they cover are one run (the
@@ -1112,14 +1120,15 @@ void ei_q4_best(const ei_q4_job* j) {
 // each thread there read two runs by turns, and the last batch, 1/16 of
 // the product, left a thread idle at the end of most products. So a pool
 // of T ≥ 2 threads gets T batches, one region of the items each, claimed
-// in pieces of ~EI_Q4_PIECE bytes: the thread that takes region r claims
-// from its front; a thread done with its own takes pieces from the back
-// of the others', so that the owner's stream runs on unbroken and the
-// threads end within about a piece of each other (BenchmarkStepSplit in
-// runtime/engine logs the products' time against the bandwidth). Which
-// thread takes which region does not matter. A prefill chunk's product
-// (its weights read from the cache many times) keeps EI_Q4_BATCHES
-// batches in order, as does a pool not yet seen (threads 0).
+// in pieces of ~EI_Q4_PIECE bytes (an item, two groups, at least): the
+// thread that takes region r claims from its front; a thread done with
+// its own takes pieces from the back of the others', so that the owner's
+// stream runs on unbroken and the threads end within about a piece of
+// each other (BenchmarkStepSplit in runtime/engine logs the products'
+// time against the bandwidth). Which thread takes which region does not
+// matter. A prefill chunk's product (its weights read from the cache many
+// times) keeps EI_Q4_BATCHES batches in order, as does a pool not yet
+// seen (threads 0).
 #ifndef EI_Q4_PIECE
 #define EI_Q4_PIECE 32768
 #endif
@@ -1128,9 +1137,6 @@ size_t ei_q4_plan(ei_q4_job* j, int threads) {
   j->items = ei_q4_items(j);
   j->seen = 0, j->regions = 0;
   if (j->M <= 8 && threads >= 2 && threads <= EI_Q4_REGIONS) {
-    // one group an item, so that a piece can be as small as EI_Q4_PIECE
-    // (swiglu's items keep their gate and up groups together: two)
-    if (j->row_tiles == 1 && !j->swiglu) j->chunk = 1, j->col_chunks = j->groups, j->items = (size_t)j->groups;
     const size_t item = (size_t)j->chunk * group_bytes(j->bits, j->f16, j->nb);
     const size_t piece = item < EI_Q4_PIECE ? EI_Q4_PIECE / item : 1, pieces = (j->items + piece - 1) / piece;
     if (pieces >= (size_t)threads) {
@@ -1161,9 +1167,15 @@ static int claim(ei_q4_job* j, size_t r, int back, size_t* piece) {
 }
 
 // run_items runs items lo..hi-1 and, when the job wants them, their best
-// of each row as unit u's.
+// of each row as unit u's. Where one row tile takes every row (a decode
+// step's), the items are consecutive groups: one call of the tile over
+// them all, so that its prefetch runs on across their boundaries.
 static void run_items(ei_q4_job* j, size_t lo, size_t hi, size_t u) {
-  for (size_t i = lo; i < hi; i++) ei_q4_work(j, i);
+  if (j->row_tiles == 1 && hi > lo) {
+    const int64_t g1 = (int64_t)hi * j->chunk;
+    tile_of(j)(j, 0, j->M, (int64_t)lo * j->chunk, g1 < j->groups ? g1 : j->groups);
+  } else
+    for (size_t i = lo; i < hi; i++) ei_q4_work(j, i);
   if (j->best != NULL) best_of_batch(j, lo, hi, u);
 }
 
@@ -1199,7 +1211,5 @@ void ei_q4_work(void* p, size_t i) {
   int64_t c = (int64_t)i / j->row_tiles, t = (int64_t)i % j->row_tiles;
   int64_t m0 = t * v->rows, R = j->M - m0 < v->rows ? j->M - m0 : v->rows;
   int64_t g0 = c * j->chunk, g1 = g0 + j->chunk < j->groups ? g0 + j->chunk : j->groups;
-  tile_fn f = j->bits == 8 ? v->q8 : v->q4;
-  if (j->M == 1 && v->gemv4 != NULL) f = j->bits == 8 ? v->gemv8 : v->gemv4;
-  f(j, m0, R, g0, g1);
+  tile_of(j)(j, m0, R, g0, g1);
 }

@@ -188,8 +188,8 @@ func runOutputs(t testing.TB, s *Session, feeds map[string]*Tensor) map[string][
 
 // TestQ4Plan: a decode step's product (M ≤ 8) on a pool of 2..16 threads
 // is one batch a thread, split by regions into pieces that cover every
-// item, pieces of at most ~32 KiB of weights unless one item is larger,
-// one group an item where the rows fit one tile; a prefill chunk (M > 8),
+// item, pieces of at most ~32 KiB of weights unless one item is larger;
+// a prefill chunk (M > 8),
 // an unknown pool (0 or 1 threads), a larger pool or a product with
 // fewer pieces than threads keeps 16 batches in order (or one an item,
 // fewer than 16). On every variant: their tiles take 4 or 8 rows.
@@ -214,7 +214,7 @@ func testQ4Plan(t *testing.T) {
 		switch {
 		case decode && regions > 0:
 			if regions != c.threads || batches != c.threads || pieces < c.threads || piece < 1 ||
-				(piece-1)*itemBytes >= 32768 || pieces != (items+piece-1)/piece || (rowTiles == 1 && chunk != 1) {
+				(piece-1)*itemBytes >= 32768 || pieces != (items+piece-1)/piece {
 				t.Fatalf("%+v: %d batches, %d regions, %d pieces of %d items (%d items, %d B each): want one region a thread "+
 					"covering the items in pieces of at most 32 KiB", c, batches, regions, pieces, piece, items, itemBytes)
 			}
