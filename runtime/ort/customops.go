@@ -206,6 +206,49 @@ func q4Plan(M, N, K, threads int) (batches, regions, pieces, piece, items, chunk
 	return batches, int(j.regions), int(j.pieces), int(j.piece), int(j.items), int(j.chunk), int(j.row_tiles)
 }
 
+// q4Stolen runs the product y = a·Bᵀ (M rows, int4 or int8 codes b and
+// scales as MatMulNBits takes them) split by regions for three threads,
+// on this thread alone and in the worst order: region 2 first, whose
+// runner then takes every piece of regions 0 and 1 from their backs (a
+// run each), and the others after it, finding nothing left. It returns y
+// and each row's largest output's index (the job's best), for its test;
+// ok false when the product does not split by regions.
+func q4Stolen(bits, M, N, K int, a []float32, b []uint8, scales []float32) (y []float32, best []int64, ok bool) {
+	nb := (K + 31) / 32
+	var j C.ei_q4_job
+	j.M, j.N, j.K, j.nb, j.bits = C.int64_t(M), C.int64_t(N), C.int64_t(K), C.int64_t(nb), C.int(bits)
+	j.f16 = C.ei_q4_f16_exact((*C.float)(&scales[0]), C.size_t(len(scales)))
+	w := C.aligned_alloc(64, (C.ei_q4_packed_size(j.bits, j.f16, j.N, j.nb)+63)&^63) // ei_q4_pack's out is 64-byte aligned
+	defer C.free(w)
+	C.ei_q4_pack(j.bits, j.f16, 0, (*C.uint8_t)(&b[0]), (*C.float)(&scales[0]), j.N, j.nb, (*C.uint8_t)(w))
+	ca := C.CBytes(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), 4*len(a)))
+	defer C.free(ca)
+	cy := C.malloc(C.size_t(4 * M * N))
+	defer C.free(cy)
+	cbest := C.malloc(C.size_t(8 * M))
+	defer C.free(cbest)
+	act := C.malloc(C.ei_q4_scratch(j.M, j.nb))
+	defer C.free(act)
+	j.a, j.y, j.w, j.best = (*C.float)(ca), (*C.float)(cy), (*C.uint8_t)(w), (*C.int64_t)(cbest)
+	C.ei_q4_bind(&j, act)
+	for i := range M {
+		C.ei_q4_quantize(unsafe.Pointer(&j), C.size_t(i))
+	}
+	if C.ei_q4_plan(&j, 3) != 3 || j.regions != 3 {
+		return nil, nil, false
+	}
+	scratch := C.malloc(C.ei_q4_best_scratch(&j))
+	defer C.free(scratch)
+	C.ei_q4_best_bind(&j, scratch)
+	for b := 2; b >= 0; b-- {
+		C.ei_q4_batch(unsafe.Pointer(&j), C.size_t(b))
+	}
+	C.ei_q4_best(&j)
+	y = append([]float32(nil), unsafe.Slice((*float32)(cy), M*N)...)
+	best = append([]int64(nil), unsafe.Slice((*int64)(cbest), M)...)
+	return y, best, true
+}
+
 // Kernels names the variants edgeinfer's operators run on this CPU, for a
 // report's version matrix: the int4/int8 matrix kernel's, the code its
 // batch-1 product runs on and how that streams the weights (the prefetch

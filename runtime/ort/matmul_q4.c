@@ -1091,6 +1091,8 @@ void ei_q4_best_bind(ei_q4_job* j, void* scratch) {
   char* p = at64(scratch);
   j->best_v = (float*)p;
   j->best_i = (int32_t*)(p + align64(units(j) * (size_t)j->M * sizeof(float)));
+  // pieces split by regions: only each run's first is written (ei_q4_batch)
+  for (size_t i = 0; j->regions && i < units(j) * (size_t)j->M; i++) j->best_v[i] = -INFINITY, j->best_i[i] = -1;
 }
 
 void ei_q4_best(const ei_q4_job* j) {
@@ -1170,13 +1172,17 @@ static int claim(ei_q4_job* j, size_t r, int back, size_t* piece) {
 // of each row as unit u's. Where one row tile takes every row (a decode
 // step's), the items are consecutive groups: one call of the tile over
 // them all, so that its prefetch runs on across their boundaries.
-static void run_items(ei_q4_job* j, size_t lo, size_t hi, size_t u) {
+static void run_items(ei_q4_job* j, size_t lo, size_t hi) {
   if (j->row_tiles == 1 && hi > lo) {
     const int64_t g1 = (int64_t)hi * j->chunk;
     tile_of(j)(j, 0, j->M, (int64_t)lo * j->chunk, g1 < j->groups ? g1 : j->groups);
   } else
     for (size_t i = lo; i < hi; i++) ei_q4_work(j, i);
-  if (j->best != NULL) best_of_batch(j, lo, hi, u);
+}
+
+// best_of_pieces is best_of_batch over pieces lo..hi-1, as piece lo's.
+static void best_of_pieces(ei_q4_job* j, size_t lo, size_t hi) {
+  if (j->best != NULL && hi > lo) best_of_batch(j, lo * j->piece, hi * j->piece < j->items ? hi * j->piece : j->items, lo);
 }
 
 static _Thread_local int thread_id = -1;
@@ -1188,17 +1194,31 @@ void ei_q4_batch(void* p, size_t b) {
   const uint64_t bit = 1ull << (thread_id & 63);
   if (!(__atomic_load_n(&j->seen, __ATOMIC_RELAXED) & bit)) __atomic_fetch_or(&j->seen, bit, __ATOMIC_RELAXED);
   if (j->regions == 0) {
-    run_items(j, j->items * b / j->batches, j->items * (b + 1) / j->batches, b);
+    const size_t lo = j->items * b / j->batches, hi = j->items * (b + 1) / j->batches;
+    run_items(j, lo, hi);
+    if (j->best != NULL) best_of_batch(j, lo, hi, b);
     return;
   }
-  size_t piece;
+  // The pieces this thread ran last as one run, [run_lo, run_hi): its own
+  // region's from the front, then each other region's from the back. Their
+  // best is found once a run ends, over all its outputs at once (a call a
+  // piece and row cost a batch-8 step's head more than its arithmetic),
+  // and kept as its first piece's; every other piece's stays empty.
+  size_t piece, run_lo = 0, run_hi = 0;
   for (int d = 0; d < j->regions; d++) {
     const size_t r = (b + (size_t)d) % (size_t)j->regions;
     while (claim(j, r, d > 0, &piece)) {
       const size_t lo = piece * j->piece;
-      run_items(j, lo, lo + j->piece < j->items ? lo + j->piece : j->items, piece);
+      run_items(j, lo, lo + j->piece < j->items ? lo + j->piece : j->items);
+      if (run_hi > run_lo && (piece == run_hi || piece + 1 == run_lo)) {
+        run_lo = piece < run_lo ? piece : run_lo, run_hi = piece + 1 > run_hi ? piece + 1 : run_hi;
+        continue;
+      }
+      best_of_pieces(j, run_lo, run_hi);
+      run_lo = piece, run_hi = piece + 1;
     }
   }
+  best_of_pieces(j, run_lo, run_hi);
 }
 
 int ei_q4_threads_seen(const ei_q4_job* j) { return __builtin_popcountll(__atomic_load_n(&j->seen, __ATOMIC_RELAXED)); }

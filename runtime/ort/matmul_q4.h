@@ -65,10 +65,10 @@ typedef struct {
   // best, when set: the index of each row's largest output to best [M],
   // as pkg/vec's Argmax picks it (the first of equals; NaNs never; with no
   // number above −Inf the first −Inf, else 0) — found by each batch (each
-  // piece, when split by regions) over its outputs while they are in its
-  // thread's cache, the best of each in best_v/best_i [units, M]
-  // (ei_q4_best_bind), and those reduced in order by ei_q4_best (not with
-  // swiglu).
+  // run of pieces a thread took, when split by regions) over its outputs
+  // while they are in its thread's cache, the best of each in
+  // best_v/best_i [units, M] (ei_q4_best_bind; a run's at its first
+  // piece), and those reduced in order by ei_q4_best (not with swiglu).
   int64_t* best;
   float* best_v;
   int32_t* best_i;

@@ -2,6 +2,7 @@ package ort
 
 import (
 	"context"
+	"github.com/edgeinfer/edgeinfer/pkg/vec"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -258,6 +259,74 @@ func TestQ4RegionsAgree(t *testing.T) {
 				if math.Float32bits(y) != math.Float32bits(want["y"][i]) {
 					t.Fatalf("%+v, run %d: y[%d] = %g on two threads, %g on one", sh, run, i, y, want["y"][i])
 				}
+			}
+		}
+	}
+}
+
+// TestQ4Stolen: a product whose pieces of two regions are all taken from
+// their backs by the third region's thread (q4Stolen: one thread, region
+// 2 first) writes the same bits as a one-thread session, and finds each
+// row's largest output where pkg/vec's Argmax does, the first of equals,
+// with a tie planted between region 0 or 1 and region 2.
+func TestQ4Stolen(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 17))
+	for i, sh := range []struct{ bits, M, N, K int }{{4, 1, 4096, 512}, {8, 1, 1000, 2080}, {4, 3, 2048, 1024}, {4, 8, 4104, 256},
+		{4, 1, 4096, 512}, {8, 1, 1000, 2080}} {
+		c := newNBitsCase(sh.bits, sh.M, sh.N, sh.K, r)
+		// every row of a alike, and rows t0 (in region 0, or 1 in the last
+		// two cases) and t1 (in region 2) of B its signs at the largest
+		// codes and scales: each row's largest output is a tie between two
+		// regions, the first of two runs the third region's thread took or
+		// the last
+		nb, rowBytes := c.nb(), len(c.b)/sh.N
+		t0, t1 := sh.N/4+3, 3*sh.N/4+1
+		if i >= 4 {
+			t0 = sh.N/2 + 3
+		}
+		for m := 1; m < sh.M; m++ {
+			copy(c.a[m*sh.K:(m+1)*sh.K], c.a[:sh.K])
+		}
+		top, zero := 1<<(sh.bits-1)-1, 1<<(sh.bits-1)
+		w := c.b[t0*rowBytes : (t0+1)*rowBytes]
+		for k := range sh.K {
+			code := zero - top
+			if c.a[k] > 0 {
+				code = zero + top
+			}
+			if sh.bits == 8 {
+				w[k] = uint8(code)
+			} else {
+				w[k/2] = w[k/2]&(0xF0>>(4*(k%2))) | uint8(code)<<(4*(k%2))
+			}
+		}
+		for blk := range nb {
+			c.scales[t0*nb+blk] = 1
+		}
+		copy(c.b[t1*rowBytes:(t1+1)*rowBytes], w)
+		copy(c.scales[t1*nb:(t1+1)*nb], c.scales[t0*nb:(t0+1)*nb])
+		y, best, ok := q4Stolen(sh.bits, sh.M, sh.N, sh.K, c.a, c.b, c.scales)
+		if !ok {
+			t.Fatalf("%+v: not split by regions on three threads", sh)
+		}
+		s, err := NewSession(context.Background(), q4Model(c), Options{IntraOpThreads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := c.run(t, s)["y"]
+		s.Close()
+		for i := range want {
+			if math.Float32bits(y[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%+v: y[%d] = %g with regions 0 and 1 stolen, %g on one thread", sh, i, y[i], want[i])
+			}
+		}
+		for m := range sh.M {
+			row := want[m*sh.N : (m+1)*sh.N]
+			if row[t0] != row[t1] || vec.Argmax(row) != t0 {
+				t.Fatalf("%+v: row %d: no tie at its largest output (%g at %d, %g at %d, largest at %d)", sh, m, row[t0], t0, row[t1], t1, vec.Argmax(row))
+			}
+			if w := vec.Argmax(row); best[m] != int64(w) {
+				t.Fatalf("%+v: row %d's best %d with regions 0 and 1 stolen, want %d (%g)", sh, m, best[m], w, want[m*sh.N+w])
 			}
 		}
 	}
