@@ -1168,10 +1168,9 @@ static int claim(ei_q4_job* j, size_t r, int back, size_t* piece) {
   }
 }
 
-// run_items runs items lo..hi-1 and, when the job wants them, their best
-// of each row as unit u's. Where one row tile takes every row (a decode
-// step's), the items are consecutive groups: one call of the tile over
-// them all, so that its prefetch runs on across their boundaries.
+// run_items runs items lo..hi-1. Where one row tile takes every row (a
+// decode step's), the items are consecutive groups: one call of the tile
+// over them all, so that its prefetch runs on across their boundaries.
 static void run_items(ei_q4_job* j, size_t lo, size_t hi) {
   if (j->row_tiles == 1 && hi > lo) {
     const int64_t g1 = (int64_t)hi * j->chunk;

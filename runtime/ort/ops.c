@@ -352,10 +352,11 @@ static OrtStatus* attention_run(const attention_node* kn, OrtKernelContext* ctx,
       return st;
     }
   }
-  // A prefill step's items in 16 batches, which the threads take as they
-  // come free, rather than one fixed batch each: with two fixed halves one
-  // delayed thread doubled a 256-token chunk's attention time in some runs
-  // (TestProfileDecodeAndPrefill, 22 against 47 ms).
+  // A prefill step's items in 16 batches rather than one fixed batch a
+  // thread: the pool deals each thread a shard of them and lets a thread
+  // done with its own take the rest of another's, where with two fixed
+  // halves one delayed thread doubled a 256-token chunk's attention time
+  // in some runs (TestProfileDecodeAndPrefill, 22 against 47 ms).
   size_t items = ei_attention_items(&j);
   OrtStatus* st = api->KernelContext_ParallelFor(ctx, ei_attention_work, items, items > 64 ? 16 : 0, &j);
   scratch_put(&gathered);
