@@ -9,6 +9,7 @@ package ort
 #cgo LDFLAGS: -lm
 #cgo linux LDFLAGS: -ldl
 #include <stdlib.h>
+#include <string.h>
 #include "matmul_q4.h"
 #include "ops.h"
 #include "paged_attention.h"
@@ -200,10 +201,19 @@ func q4Variant() string    { return C.GoString(C.ei_q4_current()) }
 // its batches, the regions, pieces and items a piece when split by
 // regions, the items, the groups an item and the row tiles, for its test.
 func q4Plan(M, N, K, threads int) (batches, regions, pieces, piece, items, chunk, rowTiles int) {
-	var j C.ei_q4_job
+	j, free := newQ4Job()
+	defer free()
 	j.M, j.N, j.K, j.nb, j.bits, j.f16 = C.int64_t(M), C.int64_t(N), C.int64_t(K), C.int64_t((K+31)/32), 4, 1
-	batches = int(C.ei_q4_plan(&j, C.int(threads)))
+	batches = int(C.ei_q4_plan(j, C.int(threads)))
 	return batches, int(j.regions), int(j.pieces), int(j.piece), int(j.items), int(j.chunk), int(j.row_tiles)
+}
+
+// newQ4Job is a zeroed job in C memory, aligned as C lays it out (its
+// claim words a cache line each, which Go's allocator would not align).
+func newQ4Job() (*C.ei_q4_job, func()) {
+	p := C.aligned_alloc(64, (C.sizeof_ei_q4_job+63)&^63)
+	C.memset(p, 0, C.sizeof_ei_q4_job)
+	return (*C.ei_q4_job)(p), func() { C.free(p) }
 }
 
 // q4Stolen runs the product y = a·Bᵀ (M rows, int4 or int8 codes b and
@@ -215,7 +225,8 @@ func q4Plan(M, N, K, threads int) (batches, regions, pieces, piece, items, chunk
 // ok false when the product does not split by regions.
 func q4Stolen(bits, M, N, K int, a []float32, b []uint8, scales []float32) (y []float32, best []int64, ok bool) {
 	nb := (K + 31) / 32
-	var j C.ei_q4_job
+	j, free := newQ4Job()
+	defer free()
 	j.M, j.N, j.K, j.nb, j.bits = C.int64_t(M), C.int64_t(N), C.int64_t(K), C.int64_t(nb), C.int(bits)
 	j.f16 = C.ei_q4_f16_exact((*C.float)(&scales[0]), C.size_t(len(scales)))
 	w := C.aligned_alloc(64, (C.ei_q4_packed_size(j.bits, j.f16, j.N, j.nb)+63)&^63) // ei_q4_pack's out is 64-byte aligned
@@ -230,20 +241,20 @@ func q4Stolen(bits, M, N, K int, a []float32, b []uint8, scales []float32) (y []
 	act := C.malloc(C.ei_q4_scratch(j.M, j.nb))
 	defer C.free(act)
 	j.a, j.y, j.w, j.best = (*C.float)(ca), (*C.float)(cy), (*C.uint8_t)(w), (*C.int64_t)(cbest)
-	C.ei_q4_bind(&j, act)
+	C.ei_q4_bind(j, act)
 	for i := range M {
-		C.ei_q4_quantize(unsafe.Pointer(&j), C.size_t(i))
+		C.ei_q4_quantize(unsafe.Pointer(j), C.size_t(i))
 	}
-	if C.ei_q4_plan(&j, 3) != 3 || j.regions != 3 {
+	if C.ei_q4_plan(j, 3) != 3 || j.regions != 3 {
 		return nil, nil, false
 	}
-	scratch := C.malloc(C.ei_q4_best_scratch(&j))
+	scratch := C.malloc(C.ei_q4_best_scratch(j))
 	defer C.free(scratch)
-	C.ei_q4_best_bind(&j, scratch)
+	C.ei_q4_best_bind(j, scratch)
 	for b := 2; b >= 0; b-- {
-		C.ei_q4_batch(unsafe.Pointer(&j), C.size_t(b))
+		C.ei_q4_batch(unsafe.Pointer(j), C.size_t(b))
 	}
-	C.ei_q4_best(&j)
+	C.ei_q4_best(j)
 	y = append([]float32(nil), unsafe.Slice((*float32)(cy), M*N)...)
 	best = append([]int64(nil), unsafe.Slice((*int64)(cbest), M)...)
 	return y, best, true

@@ -2,7 +2,6 @@ package ort
 
 import (
 	"context"
-	"github.com/edgeinfer/edgeinfer/pkg/vec"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/edgeinfer/edgeinfer/pkg/vec"
 )
 
 // q4Case is one int4 or int8 product: M rows of a [M, K] against N weight
@@ -189,11 +190,11 @@ func runOutputs(t testing.TB, s *Session, feeds map[string]*Tensor) map[string][
 
 // TestQ4Plan: a decode step's product (M ≤ 8) on a pool of 2..16 threads
 // is one batch a thread, split by regions into pieces that cover every
-// item, pieces of at most ~32 KiB of weights unless one item is larger;
-// a prefill chunk (M > 8),
-// an unknown pool (0 or 1 threads), a larger pool or a product with
-// fewer pieces than threads keeps 16 batches in order (or one an item,
-// fewer than 16). On every variant: their tiles take 4 or 8 rows.
+// item, pieces of at most ~32 KiB of weights unless one item is larger; a
+// prefill chunk (M > 8), an unknown pool (0 or 1 threads), a larger pool
+// or a product with fewer pieces than threads keeps 16 batches in order
+// (or one an item, fewer than 16). On every variant: their tiles take 4
+// or 8 rows.
 func TestQ4Plan(t *testing.T) {
 	forEachVariant(t, "int4 matmul", q4Compiled(), q4Variants(), q4Variant(), useQ4Variant, func(t *testing.T, v string) { testQ4Plan(t) })
 }
@@ -268,43 +269,21 @@ func TestQ4RegionsAgree(t *testing.T) {
 // their backs by the third region's thread (q4Stolen: one thread, region
 // 2 first) writes the same bits as a one-thread session, and finds each
 // row's largest output where pkg/vec's Argmax does, the first of equals,
-// with a tie planted between region 0 or 1 and region 2.
+// with a tie planted between region 0 or 1 — the first or the last run
+// that thread took from the others — and region 2.
 func TestQ4Stolen(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 17))
-	for i, sh := range []struct{ bits, M, N, K int }{{4, 1, 4096, 512}, {8, 1, 1000, 2080}, {4, 3, 2048, 1024}, {4, 8, 4104, 256},
-		{4, 1, 4096, 512}, {8, 1, 1000, 2080}} {
+	for _, sh := range []struct {
+		bits, M, N, K int
+		tieIn         int // the region of the tie's first column: 0 or 1
+	}{{4, 1, 4096, 512, 0}, {8, 1, 1000, 2080, 0}, {4, 3, 2048, 1024, 0}, {4, 8, 4104, 256, 0},
+		{4, 1, 4096, 512, 1}, {8, 1, 1000, 2080, 1}} {
 		c := newNBitsCase(sh.bits, sh.M, sh.N, sh.K, r)
-		// every row of a alike, and rows t0 (in region 0, or 1 in the last
-		// two cases) and t1 (in region 2) of B its signs at the largest
-		// codes and scales: each row's largest output is a tie between two
-		// regions, the first of two runs the third region's thread took or
-		// the last
-		nb, rowBytes := c.nb(), len(c.b)/sh.N
-		t0, t1 := sh.N/4+3, 3*sh.N/4+1
-		if i >= 4 {
+		t0, t1 := sh.N/4+3, 3*sh.N/4+1 // in regions 0 and 2 of three
+		if sh.tieIn == 1 {
 			t0 = sh.N/2 + 3
 		}
-		for m := 1; m < sh.M; m++ {
-			copy(c.a[m*sh.K:(m+1)*sh.K], c.a[:sh.K])
-		}
-		top, zero := 1<<(sh.bits-1)-1, 1<<(sh.bits-1)
-		w := c.b[t0*rowBytes : (t0+1)*rowBytes]
-		for k := range sh.K {
-			code := zero - top
-			if c.a[k] > 0 {
-				code = zero + top
-			}
-			if sh.bits == 8 {
-				w[k] = uint8(code)
-			} else {
-				w[k/2] = w[k/2]&(0xF0>>(4*(k%2))) | uint8(code)<<(4*(k%2))
-			}
-		}
-		for blk := range nb {
-			c.scales[t0*nb+blk] = 1
-		}
-		copy(c.b[t1*rowBytes:(t1+1)*rowBytes], w)
-		copy(c.scales[t1*nb:(t1+1)*nb], c.scales[t0*nb:(t0+1)*nb])
+		plantTie(c, t0, t1)
 		y, best, ok := q4Stolen(sh.bits, sh.M, sh.N, sh.K, c.a, c.b, c.scales)
 		if !ok {
 			t.Fatalf("%+v: not split by regions on three threads", sh)
@@ -325,11 +304,39 @@ func TestQ4Stolen(t *testing.T) {
 			if row[t0] != row[t1] || vec.Argmax(row) != t0 {
 				t.Fatalf("%+v: row %d: no tie at its largest output (%g at %d, %g at %d, largest at %d)", sh, m, row[t0], t0, row[t1], t1, vec.Argmax(row))
 			}
-			if w := vec.Argmax(row); best[m] != int64(w) {
-				t.Fatalf("%+v: row %d's best %d with regions 0 and 1 stolen, want %d (%g)", sh, m, best[m], w, want[m*sh.N+w])
+			if best[m] != int64(t0) {
+				t.Fatalf("%+v: row %d's best %d with regions 0 and 1 stolen, want %d (%g)", sh, m, best[m], t0, row[t0])
 			}
 		}
 	}
+}
+
+// plantTie makes every row of c's a alike and weight rows t0 and t1 its
+// signs at the largest codes, with scales 1: each row's largest output
+// is the tie y[t0] = y[t1] = the largest codes' Σ|a|.
+func plantTie(c *q4Case, t0, t1 int) {
+	for m := 1; m < c.M; m++ {
+		copy(c.a[m*c.K:(m+1)*c.K], c.a[:c.K])
+	}
+	nb, rowBytes := c.nb(), len(c.b)/c.N
+	top, zero := 1<<(c.bits-1)-1, 1<<(c.bits-1)
+	w := c.b[t0*rowBytes : (t0+1)*rowBytes]
+	for k := range c.K {
+		code := zero - top
+		if c.a[k] > 0 {
+			code = zero + top
+		}
+		if c.bits == 8 {
+			w[k] = uint8(code)
+		} else {
+			w[k/2] = w[k/2]&(0xF0>>(4*(k%2))) | uint8(code)<<(4*(k%2))
+		}
+	}
+	for blk := range nb {
+		c.scales[t0*nb+blk] = 1
+	}
+	copy(c.b[t1*rowBytes:(t1+1)*rowBytes], w)
+	copy(c.scales[t1*nb:(t1+1)*nb], c.scales[t0*nb:(t0+1)*nb])
 }
 
 // TestKernelMatMulQ4Variants: each int4 variant against the float64
