@@ -814,8 +814,10 @@ func BenchmarkBatch1VsBare(b *testing.B) {
 // time a step, and the rest — ONNX Runtime's executor between the nodes
 // and the loop's own call — and for the matrix products the weights'
 // bytes ÷ their time against the bandwidth read beside them (the
-// roofline of a step that streams its weights once). Logs the medians and
-// each round's shares; reports the batch-1 medians.
+// roofline of a step that streams its weights once), and the share of the
+// products' hand-outs to the pool the threads spent working
+// (ort.ProductThreads) rather than waiting for each other. Logs the
+// medians and each round's shares; reports the batch-1 medians.
 func BenchmarkStepSplit(b *testing.B) {
 	bd := benchModel(b)
 	logPrecision(b, bd)
@@ -826,7 +828,7 @@ func BenchmarkStepSplit(b *testing.B) {
 			l := newBareLoop(b, bd, B, ctxLen)
 			steps := max(1, int(0.3*l.rate(b, 20)/float64(B)))
 			per := map[string][]float64{} // µs a step, by operator, "step" and "rest"
-			var bws, matmulShares, stepShares []float64
+			var bws, matmulShares, stepShares, busy []float64
 			for range rounds {
 				bw := orttest.ReadBandwidth(benchThreads)
 				ort.SetKernelTiming(true)
@@ -834,6 +836,9 @@ func BenchmarkStepSplit(b *testing.B) {
 				l.rate(b, steps)
 				step := float64(time.Since(start).Microseconds()) / float64(steps)
 				ort.SetKernelTiming(false)
+				if parallel, inside := ort.ProductThreads(); parallel > 0 {
+					busy = append(busy, float64(inside)/float64(parallel)/benchThreads)
+				}
 				rest := step
 				for _, k := range ort.KernelTimes() {
 					if k.Runs == 0 {
@@ -862,11 +867,14 @@ func BenchmarkStepSplit(b *testing.B) {
 				b.Logf("batch %d: %.1f MB of weights a step; read bandwidth %.1f GB/s (rounds %.1f); the products read %.3f of it (rounds %.3f), the whole step %.3f (rounds %.3f)",
 					B, streamed/1e6, median(bws)/1e9, scaled(bws, 1e-9), median(matmulShares), matmulShares, median(stepShares), stepShares)
 			}
+			b.Logf("batch %d: the threads worked %.3f of the products' hand-outs to the pool (rounds %.3f), the rest waiting for each other",
+				B, median(busy), busy)
 			if B == 1 {
 				b.ReportMetric(median(per["step"]), "b1-step-µs")
 				b.ReportMetric(median(per["MatMulNBits"]), "b1-matmul-µs")
 				b.ReportMetric(median(per["PagedAttention"]), "b1-attention-µs")
 				b.ReportMetric(median(per["rest"]), "b1-rest-µs")
+				b.ReportMetric(median(busy), "b1-matmul-busy")
 				if streamed > 0 {
 					b.ReportMetric(median(matmulShares), "b1-matmul-share")
 					b.ReportMetric(median(stepShares), "b1-step-share")

@@ -28,7 +28,9 @@
 // pkg/onnx/llama use unless built with Options.PortableMatMul; and
 // GatherBlockQuantized, the quantised embedding (gather_blocks.c).
 // SetKernelTiming and KernelTimes say how long each of them ran, in every
-// session of the process, without ONNX Runtime's profiler.
+// session of the process, without ONNX Runtime's profiler, and
+// ProductThreads how much of the matrix products' parallel part the
+// threads worked rather than waited for each other.
 //
 // Usage:
 //

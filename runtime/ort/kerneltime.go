@@ -43,3 +43,15 @@ func KernelTimes() []KernelTime {
 	}
 	return out
 }
+
+// ProductThreads is, for MatMulNBits since SetKernelTiming(true), the wall
+// time of its products' hand-outs to the session's thread pool and the
+// time the pool's threads spent inside them, summed over the threads:
+// busy ÷ (parallel · threads) is the share of a product's parallel part
+// the threads worked rather than waited for each other (runtime/engine's
+// BenchmarkStepSplit logs it). Zero while timing is off.
+func ProductThreads() (parallel, busy time.Duration) {
+	var p, b C.longlong
+	C.ei_q4_threads(&p, &b)
+	return time.Duration(p), time.Duration(b)
+}

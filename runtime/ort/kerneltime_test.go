@@ -4,15 +4,18 @@ import (
 	"context"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // TestKernelTiming: with timing on, each run of a MatMulNBits node counts
-// once with some time, and no other operator counts; off, runs are not
-// counted; on again, the count starts from zero.
+// once with some time, and no other operator counts; its products' thread
+// time (ProductThreads) is some, and at most the two threads' share of
+// the hand-outs' wall time; off, runs are not counted; on again, every
+// count starts from zero.
 func TestKernelTiming(t *testing.T) {
 	needLib(t)
-	c := newQ4Case(3, 32, 64, rand.New(rand.NewPCG(5, 6)))
-	s, err := NewSession(context.Background(), q4Model(c, "y"), Options{IntraOpThreads: 1})
+	c := newQ4Case(1, 2048, 512, rand.New(rand.NewPCG(5, 6)))
+	s, err := NewSession(context.Background(), q4Model(c, "y"), Options{IntraOpThreads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +44,11 @@ func TestKernelTiming(t *testing.T) {
 	if k := matmul(); k.Runs != 3 || k.Time <= 0 {
 		t.Fatalf("three runs with timing on: %+v", k)
 	}
+	// each thread's time inside a hand-out lies within its wall time (the
+	// clock's readings a few ns apart on each side)
+	if parallel, busy := ProductThreads(); parallel <= 0 || busy <= 0 || busy > 2*parallel+time.Microsecond {
+		t.Fatalf("three runs on two threads: hand-outs %v, threads busy %v in them", parallel, busy)
+	}
 	SetKernelTiming(false)
 	c.run(t, s)
 	if k := matmul(); k.Runs != 3 {
@@ -49,5 +57,8 @@ func TestKernelTiming(t *testing.T) {
 	SetKernelTiming(true)
 	if k := matmul(); k.Runs != 0 || k.Time != 0 {
 		t.Fatalf("timing turned on again did not start from zero: %+v", k)
+	}
+	if parallel, busy := ProductThreads(); parallel != 0 || busy != 0 {
+		t.Fatalf("timing turned on again: hand-outs %v, threads busy %v, want zero", parallel, busy)
 	}
 }

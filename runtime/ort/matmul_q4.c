@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "f16.h"
 #include "matmul_q4.h"
@@ -1187,11 +1188,31 @@ static void best_of_pieces(ei_q4_job* j, size_t lo, size_t hi) {
 static _Thread_local int thread_id = -1;
 static int thread_ids;
 
+static void batch(ei_q4_job* j, size_t b);
+
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 void ei_q4_batch(void* p, size_t b) {
   ei_q4_job* j = p;
   if (thread_id < 0) thread_id = __atomic_fetch_add(&thread_ids, 1, __ATOMIC_RELAXED);
   const uint64_t bit = 1ull << (thread_id & 63);
   if (!(__atomic_load_n(&j->seen, __ATOMIC_RELAXED) & bit)) __atomic_fetch_or(&j->seen, bit, __ATOMIC_RELAXED);
+  if (!j->timed) {
+    batch(j, b);
+    return;
+  }
+  const int64_t t0 = now_ns();
+  batch(j, b);
+  __atomic_fetch_add(&j->busy_ns, now_ns() - t0, __ATOMIC_RELAXED);
+}
+
+// batch runs batch b: a range of items in order, or region b's pieces and
+// then the others' from their backs.
+static void batch(ei_q4_job* j, size_t b) {
   if (j->regions == 0) {
     const size_t lo = j->items * b / j->batches, hi = j->items * (b + 1) / j->batches;
     run_items(j, lo, hi);

@@ -59,6 +59,10 @@ typedef struct {
   size_t items, batches, piece, pieces;
   int regions;
   uint64_t seen;
+  // timed: ei_q4_batch adds each batch's wall time, on whichever thread
+  // runs it, to busy_ns (ops.c's kernel timing).
+  int timed;
+  int64_t busy_ns;
   struct {
     _Alignas(64) uint64_t v;  // a line each: the owner's claims stay in its cache
   } claim[EI_Q4_REGIONS];

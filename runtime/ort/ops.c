@@ -23,6 +23,12 @@
 #include "gather_blocks.h"
 #include "matmul_q4.h"
 #include "ops.h"
+
+// Kernel timing (ops.h; below, after the operators): whether it is on, and
+// the clock it reads.
+static int timing;
+static long long now_ns(void);
+static long long q4_parallel_ns, q4_busy_ns;
 #include "paged_attention.h"
 #include "rotary_qkv.h"
 
@@ -580,7 +586,15 @@ static OrtStatus* q4_run(q4_node* kn, OrtKernelContext* ctx, tensor* in) {
       st = scratch_get(ctx, ei_q4_best_scratch(&j), &best, "MatMulNBits: out of memory for the rows' largest outputs");
       if (st == NULL) ei_q4_best_bind(&j, best.p);
     }
+    // with kernel timing on: the hand-out's wall time and the threads' time
+    // inside it (ei_q4_threads in ops.h)
+    j.timed = __atomic_load_n(&timing, __ATOMIC_RELAXED);
+    const long long p0 = j.timed ? now_ns() : 0;
     if (st == NULL) st = api->KernelContext_ParallelFor(ctx, ei_q4_batch, batches, batches, &j);
+    if (j.timed) {
+      __atomic_fetch_add(&q4_parallel_ns, now_ns() - p0, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&q4_busy_ns, (long long)__atomic_load_n(&j.busy_ns, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    }
     if (st == NULL && j.best != NULL) ei_q4_best(&j);
     const int seen = ei_q4_threads_seen(&j);
     if (seen > __atomic_load_n(&kn->threads, __ATOMIC_RELAXED)) __atomic_store_n(&kn->threads, seen, __ATOMIC_RELAXED);
@@ -871,7 +885,6 @@ static opdef ops[] = {
 // Timing (ops.h): each operator's compute runs under timed, which counts
 // its runs and wall time while timing is set and only calls it while not
 // (one load and one call more a node).
-static int timing;
 static long long timed_ns[N_OPS], timed_runs[N_OPS];
 
 static long long now_ns(void) {
@@ -912,6 +925,13 @@ void ei_ops_time_reset(void) {
     __atomic_store_n(&timed_ns[i], 0, __ATOMIC_RELAXED);
     __atomic_store_n(&timed_runs[i], 0, __ATOMIC_RELAXED);
   }
+  __atomic_store_n(&q4_parallel_ns, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&q4_busy_ns, 0, __ATOMIC_RELAXED);
+}
+
+void ei_q4_threads(long long* parallel_ns, long long* busy_ns) {
+  *parallel_ns = __atomic_load_n(&q4_parallel_ns, __ATOMIC_RELAXED);
+  *busy_ns = __atomic_load_n(&q4_busy_ns, __ATOMIC_RELAXED);
 }
 
 static OrtCustomOpDomain* domain;
