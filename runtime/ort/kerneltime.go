@@ -52,6 +52,6 @@ func KernelTimes() []KernelTime {
 // BenchmarkStepSplit logs it). Zero while timing is off.
 func ProductThreads() (parallel, busy time.Duration) {
 	var p, b C.longlong
-	C.ei_q4_threads(&p, &b)
+	C.ei_ops_product_threads(&p, &b)
 	return time.Duration(p), time.Duration(b)
 }

@@ -37,10 +37,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "f16.h"
 #include "matmul_q4.h"
+#include "now.h"
 
 static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 // at64 is p rounded up to 64 bytes: scratch's start (ei_q4_scratch and
@@ -579,9 +579,10 @@ EI_512 EI_INLINE void store16(const ei_q4_job* j, int64_t row, int64_t g, __m512
 // (gb bytes) apart, at offset `at` of a block in them: ahead's distance
 // (EI_Q4_AHEAD_ROWS: the tile runs two to eight rows) is taken within each
 // group, and past a group's end it lands where the stream goes next, the
-// same offset in the next pair of groups (g+2 and g+3). Taken from each block's address as one stream's (ahead), it landed
-// in the other stream's group, on lines that stream was reading or had
-// read, or two pairs on, and a batch-8 product ran far below the bus
+// same offset in the next pair of groups (g+2 and g+3). Taken from each
+// block's address as one stream's (ahead), it landed in the other stream's
+// group, on lines that stream was reading or had read, or two pairs on,
+// and a batch-8 product ran far below the bus
 // (BenchmarkGEMVShare at 8 rows; runtime/engine's BenchmarkStepSplit, the
 // products' time in a batch-8 step).
 EI_512 EI_INLINE void ahead2(const ei_q4_job* j, const uint8_t* b0, size_t at, size_t gb, const int bits) {
@@ -1052,15 +1053,15 @@ static tile_fn tile_of(const ei_q4_job* j) {
   return j->bits == 8 ? v->q8 : v->q4;
 }
 
-// best_of_batch sets batch at's best of each row over the outputs of its
-// items lo..hi-1, once they are all written: a batch's items are
-// consecutive, so for every row the columns they cover are one run (the
-// chunks of its row tile among them), after those of every batch before
-// it, and reducing the batches in order taking only a larger value keeps
-// the first of equals. One run a row rather than one a work item: a
-// decode step's items are 16 columns, and a call per item and row cost
-// the head as much as the sampler's read it replaces
-// (BenchmarkMatMulQ4Best); a batch's outputs are still in its thread's
+// best_of_batch sets slot at's best of each row over the outputs of items
+// lo..hi-1, once they are all written: the items are consecutive, so for
+// every row the columns they cover are one run (the chunks of its row tile
+// among them), and its best is the first of equals in it; ei_q4_best takes
+// the largest over the slots, the lowest column among equals, so the
+// slots may be filled in any order. One run a row rather than one a work
+// item: a decode step's items are 16 columns, and a call per item and row
+// cost the head as much as the sampler's read it replaces
+// (BenchmarkMatMulQ4Best); the run's outputs are still in its thread's
 // second-level cache.
 static void best_of_batch(const ei_q4_job* j, size_t lo, size_t hi, size_t at) {
   const variant* v = j->impl;
@@ -1080,28 +1081,30 @@ static void best_of_batch(const ei_q4_job* j, size_t lo, size_t hi, size_t at) {
   }
 }
 
-// units is how many runs of outputs have a best of their own: the
-// batches, or the pieces of a product split by regions.
-static size_t units(const ei_q4_job* j) { return j->regions ? j->pieces : j->batches; }
+// slots is how many runs of outputs may have a best of their own: a
+// batch's, or a run of pieces one thread took (at most one a piece).
+static size_t slots(const ei_q4_job* j) { return j->regions ? j->pieces : j->batches; }
 
 size_t ei_q4_best_scratch(const ei_q4_job* j) {
-  return 2 * align64(units(j) * (size_t)j->M * sizeof(float)) + 64;
+  return 2 * align64(slots(j) * (size_t)j->M * sizeof(float)) + 64;
 }
 
 void ei_q4_best_bind(ei_q4_job* j, void* scratch) {
   char* p = at64(scratch);
   j->best_v = (float*)p;
-  j->best_i = (int32_t*)(p + align64(units(j) * (size_t)j->M * sizeof(float)));
-  // pieces split by regions: only each run's first is written (ei_q4_batch)
-  for (size_t i = 0; j->regions && i < units(j) * (size_t)j->M; i++) j->best_v[i] = -INFINITY, j->best_i[i] = -1;
+  j->best_i = (int32_t*)(p + align64(slots(j) * (size_t)j->M * sizeof(float)));
 }
 
 void ei_q4_best(const ei_q4_job* j) {
   for (int64_t r = 0; r < j->M; r++) {
     float v = -INFINITY;
     int32_t at = -1;
-    for (size_t b = 0; b < units(j); b++)
-      if (j->best_v[(int64_t)b * j->M + r] > v) v = j->best_v[(int64_t)b * j->M + r], at = j->best_i[(int64_t)b * j->M + r];
+    const size_t used = j->regions ? __atomic_load_n(&j->runs, __ATOMIC_RELAXED) : j->batches;
+    for (size_t b = 0; b < used; b++) {
+      const float bv = j->best_v[(int64_t)b * j->M + r];
+      const int32_t bi = j->best_i[(int64_t)b * j->M + r];  // -1: nothing above −Inf in the slot's run
+      if (bi >= 0 && (at < 0 || bv > v || (bv == v && bi < at))) v = bv, at = bi;
+    }
     if (at < 0) {  // no number above −Inf: the first −Inf, else 0
       at = 0;
       for (int64_t k = 0; k < j->N; k++)
@@ -1138,7 +1141,7 @@ void ei_q4_best(const ei_q4_job* j) {
 
 size_t ei_q4_plan(ei_q4_job* j, int threads) {
   j->items = ei_q4_items(j);
-  j->seen = 0, j->regions = 0;
+  j->seen = 0, j->regions = 0, j->runs = 0;
   if (j->M <= 8 && threads >= 2 && threads <= EI_Q4_REGIONS) {
     const size_t item = (size_t)j->chunk * group_bytes(j->bits, j->f16, j->nb);
     const size_t piece = item < EI_Q4_PIECE ? EI_Q4_PIECE / item : 1, pieces = (j->items + piece - 1) / piece;
@@ -1180,21 +1183,17 @@ static void run_items(ei_q4_job* j, size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; i++) ei_q4_work(j, i);
 }
 
-// best_of_pieces is best_of_batch over pieces lo..hi-1, as piece lo's.
+// best_of_pieces is best_of_batch over pieces lo..hi-1, in the next slot.
 static void best_of_pieces(ei_q4_job* j, size_t lo, size_t hi) {
-  if (j->best != NULL && hi > lo) best_of_batch(j, lo * j->piece, hi * j->piece < j->items ? hi * j->piece : j->items, lo);
+  if (j->best == NULL || hi <= lo) return;
+  const size_t slot = __atomic_fetch_add(&j->runs, 1, __ATOMIC_RELAXED);
+  best_of_batch(j, lo * j->piece, hi * j->piece < j->items ? hi * j->piece : j->items, slot);
 }
 
 static _Thread_local int thread_id = -1;
 static int thread_ids;
 
 static void batch(ei_q4_job* j, size_t b);
-
-static int64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 void ei_q4_batch(void* p, size_t b) {
   ei_q4_job* j = p;
@@ -1205,9 +1204,9 @@ void ei_q4_batch(void* p, size_t b) {
     batch(j, b);
     return;
   }
-  const int64_t t0 = now_ns();
+  const int64_t t0 = ei_now_ns();
   batch(j, b);
-  __atomic_fetch_add(&j->busy_ns, now_ns() - t0, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&j->busy_ns, ei_now_ns() - t0, __ATOMIC_RELAXED);
 }
 
 // batch runs batch b: a range of items in order, or region b's pieces and
@@ -1222,8 +1221,7 @@ static void batch(ei_q4_job* j, size_t b) {
   // The pieces this thread ran last as one run, [run_lo, run_hi): its own
   // region's from the front, then each other region's from the back. Their
   // best is found once a run ends, over all its outputs at once (a call a
-  // piece and row cost a batch-8 step's head more than its arithmetic),
-  // and kept as its first piece's; every other piece's stays empty.
+  // piece and row cost a batch-8 step's head more than its arithmetic).
   size_t piece, run_lo = 0, run_hi = 0;
   for (int d = 0; d < j->regions; d++) {
     const size_t r = (b + (size_t)d) % (size_t)j->regions;

@@ -56,7 +56,7 @@ typedef struct {
   // `pieces` in all), which the thread running it claims from the front
   // and a thread done with its own region from the back; claim[r] holds
   // region r's next front piece (low 32 bits) and its end (high 32 bits).
-  size_t items, batches, piece, pieces;
+  size_t items, batches, piece, pieces, runs;
   int regions;
   uint64_t seen;
   // timed: ei_q4_batch adds each batch's wall time, on whichever thread
@@ -69,10 +69,11 @@ typedef struct {
   // best, when set: the index of each row's largest output to best [M],
   // as pkg/vec's Argmax picks it (the first of equals; NaNs never; with no
   // number above −Inf the first −Inf, else 0) — found by each batch (each
-  // run of pieces a thread took, when split by regions) over its outputs
-  // while they are in its thread's cache, the best of each in
-  // best_v/best_i [units, M] (ei_q4_best_bind; a run's at its first
-  // piece), and those reduced in order by ei_q4_best (not with swiglu).
+  // run of pieces a thread took, when split by regions: `runs` of them)
+  // over its outputs while they are in its thread's cache, each one's in a
+  // slot of best_v/best_i [slots, M] (ei_q4_best_bind), and the slots
+  // reduced by ei_q4_best, the lowest column among equals (not with
+  // swiglu).
   int64_t* best;
   float* best_v;
   int32_t* best_i;

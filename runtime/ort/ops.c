@@ -16,21 +16,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "include/onnxruntime_c_api.h"
 
 #include "gather_blocks.h"
 #include "matmul_q4.h"
+#include "now.h"
 #include "ops.h"
-
-// Kernel timing (ops.h; below, after the operators): whether it is on, and
-// the clock it reads.
-static int timing;
-static long long now_ns(void);
-static long long q4_parallel_ns, q4_busy_ns;
 #include "paged_attention.h"
 #include "rotary_qkv.h"
+
+// Kernel timing (ops.h; below, after the operators): whether it is on, and
+// MatMulNBits' hand-outs to the pool and its threads' time inside them.
+static int timing;
+static long long q4_parallel_ns, q4_busy_ns;
 
 static const OrtApi* api;
 // api24: the same table where the runtime serves version 24, else NULL
@@ -587,12 +586,12 @@ static OrtStatus* q4_run(q4_node* kn, OrtKernelContext* ctx, tensor* in) {
       if (st == NULL) ei_q4_best_bind(&j, best.p);
     }
     // with kernel timing on: the hand-out's wall time and the threads' time
-    // inside it (ei_q4_threads in ops.h)
+    // inside it (ei_ops_product_threads in ops.h)
     j.timed = __atomic_load_n(&timing, __ATOMIC_RELAXED);
-    const long long p0 = j.timed ? now_ns() : 0;
+    const long long p0 = j.timed ? ei_now_ns() : 0;
     if (st == NULL) st = api->KernelContext_ParallelFor(ctx, ei_q4_batch, batches, batches, &j);
     if (j.timed) {
-      __atomic_fetch_add(&q4_parallel_ns, now_ns() - p0, __ATOMIC_RELAXED);
+      __atomic_fetch_add(&q4_parallel_ns, ei_now_ns() - p0, __ATOMIC_RELAXED);
       __atomic_fetch_add(&q4_busy_ns, (long long)__atomic_load_n(&j.busy_ns, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
     }
     if (st == NULL && j.best != NULL) ei_q4_best(&j);
@@ -887,17 +886,11 @@ static opdef ops[] = {
 // (one load and one call more a node).
 static long long timed_ns[N_OPS], timed_runs[N_OPS];
 
-static long long now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
 static OrtStatus* timed(size_t i, void* node, OrtKernelContext* ctx) {
   if (!__atomic_load_n(&timing, __ATOMIC_RELAXED)) return ops[i].compute(node, ctx);
-  const long long t0 = now_ns();
+  const long long t0 = ei_now_ns();
   OrtStatus* st = ops[i].compute(node, ctx);
-  __atomic_fetch_add(&timed_ns[i], now_ns() - t0, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&timed_ns[i], ei_now_ns() - t0, __ATOMIC_RELAXED);
   __atomic_fetch_add(&timed_runs[i], 1, __ATOMIC_RELAXED);
   return st;
 }
@@ -929,7 +922,7 @@ void ei_ops_time_reset(void) {
   __atomic_store_n(&q4_busy_ns, 0, __ATOMIC_RELAXED);
 }
 
-void ei_q4_threads(long long* parallel_ns, long long* busy_ns) {
+void ei_ops_product_threads(long long* parallel_ns, long long* busy_ns) {
   *parallel_ns = __atomic_load_n(&q4_parallel_ns, __ATOMIC_RELAXED);
   *busy_ns = __atomic_load_n(&q4_busy_ns, __ATOMIC_RELAXED);
 }

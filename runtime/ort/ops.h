@@ -27,9 +27,10 @@ void ei_ops_set_timing(int on);
 size_t ei_ops_count(void);
 const char* ei_ops_time(size_t i, long long* ns, long long* runs);
 void ei_ops_time_reset(void);
-// ei_q4_threads reads, for MatMulNBits since timing was last turned on, the
-// wall time of its products' hand-outs to the thread pool and the time
-// the pool's threads spent inside them, summed over the threads.
-void ei_q4_threads(long long* parallel_ns, long long* busy_ns);
+// ei_ops_product_threads reads, for MatMulNBits since timing was last
+// turned on, the wall time of its products' hand-outs to the thread pool
+// and the time the pool's threads spent inside them, summed over the
+// threads.
+void ei_ops_product_threads(long long* parallel_ns, long long* busy_ns);
 
 #endif
