@@ -28,7 +28,9 @@
 # share of the read bandwidth); KV caches float16 on both sides by
 # default, KV=fp32 the engine's float32 against the anchor's f16, KV=int8
 # the engine's int8 KV pages against the anchor's q8_0 cache;
-# NPM=1 forces the npm libraries.
+# NPM=1 forces the npm libraries. ISA=avx2 compares both sides as a CPU
+# with AVX2 alone runs them, against the builds `ISA=avx2 native.sh build
+# NAME` made ($WORK/<name>-avx2; native.sh says how).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -36,17 +38,22 @@ WORK="${WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/llamacpp}"
 ROUNDS="${ROUNDS:-3}"
 if [[ ${NPM:-0} != 1 ]]; then
   native=0
+  suffix=""; [[ ${ISA:-native} == avx2 ]] && suffix=-avx2
   for name in ik_llama.cpp llama.cpp; do
-    bin="$WORK/$name/bin"
+    bin="$WORK/$name$suffix/bin"
     [[ -x $bin/llama-batched-bench && -x $bin/llama-quantize ]] || continue
     native=1
     rtr=0; [[ $name == ik_llama.cpp ]] && rtr=1
     for preset in synthetic-110m synthetic-1b; do
-      echo "== $name, $preset"
-      BIN="$bin" RTR=$rtr PRESET=$preset ROUNDS="$ROUNDS" LONG="${LONG:-2048}" bash "$HERE/native.sh" compare
+      echo "== $name$suffix, $preset"
+      BIN="$bin" ISA="${ISA:-native}" RTR=$rtr PRESET=$preset ROUNDS="$ROUNDS" LONG="${LONG:-2048}" bash "$HERE/native.sh" compare
     done
   done
   ((native)) && exit 0
+  if [[ -n $suffix ]]; then
+    echo "compare.sh: ISA=avx2: no build in $WORK/<name>-avx2 (ISA=avx2 native.sh build ik_llama.cpp)" >&2
+    exit 1
+  fi
   echo "compare.sh: no native build in $WORK (native.sh fetch/build ik_llama.cpp); the npm libraries instead" >&2
 fi
 PKG=node-llama-cpp-linux-x64-3.22.1.tgz

@@ -35,6 +35,14 @@
 # PORTABLE=1 on ONNX Runtime's MatMulNBits instead (same weights,
 # `--portable-matmul`).
 #
+# ISA=avx2 measures both sides as a CPU with AVX2 alone would run them (AMD
+# Zen 2 and 3, Intel's cores before Ice Lake): `ISA=avx2 native.sh build`
+# builds the anchor without AVX-512 or AVX-VNNI into $WORK/<name>-avx2, and
+# `ISA=avx2 native.sh compare` (BIN that build) runs the engine with
+# GODEBUG=cpu.avx512f=off,cpu.avxvnni=off, which its kernels and Go's own
+# vector code obey (runtime/ort's cpu_amd64.go). The memory system is this
+# machine's: the instructions are the other CPU's, not its caches or bus.
+#
 # fetch: a git clone of https://github.com/ggml-org/llama.cpp or
 # https://github.com/ikawrakow/ik_llama.cpp into the cache at the commit
 # measured in this tree's notes (PIN=<commit> for another, URL=<url or path>
@@ -97,7 +105,19 @@ build)
   name="$(basename "$(cd "$SRC" && pwd)")"
   extra=()
   [[ -d $SRC/ggml/src/iqk ]] && extra=(-DGGML_IQK_FA_ALL_QUANTS=OFF)
-  cmake -S "$SRC" -B "$WORK/$name" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  case "${ISA:-native}" in
+  native) isa=(-DGGML_NATIVE=ON) ;;
+  avx2)
+    # as on a CPU without AVX-512 or AVX-VNNI (AMD Zen 2 and 3, Intel's
+    # cores before Ice Lake and its E-cores): the build any such CPU runs,
+    # into $WORK/<name>-avx2
+    isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVXVNNI=OFF
+      -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF)
+    name="$name-avx2"
+    ;;
+  *) echo "native.sh: ISA=$ISA: want native (the default) or avx2" >&2; exit 2 ;;
+  esac
+  cmake -S "$SRC" -B "$WORK/$name" -DCMAKE_BUILD_TYPE=Release "${isa[@]}" -DLLAMA_CURL=OFF \
     -DBUILD_SHARED_LIBS=OFF "${extra[@]}" >/dev/null
   cmake --build "$WORK/$name" -j"$(nproc)" --target llama-batched-bench llama-quantize
   echo "built $WORK/$name/bin"
@@ -115,6 +135,15 @@ compare)
   fp32) kvs="engine float32, anchor f16 (its default)" ;;
   int8) flags+=(-ctk q8_0 -ctv q8_0); kvs="engine int8 pages, anchor q8_0" ;;
   *) echo "native.sh: KV=$KV: want f16 (the default), fp32 or int8" >&2; exit 2 ;;
+  esac
+  godebug="${GODEBUG:-}"
+  case "${ISA:-native}" in
+  native) isas="the CPU's own" ;;
+  avx2)
+    godebug="${godebug:+$godebug,}cpu.avx512f=off,cpu.avxvnni=off"
+    isas="AVX2 alone: the engine with GODEBUG=$godebug, the anchor as built (ISA=avx2 native.sh build)"
+    ;;
+  *) echo "native.sh: ISA=$ISA: want native (the default) or avx2" >&2; exit 2 ;;
   esac
   go test -c -o "$WORK/engine.test" "$ROOT/runtime/engine"
   # llama-batched-bench's table: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | ...
@@ -146,7 +175,7 @@ compare)
   }
   ours() {
     (cd "$ROOT/runtime/engine" && EDGEINFER_BENCH_PORTABLE="${PORTABLE:-0}" EDGEINFER_BENCH_SCHEME="$SCHEME" EDGEINFER_BENCH_PRESET="$PRESET" \
-      EDGEINFER_BENCH_KV="$KV" EDGEINFER_BENCH_LONG="$LONG" "$WORK/engine.test" \
+      EDGEINFER_BENCH_KV="$KV" EDGEINFER_BENCH_LONG="$LONG" GODEBUG="$godebug" "$WORK/engine.test" \
       -test.run '^$' -test.bench '^BenchmarkDecodeRate$' -test.benchtime 1x -test.timeout 60m 2>&1) |
       awk '/b1-tok\/s/ { lg = 0; for (i = 1; i <= NF; i++) { if ($(i+1) == "b1-tok/s") b1 = $i; if ($(i+1) == "b8-tok/s") b8 = $i;
         if ($(i+1) == "pp128-tok/s") p1 = $i; if ($(i+1) == "pp512-tok/s") p5 = $i; if ($(i+1) == "b1-long-tok/s") lg = $i;
@@ -173,6 +202,7 @@ compare)
     gcc -O1 -o "$WORK/cpuid" "$WORK/cpuid.c" 2>/dev/null && caches="$("$WORK/cpuid" 2>/dev/null)"
   fi
   echo "cpu: $cpu; caches: ${caches:-not reported by the kernel}; read bandwidth: per round below"
+  echo "instruction sets: $isas"
   echo "anchor $BIN ${flags[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME on $([[ ${PORTABLE:-0} == 1 ]] && echo com.microsoft || echo ai.edgeinfer).MatMulNBits vs $QTYPE (tok/s); KV caches: $kvs"
   for r in $(seq "$ROUNDS"); do
     read -r tbw t1 t8 tp1 tbw2 tp5 tl < <(theirs)
@@ -200,7 +230,7 @@ compare)
   fi
   ;;
 *)
-  echo "usage: native.sh fetch NAME | build NAME (or SRC=checkout) | compare (BIN=bin folder, RTR=1 for ik, ROUNDS=n, PRESET, SCHEME/QTYPE, PORTABLE=1, LONG=2048, KV=f16|fp32|int8)" >&2
+  echo "usage: native.sh fetch NAME | build NAME (or SRC=checkout; ISA=avx2) | compare (BIN=bin folder, RTR=1 for ik, ROUNDS=n, PRESET, SCHEME/QTYPE, PORTABLE=1, LONG=2048, KV=f16|fp32|int8, ISA=avx2)" >&2
   exit 2
   ;;
 esac

@@ -10,6 +10,7 @@ package ort
 #cgo linux LDFLAGS: -ldl
 #include <stdlib.h>
 #include <string.h>
+#include "cpu.h"
 #include "matmul_q4.h"
 #include "ops.h"
 #include "paged_attention.h"
@@ -19,6 +20,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -52,7 +54,7 @@ func initCustomOps(path string) error {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	var msg [512]C.char
-	if C.edgeinfer_ops_init(cpath, &msg[0], C.size_t(len(msg))) != 0 {
+	if C.edgeinfer_ops_init(cpath, C.uint(kernelsOff()), &msg[0], C.size_t(len(msg))) != 0 {
 		return fmt.Errorf("%w: %s", ErrCustomOps, C.GoString(&msg[0]))
 	}
 	return nil
@@ -143,6 +145,29 @@ var optionsLayoutOK = sync.OnceValue(func() bool {
 // The kernels' variants (instruction sets, see paged_attention.c) are picked
 // when the operators are bound; tests switch between them to run each one
 // the CPU supports against the others.
+
+// The instruction sets the kernels leave out beside what the CPU lacks
+// (cpu.h): kernelsOff (cpu_*.go) reads them from golang.org/x/sys/cpu,
+// which takes GODEBUG=cpu.<name>=off into account.
+const (
+	cpuOffAVX2    = C.EI_CPU_AVX2
+	cpuOffAVXVNNI = C.EI_CPU_AVXVNNI
+	cpuOffAVX512  = C.EI_CPU_AVX512
+	cpuOffDotProd = C.EI_CPU_DOTPROD
+)
+
+// godebugCPU is the cpu.<name>=off settings of GODEBUG, for the version
+// matrix (Kernels): a report measured with instruction sets switched off
+// says so.
+func godebugCPU() []string {
+	var off []string
+	for _, f := range strings.Split(os.Getenv("GODEBUG"), ",") {
+		if strings.HasPrefix(f, "cpu.") && strings.HasSuffix(f, "=off") {
+			off = append(off, f)
+		}
+	}
+	return off
+}
 
 // attentionVariants lists the attention kernel's variants this CPU runs,
 // best last; valid once the library is acquired.
@@ -267,7 +292,11 @@ func q4Stolen(bits, M, N, K int, a []float32, b []uint8, scales []float32) (y []
 // one region a thread, the others' taken from the back by a thread done
 // with its own, ei_q4_plan), and the paged attention kernel's.
 func Kernels() string {
-	return fmt.Sprintf("matmul %s (batch 1: %s, %s, one region a thread), attention %s", q4Variant(), C.GoString(C.ei_q4_gemv_tile()), C.GoString(C.ei_q4_gemv()), attentionVariant())
+	k := fmt.Sprintf("matmul %s (batch 1: %s, %s, one region a thread), attention %s", q4Variant(), C.GoString(C.ei_q4_gemv_tile()), C.GoString(C.ei_q4_gemv()), attentionVariant())
+	if off := godebugCPU(); len(off) > 0 {
+		k += " (GODEBUG " + strings.Join(off, ",") + ")"
+	}
+	return k
 }
 
 func useQ4Variant(name string) error {

@@ -273,3 +273,53 @@ func buildKernelProgram(tb testing.TB, name string, flags ...string) string {
 	}
 	return bin
 }
+
+// TestKernelsGODEBUG: GODEBUG=cpu.avx512f=off,cpu.avxvnni=off (the Go
+// runtime's switch, read by golang.org/x/sys/cpu) leaves the kernels'
+// AVX-512 and AVX-VNNI variants out as if the CPU lacked them — the
+// kernels of a CPU with AVX2 alone, run on one with more — keeps AVX2
+// where the CPU has it, and the version matrix (Kernels) says so. The
+// switched process is this test binary again.
+func TestKernelsGODEBUG(t *testing.T) {
+	needLib(t)
+	if os.Getenv("EI_KERNELS_GODEBUG_CHILD") == "1" {
+		fmt.Printf("matmul=%s\nattention=%s\nkernels=%s\n", strings.Join(q4Variants(), ","),
+			strings.Join(attentionVariants(), ","), Kernels())
+		return
+	}
+	if goruntime.GOARCH != "amd64" {
+		t.Skip("the switched-off instruction sets are x86-64's")
+	}
+	const godebug = "cpu.avx512f=off,cpu.avxvnni=off"
+	cmd := exec.Command(os.Args[0], "-test.run=^TestKernelsGODEBUG$")
+	cmd.Env = append(os.Environ(), "EI_KERNELS_GODEBUG_CHILD=1", "GODEBUG="+godebug)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && (k == "matmul" || k == "attention" || k == "kernels") {
+			got[k] = v
+		}
+	}
+	t.Logf("GODEBUG=%s: matmul variants [%s], attention variants [%s]; %s", godebug, got["matmul"], got["attention"], got["kernels"])
+	for kind, allowed := range map[string][]string{"matmul": {"generic", "avx2"}, "attention": {"generic", "avx2-loops", "avx2"}} {
+		child := strings.Split(got[kind], ",")
+		for _, v := range child {
+			if !slices.Contains(allowed, v) {
+				t.Errorf("%s variant %s runs with %s", kind, v, godebug)
+			}
+		}
+		here := q4Variants()
+		if kind == "attention" {
+			here = attentionVariants()
+		}
+		if slices.Contains(here, "avx2") && !slices.Contains(child, "avx2") {
+			t.Errorf("%s variants [%s] with %s: avx2, which this CPU runs, left out too", kind, got[kind], godebug)
+		}
+	}
+	if !strings.Contains(got["kernels"], "GODEBUG "+godebug) {
+		t.Errorf("Kernels() = %q: want it to name GODEBUG %s", got["kernels"], godebug)
+	}
+}

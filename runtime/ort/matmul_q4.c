@@ -38,9 +38,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "f16.h"
 #include "matmul_q4.h"
 #include "now.h"
+
+static unsigned cpu_off;  // the instruction sets switched off (cpu.h), set by ei_q4_init
 
 static inline size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 // at64 is p rounded up to 64 bytes: scratch's start (ei_q4_scratch and
@@ -770,13 +773,15 @@ EI_AVX2 static void quantize_avx2(const ei_q4_job* j, size_t i) {
 }
 
 static int has_avx2(void) {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return !(cpu_off & EI_CPU_AVX2) && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
 }
 #ifndef EI_Q4_EMULATE_VNNI
-static int has_vnni(void) { return has_avx2() && __builtin_cpu_supports("avxvnni"); }
+static int has_vnni(void) { return has_avx2() && !(cpu_off & EI_CPU_AVXVNNI) && __builtin_cpu_supports("avxvnni"); }
 static int has_avx512(void) {
-  return has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+  return has_avx2() && !(cpu_off & EI_CPU_AVX512) && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vnni");
 }
 #else
 static int has_vnni(void) { return has_avx2(); }
@@ -852,7 +857,7 @@ EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, i
   }
 }
 
-static int has_dotprod(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
+static int has_dotprod(void) { return !(cpu_off & EI_CPU_DOTPROD) && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
 #endif
 
 // The row argmax beside the product (ei_q4_job's best). A sampler's
@@ -989,7 +994,8 @@ static unsigned amd_family(void) {
 }
 #endif
 
-void ei_q4_init(void) {
+void ei_q4_init(unsigned off) {
+  cpu_off = off;
 #ifdef EI_Q4_X86
   __builtin_cpu_init();
   // Zen 5 (family 26): 8 KiB ahead (see ahead); every other x86 CPU the

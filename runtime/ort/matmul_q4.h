@@ -113,7 +113,7 @@ void ei_q4_best_bind(ei_q4_job* j, void* scratch);
 void ei_q4_best(const ei_q4_job* j);
 
 // Variants, as the attention kernel's (paged_attention.h).
-void ei_q4_init(void);
+void ei_q4_init(unsigned off);
 const char* ei_q4_variants(void);
 const char* ei_q4_compiled(void);
 const char* ei_q4_current(void);

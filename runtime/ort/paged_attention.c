@@ -67,8 +67,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "f16.h"
 #include "paged_attention.h"
+
+static unsigned cpu_off;  // the instruction sets switched off (cpu.h), set by ei_attention_init
 
 #if defined(__x86_64__)
 #include <immintrin.h>  // F16C in the x86-64-v3 and v4 copies' widen_f16
@@ -505,8 +508,8 @@ typedef struct {
 
 static int always(void) { return 1; }
 #ifdef EI_X86_LEVELS
-static int has_v3(void) { return __builtin_cpu_supports("x86-64-v3"); }
-static int has_v4(void) { return __builtin_cpu_supports("x86-64-v4"); }
+static int has_v3(void) { return !(cpu_off & EI_CPU_AVX2) && __builtin_cpu_supports("x86-64-v3"); }
+static int has_v4(void) { return has_v3() && !(cpu_off & EI_CPU_AVX512) && __builtin_cpu_supports("x86-64-v4"); }
 #endif
 
 // Best last: ei_attention_init picks the last one the CPU runs. "-loops"
@@ -532,10 +535,11 @@ static char supported[256], compiled[256];
 static int have_f16c;  // the pools' float16 writes convert with F16C (store_tokens)
 #endif
 
-void ei_attention_init(void) {
+void ei_attention_init(unsigned off) {
+  cpu_off = off;
 #ifdef EI_X86_LEVELS
   __builtin_cpu_init();
-  have_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  have_f16c = !(off & EI_CPU_AVX2) && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 #endif
   size_t n = 0, c = 0;
   supported[0] = 0;

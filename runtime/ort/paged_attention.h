@@ -66,8 +66,9 @@ void ei_attention_work(void* j, size_t i);
 // ei_attention_init picks the best the CPU runs; ei_attention_variants lists
 // those it can run, comma-separated (ei_attention_compiled: all that were
 // built), and ei_attention_use switches to one (tests run each against the
-// others; 0, or -1 for a name the CPU cannot run).
-void ei_attention_init(void);
+// others; 0, or -1 for a name the CPU cannot run). off: the instruction
+// sets switched off (cpu.h), left out as if the CPU lacked them.
+void ei_attention_init(unsigned off);
 const char* ei_attention_variants(void);
 const char* ei_attention_compiled(void);
 const char* ei_attention_current(void);
