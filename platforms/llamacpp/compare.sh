@@ -28,9 +28,10 @@
 # share of the read bandwidth); KV caches float16 on both sides by
 # default, KV=fp32 the engine's float32 against the anchor's f16, KV=int8
 # the engine's int8 KV pages against the anchor's q8_0 cache;
-# NPM=1 forces the npm libraries. ISA=avx2 compares both sides as a CPU
-# with AVX2 alone runs them, against the builds `ISA=avx2 native.sh build
-# NAME` made ($WORK/<name>-avx2; native.sh says how).
+# NPM=1 forces the npm libraries. ISA=avx2 (or avxvnni) compares both
+# sides as a CPU with AVX2 alone (or AVX2 and AVX-VNNI, no AVX-512) runs
+# them, against the builds `ISA=avx2 native.sh build NAME` made
+# ($WORK/<name>-avx2; native.sh says how).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -38,7 +39,7 @@ WORK="${WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/llamacpp}"
 ROUNDS="${ROUNDS:-3}"
 if [[ ${NPM:-0} != 1 ]]; then
   native=0
-  suffix=""; [[ ${ISA:-native} == avx2 ]] && suffix=-avx2
+  suffix=""; [[ ${ISA:-native} != native ]] && suffix="-$ISA"
   for name in ik_llama.cpp llama.cpp; do
     bin="$WORK/$name$suffix/bin"
     [[ -x $bin/llama-batched-bench && -x $bin/llama-quantize ]] || continue
@@ -51,7 +52,7 @@ if [[ ${NPM:-0} != 1 ]]; then
   done
   ((native)) && exit 0
   if [[ -n $suffix ]]; then
-    echo "compare.sh: ISA=avx2: no build in $WORK/<name>-avx2 (ISA=avx2 native.sh build ik_llama.cpp)" >&2
+    echo "compare.sh: ISA=$ISA: no build in $WORK/<name>$suffix (ISA=$ISA native.sh build ik_llama.cpp)" >&2
     exit 1
   fi
   echo "compare.sh: no native build in $WORK (native.sh fetch/build ik_llama.cpp); the npm libraries instead" >&2

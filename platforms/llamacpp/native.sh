@@ -40,8 +40,11 @@
 # builds the anchor without AVX-512 or AVX-VNNI into $WORK/<name>-avx2, and
 # `ISA=avx2 native.sh compare` (BIN that build) runs the engine with
 # GODEBUG=cpu.avx512f=off,cpu.avxvnni=off, which its kernels and Go's own
-# vector code obey (runtime/ort's cpu_amd64.go). The memory system is this
-# machine's: the instructions are the other CPU's, not its caches or bus.
+# vector code obey (runtime/ort's cpu_amd64.go). ISA=avxvnni the same for a
+# CPU with AVX-VNNI and no AVX-512 (Intel's client and E-cores from Alder
+# Lake: the N100 class), into $WORK/<name>-avxvnni, the engine with
+# GODEBUG=cpu.avx512f=off. The memory system is this machine's: the
+# instructions are the other CPU's, not its caches or bus.
 #
 # fetch: a git clone of https://github.com/ggml-org/llama.cpp or
 # https://github.com/ikawrakow/ik_llama.cpp into the cache at the commit
@@ -115,7 +118,14 @@ build)
       -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF)
     name="$name-avx2"
     ;;
-  *) echo "native.sh: ISA=$ISA: want native (the default) or avx2" >&2; exit 2 ;;
+  avxvnni)
+    # as on a CPU with AVX2 and AVX-VNNI but no AVX-512 (Intel's client
+    # cores from Alder Lake, their E-cores included: the N100 class)
+    isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVXVNNI=ON
+      -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF)
+    name="$name-avxvnni"
+    ;;
+  *) echo "native.sh: ISA=$ISA: want native (the default), avx2 or avxvnni" >&2; exit 2 ;;
   esac
   cmake -S "$SRC" -B "$WORK/$name" -DCMAKE_BUILD_TYPE=Release "${isa[@]}" -DLLAMA_CURL=OFF \
     -DBUILD_SHARED_LIBS=OFF "${extra[@]}" >/dev/null
@@ -143,7 +153,11 @@ compare)
     godebug="${godebug:+$godebug,}cpu.avx512f=off,cpu.avxvnni=off"
     isas="AVX2 alone: the engine with GODEBUG=$godebug, the anchor as built (ISA=avx2 native.sh build)"
     ;;
-  *) echo "native.sh: ISA=$ISA: want native (the default) or avx2" >&2; exit 2 ;;
+  avxvnni)
+    godebug="${godebug:+$godebug,}cpu.avx512f=off"
+    isas="AVX2 and AVX-VNNI without AVX-512: the engine with GODEBUG=$godebug, the anchor as built (ISA=avxvnni native.sh build)"
+    ;;
+  *) echo "native.sh: ISA=$ISA: want native (the default), avx2 or avxvnni" >&2; exit 2 ;;
   esac
   go test -c -o "$WORK/engine.test" "$ROOT/runtime/engine"
   # llama-batched-bench's table: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | ...
