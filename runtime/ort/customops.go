@@ -156,6 +156,13 @@ const (
 	cpuOffDotProd = C.EI_CPU_DOTPROD
 )
 
+// pickVariants picks the kernels' variants again as at load, without the
+// instruction sets in off (cpuOff*), for tests: no session may be running.
+func pickVariants(off uint) {
+	C.ei_attention_init(C.uint(off))
+	C.ei_q4_init(C.uint(off))
+}
+
 // godebugCPU is the cpu.<name>=off settings of GODEBUG, for the version
 // matrix (Kernels): a report measured with instruction sets switched off
 // says so.

@@ -278,8 +278,9 @@ func buildKernelProgram(tb testing.TB, name string, flags ...string) string {
 // runtime's switch, read by golang.org/x/sys/cpu) leaves the kernels'
 // AVX-512 and AVX-VNNI variants out as if the CPU lacked them — the
 // kernels of a CPU with AVX2 alone, run on one with more — keeps AVX2
-// where the CPU has it, and the version matrix (Kernels) says so. The
-// switched process is this test binary again.
+// where the CPU has it, and the version matrix (Kernels) says so; on arm64
+// GODEBUG=cpu.asimddp=off leaves the dot-product variant out. The switched
+// process is this test binary again.
 func TestKernelsGODEBUG(t *testing.T) {
 	needLib(t)
 	if os.Getenv("EI_KERNELS_GODEBUG_CHILD") == "1" {
@@ -287,10 +288,18 @@ func TestKernelsGODEBUG(t *testing.T) {
 			strings.Join(attentionVariants(), ","), Kernels())
 		return
 	}
-	if goruntime.GOARCH != "amd64" {
-		t.Skip("the switched-off instruction sets are x86-64's")
+	godebug, allowed, kept := "cpu.avx512f=off,cpu.avxvnni=off",
+		map[string][]string{"matmul": {"generic", "avx2"}, "attention": {"generic", "avx2-loops", "avx2"}}, "avx2"
+	switch goruntime.GOARCH {
+	case "amd64":
+	case "arm64":
+		godebug, allowed, kept = "cpu.asimddp=off", map[string][]string{"matmul": {"generic"}, "attention": {"generic"}}, "generic"
+	default:
+		t.Skipf("no variant to switch off on %s", goruntime.GOARCH)
 	}
-	const godebug = "cpu.avx512f=off,cpu.avxvnni=off"
+	if emu := os.Getenv("EDGEINFER_EMULATED"); emu != "" {
+		t.Skipf("re-executes its binary, which %s does not follow (TestKernelsMasked runs the mask in process)", emu)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKernelsGODEBUG$")
 	cmd.Env = append(os.Environ(), "EI_KERNELS_GODEBUG_CHILD=1", "GODEBUG="+godebug)
 	out, err := cmd.CombinedOutput()
@@ -304,7 +313,7 @@ func TestKernelsGODEBUG(t *testing.T) {
 		}
 	}
 	t.Logf("GODEBUG=%s: matmul variants [%s], attention variants [%s]; %s", godebug, got["matmul"], got["attention"], got["kernels"])
-	for kind, allowed := range map[string][]string{"matmul": {"generic", "avx2"}, "attention": {"generic", "avx2-loops", "avx2"}} {
+	for kind, allowed := range allowed {
 		child := strings.Split(got[kind], ",")
 		for _, v := range child {
 			if !slices.Contains(allowed, v) {
@@ -315,11 +324,48 @@ func TestKernelsGODEBUG(t *testing.T) {
 		if kind == "attention" {
 			here = attentionVariants()
 		}
-		if slices.Contains(here, "avx2") && !slices.Contains(child, "avx2") {
-			t.Errorf("%s variants [%s] with %s: avx2, which this CPU runs, left out too", kind, got[kind], godebug)
+		if slices.Contains(here, kept) && !slices.Contains(child, kept) {
+			t.Errorf("%s variants [%s] with %s: %s, which this CPU runs, left out too", kind, got[kind], godebug, kept)
 		}
 	}
 	if !strings.Contains(got["kernels"], "GODEBUG "+godebug) {
 		t.Errorf("Kernels() = %q: want it to name GODEBUG %s", got["kernels"], godebug)
 	}
+}
+
+// TestKernelsMasked: each instruction set switched off (cpu.h, as
+// kernelsOff derives them from GODEBUG) leaves out exactly the variants
+// that need it, in this process, on every architecture (under qemu too,
+// where TestKernelsGODEBUG cannot re-execute itself).
+func TestKernelsMasked(t *testing.T) {
+	needLib(t)
+	defer pickVariants(kernelsOff())
+	here := map[string][]string{"matmul": q4Variants(), "attention": attentionVariants()}
+	needs := map[string]uint{ // the bits a variant needs
+		"avx2": cpuOffAVX2, "avx2-loops": cpuOffAVX2, "avxvnni": cpuOffAVX2 | cpuOffAVXVNNI,
+		"avx512vnni": cpuOffAVX2 | cpuOffAVX512, "avx512": cpuOffAVX2 | cpuOffAVX512, "avx512-loops": cpuOffAVX2 | cpuOffAVX512,
+		"neon-dotprod": cpuOffDotProd,
+	}
+	for _, off := range []uint{cpuOffAVX2, cpuOffAVXVNNI, cpuOffAVX512, cpuOffAVX512 | cpuOffAVXVNNI, cpuOffDotProd} {
+		pickVariants(off)
+		got := map[string][]string{"matmul": q4Variants(), "attention": attentionVariants()}
+		for kind, vs := range here {
+			var want []string
+			for _, v := range vs {
+				if needs[v]&off == 0 {
+					want = append(want, v)
+				}
+			}
+			if !slices.Equal(got[kind], want) {
+				t.Errorf("off %#x: %s variants %v, want %v (of %v)", off, kind, got[kind], want, vs)
+			}
+		}
+		current := map[string]string{"matmul": q4Variant(), "attention": attentionVariant()}
+		for kind, v := range current {
+			if g := got[kind]; v != g[len(g)-1] {
+				t.Errorf("off %#x: %s picks %s, want the best left, %s", off, kind, v, g[len(g)-1])
+			}
+		}
+	}
+	t.Logf("variants here: matmul %v, attention %v", here["matmul"], here["attention"])
 }
