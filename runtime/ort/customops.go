@@ -222,6 +222,16 @@ func setAttentionPrefetch(on bool) {
 	}
 }
 
+// setPrefillRows turns the 256-bit tiles' six rows in a prefill chunk
+// (matmul_q4.c's prefill_rows) on or off, for the benchmark that measures
+// them: no session may be running.
+func setPrefillRows(on bool) {
+	C.ei_q4_prefill_rows_on = 0
+	if on {
+		C.ei_q4_prefill_rows_on = 1
+	}
+}
+
 // q4Variants, q4Compiled, q4Variant and useQ4Variant are the same for the
 // int4/int8 matrix kernel (matmul_q4.c).
 func q4Variants() []string { return strings.Split(C.GoString(C.ei_q4_variants()), ",") }

@@ -339,7 +339,8 @@ func TestKernelsGODEBUG(t *testing.T) {
 // where TestKernelsGODEBUG cannot re-execute itself).
 func TestKernelsMasked(t *testing.T) {
 	needLib(t)
-	defer pickVariants(kernelsOff())
+	base := kernelsOff() // what the CPU lacks, or GODEBUG switched off
+	defer pickVariants(base)
 	here := map[string][]string{"matmul": q4Variants(), "attention": attentionVariants()}
 	needs := map[string]uint{ // the bits a variant needs
 		"avx2": cpuOffAVX2, "avx2-loops": cpuOffAVX2, "avxvnni": cpuOffAVX2 | cpuOffAVXVNNI,
@@ -347,7 +348,7 @@ func TestKernelsMasked(t *testing.T) {
 		"neon-dotprod": cpuOffDotProd,
 	}
 	for _, off := range []uint{cpuOffAVX2, cpuOffAVXVNNI, cpuOffAVX512, cpuOffAVX512 | cpuOffAVXVNNI, cpuOffDotProd} {
-		pickVariants(off)
+		pickVariants(base | off)
 		got := map[string][]string{"matmul": q4Variants(), "attention": attentionVariants()}
 		for kind, vs := range here {
 			var want []string

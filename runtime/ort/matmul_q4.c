@@ -282,6 +282,19 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, 
       default: TILE(j, m0, 4, g0, g1, BITS); break;                                                \
     }                                                                                              \
   }
+// EI_BY_ROWS6: the 256-bit int4 tiles, which take six rows in a prefill
+// chunk (variant.prefill_rows).
+#define EI_BY_ROWS6(NAME, TILE, ATTR, BITS)                                                      \
+  ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {      \
+    switch (R) {                                                                                   \
+      case 1: TILE(j, m0, 1, g0, g1, BITS); break;                                                 \
+      case 2: TILE(j, m0, 2, g0, g1, BITS); break;                                                 \
+      case 3: TILE(j, m0, 3, g0, g1, BITS); break;                                                 \
+      case 4: TILE(j, m0, 4, g0, g1, BITS); break;                                                 \
+      case 5: TILE(j, m0, 5, g0, g1, BITS); break;                                                 \
+      default: TILE(j, m0, 6, g0, g1, BITS); break;                                                \
+    }                                                                                              \
+  }
 #define EI_BY_ROWS8(NAME, TILE, ATTR, BITS)                                                      \
   ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {      \
     switch (R) {                                                                                   \
@@ -439,13 +452,15 @@ EI_AVX2 EI_INLINE void unpack8(const int bits, const uint8_t* wb, __m256i* c) {
 // compiler keeps them there: a loop over the vectors outside the rows
 // spilled its partial sums), then DOT(c, x), one row's block of dot
 // products Σ_k c[k]·x[4k..4k+3] in eight 32-bit lanes, less the zero
-// point's share za.
+// point's share za. R is at most six (EI_BY_ROWS6).
 #define EI_TILE(NAME, ATTR, DOT)                                                               \
   ATTR EI_INLINE void NAME(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1, const int bits) { \
     const int64_t nb = j->nb;                                                                           \
-    __m256 pend[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+    __m256 pend[6];                                                                                     \
+    for (int r = 0; r < R; r++) pend[r] = _mm256_setzero_ps();                                          \
     for (int64_t g = g0; g < g1; g++) {                                                                 \
-      __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+      __m256 acc[6];                                                                                    \
+      for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();                                         \
       const uint8_t* wg = j->w + (size_t)g * group_bytes(bits, j->f16, nb);                             \
       for (int64_t blk = 0; blk < nb; blk++) {                                                          \
         const uint8_t* wb = wg + code_at(bits, j->f16, blk);                                            \
@@ -522,9 +537,9 @@ EI_AVX2 EI_INLINE void avx2_q8_tile(const ei_q4_job* j, int64_t m0, const int R,
 EI_DOT_VNNI(dot_vnni, EI_VNNI, EI_DPBUSD)
 EI_TILE(vnni_tile, EI_VNNI, dot_vnni)
 
-EI_BY_ROWS(avx2_q4, avx2_q4_tile, EI_AVX2, 4)
+EI_BY_ROWS6(avx2_q4, avx2_q4_tile, EI_AVX2, 4)
 EI_BY_ROWS(avx2_q8, avx2_q8_tile, EI_AVX2, 8)
-EI_BY_ROWS(vnni_q4, vnni_tile, EI_VNNI, 4)
+EI_BY_ROWS6(vnni_q4, vnni_tile, EI_VNNI, 4)
 EI_BY_ROWS(vnni_q8, vnni_tile, EI_VNNI, 8)
 
 #ifdef EI_Q4_512
@@ -950,6 +965,12 @@ typedef struct {
   quantize_fn quantize;
   int (*runs)(void);
   int rows;  // the most activation rows a tile takes
+  // prefill_rows, when set, is the rows a tile takes in a prefill chunk's
+  // int4 product (M > 8): the 256-bit tiles have the registers for six
+  // rows' sums beside a block's eight code vectors, and each more row
+  // shares the unpacking and the scales (BenchmarkMatMulQ4PrefillRows:
+  // AVX2 and AVX-VNNI, in one thread, against four rows).
+  int prefill_rows;
   // gemv4 and gemv8, when set, take a product of one activation row (a
   // batch-1 decode step) in place of q4 and q8.
   tile_fn gemv4, gemv8;
@@ -960,23 +981,24 @@ typedef struct {
 static int always(void) { return 1; }
 
 static const variant variants[] = {
-    {"generic", tile_generic, tile_generic, quantize_generic, always, 4, NULL, NULL, NULL, best_in_generic},
+    {"generic", tile_generic, tile_generic, quantize_generic, always, 4, 0, NULL, NULL, NULL, best_in_generic},
 #ifdef EI_Q4_X86
-    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4, NULL, NULL, NULL, best_in_avx2},
-    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4, NULL, NULL, NULL, best_in_avx2},
+    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4, 6, NULL, NULL, NULL, best_in_avx2},
+    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4, 6, NULL, NULL, NULL, best_in_avx2},
 #endif
 #ifdef EI_Q4_512
-    {"avx512vnni", avx512_q4, avx512_q8, quantize_avx2, has_avx512, 8, gemv_pair_q4, gemv_pair_q8, "512-bit block pairs",
+    {"avx512vnni", avx512_q4, avx512_q8, quantize_avx2, has_avx512, 8, 0, gemv_pair_q4, gemv_pair_q8, "512-bit block pairs",
      best_in_avx2},
 #endif
 #ifdef EI_Q4_DOTPROD
-    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, NULL, NULL, NULL, best_in_neon},
+    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, 0, NULL, NULL, NULL, best_in_neon},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
 
 static const variant* current = &variants[0];
 static char supported[256], compiled[256];
+int ei_q4_prefill_rows_on = 1;
 
 // gemv says how a batch-1 product streams its weights here (ei_q4_gemv);
 // only the x86 tiles prefetch.
@@ -1045,7 +1067,9 @@ size_t ei_q4_items(ei_q4_job* j) {
   const variant* v = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
   j->impl = v;
   j->groups = (j->N + EI_Q4_GROUP - 1) / EI_Q4_GROUP;
-  j->row_tiles = (j->M + v->rows - 1) / v->rows;
+  j->tile_rows = v->rows;
+  if (j->M > 8 && j->bits == 4 && v->prefill_rows > 0 && ei_q4_prefill_rows_on) j->tile_rows = v->prefill_rows;
+  j->row_tiles = (j->M + j->tile_rows - 1) / j->tile_rows;
   j->chunk = j->row_tiles == 1 ? 2 : 8;
   j->col_chunks = (j->groups + j->chunk - 1) / j->chunk;
   return (size_t)(j->row_tiles * j->col_chunks);
@@ -1076,7 +1100,7 @@ static void best_of_batch(const ei_q4_job* j, size_t lo, size_t hi, size_t at) {
     // chunks c with lo <= c·row_tiles + t < hi
     const int64_t c0 = ((int64_t)lo - t + j->row_tiles - 1) / j->row_tiles;          // ≥ 0: lo ≥ 0, t < row_tiles
     const int64_t c1 = (int64_t)hi - 1 - t < 0 ? -1 : ((int64_t)hi - 1 - t) / j->row_tiles;  // the last, inclusive
-    const int64_t m0 = t * v->rows, R = j->M - m0 < v->rows ? j->M - m0 : v->rows;
+    const int64_t m0 = t * j->tile_rows, R = j->M - m0 < j->tile_rows ? j->M - m0 : j->tile_rows;
     const int64_t n0 = c0 * width, n1 = (c1 + 1) * width < j->N ? (c1 + 1) * width : j->N;
     for (int64_t r = m0; r < m0 + R; r++) {
       float* bv = &j->best_v[(int64_t)at * j->M + r];
@@ -1251,9 +1275,8 @@ int ei_q4_threads_seen(const ei_q4_job* j) { return __builtin_popcountll(__atomi
 // consecutive items a thread takes share their weights.
 void ei_q4_work(void* p, size_t i) {
   const ei_q4_job* j = p;
-  const variant* v = j->impl;
   int64_t c = (int64_t)i / j->row_tiles, t = (int64_t)i % j->row_tiles;
-  int64_t m0 = t * v->rows, R = j->M - m0 < v->rows ? j->M - m0 : v->rows;
+  int64_t m0 = t * j->tile_rows, R = j->M - m0 < j->tile_rows ? j->M - m0 : j->tile_rows;
   int64_t g0 = c * j->chunk, g1 = g0 + j->chunk < j->groups ? g0 + j->chunk : j->groups;
   tile_of(j)(j, m0, R, g0, g1);
 }

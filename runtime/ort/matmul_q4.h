@@ -47,7 +47,7 @@ typedef struct {
   int32_t* za;  // [M, nb]
   // Work split (ei_q4_items sets them): chunk in groups, and the variant
   // the split is for (its rows per tile).
-  int64_t row_tiles, col_chunks, chunk;
+  int64_t row_tiles, col_chunks, chunk, tile_rows;  // tile_rows: the activation rows a tile takes
   const void* impl;
   // Batches handed to the thread pool (ei_q4_plan sets them): items, the
   // batch count, and the threads seen running them (a bit each). A decode
@@ -114,6 +114,10 @@ void ei_q4_best(const ei_q4_job* j);
 
 // Variants, as the attention kernel's (paged_attention.h).
 void ei_q4_init(unsigned off);
+// ei_q4_prefill_rows_on (1 unless a benchmark turns it off): a prefill
+// chunk's int4 product takes its variant's prefill_rows a tile where it has
+// them (matmul_q4.c).
+extern int ei_q4_prefill_rows_on;
 const char* ei_q4_variants(void);
 const char* ei_q4_compiled(void);
 const char* ei_q4_current(void);

@@ -2,6 +2,7 @@ package ort
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -365,7 +366,7 @@ func TestKernelMatMulQ4Variants(t *testing.T) {
 		for _, f16 := range []bool{false, true} {
 			for _, sh := range []shape{{M: 1, N: 2048, K: 768}, {M: 1, N: 33, K: 100}, {M: 1, N: 19, K: 448}, {M: 1, N: 7, K: 992},
 				{M: 3, N: 40, K: 288}, {M: 4, N: 17, K: 32}, {M: 7, N: 70, K: 1000}, {M: 8, N: 24, K: 64}, {M: 9, N: 5, K: 31},
-				{M: 13, N: 40, K: 96}, {M: 64, N: 96, K: 544}} {
+				{M: 11, N: 40, K: 96}, {M: 12, N: 24, K: 64}, {M: 13, N: 40, K: 96}, {M: 64, N: 96, K: 544}} {
 				sh.bits, sh.f16 = bits, f16
 				shapes = append(shapes, sh)
 			}
@@ -668,6 +669,118 @@ func TestKernelMatMulQ4SwiGLU(t *testing.T) {
 			v, worstRef, worstMS)
 		if worstRef > 1 || worstMS > 1 {
 			t.Errorf("%s: swiglu off by %.2f (reference) and %.2f (standard ops) times the allowance", v, worstRef, worstMS)
+		}
+	})
+}
+
+// BenchmarkMatMulQ4PrefillRows is the 256-bit int4 tiles' six rows a tile
+// in a prefill chunk (matmul_q4.c's prefill_rows) against four, in one
+// thread (its CPU time, which other processes disturb far less than the
+// wall time), alternated round by round, on synthetic-1b's prefill shapes
+// and a 110m one, for the variant this CPU picked: GODEBUG=cpu.avx512f=off
+// runs the AVX-VNNI tile, adding cpu.avxvnni=off the AVX2 one. Reports the
+// median of the per-round ratios, six rows ÷ four (below 1 is faster).
+func BenchmarkMatMulQ4PrefillRows(b *testing.B) {
+	needLib(b)
+	if q4Variant() != "avx2" && q4Variant() != "avxvnni" {
+		b.Skipf("the %s variant has no prefill rows of its own (GODEBUG=cpu.avx512f=off picks avxvnni here, adding cpu.avxvnni=off avx2)", q4Variant())
+	}
+	defer setPrefillRows(true)
+	r := rand.New(rand.NewPCG(9, 9))
+	for _, sh := range []struct{ M, N, K int }{{128, 2048, 2048}, {128, 11264, 2048}, {128, 2048, 5632}, {256, 2048, 768}, {512, 2048, 2048}} {
+		b.Run(fmt.Sprintf("%dx%dx%d", sh.M, sh.N, sh.K), func(b *testing.B) {
+			c := newQ4Case(sh.M, sh.N, sh.K, r)
+			s, err := NewSession(context.Background(), q4Model(c, "y"), Options{IntraOpThreads: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			in := map[string]*Tensor{"a": mustCopy(b, []int64{int64(c.M), int64(c.K)}, c.a)}
+			out, err := NewEmptyTensor(Float32, []int64{int64(c.M), int64(c.N)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer out.Close()
+			bind, err := s.Bind(in, map[string]*Tensor{"y": out})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cpu := func(six bool, n int) float64 { // CPU µs a call
+				setPrefillRows(six)
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				cpu0 := threadCPU()
+				for range n {
+					if err := bind.Run(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return float64(threadCPU()-cpu0) / 1e3 / float64(n)
+			}
+			n := max(1, int(30e3/cpu(true, 2))) // ~30 ms a round
+			for b.Loop() {
+				var six, four, ratios []float64
+				for range 9 {
+					s6, s4 := cpu(true, n), cpu(false, n)
+					six, four, ratios = append(six, s6), append(four, s4), append(ratios, s6/s4)
+				}
+				b.Logf("%s, one thread: six rows %.1f µs, four %.1f µs a call; six ÷ four %.3f (rounds %.3f)",
+					q4Variant(), median(six), median(four), median(ratios), ratios)
+				b.ReportMetric(median(ratios), "six/four")
+			}
+		})
+	}
+}
+
+// TestKernelMatMulQ4PrefillRows: a prefill chunk's product on the tiles of
+// six rows (matmul_q4.c's prefill_rows: the AVX2 and AVX-VNNI variants)
+// writes every output, bit for bit as on tiles of four — each output is
+// the same blocks' sums in the same order — for every remainder of rows
+// a last tile can have, int4 and int8, on every variant this CPU runs.
+// The output is bound and filled with NaN before each run, so that an
+// output a tile skips cannot pass with what an earlier run left there.
+func TestKernelMatMulQ4PrefillRows(t *testing.T) {
+	needLib(t)
+	defer setPrefillRows(true)
+	r := rand.New(rand.NewPCG(5, 8))
+	forEachVariant(t, "int4 matmul", q4Compiled(), q4Variants(), q4Variant(), useQ4Variant, func(t *testing.T, v string) {
+		for _, bits := range []int{4, 8} {
+			for _, M := range []int{9, 10, 11, 12, 13, 14, 17, 64} {
+				c := newNBitsCase(bits, M, 40, 96, r)
+				s, err := NewSession(context.Background(), q4Model(c, "y"), Options{IntraOpThreads: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := mustCopy(t, []int64{int64(M), int64(c.K)}, c.a)
+				y, err := NewEmptyTensor(Float32, []int64{int64(M), int64(c.N)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				bind, err := s.Bind(map[string]*Tensor{"a": a}, map[string]*Tensor{"y": y})
+				if err != nil {
+					t.Fatal(err)
+				}
+				run := func(six bool) []float32 {
+					setPrefillRows(six)
+					d, _ := Data[float32](y)
+					for i := range d {
+						d[i] = float32(math.NaN())
+					}
+					if err := bind.Run(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					return slices.Clone(d)
+				}
+				six, four := run(true), run(false)
+				for i := range six {
+					if math.Float32bits(six[i]) != math.Float32bits(four[i]) {
+						t.Errorf("%s int%d M %d: output (%d, %d) = %g on the prefill rows, %g on four", v, bits, M, i/c.N, i%c.N, six[i], four[i])
+						break
+					}
+				}
+				y.Close()
+				s.Close()
+			}
 		}
 	})
 }
