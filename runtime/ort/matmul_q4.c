@@ -271,42 +271,39 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, 
     }
 }
 
-// NAME runs TILE with a fixed R per R, so its row loops unroll (up to
-// four rows, or eight for the 512-bit tile), for weights of BITS.
-#define EI_BY_ROWS(NAME, TILE, ATTR, BITS)                                                       \
-  ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {      \
-    switch (R) {                                                                                   \
-      case 1: TILE(j, m0, 1, g0, g1, BITS); break;                                                 \
-      case 2: TILE(j, m0, 2, g0, g1, BITS); break;                                                 \
-      case 3: TILE(j, m0, 3, g0, g1, BITS); break;                                                 \
-      default: TILE(j, m0, 4, g0, g1, BITS); break;                                                \
-    }                                                                                              \
+// NAME runs TILE with a fixed R per R, so its row loops unroll, for
+// weights of BITS: up to four rows (EI_BY_ROWS), six (EI_BY_ROWS6: the
+// 256-bit int4 tiles in a prefill chunk, variant.prefill_rows) or eight
+// (EI_BY_ROWS8: the 512-bit tile).
+#define EI_ROWS(TILE, BITS, R) \
+  case R:                      \
+    TILE(j, m0, R, g0, g1, BITS); \
+    break;
+#define EI_DISPATCH(NAME, ATTR) \
+  ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1)
+#define EI_BY_ROWS(NAME, TILE, ATTR, BITS)                                                  \
+  EI_DISPATCH(NAME, ATTR) {                                                                 \
+    switch (R) {                                                                            \
+      EI_ROWS(TILE, BITS, 1) EI_ROWS(TILE, BITS, 2) EI_ROWS(TILE, BITS, 3)                  \
+      default: TILE(j, m0, 4, g0, g1, BITS);                                                \
+    }                                                                                       \
   }
-// EI_BY_ROWS6: the 256-bit int4 tiles, which take six rows in a prefill
-// chunk (variant.prefill_rows).
-#define EI_BY_ROWS6(NAME, TILE, ATTR, BITS)                                                      \
-  ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {      \
-    switch (R) {                                                                                   \
-      case 1: TILE(j, m0, 1, g0, g1, BITS); break;                                                 \
-      case 2: TILE(j, m0, 2, g0, g1, BITS); break;                                                 \
-      case 3: TILE(j, m0, 3, g0, g1, BITS); break;                                                 \
-      case 4: TILE(j, m0, 4, g0, g1, BITS); break;                                                 \
-      case 5: TILE(j, m0, 5, g0, g1, BITS); break;                                                 \
-      default: TILE(j, m0, 6, g0, g1, BITS); break;                                                \
-    }                                                                                              \
+#define EI_BY_ROWS6(NAME, TILE, ATTR, BITS)                                                 \
+  EI_DISPATCH(NAME, ATTR) {                                                                 \
+    switch (R) {                                                                            \
+      EI_ROWS(TILE, BITS, 1) EI_ROWS(TILE, BITS, 2) EI_ROWS(TILE, BITS, 3)                  \
+      EI_ROWS(TILE, BITS, 4) EI_ROWS(TILE, BITS, 5)                                         \
+      default: TILE(j, m0, 6, g0, g1, BITS);                                                \
+    }                                                                                       \
   }
-#define EI_BY_ROWS8(NAME, TILE, ATTR, BITS)                                                      \
-  ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {      \
-    switch (R) {                                                                                   \
-      case 1: TILE(j, m0, 1, g0, g1, BITS); break;                                                 \
-      case 2: TILE(j, m0, 2, g0, g1, BITS); break;                                                 \
-      case 3: TILE(j, m0, 3, g0, g1, BITS); break;                                                 \
-      case 4: TILE(j, m0, 4, g0, g1, BITS); break;                                                 \
-      case 5: TILE(j, m0, 5, g0, g1, BITS); break;                                                 \
-      case 6: TILE(j, m0, 6, g0, g1, BITS); break;                                                 \
-      case 7: TILE(j, m0, 7, g0, g1, BITS); break;                                                 \
-      default: TILE(j, m0, 8, g0, g1, BITS); break;                                                \
-    }                                                                                              \
+#define EI_BY_ROWS8(NAME, TILE, ATTR, BITS)                                                 \
+  EI_DISPATCH(NAME, ATTR) {                                                                 \
+    switch (R) {                                                                            \
+      EI_ROWS(TILE, BITS, 1) EI_ROWS(TILE, BITS, 2) EI_ROWS(TILE, BITS, 3)                  \
+      EI_ROWS(TILE, BITS, 4) EI_ROWS(TILE, BITS, 5) EI_ROWS(TILE, BITS, 6)                  \
+      EI_ROWS(TILE, BITS, 7)                                                                \
+      default: TILE(j, m0, 8, g0, g1, BITS);                                                \
+    }                                                                                       \
   }
 
 #if defined(__x86_64__) && defined(__GNUC__)

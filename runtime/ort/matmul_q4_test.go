@@ -480,21 +480,7 @@ func BenchmarkMatMulQ4VsMatMulNBits(b *testing.B) {
 			// processes on a shared machine disturb far less.
 			timed := map[string]func(n int) (wall, cpu float64){}
 			for _, op := range []string{"y", "y4"} {
-				s, err := NewSession(context.Background(), q4Model(c, op), Options{IntraOpThreads: threads})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				in := map[string]*Tensor{"a": mustCopy(b, []int64{int64(c.M), int64(c.K)}, c.a)}
-				out, err := NewEmptyTensor(Float32, []int64{int64(c.M), int64(c.N)})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer out.Close()
-				bind, err := s.Bind(in, map[string]*Tensor{op: out})
-				if err != nil {
-					b.Fatal(err)
-				}
+				bind, _ := bindQ4(b, c, op, threads)
 				timed[op] = func(n int) (float64, float64) {
 					runtime.LockOSThread()
 					defer runtime.UnlockOSThread()
@@ -689,22 +675,7 @@ func BenchmarkMatMulQ4PrefillRows(b *testing.B) {
 	r := rand.New(rand.NewPCG(9, 9))
 	for _, sh := range []struct{ M, N, K int }{{128, 2048, 2048}, {128, 11264, 2048}, {128, 2048, 5632}, {256, 2048, 768}, {512, 2048, 2048}} {
 		b.Run(fmt.Sprintf("%dx%dx%d", sh.M, sh.N, sh.K), func(b *testing.B) {
-			c := newQ4Case(sh.M, sh.N, sh.K, r)
-			s, err := NewSession(context.Background(), q4Model(c, "y"), Options{IntraOpThreads: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			in := map[string]*Tensor{"a": mustCopy(b, []int64{int64(c.M), int64(c.K)}, c.a)}
-			out, err := NewEmptyTensor(Float32, []int64{int64(c.M), int64(c.N)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer out.Close()
-			bind, err := s.Bind(in, map[string]*Tensor{"y": out})
-			if err != nil {
-				b.Fatal(err)
-			}
+			bind, _ := bindQ4(b, newQ4Case(sh.M, sh.N, sh.K, r), "y", 1)
 			cpu := func(six bool, n int) float64 { // CPU µs a call
 				setPrefillRows(six)
 				runtime.LockOSThread()
@@ -747,19 +718,7 @@ func TestKernelMatMulQ4PrefillRows(t *testing.T) {
 		for _, bits := range []int{4, 8} {
 			for _, M := range []int{9, 10, 11, 12, 13, 14, 17, 64} {
 				c := newNBitsCase(bits, M, 40, 96, r)
-				s, err := NewSession(context.Background(), q4Model(c, "y"), Options{IntraOpThreads: 2})
-				if err != nil {
-					t.Fatal(err)
-				}
-				a := mustCopy(t, []int64{int64(M), int64(c.K)}, c.a)
-				y, err := NewEmptyTensor(Float32, []int64{int64(M), int64(c.N)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				bind, err := s.Bind(map[string]*Tensor{"a": a}, map[string]*Tensor{"y": y})
-				if err != nil {
-					t.Fatal(err)
-				}
+				bind, y := bindQ4(t, c, "y", 2)
 				run := func(six bool) []float32 {
 					setPrefillRows(six)
 					d, _ := Data[float32](y)
@@ -778,9 +737,29 @@ func TestKernelMatMulQ4PrefillRows(t *testing.T) {
 						break
 					}
 				}
-				y.Close()
-				s.Close()
 			}
 		}
 	})
+}
+
+// bindQ4 is c's product as output op of a session of `threads` intra-op
+// threads (q4Model), bound to c's activations and an output tensor of its
+// own; both live until the test ends.
+func bindQ4(tb testing.TB, c *q4Case, op string, threads int) (*Binding, *Tensor) {
+	tb.Helper()
+	s, err := NewSession(context.Background(), q4Model(c, op), Options{IntraOpThreads: threads})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	out, err := NewEmptyTensor(Float32, []int64{int64(c.M), int64(c.N)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { out.Close() })
+	bind, err := s.Bind(map[string]*Tensor{"a": mustCopy(tb, []int64{int64(c.M), int64(c.K)}, c.a)}, map[string]*Tensor{op: out})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bind, out
 }
