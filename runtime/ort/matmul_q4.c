@@ -279,32 +279,23 @@ static void tile_generic(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, 
   case R:                      \
     TILE(j, m0, R, g0, g1, BITS); \
     break;
-#define EI_DISPATCH(NAME, ATTR) \
-  ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1)
-#define EI_BY_ROWS(NAME, TILE, ATTR, BITS)                                                  \
-  EI_DISPATCH(NAME, ATTR) {                                                                 \
+// EI_BY_ROWS_OF: the dispatcher, CASES the fixed R below MAX.
+#define EI_BY_ROWS_OF(NAME, TILE, ATTR, BITS, CASES, MAX)                                   \
+  ATTR static void NAME(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) { \
     switch (R) {                                                                            \
-      EI_ROWS(TILE, BITS, 1) EI_ROWS(TILE, BITS, 2) EI_ROWS(TILE, BITS, 3)                  \
-      default: TILE(j, m0, 4, g0, g1, BITS);                                                \
+      CASES                                                                                 \
+      default: TILE(j, m0, MAX, g0, g1, BITS);                                              \
     }                                                                                       \
   }
-#define EI_BY_ROWS6(NAME, TILE, ATTR, BITS)                                                 \
-  EI_DISPATCH(NAME, ATTR) {                                                                 \
-    switch (R) {                                                                            \
-      EI_ROWS(TILE, BITS, 1) EI_ROWS(TILE, BITS, 2) EI_ROWS(TILE, BITS, 3)                  \
-      EI_ROWS(TILE, BITS, 4) EI_ROWS(TILE, BITS, 5)                                         \
-      default: TILE(j, m0, 6, g0, g1, BITS);                                                \
-    }                                                                                       \
-  }
-#define EI_BY_ROWS8(NAME, TILE, ATTR, BITS)                                                 \
-  EI_DISPATCH(NAME, ATTR) {                                                                 \
-    switch (R) {                                                                            \
-      EI_ROWS(TILE, BITS, 1) EI_ROWS(TILE, BITS, 2) EI_ROWS(TILE, BITS, 3)                  \
-      EI_ROWS(TILE, BITS, 4) EI_ROWS(TILE, BITS, 5) EI_ROWS(TILE, BITS, 6)                  \
-      EI_ROWS(TILE, BITS, 7)                                                                \
-      default: TILE(j, m0, 8, g0, g1, BITS);                                                \
-    }                                                                                       \
-  }
+#define EI_ROWS3(TILE, BITS) EI_ROWS(TILE, BITS, 1) EI_ROWS(TILE, BITS, 2) EI_ROWS(TILE, BITS, 3)
+#define EI_BY_ROWS(NAME, TILE, ATTR, BITS) EI_BY_ROWS_OF(NAME, TILE, ATTR, BITS, EI_ROWS3(TILE, BITS), 4)
+#define EI_BY_ROWS6(NAME, TILE, ATTR, BITS) \
+  EI_BY_ROWS_OF(NAME, TILE, ATTR, BITS, EI_ROWS3(TILE, BITS) EI_ROWS(TILE, BITS, 4) EI_ROWS(TILE, BITS, 5), 6)
+#define EI_BY_ROWS8(NAME, TILE, ATTR, BITS)                                                       \
+  EI_BY_ROWS_OF(NAME, TILE, ATTR, BITS,                                                           \
+                EI_ROWS3(TILE, BITS) EI_ROWS(TILE, BITS, 4) EI_ROWS(TILE, BITS, 5) EI_ROWS(TILE, BITS, 6) \
+                    EI_ROWS(TILE, BITS, 7),                                                       \
+                8)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define EI_Q4_X86 1
