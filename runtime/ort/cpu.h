@@ -10,7 +10,8 @@
 
 #define EI_CPU_AVX2 1u     // cpu.avx2, cpu.fma or cpu.f16c off: nothing above generic C
 #define EI_CPU_AVXVNNI 2u  // cpu.avxvnni off
-#define EI_CPU_AVX512 4u   // cpu.avx512f, avx512bw, avx512vl, avx512dq or avx512vnni off
+#define EI_CPU_AVX512 4u   // cpu.avx512f, avx512bw, avx512vl, avx512dq or avx512cd off: x86-64-v4's code
+#define EI_CPU_AVX512VNNI 16u  // cpu.avx512vnni off (the int4/int8 products' 512-bit tile needs it too)
 #define EI_CPU_DOTPROD 8u  // cpu.asimddp off (arm64)
 
 #endif

@@ -16,8 +16,13 @@ func kernelsOff() uint {
 	if !x.HasAVXVNNI {
 		off |= cpuOffAVXVNNI
 	}
-	if !x.HasAVX512F || !x.HasAVX512BW || !x.HasAVX512VL || !x.HasAVX512DQ || !x.HasAVX512VNNI {
+	// apart: a CPU with AVX-512 and no VNNI (Skylake-SP) runs the
+	// attention kernel's AVX-512 code but not the products' 512-bit tile
+	if !x.HasAVX512F || !x.HasAVX512BW || !x.HasAVX512VL || !x.HasAVX512DQ || !x.HasAVX512CD {
 		off |= cpuOffAVX512
+	}
+	if !x.HasAVX512VNNI {
+		off |= cpuOffAVX512VNNI
 	}
 	return off
 }

@@ -150,10 +150,11 @@ var optionsLayoutOK = sync.OnceValue(func() bool {
 // (cpu.h): kernelsOff (cpu_*.go) reads them from golang.org/x/sys/cpu,
 // which takes GODEBUG=cpu.<name>=off into account.
 const (
-	cpuOffAVX2    = C.EI_CPU_AVX2
-	cpuOffAVXVNNI = C.EI_CPU_AVXVNNI
-	cpuOffAVX512  = C.EI_CPU_AVX512
-	cpuOffDotProd = C.EI_CPU_DOTPROD
+	cpuOffAVX2       = C.EI_CPU_AVX2
+	cpuOffAVXVNNI    = C.EI_CPU_AVXVNNI
+	cpuOffAVX512     = C.EI_CPU_AVX512
+	cpuOffAVX512VNNI = C.EI_CPU_AVX512VNNI
+	cpuOffDotProd    = C.EI_CPU_DOTPROD
 )
 
 // pickVariants picks the kernels' variants again as at load, without the

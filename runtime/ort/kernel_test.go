@@ -274,13 +274,14 @@ func buildKernelProgram(tb testing.TB, name string, flags ...string) string {
 	return bin
 }
 
-// TestKernelsGODEBUG: GODEBUG=cpu.avx512f=off,cpu.avxvnni=off (the Go
-// runtime's switch, read by golang.org/x/sys/cpu) leaves the kernels'
-// AVX-512 and AVX-VNNI variants out as if the CPU lacked them — the
-// kernels of a CPU with AVX2 alone, run on one with more — keeps AVX2
-// where the CPU has it, and the version matrix (Kernels) says so; on arm64
-// GODEBUG=cpu.asimddp=off leaves the dot-product variant out. The switched
-// process is this test binary again.
+// TestKernelsGODEBUG: GODEBUG=cpu.<name>=off (the Go runtime's switch,
+// read by golang.org/x/sys/cpu) leaves out the kernels' variants that need
+// the instruction sets switched off, as if the CPU lacked them, keeps the
+// others the CPU runs, and the version matrix (Kernels) names the switch:
+// cpu.avx512f=off,cpu.avxvnni=off runs a CPU with AVX2 alone;
+// cpu.avx512vnni=off one with AVX-512 but no VNNI (Skylake-SP), whose
+// attention keeps its AVX-512 code; on arm64 cpu.asimddp=off one without
+// the dot product. Each switched process is this test binary again.
 func TestKernelsGODEBUG(t *testing.T) {
 	needLib(t)
 	if os.Getenv("EI_KERNELS_GODEBUG_CHILD") == "1" {
@@ -288,48 +289,56 @@ func TestKernelsGODEBUG(t *testing.T) {
 			strings.Join(attentionVariants(), ","), Kernels())
 		return
 	}
-	godebug, allowed, kept := "cpu.avx512f=off,cpu.avxvnni=off",
-		map[string][]string{"matmul": {"generic", "avx2"}, "attention": {"generic", "avx2-loops", "avx2"}}, "avx2"
-	switch goruntime.GOARCH {
-	case "amd64":
-	case "arm64":
-		godebug, allowed, kept = "cpu.asimddp=off", map[string][]string{"matmul": {"generic"}, "attention": {"generic"}}, "generic"
-	default:
+	type kinds map[string][]string // by "matmul" and "attention"
+	cases := map[string][]struct {
+		godebug    string
+		left, kept kinds // what may run; what must still run where the CPU runs it
+	}{
+		"amd64": {
+			{"cpu.avx512f=off,cpu.avxvnni=off", kinds{"matmul": {"generic", "avx2"}, "attention": {"generic", "avx2-loops", "avx2"}},
+				kinds{"matmul": {"avx2"}, "attention": {"avx2"}}},
+			{"cpu.avx512vnni=off", kinds{"matmul": {"generic", "avx2", "avxvnni"}, "attention": {"generic", "avx2-loops", "avx2", "avx512-loops", "avx512"}},
+				kinds{"matmul": {"avxvnni"}, "attention": {"avx512"}}},
+		},
+		"arm64": {{"cpu.asimddp=off", kinds{"matmul": {"generic"}, "attention": {"generic"}}, kinds{}}},
+	}[goruntime.GOARCH]
+	if len(cases) == 0 {
 		t.Skipf("no variant to switch off on %s", goruntime.GOARCH)
 	}
 	if emu := os.Getenv("EDGEINFER_EMULATED"); emu != "" {
 		t.Skipf("re-executes its binary, which %s does not follow (TestKernelsMasked runs the mask in process)", emu)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKernelsGODEBUG$")
-	cmd.Env = append(os.Environ(), "EI_KERNELS_GODEBUG_CHILD=1", "GODEBUG="+godebug)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	got := map[string]string{}
-	for _, line := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok && (k == "matmul" || k == "attention" || k == "kernels") {
-			got[k] = v
+	here := kinds{"matmul": q4Variants(), "attention": attentionVariants()}
+	for _, c := range cases {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestKernelsGODEBUG$")
+		cmd.Env = append(os.Environ(), "EI_KERNELS_GODEBUG_CHILD=1", "GODEBUG="+c.godebug)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("GODEBUG=%s: child: %v\n%s", c.godebug, err, out)
 		}
-	}
-	t.Logf("GODEBUG=%s: matmul variants [%s], attention variants [%s]; %s", godebug, got["matmul"], got["attention"], got["kernels"])
-	for kind, allowed := range allowed {
-		child := strings.Split(got[kind], ",")
-		for _, v := range child {
-			if !slices.Contains(allowed, v) {
-				t.Errorf("%s variant %s runs with %s", kind, v, godebug)
+		got := map[string]string{}
+		for _, line := range strings.Split(string(out), "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok && (k == "matmul" || k == "attention" || k == "kernels") {
+				got[k] = v
 			}
 		}
-		here := q4Variants()
-		if kind == "attention" {
-			here = attentionVariants()
+		t.Logf("GODEBUG=%s: matmul variants [%s], attention variants [%s]; %s", c.godebug, got["matmul"], got["attention"], got["kernels"])
+		for kind, left := range c.left {
+			child := strings.Split(got[kind], ",")
+			for _, v := range child {
+				if !slices.Contains(left, v) {
+					t.Errorf("GODEBUG=%s: %s variant %s runs", c.godebug, kind, v)
+				}
+			}
+			for _, v := range c.kept[kind] {
+				if slices.Contains(here[kind], v) && !slices.Contains(child, v) {
+					t.Errorf("GODEBUG=%s: %s variants [%s]: %s, which this CPU runs, left out too", c.godebug, kind, got[kind], v)
+				}
+			}
 		}
-		if slices.Contains(here, kept) && !slices.Contains(child, kept) {
-			t.Errorf("%s variants [%s] with %s: %s, which this CPU runs, left out too", kind, got[kind], godebug, kept)
+		if !strings.Contains(got["kernels"], "GODEBUG "+c.godebug) {
+			t.Errorf("Kernels() = %q: want it to name GODEBUG %s", got["kernels"], c.godebug)
 		}
-	}
-	if !strings.Contains(got["kernels"], "GODEBUG "+godebug) {
-		t.Errorf("Kernels() = %q: want it to name GODEBUG %s", got["kernels"], godebug)
 	}
 }
 
@@ -344,10 +353,10 @@ func TestKernelsMasked(t *testing.T) {
 	here := map[string][]string{"matmul": q4Variants(), "attention": attentionVariants()}
 	needs := map[string]uint{ // the bits a variant needs
 		"avx2": cpuOffAVX2, "avx2-loops": cpuOffAVX2, "avxvnni": cpuOffAVX2 | cpuOffAVXVNNI,
-		"avx512vnni": cpuOffAVX2 | cpuOffAVX512, "avx512": cpuOffAVX2 | cpuOffAVX512, "avx512-loops": cpuOffAVX2 | cpuOffAVX512,
+		"avx512vnni": cpuOffAVX2 | cpuOffAVX512 | cpuOffAVX512VNNI, "avx512": cpuOffAVX2 | cpuOffAVX512, "avx512-loops": cpuOffAVX2 | cpuOffAVX512,
 		"neon-dotprod": cpuOffDotProd,
 	}
-	for _, off := range []uint{cpuOffAVX2, cpuOffAVXVNNI, cpuOffAVX512, cpuOffAVX512 | cpuOffAVXVNNI, cpuOffDotProd} {
+	for _, off := range []uint{cpuOffAVX2, cpuOffAVXVNNI, cpuOffAVX512, cpuOffAVX512VNNI, cpuOffAVX512 | cpuOffAVXVNNI, cpuOffDotProd} {
 		pickVariants(base | off)
 		got := map[string][]string{"matmul": q4Variants(), "attention": attentionVariants()}
 		for kind, vs := range here {

@@ -357,7 +357,7 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
 #endif
 static int ahead1 = EI_Q4_AHEAD;
 EI_AVX2 EI_INLINE void ahead(const ei_q4_job* j, const uint8_t* wb, const int bits, const int blocks) {
-  if (j->M > 8) return;
+  if (j->M > EI_Q4_DECODE_ROWS) return;
   const int d = j->M == 1 ? ahead1 : EI_Q4_AHEAD_ROWS;
   if (d == 0) return;
   const uint8_t* p = wb + d;
@@ -782,7 +782,7 @@ static int has_avx2(void) {
 #ifndef EI_Q4_EMULATE_VNNI
 static int has_vnni(void) { return has_avx2() && !(cpu_off & EI_CPU_AVXVNNI) && __builtin_cpu_supports("avxvnni"); }
 static int has_avx512(void) {
-  return has_avx2() && !(cpu_off & EI_CPU_AVX512) && __builtin_cpu_supports("avx512f") &&
+  return has_avx2() && !(cpu_off & (EI_CPU_AVX512 | EI_CPU_AVX512VNNI)) && __builtin_cpu_supports("avx512f") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
          __builtin_cpu_supports("avx512vnni");
 }
@@ -1056,7 +1056,7 @@ size_t ei_q4_items(ei_q4_job* j) {
   j->impl = v;
   j->groups = (j->N + EI_Q4_GROUP - 1) / EI_Q4_GROUP;
   j->tile_rows = v->rows;
-  if (j->M > 8 && j->bits == 4 && v->prefill_rows > 0 && ei_q4_prefill_rows_on) j->tile_rows = v->prefill_rows;
+  if (j->M > EI_Q4_DECODE_ROWS && j->bits == 4 && v->prefill_rows > 0 && ei_q4_prefill_rows_on) j->tile_rows = v->prefill_rows;
   j->row_tiles = (j->M + j->tile_rows - 1) / j->tile_rows;
   j->chunk = j->row_tiles == 1 ? 2 : 8;
   j->col_chunks = (j->groups + j->chunk - 1) / j->chunk;
@@ -1160,7 +1160,7 @@ void ei_q4_best(const ei_q4_job* j) {
 size_t ei_q4_plan(ei_q4_job* j, int threads) {
   j->items = ei_q4_items(j);
   j->seen = 0, j->regions = 0, j->runs = 0;
-  if (j->M <= 8 && threads >= 2 && threads <= EI_Q4_REGIONS) {
+  if (j->M <= EI_Q4_DECODE_ROWS && threads >= 2 && threads <= EI_Q4_REGIONS) {
     const size_t item = (size_t)j->chunk * group_bytes(j->bits, j->f16, j->nb);
     const size_t piece = item < EI_Q4_PIECE ? EI_Q4_PIECE / item : 1, pieces = (j->items + piece - 1) / piece;
     if (pieces >= (size_t)threads) {

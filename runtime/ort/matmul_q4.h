@@ -20,6 +20,12 @@
 // EI_Q4_REGIONS is the most threads a decode step's product is split over
 // by regions (ei_q4_plan); a larger pool gets EI_Q4_BATCHES batches.
 #define EI_Q4_REGIONS 16
+// EI_Q4_DECODE_ROWS: a product of at most this many activation rows is a
+// decode step's (one token a sequence, the engine's batch at most 8): it
+// reads its weights once, from memory, so it prefetches them and splits by
+// regions; more rows are a prefill chunk's, which reads each weight chunk
+// from the cache many times.
+#define EI_Q4_DECODE_ROWS 8
 #define EI_Q4_Y(j) ((j)->swiglu ? (j)->N / 2 : (j)->N)  // y's row length
 
 typedef struct {
@@ -45,9 +51,9 @@ typedef struct {
   int8_t* qa;   // [M, nb, 32]
   float* sa;    // [M, nb]
   int32_t* za;  // [M, nb]
-  // Work split (ei_q4_items sets them): chunk in groups, and the variant
-  // the split is for (its rows per tile).
-  int64_t row_tiles, col_chunks, chunk, tile_rows;  // tile_rows: the activation rows a tile takes
+  // Work split (ei_q4_items sets them): the activation rows a tile takes,
+  // the row tiles, chunk in groups, and the variant the split is for.
+  int64_t tile_rows, row_tiles, col_chunks, chunk;
   const void* impl;
   // Batches handed to the thread pool (ei_q4_plan sets them): items, the
   // batch count, and the threads seen running them (a bit each). A decode

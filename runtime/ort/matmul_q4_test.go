@@ -194,8 +194,8 @@ func runOutputs(t testing.TB, s *Session, feeds map[string]*Tensor) map[string][
 // item, pieces of at most ~32 KiB of weights unless one item is larger; a
 // prefill chunk (M > 8), an unknown pool (0 or 1 threads), a larger pool
 // or a product with fewer pieces than threads keeps 16 batches in order
-// (or one an item, fewer than 16). On every variant: their tiles take 4
-// or 8 rows.
+// (or one an item, fewer than 16). On every variant: their tiles take 4,
+// 6 (a prefill chunk's on the 256-bit int4 tiles) or 8 rows.
 func TestQ4Plan(t *testing.T) {
 	forEachVariant(t, "int4 matmul", q4Compiled(), q4Variants(), q4Variant(), useQ4Variant, func(t *testing.T, v string) { testQ4Plan(t) })
 }
