@@ -73,11 +73,13 @@ gcc -O2 -Wall -o llbench "$HERE/llbench.c" -L"$LLAMA_LIBDIR" \
   -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -lggml-base -Wl,-rpath,"$LLAMA_LIBDIR"
 PY="${PY:-$(command -v /usr/bin/python3 || command -v python3)}" # Debian python3-numpy
 [ -f models/f32.gguf ] || "$PY" "$HERE/gen_gguf.py" models/f32.gguf
-[ -f models/q4_0.gguf ] || ./llbench quantize models/f32.gguf models/q4_0.gguf 2 2>models/q4_0.log
-[ -f models/q8_0.gguf ] || ./llbench quantize models/f32.gguf models/q8_0.gguf 7 2>models/q8_0.log
+# every matrix in the one type (pure: llama.cpp's default Q4_0 keeps the
+# head in Q6_K, more bytes a token than the engine's int4 head; native.sh)
+[ -f models/q4_0-pure.gguf ] || ./llbench quantize models/f32.gguf models/q4_0-pure.gguf 2 pure 2>models/q4_0.log
+[ -f models/q8_0-pure.gguf ] || ./llbench quantize models/f32.gguf models/q8_0-pure.gguf 7 pure 2>models/q8_0.log
 
 llama() { # model → "b1 b8"
-  ./llbench bench "models/$1.gguf" "$1" 3 128 128 2>>"$WORK/llbench.log" |
+  ./llbench bench "models/$1-pure.gguf" "$1" 3 128 128 2>>"$WORK/llbench.log" |
     awk '/^RESULT/ { for (i = 1; i <= NF; i++) if ($i ~ /^gen_tok_s_median=/) { split($i, a, "="); v[++n] = a[2] } } END { print v[1], v[2] }'
 }
 engine() { # scheme → "b1 b8"

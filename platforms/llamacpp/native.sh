@@ -21,11 +21,15 @@
 # caches: KV=f16 (the default) the engine's float16 pools against the
 # anchor's default f16 — like for like; KV=fp32 the engine's float32 pools
 # against the same; KV=int8 the engine's int8 pages against the anchor's
-# q8_0 (-ctk q8_0 -ctv q8_0).
+# q8_0 (-ctk q8_0 -ctv q8_0). The anchor's file has every matrix in QTYPE
+# (llama-quantize --pure), like the engine's bundle; MIX=1 leaves
+# output.weight in llama-quantize's default Q6_K. The first round prints
+# the MB of weights a batch-1 token streams on each side.
 # Each round measures the read bandwidth on the same threads just before
-# and after the anchor's decode runs and just before the engine's batch-1
-# run, prints the three and the share of the last the engine's batch-1
-# weight stream reached, and the end adds the batch-1 median over the
+# and after the anchor's decode runs, and before and after each of the
+# engine's batch-1 runs (the mean of those two, the median over its runs),
+# prints the three and the share of the last the engine's batch-1 weight
+# stream reached, and the end adds the batch-1 median over the
 # rounds whose three readings lie within 15 % of each other (a shared
 # host's bus can change by half within a round, and such a round compares
 # the bus as much as the programs).
@@ -135,10 +139,16 @@ build)
 compare)
   : "${BIN:?set BIN to the bin folder of a native build (native.sh build)}"
   f32="$WORK/models/$PRESET-f32.gguf"
-  q4="$WORK/models/$PRESET-$QTYPE-$(printf %s "$BIN" | sha256sum | cut -c1-8).gguf"
+  # Every matrix in QTYPE (--pure), as the engine's bundle has every
+  # projection and the head in one scheme: llama-quantize's default Q4_0
+  # keeps output.weight in Q6_K, 11 % more bytes a 110m token to stream
+  # (gguf_streamed.py). MIX=1 keeps its default mix.
+  mix=pure qflags=(--pure); [[ ${MIX:-0} == 1 ]] && mix=mix qflags=()
+  q4="$WORK/models/$PRESET-$QTYPE-$mix-$(printf %s "$BIN" | sha256sum | cut -c1-8).gguf"
   PY="${PY:-$(command -v /usr/bin/python3 || command -v python3)}" # Debian python3-numpy
   [[ -f $f32 ]] || "$PY" "$HERE/gen_gguf.py" "$f32" "$PRESET" >/dev/null
-  [[ -f $q4 ]] || "$BIN/llama-quantize" "$f32" "$q4" "$QTYPE" "$THREADS" >/dev/null 2>&1
+  [[ -f $q4 ]] || "$BIN/llama-quantize" "${qflags[@]}" "$f32" "$q4" "$QTYPE" "$THREADS" >/dev/null 2>&1
+  read -r anchor_mb anchor_types < <("$PY" "$HERE/gguf_streamed.py" "$q4")
   flags=(); [[ ${RTR:-0} == 1 ]] && flags=(-rtr)
   case "$KV" in
   f16) kvs="engine float16, anchor f16 (its default)" ;;
@@ -193,7 +203,8 @@ compare)
       -test.run '^$' -test.bench '^BenchmarkDecodeRate$' -test.benchtime 1x -test.timeout 60m 2>&1) |
       awk '/b1-tok\/s/ { lg = 0; for (i = 1; i <= NF; i++) { if ($(i+1) == "b1-tok/s") b1 = $i; if ($(i+1) == "b8-tok/s") b8 = $i;
         if ($(i+1) == "pp128-tok/s") p1 = $i; if ($(i+1) == "pp512-tok/s") p5 = $i; if ($(i+1) == "b1-long-tok/s") lg = $i;
-        if ($(i+1) == "b1-bandwidth-share") bs = $i; if ($(i+1) == "read-GB/s") bw = $i } } END { print b1, b8, p1, p5, bs, bw, lg }'
+        if ($(i+1) == "b1-bandwidth-share") bs = $i; if ($(i+1) == "read-GB/s") bw = $i; if ($(i+1) == "streamed-MB") mb = $i } }
+        END { print b1, b8, p1, p5, bs, bw, lg, mb }'
   }
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }'; }
   med() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
@@ -220,7 +231,10 @@ compare)
   echo "anchor $BIN ${flags[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME on $([[ ${PORTABLE:-0} == 1 ]] && echo com.microsoft || echo ai.edgeinfer).MatMulNBits vs $QTYPE (tok/s); KV caches: $kvs"
   for r in $(seq "$ROUNDS"); do
     read -r tbw t1 t8 tp1 tbw2 tp5 tl < <(theirs)
-    read -r o1 o8 op1 op5 share bw ol < <(ours)
+    read -r o1 o8 op1 op5 share bw ol ours_mb < <(ours)
+    if ((r == 1)); then
+      echo "weights a batch-1 token streams: anchor $anchor_mb MB ($anchor_types; $([[ $mix == pure ]] && echo "llama-quantize --pure" || echo "llama-quantize's default mix, MIX=1")), engine $ours_mb MB"
+    fi
     shares+=("$share")
     r1+=("$(ratio "$o1" "$t1")"); r8+=("$(ratio "$o8" "$t8")"); rp1+=("$(ratio "$op1" "$tp1")"); rp5+=("$(ratio "$op5" "$tp5")")
     long=""
@@ -229,7 +243,7 @@ compare)
       long=" | b1 after $LONG: anchor $tl engine $ol ratio ${rl[-1]}"
     fi
     echo "round $r: anchor b1 $t1 b8 $t8 pp128 $tp1 pp512 $tp5 | engine b1 $o1 b8 $o8 pp128 $op1 pp512 $op5 |" \
-      "ratios b1 ${r1[-1]} b8 ${r8[-1]} pp128 ${rp1[-1]} pp512 ${rp5[-1]} | read bandwidth before and after the anchor's decode $tbw, $tbw2 GB/s, before the engine's b1 $bw GB/s (engine b1 read $share of it)$long"
+      "ratios b1 ${r1[-1]} b8 ${r8[-1]} pp128 ${rp1[-1]} pp512 ${rp5[-1]} | read bandwidth before and after the anchor's decode $tbw, $tbw2 GB/s, around the engine's b1 $bw GB/s (engine b1 read $share of it)$long"
     # a round whose readings lie more than 15 % apart compares the bus as
     # much as the programs: kept, and the others also counted apart
     if within15 "$tbw" "$tbw2" "$bw"; then same1+=("${r1[-1]}"); fi
@@ -244,7 +258,7 @@ compare)
   fi
   ;;
 *)
-  echo "usage: native.sh fetch NAME | build NAME (or SRC=checkout; ISA=avx2) | compare (BIN=bin folder, RTR=1 for ik, ROUNDS=n, PRESET, SCHEME/QTYPE, PORTABLE=1, LONG=2048, KV=f16|fp32|int8, ISA=avx2)" >&2
+  echo "usage: native.sh fetch NAME | build NAME (or SRC=checkout; ISA=avx2) | compare (BIN=bin folder, RTR=1 for ik, ROUNDS=n, PRESET, SCHEME/QTYPE, MIX=1, PORTABLE=1, LONG=2048, KV=f16|fp32|int8, ISA=avx2|avxvnni)" >&2
   exit 2
   ;;
 esac
