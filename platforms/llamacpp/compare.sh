@@ -23,11 +23,14 @@
 # Native builds first: where native.sh has built ik_llama.cpp or llama.cpp
 # into the cache ($WORK/<name>/bin: `native.sh fetch NAME && native.sh build
 # NAME`), this runs native.sh compare against each of them instead, for
-# synthetic-110m and synthetic-1b (b1, b8, prefill of 128 and 512 tokens,
+# synthetic-50m (19.9 MB of weights a token: a 32 MiB last-level cache
+# holds them), synthetic-110m (56 MB) and synthetic-1b (584 MB: from
+# DRAM) (b1, b8, prefill of 128 and 512 tokens,
 # b1 after a 2048-token prompt (LONG=0 leaves it out), and the batch-1
 # share of the read bandwidth); KV caches float16 on both sides by
 # default, KV=fp32 the engine's float32 against the anchor's f16, KV=int8
-# the engine's int8 KV pages against the anchor's q8_0 cache;
+# the engine's int8 KV pages against the anchor's q8_0 cache; PRESETS=
+# a list of the three;
 # NPM=1 forces the npm libraries. ISA=avx2 (or avxvnni) compares both
 # sides as a CPU with AVX2 alone (or AVX2 and AVX-VNNI, no AVX-512) runs
 # them, against the builds `ISA=avx2 native.sh build NAME` made
@@ -45,7 +48,7 @@ if [[ ${NPM:-0} != 1 ]]; then
     [[ -x $bin/llama-batched-bench && -x $bin/llama-quantize ]] || continue
     native=1
     rtr=0; [[ $name == ik_llama.cpp ]] && rtr=1
-    for preset in synthetic-110m synthetic-1b; do
+    for preset in ${PRESETS:-synthetic-50m synthetic-110m synthetic-1b}; do
       echo "== $name$suffix, $preset"
       BIN="$bin" ISA="${ISA:-native}" RTR=$rtr PRESET=$preset ROUNDS="$ROUNDS" LONG="${LONG:-2048}" bash "$HERE/native.sh" compare
     done

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Write a GGUF v3, all-F32 Llama model of a synthetic shape with random weights.
 
-  gen_gguf.py OUT.gguf [synthetic-110m|synthetic-1b]
+  gen_gguf.py OUT.gguf [synthetic-50m|synthetic-110m|synthetic-1b]
 
 The shapes are pkg/onnx/llama's presets of the same names:
+  synthetic-50m: hidden 512, 6 layers, 8 heads, 4 KV heads, head_dim 64, ffn 1536;
   synthetic-110m: hidden 768, 12 layers, 12 heads, 4 KV heads, head_dim 64, SwiGLU ffn 2048;
   synthetic-1b: hidden 2048, 16 layers, 32 heads, 8 KV heads, head_dim 64, ffn 8192;
-both vocab 32000, untied output.weight, rms eps 1e-5, rope theta 10000, ctx 4096.
+all vocab 32000, untied output.weight, rms eps 1e-5, rope theta 10000, ctx 4096.
 Weights ~ N(0, 0.02), norm weights = 1. Seeded, deterministic.
 
 Format (ggml/docs/gguf.md, gguf-py/gguf/constants.py):
@@ -27,6 +28,7 @@ GGML_TYPE_F32 = 0
 ALIGN = 32
 
 SHAPES = {
+    "synthetic-50m": dict(hidden=512, layers=6, heads=8, kv_heads=4, ffn=1536),
     "synthetic-110m": dict(hidden=768, layers=12, heads=12, kv_heads=4, ffn=2048),
     "synthetic-1b": dict(hidden=2048, layers=16, heads=32, kv_heads=8, ffn=8192),
 }

@@ -228,7 +228,9 @@ compare)
   fi
   echo "cpu: $cpu; caches: ${caches:-not reported by the kernel}; read bandwidth: per round below"
   echo "instruction sets: $isas"
-  echo "anchor $BIN ${flags[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME on $([[ ${PORTABLE:-0} == 1 ]] && echo com.microsoft || echo ai.edgeinfer).MatMulNBits vs $QTYPE (tok/s); KV caches: $kvs"
+  # the engine's Go runtime: GOMAXPROCS, when set, reaches it (the README's
+  # "Go's threads beside ONNX Runtime's")
+  echo "anchor $BIN ${flags[*]}, $THREADS threads, $ROUNDS rounds; engine $SCHEME on $([[ ${PORTABLE:-0} == 1 ]] && echo com.microsoft || echo ai.edgeinfer).MatMulNBits vs $QTYPE (tok/s), GOMAXPROCS ${GOMAXPROCS:-unset ($(nproc))}; KV caches: $kvs"
   for r in $(seq "$ROUNDS"); do
     read -r tbw t1 t8 tp1 tbw2 tp5 tl < <(theirs)
     read -r o1 o8 op1 op5 share bw ol ours_mb < <(ours)

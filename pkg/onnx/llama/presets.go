@@ -18,6 +18,15 @@ var presets = map[string]Config{
 		NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16, VocabSize: 256,
 		MaxPositionEmbeddings: 512,
 	},
+	// synthetic-50m: a shape whose streamed weights (19.9 MB in int4, the
+	// head most of them) a 32 MiB last-level cache holds, for the
+	// comparison with llama.cpp where the weights need not come from DRAM
+	// (platforms/llamacpp/compare.sh).
+	"synthetic-50m": {
+		HiddenSize: 512, IntermediateSize: 1536, NumHiddenLayers: 6,
+		NumAttentionHeads: 8, NumKeyValueHeads: 4, HeadDim: 64, VocabSize: 32000,
+		MaxPositionEmbeddings: 4096,
+	},
 	// synthetic-110m: the shape platforms/llamacpp compares the engine and
 	// llama.cpp on (platforms/llamacpp/README.md).
 	"synthetic-110m": {
