@@ -57,6 +57,36 @@ func initCustomOps(path string) error {
 	if C.edgeinfer_ops_init(cpath, C.uint(kernelsOff()), &msg[0], C.size_t(len(msg))) != 0 {
 		return fmt.Errorf("%w: %s", ErrCustomOps, C.GoString(&msg[0]))
 	}
+	if err := applyPrefetch(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCustomOps, err)
+	}
+	return nil
+}
+
+// prefetchEnv sets the matrix kernel's prefetch hint for a decode step's
+// weights against the one chosen for the CPU at load (matmul_q4.c's
+// ahead): "nta" non-temporal, "t0" into every cache level. Unset, the
+// CPU's choice; either way the version matrix (Kernels) names it. It
+// exists to measure the choice on a board: BenchmarkStepSplit in
+// runtime/engine, run with each.
+const prefetchEnv = "EDGEINFER_PREFETCH"
+
+// applyPrefetch applies prefetchEnv; no session may be running.
+func applyPrefetch() error {
+	v := os.Getenv(prefetchEnv)
+	if v == "" {
+		return nil
+	}
+	if v != "nta" && v != "t0" {
+		return fmt.Errorf("ort: %s=%q: want nta or t0, or leave it unset for the CPU's own choice", prefetchEnv, v)
+	}
+	why := C.CString(fmt.Sprintf(" (%s=%s)", prefetchEnv, v))
+	defer C.free(unsafe.Pointer(why))
+	on := 0
+	if v == "nta" {
+		on = 1
+	}
+	C.ei_q4_set_nta(C.int(on), why)
 	return nil
 }
 
@@ -162,6 +192,7 @@ const (
 func pickVariants(off uint) {
 	C.ei_attention_init(C.uint(off))
 	C.ei_q4_init(C.uint(off))
+	_ = applyPrefetch() // checked when the library loaded
 }
 
 // godebugCPU is the cpu.<name>=off settings of GODEBUG, for the version

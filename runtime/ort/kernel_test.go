@@ -342,6 +342,34 @@ func TestKernelsGODEBUG(t *testing.T) {
 	}
 }
 
+// TestKernelsPrefetchEnv: EDGEINFER_PREFETCH sets the matrix kernel's
+// prefetch hint against the CPU's choice, the version matrix names it and
+// what set it, and any other value is refused with the variable's name.
+func TestKernelsPrefetchEnv(t *testing.T) {
+	needLib(t)
+	t.Cleanup(func() { pickVariants(kernelsOff()) }) // after Setenv's restore: the CPU's choice again
+	for _, c := range []struct{ v, want, not string }{
+		{"nta", ", non-temporal (EDGEINFER_PREFETCH=nta)", ""},
+		{"t0", " (EDGEINFER_PREFETCH=t0)", "non-temporal"},
+	} {
+		t.Setenv(prefetchEnv, c.v)
+		if err := applyPrefetch(); err != nil {
+			t.Fatalf("%s=%s: %v", prefetchEnv, c.v, err)
+		}
+		k := Kernels()
+		if goruntime.GOARCH != "amd64" {
+			continue // only the x86 tiles prefetch: the matrix says "hardware prefetch only"
+		}
+		if !strings.Contains(k, c.want) || (c.not != "" && strings.Contains(k, c.not)) {
+			t.Errorf("%s=%s: version matrix %q, want it to name %q", prefetchEnv, c.v, k, c.want)
+		}
+	}
+	t.Setenv(prefetchEnv, "temporal")
+	if err := applyPrefetch(); err == nil || !strings.Contains(err.Error(), prefetchEnv) || !strings.Contains(err.Error(), "nta or t0") {
+		t.Errorf("%s=temporal: %v, want a refusal naming the variable and its values", prefetchEnv, err)
+	}
+}
+
 // TestKernelsMasked: each instruction set switched off (cpu.h, as
 // kernelsOff derives them from GODEBUG) leaves out exactly the variants
 // that need it, in this process, on every architecture (under qemu too,

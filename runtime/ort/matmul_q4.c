@@ -355,14 +355,32 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
 #ifndef EI_Q4_AHEAD_ROWS
 #define EI_Q4_AHEAD_ROWS 4096
 #endif
-static int ahead1 = EI_Q4_AHEAD;
+//
+// nta (the hint, chosen with the distance, or EDGEINFER_PREFETCH through
+// ei_q4_set_nta) prefetches the weights non-temporally: a decode step
+// streams each weight once, and lines brought in as any others push out
+// of the second- and last-level caches what the step reads again — ONNX
+// Runtime's executor between the nodes, the KV blocks, the activations —
+// which the next node then reads from memory. On Zen 5 the hint
+// shortened the bare step's time outside the products and its attention
+// at 1B (the step with them) and at 110m in int8, left 110m in int4 and a
+// model the last-level cache holds (synthetic-50m) where they were, and
+// batch 8 no slower: BenchmarkStepSplit in runtime/engine (b1-rest-µs,
+// b1-attention-µs, b1-step-share), run with EDGEINFER_PREFETCH=t0 and
+// =nta alternated. Elsewhere it is not chosen unmeasured: on Intel's cores
+// the hint keeps lines out of the last-level cache, which a model it
+// could hold would then read from memory every step.
+static int ahead1 = EI_Q4_AHEAD, nta = 0;
 EI_AVX2 EI_INLINE void ahead(const ei_q4_job* j, const uint8_t* wb, const int bits, const int blocks) {
   if (j->M > EI_Q4_DECODE_ROWS) return;
   const int d = j->M == 1 ? ahead1 : EI_Q4_AHEAD_ROWS;
   if (d == 0) return;
   const uint8_t* p = wb + d;
   const size_t bytes = ((size_t)blocks * (code_bytes(bits) + scale_bytes(j->f16)) + 63) & ~(size_t)63;
-  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char*)p + o, _MM_HINT_T0);
+  if (nta)
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char*)p + o, _MM_HINT_NTA);
+  else
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char*)p + o, _MM_HINT_T0);
 }
 
 // scales8 is one block's eight weight scales, float16 or float32.
@@ -990,7 +1008,7 @@ int ei_q4_prefill_rows_on = 1;
 
 // gemv says how a batch-1 product streams its weights here (ei_q4_gemv);
 // only the x86 tiles prefetch.
-static char gemv[64] = "hardware prefetch only";
+static char gemv[128] = "hardware prefetch only";
 
 // amd_family is CPUID's display family (base plus extended) of an AMD
 // CPU, 0 for any other: the key ahead1 is chosen by.
@@ -1004,15 +1022,26 @@ static unsigned amd_family(void) {
 }
 #endif
 
+// describe_gemv writes gemv from the distance and the hint; why names
+// what chose them.
+static void describe_gemv(const char* why) {
+#ifdef EI_Q4_X86
+  if (ahead1 > 0)
+    snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead%s%s", ahead1, nta ? ", non-temporal" : "", why);
+#else
+  (void)why;
+#endif
+}
+
 void ei_q4_init(unsigned off) {
   cpu_off = off;
 #ifdef EI_Q4_X86
   __builtin_cpu_init();
-  // Zen 5 (family 26): 8 KiB ahead (see ahead); every other x86 CPU the
-  // Xeon's distance.
+  // Zen 5 (family 26): 8 KiB ahead, non-temporal (see ahead); every other
+  // x86 CPU the Xeon's distance and an ordinary prefetch.
   const int zen5 = amd_family() == 26;
-  if (zen5) ahead1 = 8192;
-  if (ahead1 > 0) snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead%s", ahead1, zen5 ? " (AMD family 26)" : "");
+  if (zen5) ahead1 = 8192, nta = 1;
+  describe_gemv(zen5 ? " (AMD family 26)" : "");
 #endif
   size_t n = 0, c = 0;
   for (size_t i = 0; i < N_VARIANTS; i++) {
@@ -1021,6 +1050,15 @@ void ei_q4_init(unsigned off) {
     __atomic_store_n(&current, &variants[i], __ATOMIC_RELEASE);
     n += (size_t)snprintf(supported + n, sizeof supported - n, "%s%s", n ? "," : "", variants[i].name);
   }
+}
+
+void ei_q4_set_nta(int on, const char* why) {
+#ifdef EI_Q4_X86
+  nta = on;
+#else
+  (void)on;  // only the x86 tiles prefetch
+#endif
+  describe_gemv(why);
 }
 
 const char* ei_q4_variants(void) { return supported; }

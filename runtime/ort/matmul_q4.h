@@ -128,8 +128,12 @@ const char* ei_q4_variants(void);
 const char* ei_q4_compiled(void);
 const char* ei_q4_current(void);
 // ei_q4_gemv says how a batch-1 product streams its weights on this CPU
-// (the software prefetch distance chosen at ei_q4_init).
+// (the software prefetch distance and hint chosen at ei_q4_init).
 const char* ei_q4_gemv(void);
+// ei_q4_set_nta sets the prefetch hint against the CPU's choice,
+// non-temporal or not, why saying what set it (for ei_q4_gemv): no session
+// may be running.
+void ei_q4_set_nta(int on, const char* why);
 // ei_q4_gemv_tile names the code the current variant runs a batch-1
 // product on.
 const char* ei_q4_gemv_tile(void);
