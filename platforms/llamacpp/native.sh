@@ -147,8 +147,13 @@ compare)
   q4="$WORK/models/$PRESET-$QTYPE-$mix-$(printf %s "$BIN" | sha256sum | cut -c1-8).gguf"
   PY="${PY:-$(command -v /usr/bin/python3 || command -v python3)}" # Debian python3-numpy
   [[ -f $f32 ]] || "$PY" "$HERE/gen_gguf.py" "$f32" "$PRESET" >/dev/null
-  [[ -f $q4 ]] || "$BIN/llama-quantize" "${qflags[@]}" "$f32" "$q4" "$QTYPE" "$THREADS" >/dev/null 2>&1
-  read -r anchor_mb anchor_types < <("$PY" "$HERE/gguf_streamed.py" "$q4")
+  if [[ ! -f $q4 ]] && ! "$BIN/llama-quantize" "${qflags[@]}" "$f32" "$q4" "$QTYPE" "$THREADS" >"$q4.log" 2>&1; then
+    rm -f "$q4"
+    echo "native.sh: $BIN/llama-quantize ${qflags[*]} … $QTYPE failed (its output: $q4.log)" >&2
+    exit 1
+  fi
+  anchor="$("$PY" "$HERE/gguf_streamed.py" "$q4")" || { echo "native.sh: cannot read $q4's tensors" >&2; exit 1; }
+  read -r anchor_mb anchor_types <<<"$anchor"
   flags=(); [[ ${RTR:-0} == 1 ]] && flags=(-rtr)
   case "$KV" in
   f16) kvs="engine float16, anchor f16 (its default)" ;;
