@@ -23,7 +23,7 @@
 # Native builds first: where native.sh has built ik_llama.cpp or llama.cpp
 # into the cache ($WORK/<name>/bin: `native.sh fetch NAME && native.sh build
 # NAME`), this runs native.sh compare against each of them instead, for
-# synthetic-50m (19.9 MB of weights a token: a 32 MiB last-level cache
+# synthetic-50m (19.8 MB of weights a token: a 32 MiB last-level cache
 # holds them), synthetic-110m (56 MB) and synthetic-1b (584 MB: from
 # DRAM) (b1, b8, prefill of 128 and 512 tokens,
 # b1 after a 2048-token prompt (LONG=0 leaves it out), and the batch-1
@@ -40,6 +40,10 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 WORK="${WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeinfer/llamacpp}"
 ROUNDS="${ROUNDS:-3}"
+case "${ISA:-native}" in
+native | avx2 | avxvnni) ;;
+*) echo "compare.sh: ISA=$ISA: want native (the default), avx2 or avxvnni" >&2; exit 2 ;;
+esac
 if [[ ${NPM:-0} != 1 ]]; then
   native=0
   suffix=""; [[ ${ISA:-native} != native ]] && suffix="-$ISA"
@@ -59,6 +63,10 @@ if [[ ${NPM:-0} != 1 ]]; then
     exit 1
   fi
   echo "compare.sh: no native build in $WORK (native.sh fetch/build ik_llama.cpp); the npm libraries instead" >&2
+fi
+if [[ ${ISA:-native} != native ]]; then
+  echo "compare.sh: ISA=$ISA needs a native build: the npm libraries are one build for every x86-64 CPU" >&2
+  exit 2
 fi
 PKG=node-llama-cpp-linux-x64-3.22.1.tgz
 SHA=0d953e1503d5ab4608d8ed5b739132308c81ac05ffeb760d2a7f30e08a9f90e0

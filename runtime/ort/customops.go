@@ -54,11 +54,12 @@ func initCustomOps(path string) error {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	var msg [512]C.char
-	if C.edgeinfer_ops_init(cpath, C.uint(kernelsOff()), &msg[0], C.size_t(len(msg))) != 0 {
-		return fmt.Errorf("%w: %s", ErrCustomOps, C.GoString(&msg[0]))
-	}
-	if err := applyPrefetch(); err != nil {
+	hint, err := prefetchHint()
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCustomOps, err)
+	}
+	if C.edgeinfer_ops_init(cpath, C.uint(kernelsOff()), hint, &msg[0], C.size_t(len(msg))) != 0 {
+		return fmt.Errorf("%w: %s", ErrCustomOps, C.GoString(&msg[0]))
 	}
 	return nil
 }
@@ -71,23 +72,18 @@ func initCustomOps(path string) error {
 // runtime/engine, run with each.
 const prefetchEnv = "EDGEINFER_PREFETCH"
 
-// applyPrefetch applies prefetchEnv; no session may be running.
-func applyPrefetch() error {
-	v := os.Getenv(prefetchEnv)
-	if v == "" {
-		return nil
+// prefetchHint is prefetchEnv as ei_q4_init takes it.
+func prefetchHint() (C.int, error) {
+	switch v := os.Getenv(prefetchEnv); v {
+	case "":
+		return C.EI_Q4_PREFETCH_CPU, nil
+	case "t0":
+		return C.EI_Q4_PREFETCH_T0, nil
+	case "nta":
+		return C.EI_Q4_PREFETCH_NTA, nil
+	default:
+		return 0, fmt.Errorf("ort: %s=%q: want nta or t0, or leave it unset for the CPU's own choice", prefetchEnv, v)
 	}
-	if v != "nta" && v != "t0" {
-		return fmt.Errorf("ort: %s=%q: want nta or t0, or leave it unset for the CPU's own choice", prefetchEnv, v)
-	}
-	why := C.CString(fmt.Sprintf(" (%s=%s)", prefetchEnv, v))
-	defer C.free(unsafe.Pointer(why))
-	on := 0
-	if v == "nta" {
-		on = 1
-	}
-	C.ei_q4_set_nta(C.int(on), why)
-	return nil
 }
 
 // customOpsFor refuses, before ONNX Runtime sees it, a model that imports
@@ -190,9 +186,9 @@ const (
 // pickVariants picks the kernels' variants again as at load, without the
 // instruction sets in off (cpuOff*), for tests: no session may be running.
 func pickVariants(off uint) {
+	hint, _ := prefetchHint() // checked when the library loaded
 	C.ei_attention_init(C.uint(off))
-	C.ei_q4_init(C.uint(off))
-	_ = applyPrefetch() // checked when the library loaded
+	C.ei_q4_init(C.uint(off), hint)
 }
 
 // godebugCPU is the cpu.<name>=off settings of GODEBUG, for the version
@@ -337,13 +333,16 @@ func q4Stolen(bits, M, N, K int, a []float32, b []uint8, scales []float32) (y []
 // Kernels names the variants edgeinfer's operators run on this CPU, for a
 // report's version matrix: the int4/int8 matrix kernel's, the code its
 // batch-1 product runs on and how that streams the weights (the prefetch
-// distance chosen for this CPU at load; a decode step's product split in
+// distance and hint chosen for this CPU at load; a decode step's product split in
 // one region a thread, the others' taken from the back by a thread done
 // with its own, ei_q4_plan), and the paged attention kernel's.
 func Kernels() string {
 	k := fmt.Sprintf("matmul %s (batch 1: %s, %s, one region a thread), attention %s", q4Variant(), C.GoString(C.ei_q4_gemv_tile()), C.GoString(C.ei_q4_gemv()), attentionVariant())
 	if off := godebugCPU(); len(off) > 0 {
 		k += " (GODEBUG " + strings.Join(off, ",") + ")"
+	}
+	if v := os.Getenv(prefetchEnv); v != "" {
+		k += " (" + prefetchEnv + "=" + v + ")"
 	}
 	return k
 }

@@ -356,8 +356,8 @@ EI_AVX2 EI_INLINE __m256i EI_DPBUSD(__m256i acc, __m256i u, __m256i s) {
 #define EI_Q4_AHEAD_ROWS 4096
 #endif
 //
-// nta (the hint, chosen with the distance, or EDGEINFER_PREFETCH through
-// ei_q4_set_nta) prefetches the weights non-temporally: a decode step
+// nta (the hint, chosen with the distance unless the caller of
+// ei_q4_init sets it) prefetches the weights non-temporally: a decode step
 // streams each weight once, and lines brought in as any others push out
 // of the second- and last-level caches what the step reads again — ONNX
 // Runtime's executor between the nodes, the KV blocks, the activations —
@@ -1022,26 +1022,20 @@ static unsigned amd_family(void) {
 }
 #endif
 
-// describe_gemv writes gemv from the distance and the hint; why names
-// what chose them.
-static void describe_gemv(const char* why) {
-#ifdef EI_Q4_X86
-  if (ahead1 > 0)
-    snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead%s%s", ahead1, nta ? ", non-temporal" : "", why);
-#else
-  (void)why;
-#endif
-}
-
-void ei_q4_init(unsigned off) {
+void ei_q4_init(unsigned off, int prefetch) {
   cpu_off = off;
 #ifdef EI_Q4_X86
   __builtin_cpu_init();
   // Zen 5 (family 26): 8 KiB ahead, non-temporal (see ahead); every other
   // x86 CPU the Xeon's distance and an ordinary prefetch.
   const int zen5 = amd_family() == 26;
-  if (zen5) ahead1 = 8192, nta = 1;
-  describe_gemv(zen5 ? " (AMD family 26)" : "");
+  if (zen5) ahead1 = 8192;
+  nta = prefetch == EI_Q4_PREFETCH_CPU ? zen5 : prefetch == EI_Q4_PREFETCH_NTA;
+  if (ahead1 > 0)
+    snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead%s%s", ahead1, nta ? ", non-temporal" : "",
+             zen5 && prefetch == EI_Q4_PREFETCH_CPU ? " (AMD family 26)" : "");
+#else
+  (void)prefetch;  // only the x86 tiles prefetch
 #endif
   size_t n = 0, c = 0;
   for (size_t i = 0; i < N_VARIANTS; i++) {
@@ -1050,15 +1044,6 @@ void ei_q4_init(unsigned off) {
     __atomic_store_n(&current, &variants[i], __ATOMIC_RELEASE);
     n += (size_t)snprintf(supported + n, sizeof supported - n, "%s%s", n ? "," : "", variants[i].name);
   }
-}
-
-void ei_q4_set_nta(int on, const char* why) {
-#ifdef EI_Q4_X86
-  nta = on;
-#else
-  (void)on;  // only the x86 tiles prefetch
-#endif
-  describe_gemv(why);
 }
 
 const char* ei_q4_variants(void) { return supported; }

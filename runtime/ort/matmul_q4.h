@@ -118,8 +118,13 @@ size_t ei_q4_best_scratch(const ei_q4_job* j);
 void ei_q4_best_bind(ei_q4_job* j, void* scratch);
 void ei_q4_best(const ei_q4_job* j);
 
-// Variants, as the attention kernel's (paged_attention.h).
-void ei_q4_init(unsigned off);
+// Variants, as the attention kernel's (paged_attention.h); prefetch is
+// the hint a decode step's weights are prefetched with: the CPU's choice,
+// or one the caller sets (EDGEINFER_PREFETCH, read in Go).
+#define EI_Q4_PREFETCH_CPU 0
+#define EI_Q4_PREFETCH_T0 1
+#define EI_Q4_PREFETCH_NTA 2
+void ei_q4_init(unsigned off, int prefetch);
 // ei_q4_prefill_rows_on (1 unless a benchmark turns it off): a prefill
 // chunk's int4 product takes its variant's prefill_rows a tile where it has
 // them (matmul_q4.c).
@@ -130,10 +135,6 @@ const char* ei_q4_current(void);
 // ei_q4_gemv says how a batch-1 product streams its weights on this CPU
 // (the software prefetch distance and hint chosen at ei_q4_init).
 const char* ei_q4_gemv(void);
-// ei_q4_set_nta sets the prefetch hint against the CPU's choice,
-// non-temporal or not, why saying what set it (for ei_q4_gemv): no session
-// may be running.
-void ei_q4_set_nta(int on, const char* why);
 // ei_q4_gemv_tile names the code the current variant runs a batch-1
 // product on.
 const char* ei_q4_gemv_tile(void);

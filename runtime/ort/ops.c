@@ -935,7 +935,7 @@ static void* library;
 // too, so ONNX Runtime reads none of their later fields.
 #define EI_API_VERSION 17
 
-int edgeinfer_ops_init(const char* path, unsigned off, char* err, size_t errlen) {
+int edgeinfer_ops_init(const char* path, unsigned off, int prefetch, char* err, size_t errlen) {
   if (domain != NULL) return 0;
   library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
   if (library == NULL) {
@@ -953,7 +953,7 @@ int edgeinfer_ops_init(const char* path, unsigned off, char* err, size_t errlen)
   if (sscanf(base()->GetVersionString(), "%d.%d", &major, &minor) == 2 && (major > 1 || minor >= 24))
     api24 = base()->GetApi(24);
   ei_attention_init(off);
-  ei_q4_init(off);
+  ei_q4_init(off, prefetch);
   OrtStatus* mst = api->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &cpu_memory);
   if (mst != NULL) api->ReleaseStatus(mst), cpu_memory = NULL;  // then scratch comes from malloc alone
   OrtStatus* st = api->CreateCustomOpDomain(EDGEINFER_OP_DOMAIN, &domain);

@@ -9,9 +9,10 @@
 
 // edgeinfer_ops_init binds to the already loaded ONNX Runtime at path and
 // builds the operator domain, the kernels' variants picked without the
-// instruction sets in off (cpu.h); 0 on success, else -1 with a message in
-// err.
-int edgeinfer_ops_init(const char* path, unsigned off, char* err, size_t errlen);
+// instruction sets in off (cpu.h) and the matrix kernel's prefetch hint
+// prefetch (matmul_q4.h's EI_Q4_PREFETCH_*); 0 on success, else -1 with a
+// message in err.
+int edgeinfer_ops_init(const char* path, unsigned off, int prefetch, char* err, size_t errlen);
 // edgeinfer_ops_register adds the domain to an OrtSessionOptions.
 int edgeinfer_ops_register(void* session_options, char* err, size_t errlen);
 // edgeinfer_ops_release frees the domain before the library is unloaded.

@@ -18,7 +18,7 @@ var presets = map[string]Config{
 		NumAttentionHeads: 4, NumKeyValueHeads: 2, HeadDim: 16, VocabSize: 256,
 		MaxPositionEmbeddings: 512,
 	},
-	// synthetic-50m: a shape whose streamed weights (19.9 MB in int4, the
+	// synthetic-50m: a shape whose streamed weights (19.8 MB in int4, the
 	// head most of them) a 32 MiB last-level cache holds, for the
 	// comparison with llama.cpp where the weights need not come from DRAM
 	// (platforms/llamacpp/compare.sh).

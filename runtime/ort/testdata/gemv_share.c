@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "gemv_share: bits %s: want 4 or 8\n", argv[2]);
     return 2;
   }
-  ei_q4_init(0);
+  ei_q4_init(0, EI_Q4_PREFETCH_CPU);
   const int64_t H = 2048, I = 8192, V = 32000, KV = 1024;
   int64_t shapes[MATS][2];
   for (int l = 0; l < 16; l++) {

@@ -25,7 +25,7 @@ static void product(ei_q4_job* j) {
 }
 
 int main(void) {
-  ei_q4_init(0);
+  ei_q4_init(0, EI_Q4_PREFETCH_CPU);
   if (ei_q4_use("avxvnni") != 0) {
     printf("skip: avxvnni does not run here (built without EI_Q4_EMULATE_VNNI, or no AVX2)\n");
     return 0;
