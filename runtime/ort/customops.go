@@ -98,8 +98,11 @@ func customOpsFor(info ModelInfo) error {
 	}
 	for _, o := range info.Opsets {
 		if o.Domain == OpDomain {
-			return fmt.Errorf("the model uses operators of %s that this ONNX Runtime cannot run (%w); "+
-				"use ONNX Runtime 1.17 or later, or rebuild the bundle with --portable-attention --portable-matmul", OpDomain, why)
+			// why says what to do about itself (an ONNX Runtime before
+			// 1.17, a bad EDGEINFER_PREFETCH); a portable bundle needs
+			// none of the operators whatever the cause
+			return fmt.Errorf("the model uses operators of %s, which cannot run here (%w); "+
+				"a bundle built with --portable-attention --portable-matmul runs without them", OpDomain, why)
 		}
 	}
 	return nil
