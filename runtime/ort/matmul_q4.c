@@ -975,7 +975,9 @@ typedef struct {
   // int4 product (M > 8): the 256-bit tiles have the registers for six
   // rows' sums beside a block's eight code vectors, and each more row
   // shares the unpacking and the scales (BenchmarkMatMulQ4PrefillRows:
-  // AVX2 and AVX-VNNI, in one thread, against four rows).
+  // AVX2 and AVX-VNNI, in one thread, against four rows). int4 only: the
+  // q8 dispatchers stop at four rows (the AVX2 int8 tile keeps four rows'
+  // sums), so six there would leave rows unwritten.
   int prefill_rows;
   // gemv4 and gemv8, when set, take a product of one activation row (a
   // batch-1 decode step) in place of q4 and q8.
