@@ -229,6 +229,41 @@ func BenchmarkGEMVShare(b *testing.B) {
 	}
 }
 
+// BenchmarkMatMulQ4GEMV is each variant's batch-1 product where the
+// caches hold the weights, so the arithmetic and the instructions around
+// it set the time: testdata/gemv_cache.c, one thread, over one 1,536 × 512
+// matrix (the second-level cache) and synthetic-50m's step (19.8 MB in
+// int4: a 32 MiB last-level cache), rounds alternating the variants. Each
+// line is logged; the metrics are each variant's median time against the
+// fastest variant's (x-fastest), per precision and working set.
+func BenchmarkMatMulQ4GEMV(b *testing.B) {
+	if goruntime.GOARCH != "amd64" {
+		b.Skip("the program compares the x86 variants")
+	}
+	bin := buildKernelProgram(b, "gemv_cache", "-O3") // cgo's optimisation (customops.go)
+	for _, bits := range []string{"4", "8"} {
+		b.Run("int"+bits, func(b *testing.B) {
+			for b.Loop() {
+				out, err := exec.Command(bin, "9", bits).CombinedOutput()
+				if err != nil {
+					b.Fatalf("%v\n%s", err, out)
+				}
+				for line := range strings.Lines(string(out)) {
+					b.Log(strings.TrimSpace(line))
+					// "<variant> int<bits> <set>: <µs> us (range …), <x> x the fastest"
+					head, rest, ok := strings.Cut(line, ": ")
+					f := strings.Fields(head)
+					_, after, ok2 := strings.Cut(rest, "), ")
+					var x float64
+					if _, err := fmt.Sscanf(after, "%g", &x); ok && ok2 && len(f) == 3 && err == nil {
+						b.ReportMetric(x, f[0]+"-"+f[2]+"-x-fastest")
+					}
+				}
+			}
+		})
+	}
+}
+
 // batch1Share reads the share from a gemv_share line of the current
 // variant at one activation row with its batches in the given layout
 // ("<variant> rows 1 <layout>: kernel … share <x> (range …)").

@@ -543,6 +543,99 @@ EI_AVX2 EI_INLINE void avx2_q8_tile(const ei_q4_job* j, int64_t m0, const int R,
 EI_DOT_VNNI(dot_vnni, EI_VNNI, EI_DPBUSD)
 EI_TILE(vnni_tile, EI_VNNI, dot_vnni)
 
+// EI_GEMV256 defines NAME_q4 and NAME_q8, the 256-bit variants' product
+// of one activation row (a batch-1 decode step): the tile's arithmetic
+// with R = 1 less the work the tile shares between rows. Why a loop of its
+// own: where the caches hold the weights (a model the last-level cache
+// holds, or a board whose bus outruns its cores), a batch-1 step is bound
+// by the product's instructions, and the tile at one row spent nearly as
+// many finding a block (code_at's multiply, the scales' width tested per
+// block) as multiplying it: AVX-VNNI then ran well behind gemv_pair and
+// behind AVX2 (BenchmarkMatMulQ4GEMV: each variant in one thread against
+// the fastest). Here the scales' width is a constant of each copy
+// (NAME_of), the weights are walked a pair at a time (two blocks' codes, then their
+// scales), the block's 32 activation codes are two 16-byte broadcasts
+// whose dwords are spread by in-lane shuffles rather than eight loads,
+// and VNNI multiplies int4's high nibbles where they lie (gemv_pair's
+// shift once a block). int8 on AVX2 keeps the tile's |w| by x·sign(w),
+// with signed codes and no zero point (ZP).
+#define EI_GEMV256(NAME, ATTR, VNNI, DP)                                                                        \
+  ATTR EI_INLINE __m256i NAME##_dot(const uint8_t* wb, const int8_t* x, const int bits) {                        \
+    const __m256i xl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)x));                         \
+    const __m256i xh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)(x + 16)));                  \
+    const __m256i xv[8] = {_mm256_shuffle_epi32(xl, 0x00), _mm256_shuffle_epi32(xl, 0x55),                      \
+                           _mm256_shuffle_epi32(xl, 0xAA), _mm256_shuffle_epi32(xl, 0xFF),                      \
+                           _mm256_shuffle_epi32(xh, 0x00), _mm256_shuffle_epi32(xh, 0x55),                      \
+                           _mm256_shuffle_epi32(xh, 0xAA), _mm256_shuffle_epi32(xh, 0xFF)};                     \
+    __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();                                           \
+    if (bits == 4 && VNNI) {  /* s1: the high nibbles at 16 times their value, as in gemv_pair */               \
+      for (int v = 0; v < 4; v++) {                                                                             \
+        const __m256i raw = _mm256_load_si256((const __m256i*)(wb + 32 * v));                                   \
+        s0 = DP(s0, _mm256_and_si256(raw, _mm256_set1_epi8(0x0F)), xv[2 * v]);                                  \
+        s1 = DP(s1, _mm256_and_si256(raw, _mm256_set1_epi8((char)0xF0)), xv[2 * v + 1]);                        \
+      }                                                                                                         \
+      return _mm256_add_epi32(s0, _mm256_srai_epi32(s1, 4));                                                    \
+    }                                                                                                           \
+    if (bits == 4) {  /* dot_avx2_q4's sums: eight maddubs in 16 bits, one madd to 32 */                        \
+      __m256i c[8];                                                                                             \
+      unpack8(4, wb, c);                                                                                        \
+      __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(c[0], xv[0]), _mm256_maddubs_epi16(c[1], xv[1]));       \
+      for (int k = 2; k < 8; k += 2)                                                                            \
+        s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(c[k], xv[k]), _mm256_maddubs_epi16(c[k + 1], xv[k + 1]))); \
+      return _mm256_madd_epi16(s, _mm256_set1_epi16(1));                                                        \
+    }                                                                                                           \
+    for (int v = 0; v < 8; v++) {                                                                               \
+      const __m256i w = _mm256_load_si256((const __m256i*)(wb + 32 * v));                                      \
+      __m256i t;                                                                                                \
+      if (VNNI)                                                                                                 \
+        t = DP(_mm256_setzero_si256(), _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), xv[v]);               \
+      else                                                                                                      \
+        t = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv[v], w)), _mm256_set1_epi16(1)); \
+      if (v & 1) s1 = _mm256_add_epi32(s1, t);                                                                  \
+      else s0 = _mm256_add_epi32(s0, t);                                                                        \
+    }                                                                                                           \
+    return _mm256_add_epi32(s0, s1);                                                                            \
+  }                                                                                                             \
+  ATTR EI_INLINE void NAME##_of(const ei_q4_job* j, int64_t m0, int64_t g0, int64_t g1, const int bits, const int f16) { \
+    const int64_t nb = j->nb;                                                                                   \
+    const size_t gb = group_bytes(bits, f16, nb), cb = code_bytes(bits), pb = pair_bytes(bits, f16), sb = scale_bytes(f16); \
+    const int8_t* xa = j->qa + m0 * nb * EI_Q4_BLOCK;                                                           \
+    const float* sa = j->sa + m0 * nb;                                                                          \
+    const int32_t* za = j->za + m0 * nb;                                                                        \
+    const int ZP = bits == 4 || VNNI;                                                                           \
+    __m256 pend = _mm256_setzero_ps();                                                                          \
+    for (int64_t g = g0; g < g1; g++) {                                                                         \
+      const uint8_t* wb = j->w + (size_t)g * gb;                                                                \
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                            \
+      int64_t blk = 0;                                                                                          \
+      for (; blk + 1 < nb; blk += 2, wb += pb) {                                                                \
+        ahead(j, wb, bits, 2); /* the whole pair */                                                             \
+        const __m256i p0 = _mm256_sub_epi32(NAME##_dot(wb, xa + blk * EI_Q4_BLOCK, bits), _mm256_set1_epi32(ZP ? za[blk] : 0)); \
+        const __m256i p1 = _mm256_sub_epi32(NAME##_dot(wb + cb, xa + (blk + 1) * EI_Q4_BLOCK, bits), _mm256_set1_epi32(ZP ? za[blk + 1] : 0)); \
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_mul_ps(scales8(f16, wb + 2 * cb), _mm256_set1_ps(sa[blk])), acc0); \
+        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_mul_ps(scales8(f16, wb + 2 * cb + sb), _mm256_set1_ps(sa[blk + 1])), acc1); \
+      }                                                                                                         \
+      if (blk < nb) { /* the odd last block: its pair's first half */                                          \
+        const __m256i p0 = _mm256_sub_epi32(NAME##_dot(wb, xa + blk * EI_Q4_BLOCK, bits), _mm256_set1_epi32(ZP ? za[blk] : 0)); \
+        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_mul_ps(scales8(f16, wb + 2 * cb), _mm256_set1_ps(sa[blk])), acc0); \
+      }                                                                                                         \
+      store8(j, m0, g, _mm256_add_ps(acc0, acc1), &pend);                                                       \
+    }                                                                                                           \
+  }                                                                                                             \
+  ATTR static void NAME##_q4(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {              \
+    (void)R;                                                                                                    \
+    if (j->f16) NAME##_of(j, m0, g0, g1, 4, 1);                                                                 \
+    else NAME##_of(j, m0, g0, g1, 4, 0);                                                                        \
+  }                                                                                                             \
+  ATTR static void NAME##_q8(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {              \
+    (void)R;                                                                                                    \
+    if (j->f16) NAME##_of(j, m0, g0, g1, 8, 1);                                                                 \
+    else NAME##_of(j, m0, g0, g1, 8, 0);                                                                        \
+  }
+EI_AVX2 EI_INLINE __m256i no_dpbusd(__m256i acc, __m256i u, __m256i s) { return (void)u, (void)s, acc; }  // AVX2 takes no VNNI branch
+EI_GEMV256(gemv_avx2, EI_AVX2, 0, no_dpbusd)
+EI_GEMV256(gemv_vnni, EI_VNNI, 1, EI_DPBUSD)
+
 EI_BY_ROWS6(avx2_q4, avx2_q4_tile, EI_AVX2, 4)
 EI_BY_ROWS(avx2_q8, avx2_q8_tile, EI_AVX2, 8)
 EI_BY_ROWS6(vnni_q4, vnni_tile, EI_VNNI, 4)
@@ -991,8 +1084,8 @@ static int always(void) { return 1; }
 static const variant variants[] = {
     {"generic", tile_generic, tile_generic, quantize_generic, always, 4, 0, NULL, NULL, NULL, best_in_generic},
 #ifdef EI_Q4_X86
-    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4, 6, NULL, NULL, NULL, best_in_avx2},
-    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4, 6, NULL, NULL, NULL, best_in_avx2},
+    {"avx2", avx2_q4, avx2_q8, quantize_avx2, has_avx2, 4, 6, gemv_avx2_q4, gemv_avx2_q8, "256-bit block pairs", best_in_avx2},
+    {"avxvnni", vnni_q4, vnni_q8, quantize_avx2, has_vnni, 4, 6, gemv_vnni_q4, gemv_vnni_q8, "256-bit block pairs", best_in_avx2},
 #endif
 #ifdef EI_Q4_512
     {"avx512vnni", avx512_q4, avx512_q8, quantize_avx2, has_avx512, 8, 0, gemv_pair_q4, gemv_pair_q8, "512-bit block pairs",

@@ -1,0 +1,170 @@
+// BenchmarkMatMulQ4GEMV's program: each variant's product of one
+// activation row (a batch-1 decode step's) in one thread, over weights
+// the caches hold, where the arithmetic and the instructions around it,
+// not the memory, set the time:
+//
+//   l2   one 1,536 × 512 matrix (0.44 MB in int4): the second-level cache;
+//   50m  synthetic-50m's step (six layers' q/k/v, o, gate/up and down
+//        projections and the 32,000-row head: 19.8 MB in int4), which a
+//        last-level cache of 32 MB holds.
+//
+// Rounds alternate the variants; each prints its median time a product
+// (l2) or a step (50m) in µs and its ratio to the fastest variant's. A
+// variant whose outputs differ from the generic one's by more than float
+// rounding ends the program with status 1 before any figure prints.
+//
+//   gemv_cache [rounds [bits]]    (bits 4, the default, or 8)
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../matmul_q4.h"
+
+void ei_q4_init(unsigned off, int prefetch);
+int ei_q4_use(const char* name);
+const char* ei_q4_variants(void);
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static uint64_t state = 88172645463325252ull;
+static uint32_t rnd(void) {
+  state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+  return (uint32_t)(state >> 32);
+}
+
+#define MATS 32
+typedef struct {
+  ei_q4_job jobs[MATS];
+  int n;
+} set;
+
+// add appends an N × K product of random codes, float16 scales (as quant
+// writes them) and one activation row.
+static void add(set* s, int64_t N, int64_t K, int swiglu, int bits) {
+  ei_q4_job* j = &s->jobs[s->n++];
+  memset(j, 0, sizeof *j);
+  const int64_t nb = K / EI_Q4_BLOCK;
+  const size_t raw = (size_t)(N * nb) * EI_Q4_BLOCK * (size_t)bits / 8;
+  uint8_t* b = malloc(raw);
+  float* sc = malloc((size_t)(N * nb) * sizeof(float));
+  float* a = malloc((size_t)K * sizeof(float));
+  uint8_t* w = aligned_alloc(64, (ei_q4_packed_size(bits, 1, N, nb) + 63) & ~(size_t)63);
+  void* scratch = malloc(ei_q4_scratch(1, nb));
+  float* y = malloc((size_t)N * sizeof(float));
+  if (!b || !sc || !a || !w || !scratch || !y) {
+    fprintf(stderr, "gemv_cache: out of memory\n");
+    exit(1);
+  }
+  for (size_t i = 0; i < raw; i++) b[i] = (uint8_t)rnd();
+  for (int64_t i = 0; i < N * nb; i++) sc[i] = (float)(rnd() % 64 + 1) / 1024.0f;
+  for (int64_t k = 0; k < K; k++) a[k] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
+  ei_q4_pack(bits, 1, swiglu, b, sc, N, nb, w);
+  free(b), free(sc);
+  j->a = a, j->y = y, j->w = w, j->bits = bits, j->swiglu = swiglu, j->f16 = 1;
+  j->M = 1, j->N = N, j->K = K, j->nb = nb;
+  ei_q4_bind(j, scratch);
+}
+
+// run is one product of every matrix of the set, in order, on this thread.
+static void run(set* s) {
+  for (int m = 0; m < s->n; m++) {
+    ei_q4_job* j = &s->jobs[m];
+    ei_q4_quantize(j, 0);
+    const size_t items = ei_q4_items(j);
+    for (size_t i = 0; i < items; i++) ei_q4_work(j, i);
+  }
+}
+
+// same compares every output of the set with ref (the generic variant's).
+static int same(const char* v, set* s, float** ref) {
+  for (int m = 0; m < s->n; m++) {
+    const ei_q4_job* j = &s->jobs[m];
+    const int64_t n = EI_Q4_Y(j);
+    for (int64_t i = 0; i < n; i++)
+      if (!(fabsf(j->y[i] - ref[m][i]) <= 1e-4f * (fabsf(ref[m][i]) + 1.0f))) {
+        fprintf(stderr, "gemv_cache: %s: matrix %d output %lld is %g, generic's %g\n", v, m, (long long)i, j->y[i], ref[m][i]);
+        return 0;
+      }
+  }
+  return 1;
+}
+
+static int by_value(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+#define VARIANTS 8
+#define ROUNDS 99
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? atoi(argv[1]) : 15, bits = argc > 2 ? atoi(argv[2]) : 4;
+  if (rounds < 1 || rounds > ROUNDS || (bits != 4 && bits != 8)) {
+    fprintf(stderr, "gemv_cache: want rounds 1..%d and bits 4 or 8\n", ROUNDS);
+    return 2;
+  }
+  ei_q4_init(0, 0);
+  char list[256], *names[VARIANTS];
+  int nv = 0;
+  snprintf(list, sizeof list, "%s", ei_q4_variants());
+  for (char* t = strtok(list, ","); t != NULL && nv < VARIANTS; t = strtok(NULL, ","))
+    if (strcmp(t, "generic") != 0) names[nv++] = t;
+
+  static set l2, m50;
+  add(&l2, 1536, 512, 0, bits);
+  for (int l = 0; l < 6; l++) add(&m50, 1024, 512, 0, bits), add(&m50, 512, 512, 0, bits), add(&m50, 3072, 512, 1, bits), add(&m50, 512, 1536, 0, bits);
+  add(&m50, 32000, 512, 0, bits);
+
+  set* sets[2] = {&l2, &m50};
+  const char* what[2] = {"l2", "50m"};
+  const int reps[2] = {2000, 20};
+  for (int s = 0; s < 2; s++) {  // every variant's outputs against generic's first
+    ei_q4_use("generic");
+    run(sets[s]);
+    float* ref[MATS];
+    for (int m = 0; m < sets[s]->n; m++) {
+      const size_t n = (size_t)EI_Q4_Y(&sets[s]->jobs[m]);
+      ref[m] = malloc(n * sizeof(float));
+      memcpy(ref[m], sets[s]->jobs[m].y, n * sizeof(float));
+    }
+    for (int v = 0; v < nv; v++) {
+      ei_q4_use(names[v]);
+      for (int m = 0; m < sets[s]->n; m++)  // an output the variant leaves unwritten fails
+        for (int64_t i = 0; i < EI_Q4_Y(&sets[s]->jobs[m]); i++) sets[s]->jobs[m].y[i] = NAN;
+      run(sets[s]);
+      if (!same(names[v], sets[s], ref)) return 1;
+    }
+    for (int m = 0; m < sets[s]->n; m++) free(ref[m]);
+  }
+
+  static double t[2][VARIANTS][ROUNDS];
+  for (int r = 0; r < rounds; r++)
+    for (int s = 0; s < 2; s++)
+      for (int v = 0; v < nv; v++) {
+        ei_q4_use(names[v]);
+        run(sets[s]);  // warm: this variant's code and the set's weights
+        const double t0 = now();
+        for (int i = 0; i < reps[s]; i++) run(sets[s]);
+        t[s][v][r] = (now() - t0) / reps[s] * 1e6;
+      }
+  for (int s = 0; s < 2; s++) {
+    double med[VARIANTS], best = 0;
+    for (int v = 0; v < nv; v++) {
+      qsort(t[s][v], (size_t)rounds, sizeof(double), by_value);
+      med[v] = t[s][v][rounds / 2];
+      if (v == 0 || med[v] < best) best = med[v];
+    }
+    for (int v = 0; v < nv; v++)
+      printf("%s int%d %s: %.2f us (range %.2f-%.2f), %.2f x the fastest\n", names[v], bits, what[s], med[v], t[s][v][0],
+             t[s][v][rounds - 1], med[v] / best);
+  }
+  return 0;
+}
