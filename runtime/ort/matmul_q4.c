@@ -584,15 +584,13 @@ EI_TILE(vnni_tile, EI_VNNI, dot_vnni)
         s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(c[k], xv[k]), _mm256_maddubs_epi16(c[k + 1], xv[k + 1]))); \
       return _mm256_madd_epi16(s, _mm256_set1_epi16(1));                                                        \
     }                                                                                                           \
-    for (int v = 0; v < 8; v++) {                                                                               \
+    for (int v = 0; v < 8; v++) {  /* two chains, even and odd v */                                          \
       const __m256i w = _mm256_load_si256((const __m256i*)(wb + 32 * v));                                      \
-      __m256i t;                                                                                                \
+      __m256i* s = v & 1 ? &s1 : &s0;                                                                           \
       if (VNNI)                                                                                                 \
-        t = DP(_mm256_setzero_si256(), _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), xv[v]);               \
+        *s = DP(*s, _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80)), xv[v]);                                  \
       else                                                                                                      \
-        t = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv[v], w)), _mm256_set1_epi16(1)); \
-      if (v & 1) s1 = _mm256_add_epi32(s1, t);                                                                  \
-      else s0 = _mm256_add_epi32(s0, t);                                                                        \
+        *s = _mm256_add_epi32(*s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xv[v], w)), _mm256_set1_epi16(1))); \
     }                                                                                                           \
     return _mm256_add_epi32(s0, s1);                                                                            \
   }                                                                                                             \
@@ -609,8 +607,9 @@ EI_TILE(vnni_tile, EI_VNNI, dot_vnni)
       __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                            \
       int64_t blk = 0;                                                                                          \
       for (; blk + 1 < nb; blk += 2, wb += pb) {                                                                \
-        ahead(j, wb, bits, 2); /* the whole pair */                                                             \
+        ahead(j, wb, bits, 1); /* a block at a time: int8's 50m step (BenchmarkMatMulQ4GEMV) streamed slower with the pair's at once */ \
         const __m256i p0 = _mm256_sub_epi32(NAME##_dot(wb, xa + blk * EI_Q4_BLOCK, bits), _mm256_set1_epi32(ZP ? za[blk] : 0)); \
+        ahead(j, wb + cb, bits, 1);                                                                             \
         const __m256i p1 = _mm256_sub_epi32(NAME##_dot(wb + cb, xa + (blk + 1) * EI_Q4_BLOCK, bits), _mm256_set1_epi32(ZP ? za[blk + 1] : 0)); \
         acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_mul_ps(scales8(f16, wb + 2 * cb), _mm256_set1_ps(sa[blk])), acc0); \
         acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_mul_ps(scales8(f16, wb + 2 * cb + sb), _mm256_set1_ps(sa[blk + 1])), acc1); \

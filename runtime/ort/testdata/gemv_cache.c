@@ -5,8 +5,9 @@
 //
 //   l2   one 1,536 × 512 matrix (0.44 MB in int4): the second-level cache;
 //   50m  synthetic-50m's step (six layers' q/k/v, o, gate/up and down
-//        projections and the 32,000-row head: 19.8 MB in int4), which a
-//        last-level cache of 32 MB holds.
+//        projections and the 32,000-row head: 19.8 MB in int4, which a
+//        last-level cache of 32 MB holds; 37 MB in int8, which it does
+//        not, so that int8's line also shows how a variant streams).
 //
 // Rounds alternate the variants; each prints its median time a product
 // (l2) or a step (50m) in µs and its ratio to the fastest variant's. A
