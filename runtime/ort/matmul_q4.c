@@ -607,7 +607,7 @@ EI_TILE(vnni_tile, EI_VNNI, dot_vnni)
       __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();                                            \
       int64_t blk = 0;                                                                                          \
       for (; blk + 1 < nb; blk += 2, wb += pb) {                                                                \
-        ahead(j, wb, bits, 1); /* a block at a time: int8's 50m step (BenchmarkMatMulQ4GEMV) streamed slower with the pair's at once */ \
+        ahead(j, wb, bits, 1); /* a block at a time: a pair at once streamed slower (BenchmarkMatMulQ4GEMV, 50m int8) */ \
         const __m256i p0 = _mm256_sub_epi32(NAME##_dot(wb, xa + blk * EI_Q4_BLOCK, bits), _mm256_set1_epi32(ZP ? za[blk] : 0)); \
         ahead(j, wb + cb, bits, 1);                                                                             \
         const __m256i p1 = _mm256_sub_epi32(NAME##_dot(wb + cb, xa + (blk + 1) * EI_Q4_BLOCK, bits), _mm256_set1_epi32(ZP ? za[blk + 1] : 0)); \
