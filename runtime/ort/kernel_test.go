@@ -205,10 +205,23 @@ func TestKernelMatMulQ4VNNIEmulated(t *testing.T) {
 // batch-1 shares, by regions (as the engine runs it) and in order, per
 // precision.
 func BenchmarkGEMVShare(b *testing.B) {
+	benchKernelProgram(b, "gemv_share", "the program's read loop is x86-64 code", func(b *testing.B, line string) {
+		for layout, metric := range map[string]string{"by regions": "share-b1", "in order": "share-b1-in-order"} {
+			if share, ok := batch1Share(line, layout); ok {
+				b.ReportMetric(share, metric)
+			}
+		}
+	})
+}
+
+// benchKernelProgram builds testdata/<name>.c with the kernel, runs it for
+// int4 and int8 (9 rounds each) on amd64, logs every line it prints and
+// hands each to metrics.
+func benchKernelProgram(b *testing.B, name, skip string, metrics func(b *testing.B, line string)) {
 	if goruntime.GOARCH != "amd64" {
-		b.Skip("the program's read loop is x86-64 code")
+		b.Skip(skip)
 	}
-	bin := buildKernelProgram(b, "gemv_share", "-O3") // cgo's optimisation (customops.go)
+	bin := buildKernelProgram(b, name, "-O3") // cgo's optimisation (customops.go)
 	for _, bits := range []string{"4", "8"} {
 		b.Run("int"+bits, func(b *testing.B) {
 			for b.Loop() {
@@ -218,11 +231,7 @@ func BenchmarkGEMVShare(b *testing.B) {
 				}
 				for line := range strings.Lines(string(out)) {
 					b.Log(strings.TrimSpace(line))
-					for layout, metric := range map[string]string{"by regions": "share-b1", "in order": "share-b1-in-order"} {
-						if share, ok := batch1Share(line, layout); ok {
-							b.ReportMetric(share, metric)
-						}
-					}
+					metrics(b, line)
 				}
 			}
 		})
@@ -237,31 +246,23 @@ func BenchmarkGEMVShare(b *testing.B) {
 // line is logged; the metrics are each variant's median time against the
 // fastest variant's (x-fastest), per precision and working set.
 func BenchmarkMatMulQ4GEMV(b *testing.B) {
-	if goruntime.GOARCH != "amd64" {
-		b.Skip("the program compares the x86 variants")
+	benchKernelProgram(b, "gemv_cache", "the program compares the x86 variants", func(b *testing.B, line string) {
+		if metric, x, ok := fastestRatio(line); ok {
+			b.ReportMetric(x, metric)
+		}
+	})
+}
+
+// fastestRatio reads a gemv_cache line ("<variant> int<bits> <set>: <µs>
+// us (range …), <x> x the fastest") as the metric <variant>-<set>-x-fastest.
+func fastestRatio(line string) (metric string, x float64, ok bool) {
+	head, rest, ok1 := strings.Cut(line, ": ")
+	f := strings.Fields(head)
+	_, after, ok2 := strings.Cut(rest, "), ")
+	if _, err := fmt.Sscanf(after, "%g", &x); !ok1 || !ok2 || len(f) != 3 || err != nil {
+		return "", 0, false
 	}
-	bin := buildKernelProgram(b, "gemv_cache", "-O3") // cgo's optimisation (customops.go)
-	for _, bits := range []string{"4", "8"} {
-		b.Run("int"+bits, func(b *testing.B) {
-			for b.Loop() {
-				out, err := exec.Command(bin, "9", bits).CombinedOutput()
-				if err != nil {
-					b.Fatalf("%v\n%s", err, out)
-				}
-				for line := range strings.Lines(string(out)) {
-					b.Log(strings.TrimSpace(line))
-					// "<variant> int<bits> <set>: <µs> us (range …), <x> x the fastest"
-					head, rest, ok := strings.Cut(line, ": ")
-					f := strings.Fields(head)
-					_, after, ok2 := strings.Cut(rest, "), ")
-					var x float64
-					if _, err := fmt.Sscanf(after, "%g", &x); ok && ok2 && len(f) == 3 && err == nil {
-						b.ReportMetric(x, f[0]+"-"+f[2]+"-x-fastest")
-					}
-				}
-			}
-		})
-	}
+	return f[0] + "-" + f[2] + "-x-fastest", x, true
 }
 
 // batch1Share reads the share from a gemv_share line of the current
