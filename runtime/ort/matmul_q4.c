@@ -485,15 +485,21 @@ EI_AVX2 EI_INLINE void unpack8(const int bits, const uint8_t* wb, __m256i* c) {
   }
 
 // AVX2, int4: eight maddubs summed in 16 bits (each pair is at most
-// 2·15·127, eight of them 30,480), one madd to 32.
-EI_AVX2 EI_INLINE __m256i dot_avx2_q4(const __m256i* c, const int8_t* x) {
+// 2·15·127, eight of them 30,480), one madd to 32. The codes 4k..4k+3 of
+// the activations' block x are broadcast where they are used, or (xv set:
+// EI_GEMV256) already spread, xv[k]; the tiles' code is as it was before
+// the two shared it (a copy taking xv built up front ran the prefill tile
+// 1–3 % slower: BenchmarkMatMulQ4PrefillRows, AVX2).
+EI_AVX2 EI_INLINE __m256i sum_avx2_q4(const __m256i* c, const __m256i* xv, const int8_t* x) {
+#define EI_XK(k) (xv != NULL ? xv[k] : bcast4(x + 4 * (k)))
   // pairs first: a chain of four adds, not eight (measured ~6 % faster)
-  __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(c[0], bcast4(x)), _mm256_maddubs_epi16(c[1], bcast4(x + 4)));
+  __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(c[0], EI_XK(0)), _mm256_maddubs_epi16(c[1], EI_XK(1)));
   for (int k = 2; k < 8; k += 2)
-    s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(c[k], bcast4(x + 4 * k)),
-                                             _mm256_maddubs_epi16(c[k + 1], bcast4(x + 4 * k + 4))));
+    s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(c[k], EI_XK(k)), _mm256_maddubs_epi16(c[k + 1], EI_XK(k + 1))));
+#undef EI_XK
   return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
+EI_AVX2 EI_INLINE __m256i dot_avx2_q4(const __m256i* c, const int8_t* x) { return sum_avx2_q4(c, NULL, x); }
 EI_TILE(avx2_q4_tile, EI_AVX2, dot_avx2_q4)
 
 // AVX2, int8: |w| by x·sign(w) on the signed codes (255·127·2 would
@@ -576,13 +582,10 @@ EI_TILE(vnni_tile, EI_VNNI, dot_vnni)
       }                                                                                                         \
       return _mm256_add_epi32(s0, _mm256_srai_epi32(s1, 4));                                                    \
     }                                                                                                           \
-    if (bits == 4) {  /* dot_avx2_q4's sums: eight maddubs in 16 bits, one madd to 32 */                        \
+    if (bits == 4) {                                                                                            \
       __m256i c[8];                                                                                             \
       unpack8(4, wb, c);                                                                                        \
-      __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(c[0], xv[0]), _mm256_maddubs_epi16(c[1], xv[1]));       \
-      for (int k = 2; k < 8; k += 2)                                                                            \
-        s = _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(c[k], xv[k]), _mm256_maddubs_epi16(c[k + 1], xv[k + 1]))); \
-      return _mm256_madd_epi16(s, _mm256_set1_epi16(1));                                                        \
+      return sum_avx2_q4(c, xv, NULL);                                                                          \
     }                                                                                                           \
     for (int v = 0; v < 8; v++) {  /* two chains, even and odd v */                                          \
       const __m256i w = _mm256_load_si256((const __m256i*)(wb + 32 * v));                                      \
@@ -594,13 +597,20 @@ EI_TILE(vnni_tile, EI_VNNI, dot_vnni)
     }                                                                                                           \
     return _mm256_add_epi32(s0, s1);                                                                            \
   }                                                                                                             \
+  /* one block into acc: its dot product less the zero point's share (ZP: the codes are unsigned), by its scales */ \
+  ATTR EI_INLINE __m256 NAME##_block(__m256 acc, const uint8_t* wb, const uint8_t* sc, const int8_t* x, int32_t za,   \
+                                     float sa, const int bits, const int f16) {                                    \
+    const int ZP = bits == 4 || VNNI;                                                                           \
+    __m256i p = NAME##_dot(wb, x, bits);                                                                        \
+    if (ZP) p = _mm256_sub_epi32(p, _mm256_set1_epi32(za));                                                     \
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(scales8(f16, sc), _mm256_set1_ps(sa)), acc);    \
+  }                                                                                                             \
   ATTR EI_INLINE void NAME##_of(const ei_q4_job* j, int64_t m0, int64_t g0, int64_t g1, const int bits, const int f16) { \
     const int64_t nb = j->nb;                                                                                   \
     const size_t gb = group_bytes(bits, f16, nb), cb = code_bytes(bits), pb = pair_bytes(bits, f16), sb = scale_bytes(f16); \
     const int8_t* xa = j->qa + m0 * nb * EI_Q4_BLOCK;                                                           \
     const float* sa = j->sa + m0 * nb;                                                                          \
     const int32_t* za = j->za + m0 * nb;                                                                        \
-    const int ZP = bits == 4 || VNNI;                                                                           \
     __m256 pend = _mm256_setzero_ps();                                                                          \
     for (int64_t g = g0; g < g1; g++) {                                                                         \
       const uint8_t* wb = j->w + (size_t)g * gb;                                                                \
@@ -608,16 +618,12 @@ EI_TILE(vnni_tile, EI_VNNI, dot_vnni)
       int64_t blk = 0;                                                                                          \
       for (; blk + 1 < nb; blk += 2, wb += pb) {                                                                \
         ahead(j, wb, bits, 1); /* a block at a time: a pair at once streamed slower (BenchmarkMatMulQ4GEMV, 50m int8) */ \
-        const __m256i p0 = _mm256_sub_epi32(NAME##_dot(wb, xa + blk * EI_Q4_BLOCK, bits), _mm256_set1_epi32(ZP ? za[blk] : 0)); \
+        acc0 = NAME##_block(acc0, wb, wb + 2 * cb, xa + blk * EI_Q4_BLOCK, za[blk], sa[blk], bits, f16);         \
         ahead(j, wb + cb, bits, 1);                                                                             \
-        const __m256i p1 = _mm256_sub_epi32(NAME##_dot(wb + cb, xa + (blk + 1) * EI_Q4_BLOCK, bits), _mm256_set1_epi32(ZP ? za[blk + 1] : 0)); \
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_mul_ps(scales8(f16, wb + 2 * cb), _mm256_set1_ps(sa[blk])), acc0); \
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_mul_ps(scales8(f16, wb + 2 * cb + sb), _mm256_set1_ps(sa[blk + 1])), acc1); \
+        acc1 = NAME##_block(acc1, wb + cb, wb + 2 * cb + sb, xa + (blk + 1) * EI_Q4_BLOCK, za[blk + 1], sa[blk + 1], bits, f16); \
       }                                                                                                         \
-      if (blk < nb) { /* the odd last block: its pair's first half */                                          \
-        const __m256i p0 = _mm256_sub_epi32(NAME##_dot(wb, xa + blk * EI_Q4_BLOCK, bits), _mm256_set1_epi32(ZP ? za[blk] : 0)); \
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_mul_ps(scales8(f16, wb + 2 * cb), _mm256_set1_ps(sa[blk])), acc0); \
-      }                                                                                                         \
+      if (blk < nb) /* the odd last block: its pair's first half */                                            \
+        acc0 = NAME##_block(acc0, wb, wb + 2 * cb, xa + blk * EI_Q4_BLOCK, za[blk], sa[blk], bits, f16);         \
       store8(j, m0, g, _mm256_add_ps(acc0, acc1), &pend);                                                       \
     }                                                                                                           \
   }                                                                                                             \

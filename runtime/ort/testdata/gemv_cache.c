@@ -24,22 +24,7 @@
 #include <time.h>
 
 #include "../matmul_q4.h"
-
-void ei_q4_init(unsigned off, int prefetch);
-int ei_q4_use(const char* name);
-const char* ei_q4_variants(void);
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static uint64_t state = 88172645463325252ull;
-static uint32_t rnd(void) {
-  state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-  return (uint32_t)(state >> 32);
-}
+#include "kernel_program.h"
 
 #define MATS 32
 typedef struct {
@@ -98,11 +83,6 @@ static int same(const char* v, set* s, float** ref) {
   return 1;
 }
 
-static int by_value(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
 #define VARIANTS 8
 #define ROUNDS 99
 
@@ -112,7 +92,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "gemv_cache: want rounds 1..%d and bits 4 or 8\n", ROUNDS);
     return 2;
   }
-  ei_q4_init(0, 0);
+  ei_q4_init(0, EI_Q4_PREFETCH_CPU);
   char list[256], *names[VARIANTS];
   int nv = 0;
   snprintf(list, sizeof list, "%s", ei_q4_variants());

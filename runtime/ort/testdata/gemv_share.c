@@ -27,15 +27,10 @@
 #include <time.h>
 
 #include "../matmul_q4.h"
+#include "kernel_program.h"
 
 #define THREADS 2
 #define MATS 65
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static ei_q4_job jobs[MATS];
 static size_t bytes[MATS];
@@ -126,17 +121,6 @@ static int check(const char* v, int bits, const float* a, int rows) {
     return 0;
   }
   return 1;
-}
-
-static int by_value(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
-}
-
-static uint64_t state = 88172645463325252ull;
-static uint32_t rnd(void) {
-  state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-  return (uint32_t)(state >> 32);
 }
 
 int main(int argc, char** argv) {

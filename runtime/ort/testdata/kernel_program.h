@@ -1,0 +1,26 @@
+// What the kernel's benchmark programs (gemv_share.c, gemv_cache.c) share:
+// a monotonic clock, seeded random codes, and qsort's order for medians.
+#ifndef EDGEINFER_KERNEL_PROGRAM_H
+#define EDGEINFER_KERNEL_PROGRAM_H
+#include <stdint.h>
+#include <time.h>
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+// rnd is xorshift64's high half from a fixed seed: every run packs the same
+// weights.
+static uint64_t state = 88172645463325252ull;
+static uint32_t rnd(void) {
+  state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+  return (uint32_t)(state >> 32);
+}
+
+static int by_value(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+#endif
