@@ -757,7 +757,8 @@ func pairedRounds(n int, engine func(round int) float64, bare func() float64) (e
 // logPhases logs where the engine's decode steps between two snapshots
 // spent their time, per step: the graph, the KV scatter (with the block
 // tables), sampling, and the scheduler's loop outside the executor (over
-// all its steps, prompts' included).
+// all its steps, prompts' included), with the part of it a token's
+// hand-over to its stream took (SchedStats.HandOffTime).
 func logPhases(b *testing.B, s0, s1 Stats) {
 	b.Helper()
 	for name, p1 := range s1.Decode {
@@ -769,9 +770,10 @@ func logPhases(b *testing.B, s0, s1 Stats) {
 		per := func(d time.Duration) time.Duration { return (d / time.Duration(n)).Round(100 * time.Nanosecond) }
 		sched := (s1.Scheduler.LoopTime - s0.Scheduler.LoopTime - s1.Scheduler.ExecTime + s0.Scheduler.ExecTime) /
 			time.Duration(max(s1.Scheduler.Steps-s0.Scheduler.Steps, 1))
-		b.Logf("%s: %d decode steps of %.2f rows on average: graph %v, KV scatter %v, sampling %v a step; the scheduler's loop %v a step outside the executor",
+		handOff := (s1.Scheduler.HandOffTime - s0.Scheduler.HandOffTime) / time.Duration(max(s1.Scheduler.HandOffs-s0.Scheduler.HandOffs, 1))
+		b.Logf("%s: %d decode steps of %.2f rows on average: graph %v, KV scatter %v, sampling %v a step; the scheduler's loop %v a step outside the executor, of which %v a token handing it to its stream (GOMAXPROCS %d)",
 			name, n, float64(p1.Rows-p0.Rows)/float64(n), per(p1.Graph-p0.Graph), per(p1.KV-p0.KV), per(p1.Sample-p0.Sample),
-			sched.Round(100*time.Nanosecond))
+			sched.Round(100*time.Nanosecond), handOff.Round(100*time.Nanosecond), runtime.GOMAXPROCS(0))
 	}
 }
 

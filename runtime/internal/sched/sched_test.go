@@ -104,13 +104,32 @@ func TestGenerateMatchesReference(t *testing.T) {
 				t.Errorf("%d: timeline out of order: %+v", i, tl)
 			}
 		}
-		if st := s.Stats(); st.Completed != 5 || st.DecodeTokens == 0 || st.Steps == 0 {
-			t.Errorf("stats %+v", st)
+		if st := s.Stats(); st.Completed != 5 || st.DecodeTokens == 0 || st.Steps == 0 || st.HandOffs != 5*20 {
+			t.Errorf("stats %+v (want 100 hand-offs: one a streamed token)", st)
 		}
 		if recs := s.Records(); len(recs) != 5 {
 			t.Errorf("%d records, want 5", len(recs))
 		}
 	})
+}
+
+// TestHandOffTimed: on the real clock the loop's time handing tokens to
+// their streams is counted, and is part of its time outside the executor.
+func TestHandOffTimed(t *testing.T) {
+	f := newFake(testBlocks, testBlockSize)
+	s := newTest(t, f, testBlocks, Config{})
+	var wg sync.WaitGroup
+	var r result
+	consume(&wg, submit(t, s, t.Context(), Request{Model: "m", Prompt: prompt(8, 1), MaxTokens: 10}), &r)
+	wg.Wait()
+	if r.err != nil || len(r.tokens) != 10 {
+		t.Fatalf("stream: %d tokens, %v", len(r.tokens), r.err)
+	}
+	st := s.Stats()
+	if st.HandOffs != 10 || st.HandOffTime <= 0 || st.HandOffTime > st.LoopTime-st.ExecTime {
+		t.Errorf("hand-offs %d in %v, loop %v, executor %v: want 10, in some of the loop's own time",
+			st.HandOffs, st.HandOffTime, st.LoopTime, st.ExecTime)
+	}
 }
 
 func TestStopToken(t *testing.T) {

@@ -34,6 +34,13 @@ type Stats struct {
 	LoopTime time.Duration
 	// LastOverhead is the scheduler's own time in the last step iteration.
 	LastOverhead time.Duration
+	// HandOffTime is the part of LoopTime − ExecTime the loop spent handing
+	// sampled tokens to their streams: a token wakes the goroutine that
+	// reads its stream, which the Go runtime may run on another OS thread it
+	// wakes for it first (with GOMAXPROCS above 1 and a P idle), on a core
+	// that is running the step's kernels. HandOffs counts those tokens.
+	HandOffTime time.Duration
+	HandOffs    uint64
 	// PrefillRate (tokens/s) and StepTime are the current estimates used by
 	// admission.
 	PrefillRate float64

@@ -194,6 +194,8 @@ func (s *Scheduler[P]) failBatch(b *Batch, now time.Time, err error) {
 // apply advances the sequences of a finished step and streams its tokens.
 func (s *Scheduler[P]) apply(b *Batch, res StepResult, now time.Time, exec time.Duration, backlogged, waiting bool) {
 	prefill := 0
+	var handOff time.Duration
+	handOffs := 0
 	for _, r := range b.Decode {
 		s.byID[r.Seq].prefilled++
 	}
@@ -217,7 +219,10 @@ func (s *Scheduler[P]) apply(b *Batch, res StepResult, now time.Time, exec time.
 		if g.tl.FirstToken.IsZero() {
 			g.tl.FirstToken = now
 		}
+		h0 := time.Now()
 		g.stream.push(Token{ID: t.Token, Index: len(g.tokens) - g.promptLen - 1, Time: now})
+		handOff += time.Since(h0)
+		handOffs++
 		if g.req.MaxTokens > 0 && len(g.tokens)-g.promptLen >= g.req.MaxTokens {
 			g.tl.Finish = FinishLength
 			s.finishGen(g, now, OutcomeCompleted, nil)
@@ -247,6 +252,8 @@ func (s *Scheduler[P]) apply(b *Batch, res StepResult, now time.Time, exec time.
 		wall = max(now.Sub(s.lastStep), exec)
 	}
 	s.lastStep = now
+	s.mu.stats.HandOffTime += handOff
+	s.mu.stats.HandOffs += uint64(handOffs)
 	s.observeStepLocked(prefill, len(b.Decode), backlogged, exec, wall, now)
 	if waiting {
 		// Requests waited after this iteration's admissions: the
