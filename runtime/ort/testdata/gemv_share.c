@@ -102,7 +102,7 @@ static double step(void) {
 // (hugepages.go). The kernel, whose loads wait on its arithmetic, hides
 // those walks worse than the read loop: this program built with one thread
 // gave it a smaller share of the bus in 4 KiB pages than in 2 MiB ones.
-// main prints how much of the process the kernel put in 2 MiB pages.
+// main prints how much of the process Linux put in 2 MiB pages.
 static uint8_t* huge_alloc(size_t n) {
   const size_t huge = 2u << 20, mapped = (n + huge - 1) & ~(huge - 1);
   uint8_t* m = mmap(NULL, mapped + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -1,15 +1,13 @@
 // What the kernel's benchmark programs (gemv_share.c, gemv_cache.c) share:
-// a monotonic clock, seeded random codes, and qsort's order for medians.
+// the kernels' clock in seconds, seeded random codes, and qsort's order for
+// medians.
 #ifndef EDGEINFER_KERNEL_PROGRAM_H
 #define EDGEINFER_KERNEL_PROGRAM_H
 #include <stdint.h>
-#include <time.h>
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "../now.h"
+
+static double now(void) { return (double)ei_now_ns() * 1e-9; }
 
 // rnd is xorshift64's high half from a fixed seed: every run packs the same
 // weights.
