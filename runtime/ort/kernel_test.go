@@ -201,23 +201,30 @@ func TestKernelMatMulQ4VNNIEmulated(t *testing.T) {
 // threads beside a read loop over the same bytes, alternated, for every
 // variant this CPU runs at 1 and 8 activation rows, its batches in order
 // and split by regions for the threads (ei_q4_plan), and prints the
-// medians. Each line is logged; the metrics are the current variant's
-// batch-1 shares, by regions (as the engine runs it) and in order, per
-// precision.
+// medians; then the same on one thread, what one core streams by itself.
+// Each line is logged; the metrics are the current variant's batch-1
+// shares, by regions (as the engine runs it) and in order, and on one
+// thread (-1thread), per precision.
 func BenchmarkGEMVShare(b *testing.B) {
-	benchKernelProgram(b, "gemv_share", "the program's read loop is x86-64 code", func(b *testing.B, line string) {
-		for layout, metric := range map[string]string{"by regions": "share-b1", "in order": "share-b1-in-order"} {
-			if share, ok := batch1Share(line, layout); ok {
-				b.ReportMetric(share, metric)
+	benchKernelProgram(b, "gemv_share", "the program's read loop is x86-64 code", [][]string{{"2"}, {"1"}},
+		func(b *testing.B, args []string, line string) {
+			suffix := ""
+			if args[0] == "1" {
+				suffix = "-1thread"
 			}
-		}
-	})
+			for layout, metric := range map[string]string{"by regions": "share-b1", "in order": "share-b1-in-order"} {
+				if share, ok := batch1Share(line, layout); ok && (suffix == "" || layout == "by regions") {
+					b.ReportMetric(share, metric+suffix)
+				}
+			}
+		})
 }
 
 // benchKernelProgram builds testdata/<name>.c with the kernel, runs it for
-// int4 and int8 (9 rounds each) on amd64, logs every line it prints and
-// hands each to metrics.
-func benchKernelProgram(b *testing.B, name, skip string, metrics func(b *testing.B, line string)) {
+// int4 and int8 (9 rounds each), once with each of runs' further
+// arguments, on amd64, logs every line it prints and hands each to
+// metrics with the arguments it ran with.
+func benchKernelProgram(b *testing.B, name, skip string, runs [][]string, metrics func(b *testing.B, args []string, line string)) {
 	if goruntime.GOARCH != "amd64" {
 		b.Skip(skip)
 	}
@@ -225,13 +232,15 @@ func benchKernelProgram(b *testing.B, name, skip string, metrics func(b *testing
 	for _, bits := range []string{"4", "8"} {
 		b.Run("int"+bits, func(b *testing.B) {
 			for b.Loop() {
-				out, err := exec.Command(bin, "9", bits).CombinedOutput()
-				if err != nil {
-					b.Fatalf("%v\n%s", err, out)
-				}
-				for line := range strings.Lines(string(out)) {
-					b.Log(strings.TrimSpace(line))
-					metrics(b, line)
+				for _, args := range runs {
+					out, err := exec.Command(bin, append([]string{"9", bits}, args...)...).CombinedOutput()
+					if err != nil {
+						b.Fatalf("%v\n%s", err, out)
+					}
+					for line := range strings.Lines(string(out)) {
+						b.Log(strings.TrimSpace(line))
+						metrics(b, args, line)
+					}
 				}
 			}
 		})
@@ -246,7 +255,7 @@ func benchKernelProgram(b *testing.B, name, skip string, metrics func(b *testing
 // line is logged; the metrics are each variant's median time against the
 // fastest variant's (x-fastest), per precision and working set.
 func BenchmarkMatMulQ4GEMV(b *testing.B) {
-	benchKernelProgram(b, "gemv_cache", "the program compares the x86 variants", func(b *testing.B, line string) {
+	benchKernelProgram(b, "gemv_cache", "the program compares the x86 variants", [][]string{nil}, func(b *testing.B, _ []string, line string) {
 		if metric, x, ok := fastestRatio(line); ok {
 			b.ReportMetric(x, metric)
 		}

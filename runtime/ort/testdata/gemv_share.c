@@ -1,23 +1,30 @@
 // BenchmarkGEMVShare's program: the kernel's products over one decode
 // step's weights of synthetic-1b (16 layers of q/k/v, o, gate/up and down
 // projections, and lm_head: 584 MB packed in int4, 1,104 MB in int8, far
-// above any L3 a board has),
-// on two threads, against a read loop over the same bytes on the same
-// threads, alternated round by round. Prints, per variant this CPU runs
-// and for rows = 1 (a batch-1 decode step) and 8, the medians of the
-// kernel's and the read loop's GB/s and of their per-round ratio (the
-// share of the read bandwidth the kernel reached), with the kernel's
-// batches handed out in order and split by regions for the threads
-// (ei_q4_plan), both in each round. Weights are in 2 MiB
-// pages where the kernel allows (the engine's sessions are: hugepages.go).
-// A variant whose product disagrees with a double reference (check) ends
-// the program with status 1 before any of its figures print.
+// above any L3 a board has), on two threads (or the count given), against
+// a read loop over the same bytes on the same threads, alternated round by
+// round. Prints, per variant this CPU runs and for rows = 1 (a batch-1
+// decode step) and 8, the medians of the kernel's and the read loop's GB/s
+// and of their per-round ratio (the share of the read bandwidth the kernel
+// reached), with the kernel's batches handed out in order and split by
+// regions for the threads (ei_q4_plan), both in each round. Weights are in
+// 2 MiB pages where the kernel allows (the engine's sessions are:
+// hugepages.go). A variant whose product disagrees with a double reference
+// (check) ends the program with status 1 before any of its figures print.
 //
-//   gemv_share [rounds [bits]]    (bits 4, the default, or 8)
+// One thread is what a core streams by itself: where two threads' read
+// loop takes more of the bus than twice the kernel's one-thread rate, the
+// two-thread share is bounded by the core, not the bus
+// (BenchmarkGEMVShare runs both).
+//
+//   gemv_share [rounds [bits [threads]]]    (bits 4, the default, or 8;
+//                                            threads 2, the default, up to
+//                                            the CPUs it may run on)
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,7 +36,8 @@
 #include "../matmul_q4.h"
 #include "kernel_program.h"
 
-#define THREADS 2
+#define MAX_THREADS 16
+static int threads = 2;
 #define MATS 65
 
 static ei_q4_job jobs[MATS];
@@ -60,7 +68,8 @@ static int layout;
 static void share(int tid) {
   ei_q4_job* j = &jobs[cur];
   if (reading) {
-    size_t lines = bytes[cur] / 64, lo = lines * (size_t)tid / THREADS * 64, hi = lines * (size_t)(tid + 1) / THREADS * 64;
+    size_t lines = bytes[cur] / 64, lo = lines * (size_t)tid / (size_t)threads * 64,
+           hi = lines * (size_t)(tid + 1) / (size_t)threads * 64;
     readloop(j->w + lo, hi - lo);
     return;
   }
@@ -88,7 +97,7 @@ static double step(void) {
     atomic_store(&next_batch, 0), atomic_store(&done, 0);
     atomic_fetch_add(&phase, 1);
     share(0);
-    while (atomic_load(&done) < THREADS - 1) _mm_pause();
+    while (atomic_load(&done) < threads - 1) _mm_pause();
   }
   return now() - t0;
 }
@@ -163,6 +172,16 @@ int main(int argc, char** argv) {
     fprintf(stderr, "gemv_share: bits %s: want 4 or 8\n", argv[2]);
     return 2;
   }
+  // at most the CPUs it may run on: the threads wait for each other
+  // spinning, and one that shares a CPU stalls every step
+  cpu_set_t cpus;
+  const int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  if (argc > 3) threads = atoi(argv[3]);
+  if (threads < 1 || threads > MAX_THREADS || threads > ncpu) {
+    fprintf(stderr, "gemv_share: threads %s: want 1 to %d (the CPUs it may run on)\n", argv[3],
+            ncpu < MAX_THREADS ? ncpu : MAX_THREADS);
+    return 2;
+  }
   ei_q4_init(0, EI_Q4_PREFETCH_CPU);
   const int64_t H = 2048, I = 8192, V = 32000, KV = 1024;
   int64_t shapes[MATS][2];
@@ -197,10 +216,10 @@ int main(int argc, char** argv) {
     jobs[m] = j;
     total += bytes[m];
   }
-  pthread_t th[THREADS];
-  for (int t = 1; t < THREADS; t++) pthread_create(&th[t], NULL, worker, (void*)(intptr_t)t);
+  pthread_t th[MAX_THREADS];
+  for (int t = 1; t < threads; t++) pthread_create(&th[t], NULL, worker, (void*)(intptr_t)t);
   printf("int%d weights %.1f MB (%.1f MB of the process in 2 MiB pages), %d threads, %d rounds; gemv: %s\n", bits,
-         (double)total / 1e6, huge_mb(), THREADS, rounds, ei_q4_gemv());
+         (double)total / 1e6, huge_mb(), threads, rounds, ei_q4_gemv());
   char list[256];
   snprintf(list, sizeof list, "%s", ei_q4_variants());
   for (char* v = strtok(list, ","); v != NULL; v = strtok(NULL, ",")) {
@@ -223,7 +242,7 @@ int main(int argc, char** argv) {
         rd[r] = (double)total / tr / 1e9;
         for (int k = 0; k < 2; k++) {
           const int l = (k + r) % 2;
-          layout = l ? THREADS : 0;
+          layout = l ? threads : 0;
           double tk = step();
           kern[l][r] = (double)total / tk / 1e9, ratio[l][r] = tr / tk;
         }
@@ -239,6 +258,6 @@ int main(int argc, char** argv) {
     }
   }
   atomic_store(&phase, -1);
-  for (int t = 1; t < THREADS; t++) pthread_join(th[t], NULL);
+  for (int t = 1; t < threads; t++) pthread_join(th[t], NULL);
   return 0;
 }
