@@ -208,13 +208,13 @@ func TestKernelMatMulQ4VNNIEmulated(t *testing.T) {
 func BenchmarkGEMVShare(b *testing.B) {
 	benchKernelProgram(b, "gemv_share", "the program's read loop is x86-64 code", [][]string{{"2"}, {"1"}},
 		func(b *testing.B, args []string, line string) {
-			suffix := ""
-			if args[0] == "1" {
-				suffix = "-1thread"
+			metrics := map[string]string{"by regions": "share-b1", "in order": "share-b1-in-order"}
+			if args[0] == "1" { // one thread runs every batch, whatever the layout
+				metrics = map[string]string{"by regions": "share-b1-1thread"}
 			}
-			for layout, metric := range map[string]string{"by regions": "share-b1", "in order": "share-b1-in-order"} {
-				if share, ok := batch1Share(line, layout); ok && (suffix == "" || layout == "by regions") {
-					b.ReportMetric(share, metric+suffix)
+			for layout, metric := range metrics {
+				if share, ok := batch1Share(line, layout); ok {
+					b.ReportMetric(share, metric)
 				}
 			}
 		})

@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
   const int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   if (argc > 3) threads = atoi(argv[3]);
   if (threads < 1 || threads > MAX_THREADS || threads > ncpu) {
-    fprintf(stderr, "gemv_share: threads %s: want 1 to %d (the CPUs it may run on)\n", argv[3],
+    fprintf(stderr, "gemv_share: threads %d: want 1 to %d (the CPUs it may run on)\n", threads,
             ncpu < MAX_THREADS ? ncpu : MAX_THREADS);
     return 2;
   }
