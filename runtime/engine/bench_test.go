@@ -472,6 +472,14 @@ func prefillRate(b *testing.B, e *Engine, vocab int, seed uint64, promptLen int)
 // only by what the machine does, not by where a fresh session's weights
 // landed.
 //
+// Where the loop is the engine's control it runs on the engine's own
+// session (engineSession), with its own binding and pools: two sessions
+// of one bundle run the same graph at different speeds, by where each
+// one's weights landed in memory, a few percent either way and which way
+// changes from run to run (BenchmarkBareTwoSessions measures it) — as
+// much as what the engine costs a step. On one session the engine's steps
+// and the loop's runs read the same weights at the same addresses.
+//
 // The pools hold data, as a serving cache does. Left as mapped, never
 // written, every read of them would hit the kernel's one shared zero page
 // and stay in cache: such a loop runs faster than the same loop over
@@ -480,24 +488,35 @@ func prefillRate(b *testing.B, e *Engine, vocab int, seed uint64, promptLen int)
 // slower than it is. The pools are a
 // kvcache.Cache's, so they are mapped (huge pages advised) as the engine's are.
 type bareLoop struct {
-	B       int
+	B int
+	// runs and runTime count the graph's runs and their time since the
+	// warm-up, the yields left out: what the engine's DecodePhases.ByRows
+	// holds for its steps of B rows (graphAgainstBare).
+	runs    int
+	runTime time.Duration
 	sess    *ort.Session
+	ownSess bool // the loop opened sess (else it is the engine's)
 	bind    *ort.Binding
 	tensors []*ort.Tensor
 	buffers []*ort.Buffer
 	cache   *kvcache.Cache // owns the pools' memory
 }
 
-func newBareLoop(b *testing.B, bd *bundle.Bundle, B, ctxLen int) *bareLoop {
+// newBareLoop opens a session of its own on the bundle where on is nil,
+// and runs on session on otherwise (which it leaves open).
+func newBareLoop(b *testing.B, bd *bundle.Bundle, on *ort.Session, B, ctxLen int) *bareLoop {
 	b.Helper()
-	ctx := context.Background()
 	g := bd.Manifest.Geometry
-	s, err := ort.NewSessionFromFile(ctx, bd.ModelPath(), ort.Options{IntraOpThreads: benchThreads})
-	if err != nil {
-		b.Fatal(err)
+	bl := &bareLoop{B: B, sess: on}
+	var err error
+	if on == nil {
+		if bl.sess, err = ort.NewSessionFromFile(context.Background(), bd.ModelPath(), ort.Options{IntraOpThreads: benchThreads}); err != nil {
+			b.Fatal(err)
+		}
+		bl.ownSess = true
+		b.Logf("bare session: %.1f MiB of weights in huge pages", float64(bl.sess.HugePageBytes())/(1<<20))
 	}
-	bl := &bareLoop{B: B, sess: s}
-	b.Logf("bare session: %.1f MiB of weights in huge pages", float64(s.HugePageBytes())/(1<<20))
+	s := bl.sess
 	b.Cleanup(bl.close)
 	newBuf := func(n int) *ort.Buffer {
 		x, err := ort.NewBuffer(n)
@@ -608,6 +627,7 @@ func newBareLoop(b *testing.B, bd *bundle.Bundle, B, ctxLen int) *bareLoop {
 		b.Fatal(err)
 	}
 	bl.rate(b, 3) // warm-up
+	bl.runs, bl.runTime = 0, 0
 	return bl
 }
 
@@ -620,12 +640,38 @@ func (bl *bareLoop) rate(b *testing.B, steps int) float64 {
 	b.Helper()
 	start := time.Now()
 	for range steps {
+		r0 := time.Now()
 		if err := bl.bind.Run(context.Background()); err != nil {
 			b.Fatal(err)
 		}
+		bl.runTime += time.Since(r0)
+		bl.runs++
 		runtime.Gosched()
 	}
 	return float64(bl.B*steps) / time.Since(start).Seconds()
+}
+
+// graphAgainstBare logs the engine's graph time a step of the bare loop's
+// rows between two snapshots (DecodePhases.ByRows) against the loop's own
+// runs of the graph, and returns their ratio as a rate, bare ÷ engine:
+// below 1 the engine's graph ran slower than the same graph in the loop,
+// whatever its steps cost outside it. Paired rounds put both under the
+// same minutes of the machine.
+func graphAgainstBare(b *testing.B, s0, s1 Stats, bl *bareLoop) float64 {
+	b.Helper()
+	var engine RowPhases
+	for _, r := range s1.Decode["bench"].Since(s0.Decode["bench"]).ByRows {
+		if r.Rows == bl.B {
+			engine = r
+		}
+	}
+	if engine.Steps == 0 || bl.runs == 0 {
+		b.Fatalf("no steps of %d rows to compare (engine %d, bare loop %d)", bl.B, engine.Steps, bl.runs)
+	}
+	eg, br := engine.Graph/time.Duration(engine.Steps), bl.runTime/time.Duration(bl.runs)
+	b.Logf("steps of %d rows: the engine's graph %v a step (%d steps), the bare loop's %v (%d runs): bare ÷ engine %.3f",
+		bl.B, eg.Round(100*time.Nanosecond), engine.Steps, br.Round(100*time.Nanosecond), bl.runs, br.Seconds()/eg.Seconds())
+	return br.Seconds() / eg.Seconds()
 }
 
 func (bl *bareLoop) close() {
@@ -639,14 +685,29 @@ func (bl *bareLoop) close() {
 		x.Close()
 	}
 	bl.cache.Close()
-	bl.sess.Close()
+	if bl.ownSess {
+		bl.sess.Close()
+	}
 	*bl = bareLoop{}
+}
+
+// engineSession is the session of e's bench model, for a bare loop to run
+// on beside the engine (bareLoop says why), held loaded until release.
+func engineSession(b *testing.B, e *Engine) (s *ort.Session, release func()) {
+	b.Helper()
+	m, err := e.acquire(context.Background(), "bench", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m.dec.Session(), m.end
 }
 
 // BenchmarkBatchScaling is the engine's batch-8 decode rate against its
 // batch-1 rate (batch8-x) and against a bare batch-8 ONNX Runtime loop on
-// the same bundle (batch8-vs-bare, the median of nine paired rounds), with
-// where the engine's steps spent their time logged. The engine starts with
+// the engine's own session (batch8-vs-bare, the median of nine paired
+// rounds), with where the engine's steps spent their time logged and its
+// graph's time a step of eight rows against the loop's (graph8-vs-bare:
+// the part of the difference inside the graph). The engine starts with
 // an empty cache and no prefix cache; EDGEINFER_BENCH_FULL_CACHE=MiB runs
 // it as a server runs after a while instead, the prefix cache on and full
 // (fillCache).
@@ -670,15 +731,19 @@ func BenchmarkBatchScaling(b *testing.B) {
 		// vary widely (the log line below lists every round's rate).
 		// The engine's window runs from context ~128+3 to ~128+96, ~84
 		// steps: the bare loop sits at its middle for 88.
-		bare8 := newBareLoop(b, bd, 8, scalePrompt+scaleOutput/2)
+		sess, release := engineSession(b, e8)
+		bare8 := newBareLoop(b, bd, sess, 8, scalePrompt+scaleOutput/2)
 		st0 := e8.Stats()
 		eights, bares, ratios := pairedRounds(9,
 			func(round int) float64 { return decodeRate(b, e8, 8, vocab, uint64(3+round)) },
 			func() float64 { return bare8.rate(b, 88) })
-		logPhases(b, st0, e8.Stats())
+		st1 := e8.Stats()
+		logPhases(b, st0, st1)
+		graph8 := graphAgainstBare(b, st0, st1, bare8)
 		bare8.close()
+		release()
 		closeBench(b, e8)
-		bare1 := newBareLoop(b, bd, 1, scalePrompt+scaleOutput/2)
+		bare1 := newBareLoop(b, bd, nil, 1, scalePrompt+scaleOutput/2)
 		bare1Rate := bare1.rate(b, 48)
 		bare1.close()
 		eight, bare := median(eights), median(bares)
@@ -686,6 +751,7 @@ func BenchmarkBatchScaling(b *testing.B) {
 			one, eight, eights, bare, bares, scalePrompt+scaleOutput/2, ratios)
 		b.ReportMetric(eight/one, "batch8-x")
 		b.ReportMetric(median(ratios), "batch8-vs-bare")
+		b.ReportMetric(graph8, "graph8-vs-bare")
 		b.ReportMetric(one, "b1-tok/s")
 		b.ReportMetric(eight, "b8-tok/s")
 		b.ReportMetric(bare, "bare-b8-tok/s")
@@ -762,8 +828,8 @@ func pairedRounds(n int, engine func(round int) float64, bare func() float64) (e
 func logPhases(b *testing.B, s0, s1 Stats) {
 	b.Helper()
 	for name, p1 := range s1.Decode {
-		p0 := s0.Decode[name]
-		n := p1.Steps - p0.Steps
+		p := p1.Since(s0.Decode[name])
+		n := p.Steps
 		if n == 0 {
 			continue
 		}
@@ -772,14 +838,14 @@ func logPhases(b *testing.B, s0, s1 Stats) {
 			time.Duration(max(s1.Scheduler.Steps-s0.Scheduler.Steps, 1))
 		handOff := (s1.Scheduler.HandOffTime - s0.Scheduler.HandOffTime) / time.Duration(max(s1.Scheduler.HandOffs-s0.Scheduler.HandOffs, 1))
 		b.Logf("%s: %d decode steps of %.2f rows on average: graph %v, KV scatter %v, sampling %v a step; the scheduler's loop %v a step outside the executor, of which %v a token handing it to its stream (GOMAXPROCS %d)",
-			name, n, float64(p1.Rows-p0.Rows)/float64(n), per(p1.Graph-p0.Graph), per(p1.KV-p0.KV), per(p1.Sample-p0.Sample),
+			name, n, float64(p.Rows)/float64(n), per(p.Graph), per(p.KV), per(p.Sample),
 			sched.Round(100*time.Nanosecond), handOff.Round(100*time.Nanosecond), runtime.GOMAXPROCS(0))
 	}
 }
 
 // BenchmarkBatch1VsBare is the engine's own cost at batch 1: one stream's
 // decode rate through the engine against a bare ONNX Runtime loop of
-// batch-1 steps on the same bundle at the middle of the engine's window
+// batch-1 steps on the engine's own session at the middle of the engine's window
 // (context 176), in nine alternated rounds (swapped order every other),
 // and the median of the paired ratios. What a kiosk's one user feels is
 // the engine's rate; what the graph alone allows is the loop's: their
@@ -792,17 +858,22 @@ func BenchmarkBatch1VsBare(b *testing.B) {
 	for b.Loop() {
 		e := openBench(b, bd, SchedulerConfig{MaxBatch: 8, ChunkSize: 256})
 		decodeRate(b, e, 1, vocab, 1) // warm-up: binds the step shapes
-		bare := newBareLoop(b, bd, 1, scalePrompt+scaleOutput/2)
+		sess, release := engineSession(b, e)
+		bare := newBareLoop(b, bd, sess, 1, scalePrompt+scaleOutput/2)
 		st0 := e.Stats()
 		ones, bares, ratios := pairedRounds(9,
 			func(round int) float64 { return decodeRate(b, e, 1, vocab, uint64(3+round)) },
 			func() float64 { return bare.rate(b, scaleOutput) })
-		logPhases(b, st0, e.Stats())
+		st1 := e.Stats()
+		logPhases(b, st0, st1)
+		graph1 := graphAgainstBare(b, st0, st1, bare)
 		bare.close()
+		release()
 		closeBench(b, e)
 		b.Logf("batch-1 decode tok/s: engine %.1f (rounds %.1f), bare ORT loop %.1f (rounds %.1f, context %d); paired ratios %.3f",
 			median(ones), ones, median(bares), bares, scalePrompt+scaleOutput/2, ratios)
 		b.ReportMetric(median(ratios), "b1-vs-bare")
+		b.ReportMetric(graph1, "graph1-vs-bare")
 		b.ReportMetric(median(ones), "b1-tok/s")
 		b.ReportMetric(median(bares), "bare-b1-tok/s")
 	}
@@ -827,7 +898,7 @@ func BenchmarkStepSplit(b *testing.B) {
 	const ctxLen, rounds = scalePrompt + scaleOutput/2, 7
 	for b.Loop() {
 		for _, B := range []int{1, 8} {
-			l := newBareLoop(b, bd, B, ctxLen)
+			l := newBareLoop(b, bd, nil, B, ctxLen)
 			steps := max(1, int(0.3*l.rate(b, 20)/float64(B)))
 			per := map[string][]float64{} // µs a step, by operator, "step" and "rest"
 			var bws, matmulShares, stepShares, busy []float64
@@ -892,6 +963,29 @@ func BenchmarkStepSplit(b *testing.B) {
 	}
 }
 
+// BenchmarkBareTwoSessions is how far apart two sessions of one bundle
+// run: two bare batch-8 loops (bareLoop), each on a session of its own,
+// in nine paired rounds, and the median of their ratios (two-sessions,
+// the second ÷ the first). Both load the same file with the same options;
+// what differs is where each one's weights landed in memory, and that
+// moves from run to run. Why the engine's benchmarks run their bare loop
+// on the engine's session, and what a comparison of two bundles
+// (BenchmarkBareAB) cannot resolve in one run.
+func BenchmarkBareTwoSessions(b *testing.B) {
+	bd := benchModel(b)
+	logPrecision(b, bd)
+	for b.Loop() {
+		x := newBareLoop(b, bd, nil, 8, scalePrompt+scaleOutput/2)
+		y := newBareLoop(b, bd, nil, 8, scalePrompt+scaleOutput/2)
+		ys, xs, ratios := pairedRounds(9, func(int) float64 { return y.rate(b, 88) }, func() float64 { return x.rate(b, 88) })
+		b.Logf("batch-8 tok/s: first session %.1f (rounds %.1f), second %.1f (rounds %.1f); paired ratios %.3f",
+			median(xs), xs, median(ys), ys, ratios)
+		b.ReportMetric(median(ratios), "two-sessions")
+		x.close()
+		y.close()
+	}
+}
+
 // BenchmarkBareAB is a graph change's payoff: the bare ONNX Runtime loop
 // (bareLoop) on the bundle EDGEINFER_BENCH_AB_BUNDLE names, built by an
 // earlier revision or with other options, against the same loop on the
@@ -899,7 +993,10 @@ func BenchmarkStepSplit(b *testing.B) {
 // rounds of ~0.5 s a side, alternated with a pause between them (settle),
 // and the median of the paired ratios, now ÷ then. The two sessions stay
 // open together, so each side reads its weights from where the other left
-// the caches, as the sides of every paired round here do.
+// the caches, as the sides of every paired round here do. Two sessions
+// differ by where their weights landed as well
+// (BenchmarkBareTwoSessions): a difference that small is only a graph
+// change's across several runs.
 //
 //	EDGEINFER_BENCH_AB_BUNDLE=~/.cache/edgeinfer/bench/synthetic-110m-int4-b32-kernel-g12 \
 //	  go test ./runtime/engine -run '^$' -bench BareAB -benchtime 1x
@@ -917,7 +1014,7 @@ func BenchmarkBareAB(b *testing.B) {
 	const ctxLen = scalePrompt + scaleOutput/2
 	for b.Loop() {
 		for _, B := range []int{1, 8} {
-			t, n := newBareLoop(b, then, B, ctxLen), newBareLoop(b, now, B, ctxLen)
+			t, n := newBareLoop(b, then, nil, B, ctxLen), newBareLoop(b, now, nil, B, ctxLen)
 			steps := max(1, int(0.5*t.rate(b, 30)/float64(B))) // ~0.5 s a side
 			nows, thens, ratios := pairedRounds(9, func(int) float64 { return n.rate(b, steps) }, func() float64 { return t.rate(b, steps) })
 			b.Logf("batch %d: now %.1f tok/s (rounds %.1f), then %.1f (rounds %.1f), %d steps a round; paired ratios now ÷ then %.3f",

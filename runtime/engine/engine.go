@@ -193,7 +193,7 @@ func (e *Engine) Stats() Stats {
 	for name, m := range e.mu.models {
 		if m.dec != nil {
 			st.KV[name] = KVStats(m.dec.Cache().Stats())
-			st.Decode[name] = DecodePhases(m.dec.Phases())
+			st.Decode[name] = decodePhases(m.dec.Phases())
 		}
 	}
 	return st

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/runtime/internal/kvcache"
+	"github.com/edgeinfer/edgeinfer/runtime/internal/llm"
 	"github.com/edgeinfer/edgeinfer/runtime/internal/sched"
 )
 
@@ -98,6 +99,46 @@ func (s SchedStats) Overhead() float64 { return sched.Stats(s).Overhead() }
 type DecodePhases struct {
 	Steps, Rows       uint64
 	Graph, KV, Sample time.Duration
+	// ByRows splits Steps and Graph by the steps' decode rows, fewest
+	// first, one entry for each count that ran: Graph over Steps mixes
+	// batch sizes as the load came and went, while a row count's own is
+	// what one more stream costs a step and what compares with a loop of
+	// that many rows (BenchmarkBatchScaling: eight streams against a bare
+	// batch-8 loop).
+	ByRows []RowPhases
+}
+
+// RowPhases are the decode steps of one row count and their graph time.
+type RowPhases struct {
+	Rows  int
+	Steps uint64
+	Graph time.Duration
+}
+
+// Since is p less an earlier snapshot p0 of the same decoder: the steps
+// taken between the two.
+func (p DecodePhases) Since(p0 DecodePhases) DecodePhases {
+	d := DecodePhases{Steps: p.Steps - p0.Steps, Rows: p.Rows - p0.Rows, Graph: p.Graph - p0.Graph, KV: p.KV - p0.KV, Sample: p.Sample - p0.Sample}
+	for _, r := range p.ByRows {
+		for _, r0 := range p0.ByRows {
+			if r0.Rows == r.Rows {
+				r.Steps, r.Graph = r.Steps-r0.Steps, r.Graph-r0.Graph
+			}
+		}
+		if r.Steps > 0 {
+			d.ByRows = append(d.ByRows, r)
+		}
+	}
+	return d
+}
+
+// decodePhases is llm's account in the engine's types.
+func decodePhases(p llm.DecodePhases) DecodePhases {
+	d := DecodePhases{Steps: p.Steps, Rows: p.Rows, Graph: p.Graph, KV: p.KV, Sample: p.Sample}
+	for _, r := range p.ByRows {
+		d.ByRows = append(d.ByRows, RowPhases(r))
+	}
+	return d
 }
 
 // KVStats describe one decoder's KV cache.

@@ -130,6 +130,7 @@ func Load(ctx context.Context, b *bundle.Bundle, opts Options) (*Model, error) {
 		return nil, fmt.Errorf("llm: load %s: %w", m.Name, err)
 	}
 	mod := &Model{name: m.Name, b: b, geom: g, opts: opts, sess: sess, compat: compat, seqs: map[uint64]*seqState{}, eos: map[int32]bool{}}
+	mod.phases.byRows = make([]rowCounters, opts.MaxBatch+1)
 	if m.Generation != nil {
 		mod.gen = *m.Generation
 		for _, id := range m.Generation.EOSTokenIDs {

@@ -119,6 +119,7 @@ func TestRaggedBatchEqualsAlone(t *testing.T) {
 		last[i] = res.Tokens[0].Token
 	}
 	got := make([][]int32, len(lens))
+	p0 := m.Phases()
 	for step := range 8 {
 		rows := make([]sched.DecodeRow, len(lens))
 		for i := range lens {
@@ -145,6 +146,10 @@ func TestRaggedBatchEqualsAlone(t *testing.T) {
 				t.Fatalf("row %d token %d: batched %v, alone %v", i, j, got[i], alone[i])
 			}
 		}
+	}
+	// the seven steps are counted under four rows (DecodePhases.ByRows)
+	if p := m.Phases(); rowSteps(p, 4)-rowSteps(p0, 4) != 7 || rowSteps(p, 1) != rowSteps(p0, 1) {
+		t.Errorf("ByRows %+v after %+v: want 7 more steps of 4 rows and none of 1", p.ByRows, p0.ByRows)
 	}
 }
 

@@ -18,6 +18,20 @@ import (
 type DecodePhases struct {
 	Steps, Rows       uint64
 	Graph, KV, Sample time.Duration
+	// ByRows splits Steps and Graph by the steps' decode rows, fewest
+	// first, one entry for each count that ran. Graph over Steps mixes
+	// batch sizes as the load came and went; a row count's own is what
+	// compares with a loop of that many rows (runtime/engine's
+	// BenchmarkBatchScaling: eight streams against a bare batch-8 loop)
+	// and what one more sequence costs a step.
+	ByRows []RowPhases
+}
+
+// RowPhases are the decode steps of one row count and their graph time.
+type RowPhases struct {
+	Rows  int
+	Steps uint64
+	Graph time.Duration
 }
 
 // phaseCounters accumulate DecodePhases; Step runs on the scheduler's
@@ -25,6 +39,15 @@ type DecodePhases struct {
 type phaseCounters struct {
 	steps, rows       atomic.Uint64
 	graph, kv, sample atomic.Int64 // nanoseconds
+	// byRows[r] counts the steps of r rows; sized at Load for the
+	// executor's most rows (Options.MaxBatch), which decode refuses to
+	// exceed.
+	byRows []rowCounters
+}
+
+type rowCounters struct {
+	steps atomic.Uint64
+	graph atomic.Int64 // nanoseconds
 }
 
 func (p *phaseCounters) add(rows int, graph, kv, sample time.Duration) {
@@ -33,13 +56,23 @@ func (p *phaseCounters) add(rows int, graph, kv, sample time.Duration) {
 	p.graph.Add(int64(graph))
 	p.kv.Add(int64(kv))
 	p.sample.Add(int64(sample))
+	if rows < len(p.byRows) {
+		p.byRows[rows].steps.Add(1)
+		p.byRows[rows].graph.Add(int64(graph))
+	}
 }
 
 // Phases returns the decode steps' time by phase since Load.
 func (m *Model) Phases() DecodePhases {
 	p := &m.phases
-	return DecodePhases{
+	d := DecodePhases{
 		Steps: p.steps.Load(), Rows: p.rows.Load(),
 		Graph: time.Duration(p.graph.Load()), KV: time.Duration(p.kv.Load()), Sample: time.Duration(p.sample.Load()),
 	}
+	for r := range p.byRows {
+		if n := p.byRows[r].steps.Load(); n > 0 {
+			d.ByRows = append(d.ByRows, RowPhases{Rows: r, Steps: n, Graph: time.Duration(p.byRows[r].graph.Load())})
+		}
+	}
+	return d
 }
