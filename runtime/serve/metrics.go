@@ -61,6 +61,13 @@ var (
 	prefixQueryDesc = prometheus.NewDesc("edgeinfer_engine_prefix_query_tokens_total", "Prompt tokens looked up in the prefix cache, per decoder.", []string{"model"}, nil)
 	prefixHitDesc   = prometheus.NewDesc("edgeinfer_engine_prefix_hit_tokens_total", "Prompt tokens found in the prefix cache (not recomputed), per decoder.", []string{"model"}, nil)
 
+	// A decode step's graph time by its batch size, from the steps the
+	// device served (engine.DecodePhases.ByRows): the rate of one over the
+	// rate of the other is what a step of that many streams takes on this
+	// board, the curve TPOT follows as load rises.
+	decodeStepsDesc = prometheus.NewDesc("edgeinfer_engine_decode_steps_total", "Decode steps run, per decoder and batch size (rows).", []string{"model", "rows"}, nil)
+	decodeGraphDesc = prometheus.NewDesc("edgeinfer_engine_decode_graph_seconds_total", "Time decode steps spent in the model's graph, per decoder and batch size (rows).", []string{"model", "rows"}, nil)
+
 	budgetDesc   = prometheus.NewDesc("edgeinfer_engine_memory_budget_bytes", "The memory budget of the loaded models (0: none).", nil, nil)
 	residentDesc = prometheus.NewDesc("edgeinfer_engine_memory_used_bytes", "What the loaded models (and loads under way) count against the memory budget: bundle files and KV budgets.", nil, nil)
 	loadsDesc    = prometheus.NewDesc("edgeinfer_engine_model_loads_total", "Model versions loaded (at start, by Load or Swap, on demand).", nil, nil)
@@ -71,7 +78,7 @@ var (
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{queuedDesc, runningDesc, kvUsedDesc, kvTotalDesc, kvBytesDesc, kvCachedDesc, kvEvictDesc,
-		prefixQueryDesc, prefixHitDesc, budgetDesc, residentDesc, loadsDesc, loadTimeDesc, unloadsDesc, freedDesc} {
+		prefixQueryDesc, prefixHitDesc, decodeStepsDesc, decodeGraphDesc, budgetDesc, residentDesc, loadsDesc, loadTimeDesc, unloadsDesc, freedDesc} {
 		ch <- d
 	}
 }
@@ -96,5 +103,12 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(kvEvictDesc, prometheus.CounterValue, float64(kv.Evictions), name)
 		ch <- prometheus.MustNewConstMetric(prefixQueryDesc, prometheus.CounterValue, float64(kv.PrefixQueryTokens), name)
 		ch <- prometheus.MustNewConstMetric(prefixHitDesc, prometheus.CounterValue, float64(kv.PrefixHitTokens), name)
+	}
+	for name, d := range st.Decode {
+		for _, r := range d.ByRows {
+			rows := strconv.Itoa(r.Rows)
+			ch <- prometheus.MustNewConstMetric(decodeStepsDesc, prometheus.CounterValue, float64(r.Steps), name, rows)
+			ch <- prometheus.MustNewConstMetric(decodeGraphDesc, prometheus.CounterValue, r.Graph.Seconds(), name, rows)
+		}
 	}
 }

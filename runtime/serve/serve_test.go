@@ -386,7 +386,8 @@ func TestMetricsPromtool(t *testing.T) {
 	r.Body.Close()
 	for _, want := range []string{`edgeinfer_requests_total{class="interactive",model="tinylm",outcome="completed"} 1`, "edgeinfer_engine_kv_blocks{model=\"tinylm\"}",
 		`edgeinfer_engine_kv_evictions_total{model="tinylm"} 0`, `edgeinfer_engine_prefix_query_tokens_total{model="tinylm"}`,
-		`edgeinfer_http_requests_total{code="200",path="/v1/completions"} 1`, "go_goroutines", "edgeinfer_ttft_seconds_bucket"} {
+		`edgeinfer_http_requests_total{code="200",path="/v1/completions"} 1`, "go_goroutines", "edgeinfer_ttft_seconds_bucket",
+		`edgeinfer_engine_decode_steps_total{model="tinylm",rows="1"}`, `edgeinfer_engine_decode_graph_seconds_total{model="tinylm",rows="1"}`} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
