@@ -659,12 +659,7 @@ func (bl *bareLoop) rate(b *testing.B, steps int) float64 {
 // same minutes of the machine.
 func graphAgainstBare(b *testing.B, s0, s1 Stats, bl *bareLoop) float64 {
 	b.Helper()
-	var engine RowPhases
-	for _, r := range s1.Decode["bench"].Since(s0.Decode["bench"]).ByRows {
-		if r.Rows == bl.B {
-			engine = r
-		}
-	}
+	engine := s1.Decode["bench"].Since(s0.Decode["bench"]).Row(bl.B)
 	if engine.Steps == 0 || bl.runs == 0 {
 		b.Fatalf("no steps of %d rows to compare (engine %d, bare loop %d)", bl.B, engine.Steps, bl.runs)
 	}

@@ -115,18 +115,24 @@ type RowPhases struct {
 	Graph time.Duration
 }
 
+// Row is ByRows' entry for steps of the given rows (no steps: none ran).
+func (p DecodePhases) Row(rows int) RowPhases {
+	for _, r := range p.ByRows {
+		if r.Rows == rows {
+			return r
+		}
+	}
+	return RowPhases{Rows: rows}
+}
+
 // Since is p less an earlier snapshot p0 of the same decoder: the steps
 // taken between the two.
 func (p DecodePhases) Since(p0 DecodePhases) DecodePhases {
 	d := DecodePhases{Steps: p.Steps - p0.Steps, Rows: p.Rows - p0.Rows, Graph: p.Graph - p0.Graph, KV: p.KV - p0.KV, Sample: p.Sample - p0.Sample}
 	for _, r := range p.ByRows {
-		for _, r0 := range p0.ByRows {
-			if r0.Rows == r.Rows {
-				r.Steps, r.Graph = r.Steps-r0.Steps, r.Graph-r0.Graph
-			}
-		}
-		if r.Steps > 0 {
-			d.ByRows = append(d.ByRows, r)
+		r0 := p0.Row(r.Rows)
+		if r.Steps > r0.Steps {
+			d.ByRows = append(d.ByRows, RowPhases{Rows: r.Rows, Steps: r.Steps - r0.Steps, Graph: r.Graph - r0.Graph})
 		}
 	}
 	return d
