@@ -702,7 +702,9 @@ func engineSession(b *testing.B, e *Engine) (s *ort.Session, release func()) {
 // the engine's own session (batch8-vs-bare, the median of nine paired
 // rounds), with where the engine's steps spent their time logged and its
 // graph's time a step of eight rows against the loop's (graph8-vs-bare:
-// the part of the difference inside the graph). The engine starts with
+// the part of the difference inside the graph), and the loop against
+// itself in nine more paired rounds (bare-vs-bare: how far this run's
+// machine moves such a median with no difference to find). The engine starts with
 // an empty cache and no prefix cache; EDGEINFER_BENCH_FULL_CACHE=MiB runs
 // it as a server runs after a while instead, the prefix cache on and full
 // (fillCache).
@@ -735,6 +737,13 @@ func BenchmarkBatchScaling(b *testing.B) {
 		st1 := e8.Stats()
 		logPhases(b, st0, st1)
 		graph8 := graphAgainstBare(b, st0, st1, bare8)
+		// The control's control: the loop against itself in the same
+		// paired rounds. The sides are the same code, so the median's
+		// distance from 1 is what this run's machine alone moved it by,
+		// the floor under which batch8-vs-bare says nothing.
+		_, _, selfRatios := pairedRounds(9,
+			func(int) float64 { return bare8.rate(b, 88) },
+			func() float64 { return bare8.rate(b, 88) })
 		bare8.close()
 		release()
 		closeBench(b, e8)
@@ -742,10 +751,11 @@ func BenchmarkBatchScaling(b *testing.B) {
 		bare1Rate := bare1.rate(b, 48)
 		bare1.close()
 		eight, bare := median(eights), median(bares)
-		b.Logf("decode tok/s: engine 1 stream %.1f, engine 8 streams %.1f (rounds %.1f), bare ORT batch-8 loop %.1f (rounds %.1f, context %d); paired ratios %.3f",
-			one, eight, eights, bare, bares, scalePrompt+scaleOutput/2, ratios)
+		b.Logf("decode tok/s: engine 1 stream %.1f, engine 8 streams %.1f (rounds %.1f), bare ORT batch-8 loop %.1f (rounds %.1f, context %d); paired ratios %.3f; the loop against itself %.3f",
+			one, eight, eights, bare, bares, scalePrompt+scaleOutput/2, ratios, selfRatios)
 		b.ReportMetric(eight/one, "batch8-x")
 		b.ReportMetric(median(ratios), "batch8-vs-bare")
+		b.ReportMetric(median(selfRatios), "bare-vs-bare")
 		b.ReportMetric(graph8, "graph8-vs-bare")
 		b.ReportMetric(one, "b1-tok/s")
 		b.ReportMetric(eight, "b8-tok/s")
