@@ -704,10 +704,10 @@ func engineSession(b *testing.B, e *Engine) (s *ort.Session, release func()) {
 // graph's time a step of eight rows against the loop's (graph8-vs-bare:
 // the part of the difference inside the graph), and the loop against
 // itself in nine more paired rounds (bare-vs-bare: how far this run's
-// machine moves such a median with no difference to find). The engine starts with
-// an empty cache and no prefix cache; EDGEINFER_BENCH_FULL_CACHE=MiB runs
-// it as a server runs after a while instead, the prefix cache on and full
-// (fillCache).
+// machine moves such a median with no difference to find). The engine
+// starts with an empty cache and no prefix cache;
+// EDGEINFER_BENCH_FULL_CACHE=MiB runs it as a server runs after a while
+// instead, the prefix cache on and full (fillCache).
 func BenchmarkBatchScaling(b *testing.B) {
 	bd := benchModel(b)
 	logPrecision(b, bd)
