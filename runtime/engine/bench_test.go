@@ -651,6 +651,19 @@ func (bl *bareLoop) rate(b *testing.B, steps int) float64 {
 	return float64(bl.B*steps) / time.Since(start).Seconds()
 }
 
+// againstItself is the control's control: the loop against itself in
+// pairedRounds' nine rounds of steps each, the per-round ratios. The sides
+// are the same code, so their median's distance from 1 is what the
+// machine alone moved such a median by in this run (bare-vs-bare), the
+// floor under which the engine's ratio to the loop says nothing. Call it
+// after graphAgainstBare, which reads the loop's run counters.
+func (bl *bareLoop) againstItself(b *testing.B, steps int) []float64 {
+	b.Helper()
+	run := func() float64 { return bl.rate(b, steps) }
+	_, _, ratios := pairedRounds(9, func(int) float64 { return run() }, run)
+	return ratios
+}
+
 // graphAgainstBare logs the engine's graph time a step of the bare loop's
 // rows between two snapshots (DecodePhases.ByRows) against the loop's own
 // runs of the graph, and returns their ratio as a rate, bare ÷ engine:
@@ -737,13 +750,7 @@ func BenchmarkBatchScaling(b *testing.B) {
 		st1 := e8.Stats()
 		logPhases(b, st0, st1)
 		graph8 := graphAgainstBare(b, st0, st1, bare8)
-		// The control's control: the loop against itself in the same
-		// paired rounds. The sides are the same code, so the median's
-		// distance from 1 is what this run's machine alone moved it by,
-		// the floor under which batch8-vs-bare says nothing.
-		_, _, selfRatios := pairedRounds(9,
-			func(int) float64 { return bare8.rate(b, 88) },
-			func() float64 { return bare8.rate(b, 88) })
+		selfRatios := bare8.againstItself(b, 88)
 		bare8.close()
 		release()
 		closeBench(b, e8)
@@ -874,11 +881,7 @@ func BenchmarkBatch1VsBare(b *testing.B) {
 		st1 := e.Stats()
 		logPhases(b, st0, st1)
 		graph1 := graphAgainstBare(b, st0, st1, bare)
-		// the loop against itself, as in BenchmarkBatchScaling: this
-		// run's floor for b1-vs-bare
-		_, _, selfRatios := pairedRounds(9,
-			func(int) float64 { return bare.rate(b, scaleOutput) },
-			func() float64 { return bare.rate(b, scaleOutput) })
+		selfRatios := bare.againstItself(b, scaleOutput)
 		bare.close()
 		release()
 		closeBench(b, e)

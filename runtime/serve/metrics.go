@@ -62,9 +62,10 @@ var (
 	prefixHitDesc   = prometheus.NewDesc("edgeinfer_engine_prefix_hit_tokens_total", "Prompt tokens found in the prefix cache (not recomputed), per decoder.", []string{"model"}, nil)
 
 	// A decode step's graph time by its batch size, from the steps the
-	// device served (engine.DecodePhases.ByRows): the rate of one over the
-	// rate of the other is what a step of that many streams takes on this
-	// board, the curve TPOT follows as load rises.
+	// device served (engine.DecodePhases.ByRows):
+	// rate(…graph_seconds_total) / rate(…steps_total) is what a step of
+	// that many streams takes on this board, the curve TPOT follows as
+	// load rises.
 	decodeStepsDesc = prometheus.NewDesc("edgeinfer_engine_decode_steps_total", "Decode steps run, per decoder and batch size (rows).", []string{"model", "rows"}, nil)
 	decodeGraphDesc = prometheus.NewDesc("edgeinfer_engine_decode_graph_seconds_total", "Time decode steps spent in the model's graph, per decoder and batch size (rows).", []string{"model", "rows"}, nil)
 
