@@ -45,11 +45,21 @@ func TestSummaryFinishReasons(t *testing.T) {
 	}
 
 	// Leaving the loop cancels; Summary waits for the scheduler to let go.
-	s = e.GenerateTokens(ctx, "tiny-test", ids(20, 3), GenerateOptions{MaxTokens: 100})
+	// The tiny model decodes a token in ~70 µs, so a reader that a loaded
+	// host leaves unscheduled for a few milliseconds may find the reply
+	// already over when its break arrives (CI saw 100 tokens in 7.7 ms):
+	// the reply runs to the context's end (~490 tokens), and a reply that
+	// still ended on its own must have done so completely.
+	s = e.GenerateTokens(ctx, "tiny-test", ids(20, 3), GenerateOptions{})
 	for range s.Tokens() {
 		break
 	}
-	if sum := s.Summary(); sum.Finish != FinishCancelled || sum.OutputTokens < 1 {
+	sum = s.Summary()
+	switch {
+	case sum.Finish == FinishCancelled && sum.OutputTokens >= 1:
+	case (sum.Finish == FinishContextLength || sum.Finish == FinishStop) && sum.Err == nil:
+		t.Logf("break: the reply ended (%s, %d tokens) before the cancellation reached the scheduler", sum.Finish, sum.OutputTokens)
+	default:
 		t.Fatalf("break: summary %+v", sum)
 	}
 	if kv := e.Stats().KV["tiny-test"]; kv.BlocksUsed != 0 {
@@ -57,7 +67,7 @@ func TestSummaryFinishReasons(t *testing.T) {
 	}
 
 	recs := snk.take(t, 3)
-	want := []string{"length", "", "cancelled"}
+	want := []string{"length", "", sum.Finish.String()}
 	for i, r := range recs[:3] {
 		if r.Model != "tiny-test" || r.Kind != "generate" || (want[i] != "" && r.FinishReason != want[i]) {
 			t.Errorf("record %d: model %q kind %q finish %q, want %q", i, r.Model, r.Kind, r.FinishReason, want[i])
