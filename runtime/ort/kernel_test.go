@@ -206,7 +206,7 @@ func TestKernelMatMulQ4VNNIEmulated(t *testing.T) {
 // shares, by regions (as the engine runs it) and in order, and on one
 // thread (-1thread), per precision.
 func BenchmarkGEMVShare(b *testing.B) {
-	benchKernelProgram(b, "gemv_share", "the program's read loop is x86-64 code", [][]string{{"2"}, {"1"}},
+	benchKernelProgram(b, "gemv_share", [][]string{{"2"}, {"1"}},
 		func(b *testing.B, args []string, line string) {
 			metrics := map[string]string{"by regions": "share-b1", "in order": "share-b1-in-order"}
 			if args[0] == "1" { // one thread runs every batch, whatever the layout
@@ -222,11 +222,17 @@ func BenchmarkGEMVShare(b *testing.B) {
 
 // benchKernelProgram builds testdata/<name>.c with the kernel, runs it for
 // int4 and int8 (9 rounds each), once with each of runs' further
-// arguments, on amd64, logs every line it prints and hands each to
-// metrics with the arguments it ran with.
-func benchKernelProgram(b *testing.B, name, skip string, runs [][]string, metrics func(b *testing.B, args []string, line string)) {
-	if goruntime.GOARCH != "amd64" {
-		b.Skip(skip)
+// arguments, on amd64 or arm64 (the programs' read loops and spin waits
+// are written for both), logs every line it prints and hands each to
+// metrics with the arguments it ran with. Under an emulator it skips: the
+// program would be a child the emulator does not follow, and its times
+// the emulator's.
+func benchKernelProgram(b *testing.B, name string, runs [][]string, metrics func(b *testing.B, args []string, line string)) {
+	if goruntime.GOARCH != "amd64" && goruntime.GOARCH != "arm64" {
+		b.Skipf("the program is written for amd64 and arm64, not %s", goruntime.GOARCH)
+	}
+	if emu := os.Getenv("EDGEINFER_EMULATED"); emu != "" {
+		b.Skipf("a CPU's figures, not %s's", emu)
 	}
 	bin := buildKernelProgram(b, name, "-O3") // cgo's optimisation (customops.go)
 	for _, bits := range []string{"4", "8"} {
@@ -251,11 +257,13 @@ func benchKernelProgram(b *testing.B, name, skip string, runs [][]string, metric
 // caches hold the weights, so the arithmetic and the instructions around
 // it set the time: testdata/gemv_cache.c, one thread, over one 1,536 × 512
 // matrix (the second-level cache) and synthetic-50m's step (19.8 MB in
-// int4: a 32 MiB last-level cache), rounds alternating the variants. Each
-// line is logged; the metrics are each variant's median time against the
-// fastest variant's (x-fastest), per precision and working set.
+// int4: a 32 MiB last-level cache), rounds alternating the variants, and
+// each variant with a batch-1 product of its own again on its tile
+// (<variant>-tile). Each line is logged; the metrics are each variant's
+// median time against the fastest variant's (x-fastest), per precision and
+// working set.
 func BenchmarkMatMulQ4GEMV(b *testing.B) {
-	benchKernelProgram(b, "gemv_cache", "the program compares the x86 variants", [][]string{nil}, func(b *testing.B, _ []string, line string) {
+	benchKernelProgram(b, "gemv_cache", [][]string{nil}, func(b *testing.B, _ []string, line string) {
 		if metric, x, ok := fastestRatio(line); ok {
 			b.ReportMetric(x, metric)
 		}

@@ -976,6 +976,115 @@ EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, i
   }
 }
 
+// The NEON variant's batch-1 product (its gemv4 and gemv8), where the tile
+// above runs one row a vector at a time. With one activation row the
+// block's 32 codes stay in two registers, and each dot product takes its
+// four codes from a lane of one of them (SDOT by element), where the tile
+// loads and duplicates four for every vector of weights (16 a block in
+// int4); int4's codes are multiplied as they lie (0..15 fit a signed byte)
+// and the zero point's share taken once a block (za), not subtracted from
+// every code; the bits and the scales' width are constants of each copy;
+// and a block's sums run in four chains, not two, so that the dot
+// products' latency is not what a little in-order core (Cortex-A55) waits
+// on. The weights are walked a pair at a time, as the x86 gemv's.
+//
+// No software prefetch by default: no Arm core has been measured here.
+// Built with EI_Q4_AHEAD_NEON=<bytes> it prefetches that far ahead (for
+// streaming, PRFM PLDL1STRM): testdata/gemv_share.c built so on a board
+// measures a distance against the hardware prefetchers alone
+// (BenchmarkGEMVShare runs there too).
+#ifndef EI_Q4_AHEAD_NEON
+#define EI_Q4_AHEAD_NEON 0
+#endif
+#define EI_NEON_INLINE static inline __attribute__((always_inline, target("arch=armv8.2-a+dotprod")))
+
+// neon_sum is block wb's eight integer sums against activation codes
+// xl (elements 0..15) and xh (16..31): rows 0..3 in sum[0], 4..7 in sum[1].
+// Vector v of int4 codes holds elements 8v..8v+3 in its low nibbles and
+// 8v+4..8v+7 in its high ones: lanes 2v and 2v+1 of the codes, counted
+// across xl and xh; vector v of int8 codes holds elements 4v..4v+3.
+EI_NEON_INLINE void neon_sum(const uint8_t* wb, int8x16_t xl, int8x16_t xh, const int bits, int32x4_t sum[2]) {
+#define EI_SDOT(s, w, lane) s = (lane) < 4 ? vdotq_laneq_s32(s, w, xl, (lane) & 3) : vdotq_laneq_s32(s, w, xh, (lane) & 3)
+  for (int h = 0; h < 2; h++) {
+    int32x4_t s0 = vdupq_n_s32(0), s1 = s0, s2 = s0, s3 = s0;
+    const uint8_t* p = wb + 16 * h;
+    if (bits == 4) {
+      const uint8x16_t low = vdupq_n_u8(0x0F);
+      const uint8x16_t r0 = vld1q_u8(p), r1 = vld1q_u8(p + 32), r2 = vld1q_u8(p + 64), r3 = vld1q_u8(p + 96);
+      EI_SDOT(s0, vreinterpretq_s8_u8(vandq_u8(r0, low)), 0);
+      EI_SDOT(s1, vreinterpretq_s8_u8(vshrq_n_u8(r0, 4)), 1);
+      EI_SDOT(s2, vreinterpretq_s8_u8(vandq_u8(r1, low)), 2);
+      EI_SDOT(s3, vreinterpretq_s8_u8(vshrq_n_u8(r1, 4)), 3);
+      EI_SDOT(s0, vreinterpretq_s8_u8(vandq_u8(r2, low)), 4);
+      EI_SDOT(s1, vreinterpretq_s8_u8(vshrq_n_u8(r2, 4)), 5);
+      EI_SDOT(s2, vreinterpretq_s8_u8(vandq_u8(r3, low)), 6);
+      EI_SDOT(s3, vreinterpretq_s8_u8(vshrq_n_u8(r3, 4)), 7);
+    } else {
+      EI_SDOT(s0, vld1q_s8((const int8_t*)p), 0);
+      EI_SDOT(s1, vld1q_s8((const int8_t*)p + 32), 1);
+      EI_SDOT(s2, vld1q_s8((const int8_t*)p + 64), 2);
+      EI_SDOT(s3, vld1q_s8((const int8_t*)p + 96), 3);
+      EI_SDOT(s0, vld1q_s8((const int8_t*)p + 128), 4);
+      EI_SDOT(s1, vld1q_s8((const int8_t*)p + 160), 5);
+      EI_SDOT(s2, vld1q_s8((const int8_t*)p + 192), 6);
+      EI_SDOT(s3, vld1q_s8((const int8_t*)p + 224), 7);
+    }
+    sum[h] = vaddq_s32(vaddq_s32(s0, s1), vaddq_s32(s2, s3));
+  }
+#undef EI_SDOT
+}
+
+// neon_block adds block blk's eight products (its codes at wb, its scales
+// at sc) to acc, less the zero point's share for int4 (int8's codes are
+// signed as packed).
+EI_NEON_INLINE void neon_block(float32x4_t acc[2], const ei_q4_job* j, int64_t m, const uint8_t* wb, const uint8_t* sc,
+                               int64_t blk, const int bits, const int f16) {
+  if (EI_Q4_AHEAD_NEON > 0) __builtin_prefetch(wb + EI_Q4_AHEAD_NEON, 0, 0);
+  const int64_t at = m * j->nb + blk;
+  const int8_t* x = j->qa + at * EI_Q4_BLOCK;
+  int32x4_t sum[2];
+  neon_sum(wb, vld1q_s8(x), vld1q_s8(x + 16), bits, sum);
+  const float sa = j->sa[at];
+  for (int h = 0; h < 2; h++) {
+    if (bits == 4) sum[h] = vsubq_s32(sum[h], vdupq_n_s32(j->za[at]));
+    const float32x4_t sw = f16 ? vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t*)sc + 4 * h)))
+                               : vld1q_f32((const float*)sc + 4 * h);
+    acc[h] = vfmaq_f32(acc[h], vcvtq_f32_s32(sum[h]), vmulq_n_f32(sw, sa));
+  }
+}
+
+EI_NEON_INLINE void neon_gemv(const ei_q4_job* j, int64_t m, int64_t g0, int64_t g1, const int bits, const int f16) {
+  const int64_t nb = j->nb;
+  const size_t gb = group_bytes(bits, f16, nb), cb = code_bytes(bits), pb = pair_bytes(bits, f16), sb = scale_bytes(f16);
+  float pend[EI_Q4_GROUP] = {0};
+  for (int64_t g = g0; g < g1; g++) {
+    const uint8_t* wb = j->w + (size_t)g * gb;
+    float32x4_t a0[2] = {vdupq_n_f32(0), vdupq_n_f32(0)}, a1[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
+    int64_t blk = 0;
+    for (; blk + 1 < nb; blk += 2, wb += pb) {
+      neon_block(a0, j, m, wb, wb + 2 * cb, blk, bits, f16);
+      neon_block(a1, j, m, wb + cb, wb + 2 * cb + sb, blk + 1, bits, f16);
+    }
+    if (blk < nb) neon_block(a0, j, m, wb, wb + 2 * cb, blk, bits, f16);  // the odd last block: its pair's first half
+    float t[EI_Q4_GROUP];
+    vst1q_f32(t, vaddq_f32(a0[0], a1[0]));
+    vst1q_f32(t + 4, vaddq_f32(a0[1], a1[1]));
+    put8(j, m, g, t, pend);
+  }
+}
+
+// tile_of hands these products of one activation row only (R = 1).
+EI_DOTPROD static void gemv_neon_q4(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
+  (void)R;
+  if (j->f16) neon_gemv(j, m0, g0, g1, 4, 1);
+  else neon_gemv(j, m0, g0, g1, 4, 0);
+}
+EI_DOTPROD static void gemv_neon_q8(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
+  (void)R;
+  if (j->f16) neon_gemv(j, m0, g0, g1, 8, 1);
+  else neon_gemv(j, m0, g0, g1, 8, 0);
+}
+
 static int has_dotprod(void) { return !(cpu_off & EI_CPU_DOTPROD) && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
 #endif
 
@@ -1097,7 +1206,8 @@ static const variant variants[] = {
      best_in_avx2},
 #endif
 #ifdef EI_Q4_DOTPROD
-    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, 0, NULL, NULL, NULL, best_in_neon},
+    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, 0, gemv_neon_q4, gemv_neon_q8,
+     "128-bit block pairs, dot products by lane", best_in_neon},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
@@ -1105,6 +1215,7 @@ static const variant variants[] = {
 static const variant* current = &variants[0];
 static char supported[256], compiled[256];
 int ei_q4_prefill_rows_on = 1;
+int ei_q4_gemv_on = 1;
 
 // gemv says how a batch-1 product streams its weights here (ei_q4_gemv);
 // only the x86 tiles prefetch.
@@ -1190,7 +1301,7 @@ size_t ei_q4_items(ei_q4_job* j) {
 // product's where the variant has one.
 static tile_fn tile_of(const ei_q4_job* j) {
   const variant* v = j->impl;
-  if (j->M == 1 && v->gemv4 != NULL) return j->bits == 8 ? v->gemv8 : v->gemv4;
+  if (j->M == 1 && v->gemv4 != NULL && ei_q4_gemv_on) return j->bits == 8 ? v->gemv8 : v->gemv4;
   return j->bits == 8 ? v->q8 : v->q4;
 }
 

@@ -129,6 +129,10 @@ void ei_q4_init(unsigned off, int prefetch);
 // chunk's int4 product takes its variant's prefill_rows a tile where it has
 // them (matmul_q4.c).
 extern int ei_q4_prefill_rows_on;
+// ei_q4_gemv_on (1 unless a benchmark turns it off): a product of one
+// activation row runs on its variant's gemv4/gemv8 where it has them, else
+// on the variant's tile (testdata/gemv_cache.c times both).
+extern int ei_q4_gemv_on;
 const char* ei_q4_variants(void);
 const char* ei_q4_compiled(void);
 const char* ei_q4_current(void);

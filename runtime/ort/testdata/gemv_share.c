@@ -21,7 +21,6 @@
 //                                            threads 2, the default, up to
 //                                            the CPUs it may run on)
 #define _GNU_SOURCE
-#include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -48,7 +47,10 @@ static atomic_int phase, done;
 static atomic_long next_batch;
 static volatile long sink;
 
-// readloop sums 128 bytes a step in four independent lanes.
+// readloop sums 128 bytes a step in independent lanes (four of 32 bytes
+// on x86, eight of 16 on arm64), the loads a memory-bound stream issues.
+#if defined(__x86_64__)
+#include <immintrin.h>
 __attribute__((target("avx2"))) static void readloop(const uint8_t* p, size_t n) {
   __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
   for (size_t o = 0; o + 128 <= n; o += 128) {
@@ -60,6 +62,21 @@ __attribute__((target("avx2"))) static void readloop(const uint8_t* p, size_t n)
   s0 = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
   sink += _mm256_extract_epi64(s0, 0);
 }
+static inline void relax(void) { _mm_pause(); }
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+static void readloop(const uint8_t* p, size_t n) {
+  uint64x2_t s[8];
+  for (int k = 0; k < 8; k++) s[k] = vdupq_n_u64(0);
+  for (size_t o = 0; o + 128 <= n; o += 128)
+    for (int k = 0; k < 8; k++) s[k] = vaddq_u64(s[k], vld1q_u64((const uint64_t*)(p + o + 16 * k)));
+  for (int k = 1; k < 8; k++) s[0] = vaddq_u64(s[0], s[k]);
+  sink += (long)vgetq_lane_u64(s[0], 0);
+}
+static inline void relax(void) { __asm__ volatile("yield"); }
+#else
+#error "gemv_share: a read loop for x86-64 or arm64 only"
+#endif
 
 // share runs thread tid's part of matrix cur: the read loop's half of its
 // bytes, or the kernel's batches (ei_q4_plan's, for `layout` threads),
@@ -80,7 +97,7 @@ static void* worker(void* arg) {
   int tid = (int)(intptr_t)arg, seen = 0;
   for (;;) {
     int ph;
-    while ((ph = atomic_load(&phase)) == seen) _mm_pause();
+    while ((ph = atomic_load(&phase)) == seen) relax();
     if (ph < 0) return NULL;
     seen = ph;
     share(tid);
@@ -97,7 +114,7 @@ static double step(void) {
     atomic_store(&next_batch, 0), atomic_store(&done, 0);
     atomic_fetch_add(&phase, 1);
     share(0);
-    while (atomic_load(&done) < threads - 1) _mm_pause();
+    while (atomic_load(&done) < threads - 1) relax();
   }
   return now() - t0;
 }
