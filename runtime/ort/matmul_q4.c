@@ -917,57 +917,118 @@ static int has_vnni(void) { return has_avx2(); }
 #endif
 #define EI_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
 
-static inline int8x16_t dup4(const int8_t* p) {
-  int32_t v;
-  memcpy(&v, p, sizeof v);
-  return vreinterpretq_s8_s32(vdupq_n_s32(v));
+// The NEON variant: a tile of up to four activation rows by a group of
+// eight weight rows, each vector of codes four weight rows (a group's
+// block is two halves, rows 0..3 and 4..7). The block's 32 activation
+// codes of a row stay in two registers, and each dot product takes its
+// four codes from a lane of one of them (SDOT by element), where a
+// broadcast a vector would load them again for every vector of weights;
+// int4's codes are multiplied as they lie (0..15 fit a signed byte) and
+// the zero point's share taken once a block (za), as the x86 tiles do;
+// the rows, the bits and the scales' width are constants of each copy, so
+// that every loop unrolls. TestKernelNEONInstructions counts the
+// instructions a block: no Arm core has been at hand to time it.
+//
+// One activation row (a batch-1 decode step) runs the same code, its
+// block's dot products in four chains rather than one, so that their
+// latency is not what a little in-order core (Cortex-A55) waits on, and
+// both blocks of a pair in one pass; with more rows, the rows' chains are
+// independent already. It needs no batch-1 product of its own (the x86
+// variants' gemv4 and gemv8).
+//
+// No software prefetch by default: no Arm core has been measured here.
+// Built with EI_Q4_AHEAD_NEON=<bytes>, a batch-1 product prefetches that
+// far ahead (for streaming, PRFM PLDL1STRM): testdata/gemv_share.c built
+// so on a board measures a distance against the hardware prefetchers
+// alone (BenchmarkGEMVShare runs there too).
+#ifndef EI_Q4_AHEAD_NEON
+#define EI_Q4_AHEAD_NEON 0
+#endif
+#define EI_NEON_INLINE static inline __attribute__((always_inline, target("arch=armv8.2-a+dotprod")))
+
+// neon_codes is half h (rows 4h..4h+3) of block wb's codes as eight
+// vectors of signed bytes, vector k holding elements 4k..4k+3 of each of
+// the four rows. int4's vector v holds elements 8v..8v+3 in its low
+// nibbles and 8v+4..8v+7 in its high ones; int8's vector v elements
+// 4v..4v+3.
+EI_NEON_INLINE void neon_codes(const uint8_t* wb, int h, const int bits, int8x16_t c[8]) {
+  const uint8_t* p = wb + 16 * h;
+  if (bits == 4) {
+    for (int v = 0; v < 4; v++) {
+      const uint8x16_t raw = vld1q_u8(p + 32 * v);
+      c[2 * v] = vreinterpretq_s8_u8(vandq_u8(raw, vdupq_n_u8(0x0F)));
+      c[2 * v + 1] = vreinterpretq_s8_u8(vshrq_n_u8(raw, 4));
+    }
+  } else {
+    for (int v = 0; v < 8; v++) c[v] = vld1q_s8((const int8_t*)p + 32 * v);
+  }
 }
 
-// The NEON dot-product tile, in signed integers (w−zp)·x: a vector of
-// codes is four weight rows, so a group is two.
-EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
+// neon_dot8 is s plus the four rows' sums of c against activation codes
+// xl (elements 0..15) and xh (16..31), in `chains` (1 or 4) chains of dot
+// products.
+EI_NEON_INLINE int32x4_t neon_dot8(int32x4_t s0, const int8x16_t c[8], int8x16_t xl, int8x16_t xh, const int chains) {
+  int32x4_t s[4] = {s0, vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+  const int k = chains == 4;  // with four chains, chain i takes c[i] and c[i+4]
+  s[0] = vdotq_laneq_s32(s[0], c[0], xl, 0);
+  s[1 * k] = vdotq_laneq_s32(s[1 * k], c[1], xl, 1);
+  s[2 * k] = vdotq_laneq_s32(s[2 * k], c[2], xl, 2);
+  s[3 * k] = vdotq_laneq_s32(s[3 * k], c[3], xl, 3);
+  s[0] = vdotq_laneq_s32(s[0], c[4], xh, 0);
+  s[1 * k] = vdotq_laneq_s32(s[1 * k], c[5], xh, 1);
+  s[2 * k] = vdotq_laneq_s32(s[2 * k], c[6], xh, 2);
+  s[3 * k] = vdotq_laneq_s32(s[3 * k], c[7], xh, 3);
+  return k ? vaddq_s32(vaddq_s32(s[0], s[1]), vaddq_s32(s[2], s[3])) : s[0];
+}
+
+// neon_block adds block blk's products (its codes at wb, its scales at sc)
+// for rows m0..m0+R-1 to acc. An int4 row's sums start at minus the zero
+// point's share (int8's codes are signed as packed).
+EI_NEON_INLINE void neon_block(float32x4_t acc[4][2], const ei_q4_job* j, int64_t m0, const int R, const uint8_t* wb,
+                               const uint8_t* sc, int64_t blk, const int bits, const int f16) {
+  const int chains = R == 1 ? 4 : 1;
+  if (EI_Q4_AHEAD_NEON > 0 && R == 1) __builtin_prefetch(wb + EI_Q4_AHEAD_NEON, 0, 0);
+  int8x16_t xl[4], xh[4];
+  float sa[4];
+  int32_t za[4];
+  for (int r = 0; r < R; r++) {
+    const int64_t at = (m0 + r) * j->nb + blk;
+    xl[r] = vld1q_s8(j->qa + at * EI_Q4_BLOCK), xh[r] = vld1q_s8(j->qa + at * EI_Q4_BLOCK + 16);
+    sa[r] = j->sa[at], za[r] = bits == 4 ? -j->za[at] : 0;
+  }
+  for (int h = 0; h < 2; h++) {
+    int8x16_t c[8];
+    neon_codes(wb, h, bits, c);
+    const float32x4_t sw = f16 ? vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t*)sc + 4 * h)))
+                               : vld1q_f32((const float*)sc + 4 * h);
+    for (int r = 0; r < R; r++) {
+      const int32x4_t sum = neon_dot8(vdupq_n_s32(za[r]), c, xl[r], xh[r], chains);
+      acc[r][h] = vfmaq_f32(acc[r][h], vcvtq_f32_s32(sum), vmulq_n_f32(sw, sa[r]));
+    }
+  }
+}
+
+// neon_of runs rows m0..m0+R-1 of a against groups g0..g1-1, the weights
+// walked in the pairs' order.
+EI_NEON_INLINE void neon_of(const ei_q4_job* j, int64_t m0, const int R, int64_t g0, int64_t g1, const int bits, const int f16) {
   const int64_t nb = j->nb;
-  const int bits = j->bits;
-  const size_t gb = group_bytes(bits, j->f16, nb);
-  const uint8x16_t low = vdupq_n_u8(0x0F);
-  const int8x16_t eight = vdupq_n_s8(8);
+  const size_t gb = group_bytes(bits, f16, nb), cb = code_bytes(bits), pb = pair_bytes(bits, f16), sb = scale_bytes(f16);
   float pend[4][EI_Q4_GROUP] = {{0}};
   for (int64_t g = g0; g < g1; g++) {
+    const uint8_t* wb = j->w + (size_t)g * gb;
     float32x4_t acc[4][2];
-    for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = vdupq_n_f32(0);
-    for (int64_t blk = 0; blk < nb; blk++) {
-      const uint8_t* wb = j->w + (size_t)g * gb + code_at(bits, j->f16, blk);
-      const uint8_t* sp = j->w + (size_t)g * gb + scale_at(bits, j->f16, blk);
-      int32x4_t s[4][2];
-      for (int r = 0; r < 4; r++) s[r][0] = s[r][1] = vdupq_n_s32(0);
-      for (int h = 0; h < 2; h++) {
-        if (bits == 8) {
-          for (int v = 0; v < 8; v++) {
-            int8x16_t w = vld1q_s8((const int8_t*)wb + 32 * v + 16 * h);
-            for (int64_t r = 0; r < R; r++)
-              s[r][h] = vdotq_s32(s[r][h], w, dup4(j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK + 4 * v));
-          }
-        } else {
-          for (int v = 0; v < 4; v++) {
-            uint8x16_t raw = vld1q_u8(wb + 32 * v + 16 * h);
-            int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(raw, low)), eight);
-            int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(raw, 4)), eight);
-            for (int64_t r = 0; r < R; r++) {
-              const int8_t* x = j->qa + ((m0 + r) * nb + blk) * EI_Q4_BLOCK + 8 * v;
-              s[r][h] = vdotq_s32(vdotq_s32(s[r][h], lo, dup4(x)), hi, dup4(x + 4));
-            }
-          }
-        }
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = vdupq_n_f32(0);
+    int64_t blk = 0;
+    if (R <= 2) {  // both blocks of a pair in one pass: with more rows, more spills than gains
+      for (; blk + 1 < nb; blk += 2, wb += pb) {
+        neon_block(acc, j, m0, R, wb, wb + 2 * cb, blk, bits, f16);
+        neon_block(acc, j, m0, R, wb + cb, wb + 2 * cb + sb, blk + 1, bits, f16);
       }
-      float32x4_t sw[2];
-      for (int h = 0; h < 2; h++)
-        sw[h] = j->f16 ? vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t*)sp + 4 * h)))
-                       : vld1q_f32((const float*)sp + 4 * h);
-      for (int64_t r = 0; r < R; r++)
-        for (int h = 0; h < 2; h++)
-          acc[r][h] = vfmaq_f32(acc[r][h], vcvtq_f32_s32(s[r][h]), vmulq_n_f32(sw[h], j->sa[(m0 + r) * nb + blk]));
+      if (blk < nb) neon_block(acc, j, m0, R, wb, wb + 2 * cb, blk, bits, f16);  // the odd last block: its pair's first half
+    } else {
+      for (; blk < nb; blk++) neon_block(acc, j, m0, R, wb + code_at(bits, f16, blk), wb + scale_at(bits, f16, blk), blk, bits, f16);
     }
-    for (int64_t r = 0; r < R; r++) {
+    for (int r = 0; r < R; r++) {
       float t[EI_Q4_GROUP];
       vst1q_f32(t, acc[r][0]);
       vst1q_f32(t + 4, acc[r][1]);
@@ -976,115 +1037,20 @@ EI_DOTPROD static void tile_dotprod(const ei_q4_job* j, int64_t m0, int64_t R, i
   }
 }
 
-// The NEON variant's batch-1 product (its gemv4 and gemv8), where the tile
-// above runs one row a vector at a time. With one activation row the
-// block's 32 codes stay in two registers, and each dot product takes its
-// four codes from a lane of one of them (SDOT by element), where the tile
-// loads and duplicates four for every vector of weights (16 a block in
-// int4); int4's codes are multiplied as they lie (0..15 fit a signed byte)
-// and the zero point's share taken once a block (za), not subtracted from
-// every code; the bits and the scales' width are constants of each copy;
-// and a block's sums run in four chains, not two, so that the dot
-// products' latency is not what a little in-order core (Cortex-A55) waits
-// on. The weights are walked a pair at a time, as the x86 gemv's.
-//
-// No software prefetch by default: no Arm core has been measured here.
-// Built with EI_Q4_AHEAD_NEON=<bytes> it prefetches that far ahead (for
-// streaming, PRFM PLDL1STRM): testdata/gemv_share.c built so on a board
-// measures a distance against the hardware prefetchers alone
-// (BenchmarkGEMVShare runs there too).
-#ifndef EI_Q4_AHEAD_NEON
-#define EI_Q4_AHEAD_NEON 0
-#endif
-#define EI_NEON_INLINE static inline __attribute__((always_inline, target("arch=armv8.2-a+dotprod")))
-
-// neon_sum is block wb's eight integer sums against activation codes
-// xl (elements 0..15) and xh (16..31): rows 0..3 in sum[0], 4..7 in sum[1].
-// Vector v of int4 codes holds elements 8v..8v+3 in its low nibbles and
-// 8v+4..8v+7 in its high ones: lanes 2v and 2v+1 of the codes, counted
-// across xl and xh; vector v of int8 codes holds elements 4v..4v+3.
-EI_NEON_INLINE void neon_sum(const uint8_t* wb, int8x16_t xl, int8x16_t xh, const int bits, int32x4_t sum[2]) {
-#define EI_SDOT(s, w, lane) s = (lane) < 4 ? vdotq_laneq_s32(s, w, xl, (lane) & 3) : vdotq_laneq_s32(s, w, xh, (lane) & 3)
-  for (int h = 0; h < 2; h++) {
-    int32x4_t s0 = vdupq_n_s32(0), s1 = s0, s2 = s0, s3 = s0;
-    const uint8_t* p = wb + 16 * h;
-    if (bits == 4) {
-      const uint8x16_t low = vdupq_n_u8(0x0F);
-      const uint8x16_t r0 = vld1q_u8(p), r1 = vld1q_u8(p + 32), r2 = vld1q_u8(p + 64), r3 = vld1q_u8(p + 96);
-      EI_SDOT(s0, vreinterpretq_s8_u8(vandq_u8(r0, low)), 0);
-      EI_SDOT(s1, vreinterpretq_s8_u8(vshrq_n_u8(r0, 4)), 1);
-      EI_SDOT(s2, vreinterpretq_s8_u8(vandq_u8(r1, low)), 2);
-      EI_SDOT(s3, vreinterpretq_s8_u8(vshrq_n_u8(r1, 4)), 3);
-      EI_SDOT(s0, vreinterpretq_s8_u8(vandq_u8(r2, low)), 4);
-      EI_SDOT(s1, vreinterpretq_s8_u8(vshrq_n_u8(r2, 4)), 5);
-      EI_SDOT(s2, vreinterpretq_s8_u8(vandq_u8(r3, low)), 6);
-      EI_SDOT(s3, vreinterpretq_s8_u8(vshrq_n_u8(r3, 4)), 7);
-    } else {
-      EI_SDOT(s0, vld1q_s8((const int8_t*)p), 0);
-      EI_SDOT(s1, vld1q_s8((const int8_t*)p + 32), 1);
-      EI_SDOT(s2, vld1q_s8((const int8_t*)p + 64), 2);
-      EI_SDOT(s3, vld1q_s8((const int8_t*)p + 96), 3);
-      EI_SDOT(s0, vld1q_s8((const int8_t*)p + 128), 4);
-      EI_SDOT(s1, vld1q_s8((const int8_t*)p + 160), 5);
-      EI_SDOT(s2, vld1q_s8((const int8_t*)p + 192), 6);
-      EI_SDOT(s3, vld1q_s8((const int8_t*)p + 224), 7);
-    }
-    sum[h] = vaddq_s32(vaddq_s32(s0, s1), vaddq_s32(s2, s3));
+// neon_rows is neon_of with the rows and the scales' width as constants.
+EI_NEON_INLINE void neon_rows(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1, const int bits) {
+#define EI_NEON_R(n) \
+  case n:            \
+    if (j->f16) neon_of(j, m0, n, g0, g1, bits, 1); \
+    else neon_of(j, m0, n, g0, g1, bits, 0);        \
+    return;
+  switch (R) {
+    EI_NEON_R(1) EI_NEON_R(2) EI_NEON_R(3) EI_NEON_R(4)
   }
-#undef EI_SDOT
+#undef EI_NEON_R
 }
-
-// neon_block adds block blk's eight products (its codes at wb, its scales
-// at sc) to acc, less the zero point's share for int4 (int8's codes are
-// signed as packed).
-EI_NEON_INLINE void neon_block(float32x4_t acc[2], const ei_q4_job* j, int64_t m, const uint8_t* wb, const uint8_t* sc,
-                               int64_t blk, const int bits, const int f16) {
-  if (EI_Q4_AHEAD_NEON > 0) __builtin_prefetch(wb + EI_Q4_AHEAD_NEON, 0, 0);
-  const int64_t at = m * j->nb + blk;
-  const int8_t* x = j->qa + at * EI_Q4_BLOCK;
-  int32x4_t sum[2];
-  neon_sum(wb, vld1q_s8(x), vld1q_s8(x + 16), bits, sum);
-  const float sa = j->sa[at];
-  for (int h = 0; h < 2; h++) {
-    if (bits == 4) sum[h] = vsubq_s32(sum[h], vdupq_n_s32(j->za[at]));
-    const float32x4_t sw = f16 ? vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t*)sc + 4 * h)))
-                               : vld1q_f32((const float*)sc + 4 * h);
-    acc[h] = vfmaq_f32(acc[h], vcvtq_f32_s32(sum[h]), vmulq_n_f32(sw, sa));
-  }
-}
-
-EI_NEON_INLINE void neon_gemv(const ei_q4_job* j, int64_t m, int64_t g0, int64_t g1, const int bits, const int f16) {
-  const int64_t nb = j->nb;
-  const size_t gb = group_bytes(bits, f16, nb), cb = code_bytes(bits), pb = pair_bytes(bits, f16), sb = scale_bytes(f16);
-  float pend[EI_Q4_GROUP] = {0};
-  for (int64_t g = g0; g < g1; g++) {
-    const uint8_t* wb = j->w + (size_t)g * gb;
-    float32x4_t a0[2] = {vdupq_n_f32(0), vdupq_n_f32(0)}, a1[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
-    int64_t blk = 0;
-    for (; blk + 1 < nb; blk += 2, wb += pb) {
-      neon_block(a0, j, m, wb, wb + 2 * cb, blk, bits, f16);
-      neon_block(a1, j, m, wb + cb, wb + 2 * cb + sb, blk + 1, bits, f16);
-    }
-    if (blk < nb) neon_block(a0, j, m, wb, wb + 2 * cb, blk, bits, f16);  // the odd last block: its pair's first half
-    float t[EI_Q4_GROUP];
-    vst1q_f32(t, vaddq_f32(a0[0], a1[0]));
-    vst1q_f32(t + 4, vaddq_f32(a0[1], a1[1]));
-    put8(j, m, g, t, pend);
-  }
-}
-
-// tile_of hands these products of one activation row only (R = 1).
-EI_DOTPROD static void gemv_neon_q4(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
-  (void)R;
-  if (j->f16) neon_gemv(j, m0, g0, g1, 4, 1);
-  else neon_gemv(j, m0, g0, g1, 4, 0);
-}
-EI_DOTPROD static void gemv_neon_q8(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) {
-  (void)R;
-  if (j->f16) neon_gemv(j, m0, g0, g1, 8, 1);
-  else neon_gemv(j, m0, g0, g1, 8, 0);
-}
-
+EI_DOTPROD static void tile_dotprod_q4(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) { neon_rows(j, m0, R, g0, g1, 4); }
+EI_DOTPROD static void tile_dotprod_q8(const ei_q4_job* j, int64_t m0, int64_t R, int64_t g0, int64_t g1) { neon_rows(j, m0, R, g0, g1, 8); }
 static int has_dotprod(void) { return !(cpu_off & EI_CPU_DOTPROD) && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; }
 #endif
 
@@ -1206,8 +1172,7 @@ static const variant variants[] = {
      best_in_avx2},
 #endif
 #ifdef EI_Q4_DOTPROD
-    {"neon-dotprod", tile_dotprod, tile_dotprod, quantize_generic, has_dotprod, 4, 0, gemv_neon_q4, gemv_neon_q8,
-     "128-bit block pairs, dot products by lane", best_in_neon},
+    {"neon-dotprod", tile_dotprod_q4, tile_dotprod_q8, quantize_generic, has_dotprod, 4, 0, NULL, NULL, NULL, best_in_neon},
 #endif
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
