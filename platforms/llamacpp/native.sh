@@ -217,6 +217,11 @@ compare)
   # the machine beside every figure: CPU model, family/model, caches as
   # the kernel reports them (a VM may report none, or its host's)
   cpu="$(awk -F': ' '/^model name/ { m = $2 } /^cpu family/ { f = $2 } /^model\t/ { d = $2 } END { printf "%s (family %s model %s)", m, f, d; exit }' /proc/cpuinfo 2>/dev/null || uname -m)"
+  if ! grep -q '^model name' /proc/cpuinfo 2>/dev/null; then
+    # arm64 kernels name no model: the cores as lscpu names them from their
+    # CPU part, and the parts themselves
+    cpu="$(lscpu 2>/dev/null | awk -F': +' '/^ *Model name/ { printf "%s%s", n++ ? " + " : "", $2 }') ($(uname -m), CPU parts $(awk -F': ' '/^CPU part/ { print $2 }' /proc/cpuinfo 2>/dev/null | sort -u | paste -sd, -))"
+  fi
   caches="$(for c in /sys/devices/system/cpu/cpu0/cache/index*; do
     if [[ -r $c/size ]]; then printf 'L%s %s %s, ' "$(cat "$c/level")" "$(cat "$c/type")" "$(cat "$c/size")"; fi
   done)"

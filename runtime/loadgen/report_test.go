@@ -3,12 +3,13 @@ package loadgen
 import (
 	"encoding/json"
 	"errors"
-	"slices"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/edgeinfer/edgeinfer/pkg/power/powertest"
+	"github.com/edgeinfer/edgeinfer/platforms"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/ort"
 )
@@ -43,28 +44,19 @@ func TestReportJSONRoundTrip(t *testing.T) {
 	}
 }
 
-func TestParseSIMD(t *testing.T) {
-	x86 := "processor\t: 0\nflags\t\t: fpu sse sse2 avx fma avx2 f16c\nprocessor\t: 1\nflags\t\t: fpu avx512f\n"
-	if got := strings.Join(parseSIMD(x86), " "); got != "avx avx2 fma f16c" {
-		t.Errorf("x86: %q (first processor's flags, in simdFlags order)", got)
-	}
-	arm := "processor\t: 0\nFeatures\t: fp asimd evtstrm aes asimddp sve i8mm\n"
-	if got := strings.Join(parseSIMD(arm), " "); got != "asimd asimddp sve i8mm" {
-		t.Errorf("arm64: %q", got)
-	}
-	if got := parseSIMD("garbage"); got == nil || len(got) != 0 {
-		t.Errorf("no flags line: %#v, want an empty list", got)
-	}
-}
-
-func FuzzParseSIMD(f *testing.F) {
-	f.Add("flags\t: avx avx2\n")
-	f.Add("Features: asimd\nflags: sve")
-	f.Fuzz(func(t *testing.T, s string) {
-		for _, x := range parseSIMD(s) {
-			if !slices.Contains(simdFlags, x) {
-				t.Fatalf("%q is not a SIMD flag we record", x)
-			}
+// TestCPUOf: the version matrix names an ARM board's cores by their CPU
+// part, an x86 CPU by its model name, and the vector extensions of either,
+// from the board fixtures' /proc/cpuinfo (real boards' files).
+func TestCPUOf(t *testing.T) {
+	for _, c := range []struct{ fixture, model, simd string }{
+		{"rk3588", "4×Cortex-A55, 4×Cortex-A76", "asimd asimddp asimdhp"},
+		{"rpi5", "4×Cortex-A76", "asimd asimddp asimdhp"},
+		{"generic-amd64", "AMD EPYC 9R14", "avx avx2 fma f16c avx512f avx512bw avx512_vnni avx512_bf16"},
+		{"lying-rk3588-no-parts", "unknown: /proc/cpuinfo names no model and no CPU part", "asimd asimddp asimdhp"},
+	} {
+		model, simd := cpuOf(platforms.ReadFacts(filepath.Join("..", "..", "platforms", "testdata", c.fixture)))
+		if model != c.model || strings.Join(simd, " ") != c.simd {
+			t.Errorf("%s: cpu %q, simd %q; want %q, %q", c.fixture, model, simd, c.model, c.simd)
 		}
-	})
+	}
 }

@@ -1,13 +1,13 @@
 package loadgen
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strings"
 
+	"github.com/edgeinfer/edgeinfer/platforms"
 	"github.com/edgeinfer/edgeinfer/runtime/engine"
 	"github.com/edgeinfer/edgeinfer/runtime/plugin"
 )
@@ -88,8 +88,9 @@ func modelVersion(m engine.ModelInfo) ModelVersion {
 // collectVersions fills the matrix from the build, the machine and the
 // engine.
 func collectVersions(res *Result) Versions {
+	model, simd := cpuOf(platforms.ReadFacts("/"))
 	v := Versions{SDK: "(unknown)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Cores: runtime.NumCPU(), CPU: cpuModel(), SIMD: cpuSIMD(), HugePages: hugePageMode(), Sched: res.Sched, Target: res.Target,
+		Cores: runtime.NumCPU(), CPU: model, SIMD: simd, HugePages: hugePageMode(), Sched: res.Sched, Target: res.Target,
 		PluginRuntime: plugin.Runtime()}
 	v.Board, v.Platform = detectPlatform(res.EngineConfig)
 	for _, m := range res.Models {
@@ -136,55 +137,22 @@ func collectVersions(res *Result) Versions {
 	return v
 }
 
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return "unknown: " + err.Error()
+// cpuOf is the version matrix's processor, as the board detection reads
+// it (platforms): an ARM CPU's cores named by their CPU part ("4×Cortex-A55,
+// 4×Cortex-A76"; arm64 kernels write no model name, and a Raspberry Pi's
+// "Model" line names the board, which the matrix's board row has), else
+// the model name; and the vector extensions of its first processor that
+// ONNX Runtime's and our kernels care about.
+func cpuOf(f platforms.Facts) (model string, simd []string) {
+	switch {
+	case f.CPU.CoreNames() != "":
+		model = f.CPU.CoreNames()
+	case f.CPU.Model != "":
+		model = f.CPU.Model
+	default:
+		model = "unknown: /proc/cpuinfo names no model and no CPU part"
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, val, ok := strings.Cut(sc.Text(), ":")
-		if ok && (strings.TrimSpace(k) == "model name" || strings.TrimSpace(k) == "Model") {
-			return strings.TrimSpace(val)
-		}
-	}
-	return "unknown: no model name in /proc/cpuinfo"
-}
-
-// simdFlags are the /proc/cpuinfo flags worth recording (x86 and arm64
-// spellings).
-var simdFlags = []string{"avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile",
-	"asimd", "asimddp", "asimdhp", "sve", "sve2", "i8mm", "bf16"}
-
-// cpuSIMD returns the SIMD flags of the first processor in /proc/cpuinfo
-// that are in simdFlags, in that order; nil when unreadable.
-func cpuSIMD() []string {
-	data, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return nil
-	}
-	return parseSIMD(string(data))
-}
-
-func parseSIMD(cpuinfo string) []string {
-	have := map[string]bool{}
-	for line := range strings.Lines(cpuinfo) {
-		k, val, ok := strings.Cut(line, ":")
-		if k = strings.TrimSpace(k); ok && (k == "flags" || k == "Features") {
-			for _, f := range strings.Fields(val) {
-				have[f] = true
-			}
-			break
-		}
-	}
-	out := []string{}
-	for _, f := range simdFlags {
-		if have[f] {
-			out = append(out, f)
-		}
-	}
-	return out
+	return model, f.CPU.SIMD()
 }
 
 // hugePageMode reads the bracketed choice of
