@@ -921,8 +921,8 @@ static int has_vnni(void) { return has_avx2(); }
 // eight weight rows, each vector of codes four weight rows (a group's
 // block is two halves, rows 0..3 and 4..7). The block's 32 activation
 // codes of a row stay in two registers, and each dot product takes its
-// four codes from a lane of one of them (SDOT by element), where a
-// broadcast a vector would load them again for every vector of weights;
+// four codes from a lane of one of them (SDOT by element), where the tile
+// before it loaded and broadcast four codes for every vector of weights;
 // int4's codes are multiplied as they lie (0..15 fit a signed byte) and
 // the zero point's share taken once a block (za), as the x86 tiles do;
 // the rows, the bits and the scales' width are constants of each copy, so
@@ -1183,7 +1183,7 @@ int ei_q4_prefill_rows_on = 1;
 int ei_q4_gemv_on = 1;
 
 // gemv says how a batch-1 product streams its weights here (ei_q4_gemv);
-// only the x86 tiles prefetch.
+// the x86 tiles prefetch, the NEON tile only where built to.
 static char gemv[128] = "hardware prefetch only";
 
 // amd_family is CPUID's display family (base plus extended) of an AMD
@@ -1211,7 +1211,10 @@ void ei_q4_init(unsigned off, int prefetch) {
     snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead%s%s", ahead1, nta ? ", non-temporal" : "",
              zen5 && prefetch == EI_Q4_PREFETCH_CPU ? " (AMD family 26)" : "");
 #else
-  (void)prefetch;  // only the x86 tiles prefetch
+  (void)prefetch;  // only the x86 tiles choose a hint
+#if defined(EI_Q4_DOTPROD) && EI_Q4_AHEAD_NEON > 0
+  snprintf(gemv, sizeof gemv, "software prefetch %d bytes ahead (built with EI_Q4_AHEAD_NEON)", EI_Q4_AHEAD_NEON);
+#endif
 #endif
   size_t n = 0, c = 0;
   for (size_t i = 0; i < N_VARIANTS; i++) {
