@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,23 +98,23 @@ func elfFuncs(bin string, names ...string) (map[string][2]uint64, error) {
 	return r, nil
 }
 
-var (
-	// qemu's in_asm log: a block's instructions, one a line, after "IN:".
-	icountInsn = regexp.MustCompile(`^0x([0-9a-f]+):\s`)
-	// its exec log (nochain: every block run is logged): the block's guest PC.
-	icountExec = regexp.MustCompile(`^Trace \d+: 0x[0-9a-f]+ \[[0-9a-f]+/([0-9a-f]+)/`)
-)
-
 // icount runs the program under qemu with its in_asm and exec logs on a
 // pipe and returns the instructions executed inside each function of
-// funcs.
+// funcs. The logs are filtered to those functions (-dfilter): the whole
+// program's are ~60 MB a run, which the race detector's build of the
+// parser took minutes to read.
 func icount(t *testing.T, qemu, bin string, funcs map[string][2]uint64, args ...string) map[string]int {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(qemu, append([]string{"-d", "in_asm,exec,nochain", "-D", "/dev/fd/3", bin}, args...)...)
+	var ranges []string
+	for _, rg := range funcs {
+		ranges = append(ranges, fmt.Sprintf("0x%x..0x%x", rg[0], rg[1]-1))
+	}
+	cmd := exec.Command(qemu, append([]string{"-d", "in_asm,exec,nochain", "-dfilter", strings.Join(ranges, ","),
+		"-D", "/dev/fd/3", bin}, args...)...)
 	cmd.ExtraFiles = []*os.File{w}
 	var stdout strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stdout
@@ -144,7 +143,10 @@ func icount(t *testing.T, qemu, bin string, funcs map[string][2]uint64, args ...
 }
 
 // parseICount adds each logged block's instructions to the function of
-// funcs it starts in, each time the block runs.
+// funcs it starts in, each time the block runs. qemu's in_asm log lists a
+// block's instructions one a line ("0x<address>:  <code>  <mnemonic> …")
+// after a line "IN: …"; its exec log (nochain: every block run is logged)
+// has a line "Trace <cpu>: 0x<host> [<flags>/<guest PC>/…] …" a run.
 func parseICount(r io.Reader, funcs map[string][2]uint64, counts map[string]int) error {
 	size := map[uint64]int{} // a translated block's instructions, by its first address
 	var first uint64
@@ -153,17 +155,26 @@ func parseICount(r io.Reader, funcs map[string][2]uint64, counts map[string]int)
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if m := icountInsn.FindStringSubmatch(line); m != nil {
-			if !inBlock {
-				first, _ = strconv.ParseUint(m[1], 16, 64)
-				size[first], inBlock = 0, true
+		if addr, _, ok := strings.Cut(line, ":"); ok && strings.HasPrefix(addr, "0x") {
+			if a, err := strconv.ParseUint(addr[2:], 16, 64); err == nil {
+				if !inBlock {
+					first, inBlock = a, true
+					size[first] = 0
+				}
+				size[first]++
+				continue
 			}
-			size[first]++
-			continue
 		}
 		inBlock = false
-		if m := icountExec.FindStringSubmatch(line); m != nil {
-			pc, _ := strconv.ParseUint(m[1], 16, 64)
+		if !strings.HasPrefix(line, "Trace ") {
+			continue
+		}
+		_, rest, ok := strings.Cut(line, "[")
+		if f := strings.SplitN(rest, "/", 3); ok && len(f) == 3 {
+			pc, err := strconv.ParseUint(f[1], 16, 64)
+			if err != nil {
+				return fmt.Errorf("qemu's exec log: %q: %w", line, err)
+			}
 			for name, rg := range funcs {
 				if pc >= rg[0] && pc < rg[1] {
 					counts[name] += size[pc]
