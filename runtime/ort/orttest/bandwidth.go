@@ -6,9 +6,10 @@ package orttest
 #include <stdint.h>
 #include <stdlib.h>
 
-// The read loop: a sum over the buffer, 128 bytes an iteration, in 256-bit
-// loads where the CPU has AVX2 (the loads the matrix kernels use), else in
-// 64-bit words; the sum is returned so the loads cannot be dropped.
+// The read loop: a sum over the buffer, 128 bytes an iteration, in the
+// loads the matrix kernels use — 256-bit where the CPU has AVX2, 128-bit
+// NEON on arm64 — else in 64-bit words; the sum is returned so the loads
+// cannot be dropped.
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 __attribute__((target("avx2"))) static uint64_t read_avx2(const uint8_t* p, size_t n) {
@@ -26,6 +27,18 @@ __attribute__((target("avx2"))) static uint64_t read_avx2(const uint8_t* p, size
 }
 #endif
 
+#if defined(__aarch64__) && defined(__GNUC__)
+#include <arm_neon.h>
+static uint64_t read_neon(const uint8_t* p, size_t n) {
+  uint64x2_t s[8];
+  for (int k = 0; k < 8; k++) s[k] = vdupq_n_u64(0);
+  for (size_t i = 0; i + 128 <= n; i += 128)
+    for (int k = 0; k < 8; k++) s[k] = vaddq_u64(s[k], vld1q_u64((const uint64_t*)(p + i + 16 * k)));
+  for (int k = 1; k < 8; k++) s[0] = vaddq_u64(s[0], s[k]);
+  return vgetq_lane_u64(s[0], 0) + vgetq_lane_u64(s[0], 1);
+}
+#endif
+
 static uint64_t read_words(const uint8_t* p, size_t n) {
   const uint64_t* w = (const uint64_t*)p;
   uint64_t s[8] = {0};
@@ -37,6 +50,8 @@ static uint64_t read_words(const uint8_t* p, size_t n) {
 static uint64_t ei_read(const void* p, size_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
   if (__builtin_cpu_supports("avx2")) return read_avx2(p, n);
+#elif defined(__aarch64__) && defined(__GNUC__)
+  return read_neon(p, n);
 #endif
   return read_words(p, n);
 }
@@ -51,10 +66,11 @@ import (
 )
 
 // ReadBandwidth is the best of three passes of threads OS threads each
-// reading its share of a 256 MiB buffer (C, 256-bit loads on AVX2), in bytes
-// per second: the memory read bandwidth a decode step's weight stream can
-// reach on those threads, measured beside the benchmark that needs it (a
-// shared machine's bandwidth swings within minutes).
+// reading its share of a 256 MiB buffer (C, 256-bit loads on AVX2, 128-bit
+// on arm64), in bytes per second: the memory read bandwidth a decode
+// step's weight stream can reach on those threads, measured beside the
+// benchmark that needs it (a shared machine's bandwidth swings within
+// minutes).
 func ReadBandwidth(threads int) float64 {
 	const size = 256 << 20
 	raw := C.malloc(size + 64)
