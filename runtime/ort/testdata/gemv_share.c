@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "../matmul_q4.h"
+#include "../orttest/readloop.h"
 #include "kernel_program.h"
 
 #define MAX_THREADS 16
@@ -47,35 +48,18 @@ static atomic_int phase, done;
 static atomic_long next_batch;
 static volatile long sink;
 
-// readloop sums 128 bytes a step in independent lanes (four of 32 bytes
-// on x86, eight of 16 on arm64), the loads a memory-bound stream issues.
+// readloop is the read loop the shares are taken against: the one
+// ReadBandwidth runs beside the engine's benchmarks (orttest/readloop.h).
+static void readloop(const uint8_t* p, size_t n) { sink += (long)ei_read(p, n); }
+
+// relax is the spin wait's pause.
 #if defined(__x86_64__)
 #include <immintrin.h>
-__attribute__((target("avx2"))) static void readloop(const uint8_t* p, size_t n) {
-  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
-  for (size_t o = 0; o + 128 <= n; o += 128) {
-    s0 = _mm256_add_epi64(s0, _mm256_load_si256((const __m256i*)(p + o)));
-    s1 = _mm256_add_epi64(s1, _mm256_load_si256((const __m256i*)(p + o + 32)));
-    s2 = _mm256_add_epi64(s2, _mm256_load_si256((const __m256i*)(p + o + 64)));
-    s3 = _mm256_add_epi64(s3, _mm256_load_si256((const __m256i*)(p + o + 96)));
-  }
-  s0 = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
-  sink += _mm256_extract_epi64(s0, 0);
-}
 static inline void relax(void) { _mm_pause(); }
 #elif defined(__aarch64__)
-#include <arm_neon.h>
-static void readloop(const uint8_t* p, size_t n) {
-  uint64x2_t s[8];
-  for (int k = 0; k < 8; k++) s[k] = vdupq_n_u64(0);
-  for (size_t o = 0; o + 128 <= n; o += 128)
-    for (int k = 0; k < 8; k++) s[k] = vaddq_u64(s[k], vld1q_u64((const uint64_t*)(p + o + 16 * k)));
-  for (int k = 1; k < 8; k++) s[0] = vaddq_u64(s[0], s[k]);
-  sink += (long)vgetq_lane_u64(s[0], 0);
-}
 static inline void relax(void) { __asm__ volatile("yield"); }
 #else
-#error "gemv_share: a read loop for x86-64 or arm64 only"
+#error "gemv_share: a spin wait for x86-64 or arm64 only"
 #endif
 
 // share runs thread tid's part of matrix cur: the read loop's half of its
