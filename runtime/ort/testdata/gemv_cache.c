@@ -36,32 +36,9 @@ typedef struct {
   int n;
 } set;
 
-// add appends an N × K product of random codes, float16 scales (as quant
-// writes them) and one activation row.
-static void add(set* s, int64_t N, int64_t K, int swiglu, int bits) {
-  ei_q4_job* j = &s->jobs[s->n++];
-  memset(j, 0, sizeof *j);
-  const int64_t nb = K / EI_Q4_BLOCK;
-  const size_t raw = (size_t)(N * nb) * EI_Q4_BLOCK * (size_t)bits / 8;
-  uint8_t* b = malloc(raw);
-  float* sc = malloc((size_t)(N * nb) * sizeof(float));
-  float* a = malloc((size_t)K * sizeof(float));
-  uint8_t* w = aligned_alloc(64, (ei_q4_packed_size(bits, 1, N, nb) + 63) & ~(size_t)63);
-  void* scratch = malloc(ei_q4_scratch(1, nb));
-  float* y = malloc((size_t)N * sizeof(float));
-  if (!b || !sc || !a || !w || !scratch || !y) {
-    fprintf(stderr, "gemv_cache: out of memory\n");
-    exit(1);
-  }
-  for (size_t i = 0; i < raw; i++) b[i] = (uint8_t)rnd();
-  for (int64_t i = 0; i < N * nb; i++) sc[i] = (float)(rnd() % 64 + 1) / 1024.0f;
-  for (int64_t k = 0; k < K; k++) a[k] = (float)((int)(rnd() % 2001) - 1000) / 1000.0f;
-  ei_q4_pack(bits, 1, swiglu, b, sc, N, nb, w);
-  free(b), free(sc);
-  j->a = a, j->y = y, j->w = w, j->bits = bits, j->swiglu = swiglu, j->f16 = 1;
-  j->M = 1, j->N = N, j->K = K, j->nb = nb;
-  ei_q4_bind(j, scratch);
-}
+// add appends an N × K product of random codes and one activation row
+// (random_job).
+static void add(set* s, int64_t N, int64_t K, int swiglu, int bits) { s->jobs[s->n++] = random_job(bits, swiglu, 1, N, K); }
 
 // run is one product of every matrix of the set, in order, on this thread.
 static void run(set* s) {
@@ -74,13 +51,14 @@ static void run(set* s) {
 }
 
 // same compares every output of the set with ref (the generic variant's).
-static int same(const char* v, set* s, float** ref) {
+static int same(const char* v, int tile, set* s, float** ref) {
   for (int m = 0; m < s->n; m++) {
     const ei_q4_job* j = &s->jobs[m];
     const int64_t n = EI_Q4_Y(j);
     for (int64_t i = 0; i < n; i++)
       if (!(fabsf(j->y[i] - ref[m][i]) <= 1e-4f * (fabsf(ref[m][i]) + 1.0f))) {
-        fprintf(stderr, "gemv_cache: %s: matrix %d output %lld is %g, generic's %g\n", v, m, (long long)i, j->y[i], ref[m][i]);
+        fprintf(stderr, "gemv_cache: %s%s: matrix %d output %lld is %g, generic's %g\n", v, tile ? "-tile" : "", m,
+                (long long)i, j->y[i], ref[m][i]);
         return 0;
       }
   }
@@ -97,15 +75,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   ei_q4_init(0, EI_Q4_PREFETCH_CPU);
-  char list[256], *names[VARIANTS], label[VARIANTS][64];
-  int nv = 0, tile[VARIANTS];
+  char list[256], *names[VARIANTS];
+  int nv = 0, tile[VARIANTS];  // tile[v]: names[v] on its tile, printed "<name>-tile"
   snprintf(list, sizeof list, "%s", ei_q4_variants());
   for (char* t = strtok(list, ","); t != NULL && nv + 1 < VARIANTS; t = strtok(NULL, ",")) {
     if (strcmp(t, "generic") == 0) continue;
-    names[nv] = t, tile[nv] = 0, snprintf(label[nv], sizeof label[nv], "%s", t), nv++;
+    names[nv] = t, tile[nv++] = 0;
     ei_q4_use(t);
-    if (strcmp(ei_q4_gemv_tile(), "the variant's tile") != 0)
-      names[nv] = t, tile[nv] = 1, snprintf(label[nv], sizeof label[nv], "%s-tile", t), nv++;
+    if (strcmp(ei_q4_gemv_tile(), "the variant's tile") != 0) names[nv] = t, tile[nv++] = 1;
   }
 
   static set l2, m50;
@@ -130,7 +107,7 @@ int main(int argc, char** argv) {
       for (int m = 0; m < sets[s]->n; m++)  // an output the variant leaves unwritten fails
         for (int64_t i = 0; i < EI_Q4_Y(&sets[s]->jobs[m]); i++) sets[s]->jobs[m].y[i] = NAN;
       run(sets[s]);
-      if (!same(label[v], sets[s], ref)) return 1;
+      if (!same(names[v], tile[v], sets[s], ref)) return 1;
     }
     for (int m = 0; m < sets[s]->n; m++) free(ref[m]);
   }
@@ -153,7 +130,7 @@ int main(int argc, char** argv) {
       if (v == 0 || med[v] < best) best = med[v];
     }
     for (int v = 0; v < nv; v++)
-      printf("%s int%d %s: %.2f us (range %.2f-%.2f), %.2f x the fastest\n", label[v], bits, what[s], med[v], t[s][v][0],
+      printf("%s%s int%d %s: %.2f us (range %.2f-%.2f), %.2f x the fastest\n", names[v], tile[v] ? "-tile" : "", bits, what[s], med[v], t[s][v][0],
              t[s][v][rounds - 1], med[v] / best);
   }
   return 0;
