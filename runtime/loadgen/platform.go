@@ -17,13 +17,11 @@ type Platform struct {
 	Warnings     []string           `json:"warnings,omitempty"`
 }
 
-// detectPlatform reads this machine's board ("/"); the board string is the
-// board's own name with the profile's ID.
-func detectPlatform(cfg *engine.Config) (string, *Platform) {
-	plan, err := platforms.Detect(platforms.DetectOptions{})
-	if err != nil {
-		return "unknown: " + err.Error(), nil
-	}
+// detectPlatform chooses this machine's board from its facts (read once
+// for the whole matrix); the board string is the board's own name with the
+// profile's ID.
+func detectPlatform(f platforms.Facts, cfg *engine.Config) (string, *Platform) {
+	plan := platforms.PlanFor(f, platforms.DetectOptions{})
 	p := &Platform{Profile: plan.Board, Generic: plan.Generic, RecognisedBy: plan.RecognisedBy, Warnings: plan.Warnings}
 	if cfg != nil {
 		p.Choices = platforms.Matrix(plan, *cfg)

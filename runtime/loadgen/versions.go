@@ -88,11 +88,12 @@ func modelVersion(m engine.ModelInfo) ModelVersion {
 // collectVersions fills the matrix from the build, the machine and the
 // engine.
 func collectVersions(res *Result) Versions {
-	model, simd := cpuOf(platforms.ReadFacts("/"))
+	facts := platforms.ReadFacts("/")
+	model, simd := cpuOf(facts)
 	v := Versions{SDK: "(unknown)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Cores: runtime.NumCPU(), CPU: model, SIMD: simd, HugePages: hugePageMode(), Sched: res.Sched, Target: res.Target,
 		PluginRuntime: plugin.Runtime()}
-	v.Board, v.Platform = detectPlatform(res.EngineConfig)
+	v.Board, v.Platform = detectPlatform(facts, res.EngineConfig)
 	for _, m := range res.Models {
 		v.Models = append(v.Models, modelVersion(m))
 	}
