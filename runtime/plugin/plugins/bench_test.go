@@ -56,7 +56,8 @@ func pair(b *testing.B, native func(), name string, cfg plugin.Config, in []abi.
 			// The median, not the mean: at -benchtime 10x on a shared
 			// two-vCPU machine, one slow moment on one side moved a
 			// mean's plugin/native to 1.8–1.9× where the alternated
-			// rounds gave 1.0–1.1×.
+			// rounds gave ~1.1×. A slow phase as long as a whole side
+			// still moves it; the alternated rounds are the figure.
 			b.ReportMetric(median(d), "ns/op")
 		})
 	}
