@@ -25,8 +25,11 @@ func FuzzParseCPUInfo(f *testing.F) {
 		if ci.Cores < 0 || ci.Processors < 0 || (ci.Parts != nil && len(ci.Parts) != ci.Processors) {
 			t.Fatalf("inconsistent %+v", ci)
 		}
-		// the plan built from it must not panic either
+		// the plan built from it, and the version matrix's processor
+		// (its cores by CPU part, its vector extensions), must not panic
+		// either
 		_ = threadPlan(&Facts{CPU: ci})
+		_, _ = ci.CoreNames(), ci.SIMD()
 	})
 }
 

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"cmp"
 	"os"
 	"os/exec"
 	"runtime"
@@ -145,14 +146,7 @@ func collectVersions(res *Result) Versions {
 // the model name; and the vector extensions of its first processor that
 // ONNX Runtime's and our kernels care about.
 func cpuOf(f platforms.Facts) (model string, simd []string) {
-	switch {
-	case f.CPU.CoreNames() != "":
-		model = f.CPU.CoreNames()
-	case f.CPU.Model != "":
-		model = f.CPU.Model
-	default:
-		model = "unknown: /proc/cpuinfo names no model and no CPU part"
-	}
+	model = cmp.Or(f.CPU.CoreNames(), f.CPU.Model, "unknown: /proc/cpuinfo names no model and no CPU part")
 	return model, f.CPU.SIMD()
 }
 

@@ -1229,7 +1229,7 @@ const char* ei_q4_variants(void) { return supported; }
 const char* ei_q4_gemv(void) { return gemv; }
 const char* ei_q4_gemv_tile(void) {
   const variant* v = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
-  return v->gemv_tile != NULL ? v->gemv_tile : "the variant's tile";
+  return v->gemv_tile != NULL ? v->gemv_tile : EI_Q4_ON_TILE;
 }
 const char* ei_q4_compiled(void) { return compiled; }
 const char* ei_q4_current(void) { return __atomic_load_n(&current, __ATOMIC_ACQUIRE)->name; }

@@ -140,7 +140,8 @@ const char* ei_q4_current(void);
 // (the software prefetch distance and hint chosen at ei_q4_init).
 const char* ei_q4_gemv(void);
 // ei_q4_gemv_tile names the code the current variant runs a batch-1
-// product on.
+// product on: EI_Q4_ON_TILE where it has no batch-1 product of its own.
+#define EI_Q4_ON_TILE "the variant's tile"
 const char* ei_q4_gemv_tile(void);
 int ei_q4_use(const char* name);
 

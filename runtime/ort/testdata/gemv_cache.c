@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     if (strcmp(t, "generic") == 0) continue;
     names[nv] = t, tile[nv++] = 0;
     ei_q4_use(t);
-    if (strcmp(ei_q4_gemv_tile(), "the variant's tile") != 0) names[nv] = t, tile[nv++] = 1;
+    if (strcmp(ei_q4_gemv_tile(), EI_Q4_ON_TILE) != 0) names[nv] = t, tile[nv++] = 1;
   }
 
   static set l2, m50;
